@@ -1,0 +1,172 @@
+/* edgert.h: the C API of the edgert runtime. The single declaration of the API, kept
+ * plain enough to be read by cffi's cdef (no macros in declarations, no bitfields).
+ *
+ * A short tour
+ * ------------
+ *   edgert_model *model;
+ *   if (edgert_model_load_file("m.edgert", &model, err, sizeof err) != EDGERT_OK) ...
+ *   edgert_session_options opts;  edgert_session_options_init(&opts);
+ *   edgert_session *s;
+ *   if (edgert_session_create(model, &opts, &s) != EDGERT_OK) ...
+ *   edgert_session_set_input(s, 0, data, nbytes);
+ *   edgert_session_run(s);
+ *   const void *y = edgert_session_output_data(s, 0);
+ *   edgert_session_destroy(s);  edgert_model_free(model);
+ *
+ * Trust and phases
+ * ----------------
+ * A model file is untrusted input. edgert_model_load_* checks everything in it
+ * (magic, version, every offset and size against the buffer, indices, enums,
+ * alignment, integer overflow, checksum) and then every node's semantics (dtypes,
+ * shapes, parameters, arena fit), before it returns EDGERT_OK. After that,
+ * edgert_session_run trusts the model and performs no checks and no allocation.
+ * No function aborts, asserts or exits on bad input: each returns a status, and the
+ * detailed message is kept in the error buffer, model or session that was involved.
+ *
+ * Memory
+ * ------
+ * edgert_model_load_memory uses the caller's buffer in place (zero copy): constants
+ * are read from it directly, so it must stay valid and unchanged until
+ * edgert_model_free, and be aligned to EDGERT_BUFFER_ALIGN bytes. Every session needs
+ * one arena of edgert_model_arena_bytes(model) bytes, aligned to EDGERT_ARENA_ALIGN;
+ * the caller may provide it (it must outlive the session) or let session creation
+ * allocate it once. Several sessions may share one model; a session is used by one
+ * thread at a time.
+ */
+#ifndef EDGERT_H_
+#define EDGERT_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Status codes, grouped in ranges of 100: 1xx the file format, 2xx unsupported
+ * content, 3xx shapes and types, 4xx resources, 5xx API misuse. */
+typedef enum edgert_status {
+  EDGERT_OK = 0,
+  EDGERT_ERR_IO = 100,              /* file cannot be opened or read */
+  EDGERT_ERR_FORMAT = 101,          /* malformed file: bad magic, bounds, indices */
+  EDGERT_ERR_CHECKSUM = 102,        /* checksum does not match the content */
+  EDGERT_ERR_VERSION = 103,         /* file needs a newer runtime */
+  EDGERT_ERR_ALIGNMENT = 104,       /* buffer or section not aligned as required */
+  EDGERT_ERR_UNSUPPORTED_OP = 200,  /* op code unknown to this runtime */
+  EDGERT_ERR_UNSUPPORTED = 201,     /* known op, unsupported dtype or parameters */
+  EDGERT_ERR_SHAPE = 300,           /* shapes inconsistent with the op */
+  EDGERT_ERR_DTYPE = 301,           /* dtypes inconsistent with the op */
+  EDGERT_ERR_PARAM = 302,           /* op parameters out of range */
+  EDGERT_ERR_NO_MEMORY = 400,       /* allocation failed (load or session creation) */
+  EDGERT_ERR_ARENA_TOO_SMALL = 401, /* caller's arena smaller than the plan needs */
+  EDGERT_ERR_THREADS = 402,         /* worker threads could not be started */
+  EDGERT_ERR_INVALID_ARGUMENT = 500,/* NULL pointer, index out of range, size mismatch */
+} edgert_status;
+
+/* Element types; the numbers are ONNX's TensorProto.DataType values. */
+typedef enum edgert_dtype {
+  EDGERT_FLOAT32 = 1,
+  EDGERT_UINT8 = 2,
+  EDGERT_INT8 = 3,
+  EDGERT_INT16 = 5,
+  EDGERT_INT32 = 6,
+  EDGERT_INT64 = 7,
+  EDGERT_BOOL = 9,    /* one byte, 0 or 1 */
+  EDGERT_FLOAT16 = 10,
+} edgert_dtype;
+
+enum {
+  EDGERT_MAX_DIMS = 8,
+  EDGERT_BUFFER_ALIGN = 16, /* model buffers; constants inside are 64-aligned */
+  EDGERT_ARENA_ALIGN = 64,
+};
+
+typedef struct edgert_model edgert_model;
+typedef struct edgert_session edgert_session;
+
+/* Description of one graph input or output. `name` points into the model and lives
+ * as long as it. */
+typedef struct edgert_tensor_info {
+  const char *name;
+  int32_t dtype;                    /* edgert_dtype */
+  int32_t ndim;
+  int64_t shape[8];                 /* EDGERT_MAX_DIMS */
+  size_t nbytes;
+  float scale;                      /* per-tensor quantization, 0 when none */
+  int32_t zero_point;
+} edgert_tensor_info;
+
+/* Human-readable name of a status ("format error", ...). Never NULL. */
+const char *edgert_status_str(edgert_status status);
+
+/* Runtime version as "MAJOR.MINOR.PATCH" and the newest file format it reads. */
+const char *edgert_version(void);
+uint32_t edgert_format_version(void);
+
+/* Loads a model from a caller-owned buffer, used in place (see Memory above).
+ * On failure *out is NULL and, when err is not NULL, a NUL-terminated message of at
+ * most err_size bytes is written to err. */
+edgert_status edgert_model_load_memory(const void *buffer, size_t size,
+                                       edgert_model **out, char *err,
+                                       size_t err_size);
+
+/* Reads a whole file into a buffer owned by the model, then loads it as above. */
+edgert_status edgert_model_load_file(const char *path, edgert_model **out,
+                                     char *err, size_t err_size);
+
+/* Frees a model. All its sessions must have been destroyed first. NULL is a no-op. */
+void edgert_model_free(edgert_model *model);
+
+size_t edgert_model_num_inputs(const edgert_model *model);
+size_t edgert_model_num_outputs(const edgert_model *model);
+/* Fills *info; EDGERT_ERR_INVALID_ARGUMENT when index is out of range. */
+edgert_status edgert_model_input_info(const edgert_model *model, size_t index,
+                                      edgert_tensor_info *info);
+edgert_status edgert_model_output_info(const edgert_model *model, size_t index,
+                                       edgert_tensor_info *info);
+/* Bytes of arena one session needs (planned offline by the converter). */
+size_t edgert_model_arena_bytes(const edgert_model *model);
+size_t edgert_model_num_nodes(const edgert_model *model);
+
+typedef struct edgert_session_options {
+  void *arena;          /* caller's arena or NULL to allocate one at creation */
+  size_t arena_bytes;   /* size of `arena` when given */
+  int32_t threads;      /* worker threads including the caller, >= 1 */
+  int32_t reserved[7];
+} edgert_session_options;
+
+void edgert_session_options_init(edgert_session_options *opts);
+
+/* Creates a session: binds every tensor to the arena or the model's constants and
+ * starts worker threads. Allocates (once) unless the caller provided the arena. */
+edgert_status edgert_session_create(edgert_model *model,
+                                    const edgert_session_options *opts,
+                                    edgert_session **out);
+void edgert_session_destroy(edgert_session *session);
+
+/* Copies one input into the arena; nbytes must equal the input's size. */
+edgert_status edgert_session_set_input(edgert_session *session, size_t index,
+                                       const void *data, size_t nbytes);
+/* Where input `index` lives in the arena: callers may write it directly instead of
+ * calling set_input. NULL when index is out of range. */
+void *edgert_session_input_data(edgert_session *session, size_t index);
+
+/* Runs the graph. Performs no allocation. Inputs must have been set since the
+ * previous run (the arena space of an input may be reused by later tensors). */
+edgert_status edgert_session_run(edgert_session *session);
+
+/* Output `index` after a run; valid until the next run or destroy. NULL when out of
+ * range. */
+const void *edgert_session_output_data(edgert_session *session, size_t index);
+
+/* Message of the last failure in this session ("" when none). */
+const char *edgert_session_last_error(const edgert_session *session);
+
+/* Counts of heap allocations made by the library since start (tests use it to show
+ * that run() allocates nothing). */
+uint64_t edgert_alloc_count(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* EDGERT_H_ */

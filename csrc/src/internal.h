@@ -1,0 +1,163 @@
+/* internal.h: what the loader, the session and the kernels share. Not installed.
+ *
+ * Kernel contract
+ * ---------------
+ * Every op `name` in edgert_ops.def has, in csrc/kernels/ref/, two functions:
+ *
+ *   edgert_status ert_<name>_prepare(ert_node *node, ert_err *err);
+ *   void          ert_<name>_eval(const ert_node *node, ert_exec *ex);
+ *
+ * prepare runs once, at model load, on the model's own tensors (data pointers are
+ * NULL then, except constants). It must check everything eval will rely on: number
+ * of inputs and outputs, dtypes, ranks and shapes (inputs against parameters and
+ * outputs), the parameter count and ranges, constant inputs' contents where eval
+ * indexes with them, and that node->scratch_bytes covers the scratch eval needs.
+ * On failure it calls ert_fail(err, ...) and returns its status. It may fill
+ * node->opdata (ERT_OPDATA_WORDS words) with values derived once for eval.
+ *
+ * eval runs the op on a session's tensors. It trusts prepare: no checks, no
+ * allocation, no I/O. It may use node->scratch (scratch_bytes, 64-aligned), which
+ * the plan gives to this node alone while it runs. Inputs and outputs never alias,
+ * except for ops the converter marks in-place (documented per op), where the
+ * output may be the first input.
+ */
+#ifndef EDGERT_INTERNAL_H_
+#define EDGERT_INTERNAL_H_
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "edgert.h"
+
+#define ERT_ABSENT 0xFFFFFFFFu /* index of an absent optional input */
+#define ERT_OPDATA_WORDS 64
+
+typedef struct ert_err {
+  char *msg;
+  size_t size;
+} ert_err;
+
+/* Formats a message into err (if any) and returns status. */
+edgert_status ert_fail(ert_err *err, edgert_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+typedef enum ert_storage { ERT_STORAGE_ARENA = 0, ERT_STORAGE_CONST = 1 } ert_storage;
+
+typedef struct ert_quant {
+  int32_t axis;          /* -1: per tensor */
+  uint32_t count;        /* 1, or the size of dimension `axis` */
+  const float *scales;   /* count values, inside the model buffer */
+  const int32_t *zero_points;
+} ert_quant;
+
+typedef struct ert_tensor {
+  void *data;            /* arena + offset, or inside the model buffer; NULL in prepare for arena tensors */
+  const char *name;
+  int32_t dtype;         /* edgert_dtype */
+  int32_t ndim;
+  int32_t shape[EDGERT_MAX_DIMS];
+  size_t numel;
+  size_t nbytes;
+  uint8_t storage;       /* ert_storage */
+  uint64_t offset;       /* arena offset, or constant offset in the file */
+  const ert_quant *quant; /* NULL when not quantized */
+} ert_tensor;
+
+typedef struct ert_node {
+  int32_t op;
+  uint32_t n_in, n_out;
+  ert_tensor **in;       /* n_in entries, NULL for an absent optional input */
+  ert_tensor **out;      /* n_out entries, never NULL */
+  const uint32_t *params;
+  uint32_t n_params;
+  void *scratch;         /* NULL in prepare */
+  size_t scratch_bytes;
+  uint64_t scratch_offset;
+  const char *name;
+  int64_t opdata[ERT_OPDATA_WORDS];
+} ert_node;
+
+/* Execution context handed to eval: the session's worker pool. */
+typedef struct ert_exec ert_exec;
+typedef void (*ert_task_fn)(void *arg, size_t begin, size_t end);
+/* Runs fn over [0, n) split into contiguous chunks across the session's threads
+ * (the calling thread takes part); returns when all chunks are done. */
+void ert_parallel_for(ert_exec *ex, size_t n, ert_task_fn fn, void *arg);
+
+typedef struct ert_op_impl {
+  const char *name;
+  edgert_status (*prepare)(ert_node *node, ert_err *err);
+  void (*eval)(const ert_node *node, ert_exec *ex);
+} ert_op_impl;
+
+/* Op table (csrc/src/ops.c): NULL for codes that are not in edgert_ops.def. */
+const ert_op_impl *ert_op_lookup(uint32_t code);
+
+/* ---- helpers for kernels ---- */
+
+static inline int32_t ert_pi(const ert_node *n, uint32_t k) { return (int32_t)n->params[k]; }
+static inline float ert_pf(const ert_node *n, uint32_t k) {
+  union { uint32_t u; float f; } v;
+  v.u = n->params[k];
+  return v.f;
+}
+size_t ert_dtype_size(int32_t dtype); /* 0 for unknown dtypes */
+const char *ert_dtype_name(int32_t dtype);
+
+/* Common prepare checks; each reports a message naming the node. */
+edgert_status ert_check_arity(const ert_node *n, ert_err *err, uint32_t min_in,
+                              uint32_t max_in, uint32_t min_out, uint32_t max_out);
+edgert_status ert_check_params(const ert_node *n, ert_err *err, uint32_t min_params);
+edgert_status ert_check_dtype(const ert_node *n, ert_err *err, const ert_tensor *t,
+                              int32_t dtype);
+edgert_status ert_check_same_shape(const ert_node *n, ert_err *err,
+                                   const ert_tensor *a, const ert_tensor *b);
+/* True when t is present, f32, has ndim dims (any ndim when ndim < 0). */
+bool ert_is_f32(const ert_tensor *t, int ndim);
+/* Inputs i that prepare requires to be constants (with data readable now). */
+edgert_status ert_check_const(const ert_node *n, ert_err *err, uint32_t i);
+
+/* Fused activation shared by conv2d, gemm, matmul, add (param words: kind, a, b). */
+typedef enum ert_act {
+  ERT_ACT_NONE = 0,
+  ERT_ACT_RELU = 1,
+  ERT_ACT_CLIP = 2,        /* min(max(x, a), b) */
+  ERT_ACT_HARD_SIGMOID = 3,/* max(0, min(1, a*x + b)) */
+  ERT_ACT_HARD_SWISH = 4,  /* x * max(0, min(1, x/6 + 1/2)) */
+  ERT_ACT_SIGMOID = 5,
+  ERT_ACT_SILU = 6,        /* x * sigmoid(x) */
+  ERT_ACT_LEAKY_RELU = 7,  /* x < 0 ? a*x : x */
+  ERT_ACT_TANH = 8,
+  ERT_ACT_GELU = 9,        /* exact, erf form */
+  ERT_ACT_COUNT
+} ert_act;
+
+typedef struct ert_act_params {
+  int32_t kind;
+  float a, b;
+} ert_act_params;
+
+edgert_status ert_act_read(const ert_node *n, uint32_t first_word, ert_act_params *act,
+                           ert_err *err);
+/* Applies the activation in place to x[0..count). */
+void ert_act_apply(const ert_act_params *act, float *x, size_t count);
+
+/* Allocation counted by edgert_alloc_count(). */
+void *ert_malloc(size_t size);
+void *ert_calloc(size_t n, size_t size);
+void *ert_aligned_alloc(size_t align, size_t size);
+void ert_free(void *p);
+
+/* Declarations of every op's prepare and eval, from the op list. */
+#define ERT_OP(code, name)                                            \
+  edgert_status ert_##name##_prepare(ert_node *node, ert_err *err); \
+  void ert_##name##_eval(const ert_node *node, ert_exec *ex);
+#include "edgert_ops.def"
+#undef ERT_OP
+
+#endif /* EDGERT_INTERNAL_H_ */

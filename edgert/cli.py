@@ -1,0 +1,299 @@
+"""The `edgert` command line."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import click
+import numpy as np
+
+from . import __version__
+from .errors import EdgertError
+
+
+def _parse_shapes(items: tuple[str, ...]) -> dict[str, list[int]]:
+    out = {}
+    for item in items:
+        name, sep, dims = item.rpartition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"{item!r}: expected NAME=D0,D1,...", param_hint="--input-shape")
+        try:
+            out[name] = [int(d) for d in dims.split(",") if d.strip()]
+        except ValueError:
+            raise click.BadParameter(f"{item!r}: dimensions must be integers", param_hint="--input-shape") from None
+    return out
+
+
+def _parse_values(items: tuple[str, ...]) -> dict[str, np.ndarray]:
+    out = {}
+    for item in items:
+        name, sep, val = item.rpartition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"{item!r}: expected NAME=VALUE[,VALUE...]", param_hint="--input-value")
+        try:
+            nums = [float(v) for v in val.split(",")]
+        except ValueError:
+            raise click.BadParameter(f"{item!r}: values must be numbers", param_hint="--input-value") from None
+        out[name] = np.array(nums[0] if len(nums) == 1 else nums)
+    return out
+
+
+def _parse_inputs(items: tuple[str, ...]) -> dict[str, np.ndarray]:
+    feeds = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"{item!r}: expected NAME=FILE.npy", param_hint="--input")
+        try:
+            feeds[name] = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise click.BadParameter(f"{path}: cannot read .npy: {e}", param_hint="--input") from None
+    return feeds
+
+
+def _safe_name(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name) or "output"
+
+
+class _Cli(click.Group):
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except EdgertError as e:
+            click.echo(f"error: {e}", err=True)
+            sys.exit(2)
+
+
+@click.group(cls=_Cli)
+@click.version_option(version=__version__, prog_name="edgert")
+def main() -> None:
+    """edgert: convert ONNX models into compact, statically planned files and run them."""
+
+
+@main.command()
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Output .edgert file.")
+@click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=D0,D1,...",
+              help="Fix an input's shape (needed for symbolic dimensions).")
+@click.option("--input-value", "input_values", multiple=True, metavar="NAME=VALUE",
+              help="Freeze an input to a constant (removes it from the converted model's inputs).")
+@click.option("--no-optimize", is_flag=True, help="Skip graph passes (for debugging).")
+def convert(model, output, input_shapes, input_values, no_optimize) -> None:
+    """Convert an ONNX MODEL into an .edgert file."""
+    from .converter import convert as _convert
+
+    t0 = time.perf_counter()
+    data = _convert(model, output, input_shapes=_parse_shapes(input_shapes), input_values=_parse_values(input_values),
+                    optimize=not no_optimize)
+    from . import format as fmt
+
+    info = fmt.read(data)
+    click.echo(f"wrote {output}: {len(data):,} bytes, {len(info['nodes'])} nodes, arena {info['arena_bytes']:,} bytes "
+               f"(lower bound {info['arena_lower_bound_bytes']:,}) in {time.perf_counter() - t0:.2f} s")
+
+
+def inspect_dict(path: str) -> dict:
+    from . import format as fmt
+
+    if not os.path.exists(path):
+        raise EdgertError(f"{path}: no such file")
+    with open(path, "rb") as f:
+        data = f.read()
+    info = fmt.read(data)
+    tensors = info["tensors"]
+    ops: dict[str, int] = {}
+    for n in info["nodes"]:
+        ops[n["op"]] = ops.get(n["op"], 0) + 1
+
+    def io(idx):
+        t = tensors[idx]
+        return {"name": t["name"], "shape": t["shape"], "dtype": t["dtype"]}
+
+    return {
+        "format_version": info["version"],
+        "file_bytes": info["file_bytes"],
+        "weights_bytes": sum(t["nbytes"] for t in tensors if t["storage"] == "constant"),
+        "arena_bytes": info["arena_bytes"],
+        "arena_lower_bound_bytes": info["arena_lower_bound_bytes"],
+        "nodes": len(info["nodes"]),
+        "ops": dict(sorted(ops.items())),
+        "inputs": [io(i) for i in info["inputs"]],
+        "outputs": [io(i) for i in info["outputs"]],
+        "metadata": info["metadata"],
+    }
+
+
+@main.command()
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def inspect(model, as_json) -> None:
+    """Show what an .edgert file holds."""
+    d = inspect_dict(model)
+    if as_json:
+        click.echo(json.dumps(d, indent=2))
+        return
+    click.echo(f"{model}: format {d['format_version']}, {d['file_bytes']:,} bytes "
+               f"({d['weights_bytes']:,} of weights)")
+    click.echo(f"arena: {d['arena_bytes']:,} bytes (lower bound {d['arena_lower_bound_bytes']:,})")
+    for kind in ("inputs", "outputs"):
+        for t in d[kind]:
+            click.echo(f"{kind[:-1]:7s} {t['name']}: {t['dtype']}{t['shape']}")
+    click.echo(f"{d['nodes']} nodes: " + ", ".join(f"{k} x{v}" for k, v in d["ops"].items()))
+
+
+@main.command()
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option("--input", "inputs", multiple=True, metavar="NAME=FILE.npy", help="An input tensor.")
+@click.option("--output-dir", type=click.Path(file_okay=False), default=None, help="Write outputs as .npy here.")
+@click.option("--threads", default=1, show_default=True, type=click.IntRange(1, 256))
+def run(model, inputs, output_dir, threads) -> None:
+    """Run an .edgert model on .npy inputs."""
+    from .runtime import Session
+
+    sess = Session(model, threads=threads)
+    outs = sess.run(None, _parse_inputs(inputs))
+    for info, arr in zip(sess.get_outputs(), outs):
+        if output_dir:
+            os.makedirs(output_dir, exist_ok=True)
+            p = os.path.join(output_dir, _safe_name(info.name) + ".npy")
+            np.save(p, arr)
+            click.echo(f"{info.name}: {arr.dtype}{list(arr.shape)} -> {p}")
+        else:
+            flat = arr.reshape(-1)
+            click.echo(f"{info.name}: {arr.dtype}{list(arr.shape)} {np.array2string(flat[:8], precision=5)}"
+                       + (" ..." if flat.size > 8 else ""))
+
+
+def example_inputs(sess, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for t in sess.get_inputs():
+        if t.dtype.kind == "f":
+            feeds[t.name] = rng.standard_normal(t.shape).astype(t.dtype)
+        elif t.dtype.kind == "b":
+            feeds[t.name] = rng.integers(0, 2, t.shape).astype(bool)
+        else:
+            feeds[t.name] = rng.integers(0, 10, t.shape).astype(t.dtype)
+    return feeds
+
+
+def compare(onnx_model, edgert_file, feeds, input_shapes=None, input_values=None):
+    """Runs both models; returns [(name, max_abs_err, max_abs_ref, ok)]."""
+    import onnxruntime as ort
+
+    from .runtime import Session
+
+    sess = Session(edgert_file)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    ref = ort.InferenceSession(os.fspath(onnx_model), so, providers=["CPUExecutionProvider"])
+    ort_feeds = dict(feeds)
+    for k, v in (input_values or {}).items():
+        want = {i.name: i.type for i in ref.get_inputs()}.get(k, "")
+        ort_feeds[k] = np.asarray(v).astype(np.int64 if "int64" in want else np.float32)
+    want = ref.run(None, ort_feeds)
+    got = sess.run(None, feeds)
+    rows = []
+    for info, g, w in zip(sess.get_outputs(), got, want):
+        w = np.asarray(w)
+        if g.shape != w.shape:
+            rows.append((info.name, float("inf"), 0.0, False))
+            continue
+        err = float(np.max(np.abs(g.astype(np.float64) - w.astype(np.float64)))) if g.size else 0.0
+        scale = float(np.max(np.abs(w))) if w.size else 0.0
+        rows.append((info.name, err, scale, err <= 1e-3 * max(1.0, scale)))
+    return rows
+
+
+@main.command()
+@click.argument("onnx_model", type=click.Path(dir_okay=False))
+@click.argument("edgert_file", type=click.Path(dir_okay=False))
+@click.option("--input", "inputs", multiple=True, metavar="NAME=FILE.npy", help="Inputs (random when omitted).")
+@click.option("--input-value", "input_values", multiple=True, metavar="NAME=VALUE",
+              help="Values of inputs frozen at conversion (fed to onnxruntime only).")
+def verify(onnx_model, edgert_file, inputs, input_values) -> None:
+    """Run ONNX_MODEL in onnxruntime and EDGERT_FILE in edgert on the same inputs and
+    compare; exits non-zero on a mismatch (max error > 1e-3 * max(1, max |ort|))."""
+    from .runtime import Session
+
+    feeds = _parse_inputs(inputs) or example_inputs(Session(edgert_file))
+    rows = compare(onnx_model, edgert_file, feeds, input_values=_parse_values(input_values))
+    ok = True
+    for name, err, scale, good in rows:
+        ok &= good
+        click.echo(f"{'ok ' if good else 'BAD'} {name}: max |edgert - ort| = {err:.3g} (max |ort| = {scale:.3g})")
+    if not ok:
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option("--threads", default=1, show_default=True, type=click.IntRange(1, 256))
+@click.option("--runs", default=20, show_default=True, type=click.IntRange(1, 100000))
+@click.option("--warmup", default=3, show_default=True, type=click.IntRange(0, 1000))
+@click.option("--json", "as_json", is_flag=True)
+def bench(model, threads, runs, warmup, as_json) -> None:
+    """Measure inference latency of an .edgert model on random inputs."""
+    from .runtime import Session
+
+    sess = Session(model, threads=threads)
+    feeds = example_inputs(sess)
+    for _ in range(warmup):
+        sess.run(None, feeds)
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        sess.run(None, feeds)
+        times.append((time.perf_counter() - t0) * 1e3)
+    t = np.array(times)
+    res = {"model": model, "threads": threads, "runs": runs, "median_ms": float(np.median(t)),
+           "mean_ms": float(t.mean()), "min_ms": float(t.min()), "arena_bytes": sess.arena_bytes}
+    if as_json:
+        click.echo(json.dumps(res, indent=2))
+    else:
+        click.echo(f"{model}: median {res['median_ms']:.3f} ms, min {res['min_ms']:.3f} ms over {runs} runs, "
+                   f"{threads} thread(s)")
+
+
+@main.command()
+@click.option("--model", type=click.Path(dir_okay=False), default=None,
+              help="ONNX model (default: the digits CNN shipped with edgert).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None)
+def demo(model, output) -> None:
+    """The main job on the shipped default: convert, run natively, compare with onnxruntime."""
+    from .converter import convert as _convert
+    from .runtime import Session
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    model = model or os.path.join(here, "data", "digits_cnn.onnx")
+    output = output or os.path.splitext(os.path.basename(model))[0] + ".edgert"
+    data = _convert(model, output)
+    click.echo(f"converted {model} -> {output} ({len(data):,} bytes; ONNX {os.path.getsize(model):,} bytes)")
+    sess = Session(output)
+    samples = os.path.join(here, "data", "digits_test.npz")
+    if os.path.basename(model) == "digits_cnn.onnx" and os.path.exists(samples):
+        import onnxruntime as ort
+
+        d = np.load(samples)
+        x, labels = d["input"], d["label"]
+        ref = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+        name = sess.get_inputs()[0].name
+        ours = np.stack([sess.run(None, {name: x[k:k + 1]})[0][0] for k in range(len(x))])
+        theirs = np.stack([ref.run(None, {name: x[k:k + 1]})[0][0] for k in range(len(x))])
+        err = float(np.abs(ours - theirs).max())
+        acc_e = float((ours.argmax(1) == labels).mean())
+        acc_o = float((theirs.argmax(1) == labels).mean())
+        click.echo(f"{len(x)} held-out digits: edgert accuracy {acc_e:.4f}, onnxruntime {acc_o:.4f}, "
+                   f"max |edgert - ort| = {err:.2e}")
+        if err > 1e-3 * max(1.0, float(np.abs(theirs).max())):
+            sys.exit(1)
+    else:
+        rows = compare(model, output, example_inputs(sess))
+        for name, err, scale, good in rows:
+            click.echo(f"{'ok ' if good else 'BAD'} {name}: max |edgert - ort| = {err:.3g} (max |ort| = {scale:.3g})")
+
+
+if __name__ == "__main__":
+    main()

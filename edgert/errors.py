@@ -1,0 +1,40 @@
+"""Every error edgert raises derives from EdgertError."""
+from __future__ import annotations
+
+
+class EdgertError(Exception):
+    """Base class of all edgert errors. `code` is the C status when there is one."""
+
+    def __init__(self, message: str, code: int | None = None):
+        super().__init__(message)
+        self.code = code
+
+
+class ModelFormatError(EdgertError):
+    """A file that is not a valid .edgert (or ONNX) model: corrupt, truncated, wrong kind."""
+
+
+class ConversionError(EdgertError):
+    """The ONNX model cannot be converted as given (for example an unfixed dimension)."""
+
+
+class UnsupportedError(ConversionError):
+    """Operators or attribute combinations edgert does not run. `problems` lists every
+    one as (node name, op type, reason)."""
+
+    def __init__(self, problems: list[tuple[str, str, str]]):
+        self.problems = problems
+        lines = [f"  {name or '<unnamed>'} ({op}): {why}" for name, op, why in problems]
+        ops = sorted({op for _, op, _ in problems})
+        super().__init__(
+            f"{len(problems)} node(s) cannot be converted (op types: {', '.join(ops)}):\n"
+            + "\n".join(lines)
+        )
+
+
+class InputError(EdgertError, ValueError):
+    """Wrong input names, shapes or dtypes given to a session."""
+
+
+class RuntimeFailure(EdgertError):
+    """The C runtime returned an error status."""

@@ -1,0 +1,268 @@
+"""Writer and reader of the .edgert file format (docs/format.md)."""
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from typing import Any
+
+import numpy as np
+
+from . import dtypes
+from . import ops as edgert_ops
+from .errors import ConversionError, ModelFormatError
+from .ir import Graph
+from .planner import Plan
+
+MAGIC = b"\x89ERT\r\n\x1a\n"
+VERSION = (1, 0)
+HEADER_SIZE = 64
+ENTRY_SIZE = 32
+TENSOR_SIZE = 64
+NODE_SIZE = 56
+GRAPH_SIZE = 64
+QUANT_SIZE = 32
+ABSENT = 0xFFFFFFFF
+CONST_ALIGN = 64
+
+STRINGS, TENSORS, NODES, INDICES, PARAMS, CONSTANTS, GRAPH, QUANT, METADATA = range(1, 10)
+SECTION_NAMES = {1: "strings", 2: "tensors", 3: "nodes", 4: "indices", 5: "params", 6: "constants",
+                 7: "graph", 8: "quant", 9: "metadata"}
+REQUIRED = {STRINGS, TENSORS, NODES, INDICES, PARAMS, CONSTANTS, GRAPH}
+
+_HEADER = struct.Struct("<8sHHIQIIQII16s")
+_ENTRY = struct.Struct("<IIQQII")
+_TENSOR = struct.Struct("<IIBBBBI8iQQ")
+_NODE = struct.Struct("<IIIIIIIIIIQQ")
+_GRAPH = struct.Struct("<QQIIII32s")
+_QUANT = struct.Struct("<iIQQ8s")
+assert _HEADER.size == HEADER_SIZE and _ENTRY.size == ENTRY_SIZE and _TENSOR.size == TENSOR_SIZE
+assert _NODE.size == NODE_SIZE and _GRAPH.size == GRAPH_SIZE and _QUANT.size == QUANT_SIZE
+
+
+def pack_params(values: list[Any], what: str) -> np.ndarray:
+    """Python ints become int32 words, floats binary32 words."""
+    words = np.zeros(len(values), np.uint32)
+    for k, v in enumerate(values):
+        if isinstance(v, (bool, np.bool_)):
+            v = int(v)
+        if isinstance(v, (int, np.integer)):
+            v = int(v)
+            if not -(2**31) <= v < 2**31:
+                raise ConversionError(f"{what}: parameter {k} = {v} does not fit in int32")
+            words[k] = v & 0xFFFFFFFF
+        elif isinstance(v, (float, np.floating)):
+            words[k] = np.array([v], np.float32).view(np.uint32)[0]
+        else:
+            raise ConversionError(f"{what}: parameter {k} has type {type(v).__name__}")
+    return words
+
+
+class _Strings:
+    def __init__(self) -> None:
+        self.buf = bytearray()
+        self.index: dict[str, tuple[int, int]] = {}
+
+    def add(self, s: str) -> tuple[int, int]:
+        if s not in self.index:
+            b = s.encode("utf-8")
+            self.index[s] = (len(self.buf), len(b))
+            self.buf += b + b"\0"
+        return self.index[s]
+
+
+def write(g: Graph, p: Plan, metadata: dict | None = None) -> bytes:
+    """Serializes a planned graph. Tensors are written in a stable order: graph inputs,
+    node outputs in execution order, then constants."""
+    strings = _Strings()
+    order: list[str] = []
+    seen: set[str] = set()
+
+    def visit(t: str) -> None:
+        if t and t not in seen:
+            seen.add(t)
+            order.append(t)
+
+    for t in g.inputs:
+        visit(t)
+    for n in g.nodes:
+        for o in n.outputs:
+            visit(o)
+    for n in g.nodes:
+        for i in n.inputs:
+            visit(i)
+    for t in g.outputs:
+        visit(t)
+    tindex = {t: k for k, t in enumerate(order)}
+
+    consts = bytearray()
+    quant_records = bytearray()
+    trecs = bytearray()
+    for t in order:
+        ten = g.tensors[t]
+        try:
+            code = dtypes.code_of(ten.dtype)
+        except KeyError:
+            raise ConversionError(f"tensor {t!r} has dtype {ten.dtype}, which edgert files cannot hold") from None
+        if len(ten.shape) > 8:
+            raise ConversionError(f"tensor {t!r} has rank {len(ten.shape)} > 8")
+        shape = list(ten.shape) + [0] * (8 - len(ten.shape))
+        if any(d >= 2**31 for d in ten.shape):
+            raise ConversionError(f"tensor {t!r} has a dimension too large")
+        qidx = ABSENT
+        if ten.quant is not None:
+            qidx = len(quant_records) // QUANT_SIZE
+            q = ten.quant
+            sc = np.ascontiguousarray(q.scale, np.float32).reshape(-1)
+            zp = np.ascontiguousarray(q.zero_point, np.int32).reshape(-1)
+            so = _append_const(consts, sc.tobytes(), 4)
+            zo = _append_const(consts, zp.tobytes(), 4)
+            quant_records += _QUANT.pack(-1 if q.axis is None else q.axis, sc.size, so, zo, b"\0" * 8)
+        if ten.is_const:
+            data = np.ascontiguousarray(ten.data.astype(ten.dtype, copy=False)).tobytes()
+            off = _append_const(consts, data, CONST_ALIGN)
+            storage = 1
+        else:
+            if t not in p.offsets:
+                raise ConversionError(f"tensor {t!r} has no arena offset")
+            off = p.offsets[t]
+            storage = 0
+        so, sl = strings.add(t)
+        trecs += _TENSOR.pack(so, sl, code, len(ten.shape), storage, 0, qidx, *shape, off, ten.nbytes)
+
+    indices: list[int] = []
+    params = [np.zeros(0, np.uint32)]
+    n_params = 0
+    nrecs = bytearray()
+    for k, n in enumerate(g.nodes):
+        opdef = edgert_ops.get(n.op)
+        words = pack_params(opdef.pack(n, g), f"node {n.name} ({n.op})")
+        in_start = len(indices)
+        indices += [tindex[i] if i else ABSENT for i in n.inputs]
+        out_start = len(indices)
+        indices += [tindex[o] for o in n.outputs]
+        so, sl = strings.add(n.name)
+        soff, sbytes = p.scratch.get(k, (0, 0))
+        nrecs += _NODE.pack(opdef.code, 0, so, sl, in_start, len(n.inputs), out_start, len(n.outputs),
+                            n_params, len(words), soff, sbytes)
+        params.append(words)
+        n_params += len(words)
+    gin = len(indices)
+    indices += [tindex[t] for t in g.inputs]
+    gout = len(indices)
+    indices += [tindex[t] for t in g.outputs]
+    grec = _GRAPH.pack(p.arena_bytes, p.lower_bound, gin, len(g.inputs), gout, len(g.outputs), b"\0" * 32)
+
+    sections = [
+        (STRINGS, bytes(strings.buf), 8, 0),
+        (TENSORS, bytes(trecs), 8, len(order)),
+        (NODES, bytes(nrecs), 8, len(g.nodes)),
+        (INDICES, np.array(indices, np.uint32).tobytes(), 4, len(indices)),
+        (PARAMS, np.concatenate(params).astype("<u4").tobytes(), 4, n_params),
+        (GRAPH, grec, 8, 1),
+    ]
+    if quant_records:
+        sections.append((QUANT, bytes(quant_records), 8, len(quant_records) // QUANT_SIZE))
+    if metadata:
+        sections.append((METADATA, json.dumps(metadata, sort_keys=True).encode("utf-8"), 1, 0))
+    sections.append((CONSTANTS, bytes(consts), CONST_ALIGN, 0))
+
+    table_off = HEADER_SIZE
+    pos = table_off + ENTRY_SIZE * len(sections)
+    entries = bytearray()
+    body = bytearray()
+    for kind, data, align, count in sections:
+        start = (pos + align - 1) // align * align
+        body += b"\0" * (start - pos)
+        flags = 1 if kind in REQUIRED else 0
+        entries += _ENTRY.pack(kind, flags, start, len(data), align, count)
+        body += data
+        pos = start + len(data)
+    rest = bytes(entries) + bytes(body)
+    crc = zlib.crc32(rest) & 0xFFFFFFFF
+    header = _HEADER.pack(MAGIC, VERSION[0], VERSION[1], 0, HEADER_SIZE + len(rest), HEADER_SIZE,
+                          len(sections), table_off, crc, ENTRY_SIZE, b"\0" * 16)
+    return header + rest
+
+
+def _append_const(buf: bytearray, data: bytes, align: int) -> int:
+    pad = (-len(buf)) % align
+    buf += b"\0" * pad
+    off = len(buf)
+    buf += data
+    return off
+
+
+def read(data: bytes) -> dict[str, Any]:
+    """Parses a file into plain Python values (for inspect and tests). Checks structure
+    enough to report corrupt files clearly; the C loader is the full validator."""
+    data = bytes(data)
+    if len(data) < HEADER_SIZE or data[:8] != MAGIC:
+        raise ModelFormatError("not an .edgert file (bad magic)")
+    (_, major, minor, flags, size, hsize, nsec, toff, crc, esize, _) = _HEADER.unpack_from(data, 0)
+    if major != VERSION[0]:
+        raise ModelFormatError(f"format version {major}.{minor} is not supported (this reader: {VERSION[0]}.x)")
+    if size != len(data):
+        raise ModelFormatError(f"file is {len(data)} bytes, header says {size} (truncated or padded)")
+    if zlib.crc32(data[HEADER_SIZE:]) & 0xFFFFFFFF != crc:
+        raise ModelFormatError("checksum mismatch: the file is corrupt")
+    secs: dict[int, tuple[int, int, int]] = {}
+    for k in range(nsec):
+        kind, sflags, off, ssize, align, count = _ENTRY.unpack_from(data, toff + k * ENTRY_SIZE)
+        if off + ssize > len(data):
+            raise ModelFormatError(f"section {kind} is out of bounds")
+        secs[kind] = (off, ssize, count)
+    for kind in REQUIRED:
+        if kind not in secs:
+            raise ModelFormatError(f"required section {SECTION_NAMES[kind]} missing")
+
+    def sec(kind: int) -> bytes:
+        off, ssize, _ = secs[kind]
+        return data[off:off + ssize]
+
+    strings = sec(STRINGS)
+
+    def string(off: int, n: int) -> str:
+        return strings[off:off + n].decode("utf-8", "replace")
+
+    tensors = []
+    tb = sec(TENSORS)
+    const_off = secs[CONSTANTS][0]
+    for k in range(secs[TENSORS][2]):
+        so, sl, code, ndim, storage, _, q, *rest = _TENSOR.unpack_from(tb, k * TENSOR_SIZE)
+        shape, off, nbytes = rest[:8][:ndim], rest[8], rest[9]
+        tensors.append({"name": string(so, sl), "dtype": dtypes.NAMES.get(code, f"?{code}"), "dtype_code": code,
+                        "shape": list(shape), "storage": "constant" if storage == 1 else "arena",
+                        "offset": off, "nbytes": nbytes, "quant": None if q == ABSENT else q,
+                        "file_offset": const_off + off if storage == 1 else None})
+    idx = np.frombuffer(sec(INDICES), "<u4")
+    params = np.frombuffer(sec(PARAMS), "<u4")
+    nodes = []
+    nb = sec(NODES)
+    from ._oplist import NAMES
+    for k in range(secs[NODES][2]):
+        op, _, so, sl, i0, ni, o0, no, p0, npar, soff, sbytes = _NODE.unpack_from(nb, k * NODE_SIZE)
+        nodes.append({"op": NAMES.get(op, f"?{op}"), "name": string(so, sl),
+                      "inputs": [int(x) if x != ABSENT else None for x in idx[i0:i0 + ni]],
+                      "outputs": [int(x) for x in idx[o0:o0 + no]],
+                      "params": params[p0:p0 + npar].copy(), "scratch": (soff, sbytes)})
+    arena, lower, gi, ngi, go, ngo, _ = _GRAPH.unpack_from(sec(GRAPH), 0)
+    meta = {}
+    if METADATA in secs:
+        try:
+            meta = json.loads(sec(METADATA).decode("utf-8"))
+        except ValueError:
+            meta = {}
+    return {
+        "version": f"{major}.{minor}",
+        "file_bytes": len(data),
+        "sections": {SECTION_NAMES.get(k, str(k)): {"offset": v[0], "bytes": v[1]} for k, v in secs.items()},
+        "tensors": tensors,
+        "nodes": nodes,
+        "inputs": [int(x) for x in idx[gi:gi + ngi]],
+        "outputs": [int(x) for x in idx[go:go + ngo]],
+        "arena_bytes": arena,
+        "arena_lower_bound_bytes": lower,
+        "metadata": meta,
+        "constants_bytes": secs[CONSTANTS][1],
+    }

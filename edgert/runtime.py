@@ -1,0 +1,199 @@
+"""Python face of the C runtime: Session, as in onnxruntime.
+
+Needs only numpy and cffi. The compiled module is edgert._edgert_c (cffi API mode);
+on a board without a compiler, EDGERT_LIBRARY may name a cross-built libedgert.so,
+loaded in cffi ABI mode instead.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from . import dtypes
+from .errors import EdgertError, InputError, ModelFormatError, RuntimeFailure
+
+_FORMAT_CODES = range(100, 200)
+_lib = None
+_ffi = None
+
+
+def _load():
+    global _lib, _ffi
+    if _lib is not None:
+        return _ffi, _lib
+    path = os.environ.get("EDGERT_LIBRARY")
+    if path:
+        from ._abi import load_abi
+        _ffi, _lib = load_abi(path)
+    else:
+        try:
+            from ._edgert_c import ffi, lib
+        except ImportError:
+            from ._abi import find_library, load_abi
+            found = find_library()
+            if not found:
+                raise
+            ffi, lib = load_abi(found)
+        _ffi, _lib = ffi, lib
+    return _ffi, _lib
+
+
+def _check(status: int, message: str) -> None:
+    """The one place a C status becomes a Python exception."""
+    if status == 0:
+        return
+    ffi, lib = _load()
+    text = ffi.string(lib.edgert_status_str(status)).decode()
+    msg = f"{text}: {message}" if message else text
+    if status in _FORMAT_CODES or 200 <= status < 400:
+        raise ModelFormatError(msg, status)
+    if status == 500:
+        raise InputError(msg, status)
+    raise RuntimeFailure(msg, status)
+
+
+def version() -> str:
+    ffi, lib = _load()
+    return ffi.string(lib.edgert_version()).decode()
+
+
+def alloc_count() -> int:
+    """Heap allocations the C library has made since it was loaded."""
+    return int(_load()[1].edgert_alloc_count())
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorInfo:
+    name: str
+    shape: list[int]
+    dtype: np.dtype
+    nbytes: int
+
+    @property
+    def type(self) -> str:
+        """onnxruntime-style type string, e.g. tensor(float)."""
+        names = {"float32": "float", "bool": "bool"}
+        return f"tensor({names.get(self.dtype.name, self.dtype.name)})"
+
+
+class Session:
+    """Runs an .edgert model. `model` is a path or the file's bytes (copied once into an
+    aligned buffer that the model uses in place). `threads` >= 1 worker threads."""
+
+    def __init__(self, model: str | os.PathLike | bytes | bytearray | memoryview, threads: int = 1):
+        ffi, lib = _load()
+        self._ffi, self._lib = ffi, lib
+        self._model = ffi.NULL
+        self._session = ffi.NULL
+        err = ffi.new("char[]", 1024)
+        out = ffi.new("edgert_model **")
+        if isinstance(model, (bytes, bytearray, memoryview)):
+            raw = np.frombuffer(model, np.uint8)
+            # 64-aligned copy the model keeps using (zero copy from here on).
+            self._buffer = np.empty(raw.size + 64, np.uint8)
+            start = (-self._buffer.ctypes.data) % 64
+            self._buffer = self._buffer[start:start + raw.size]
+            self._buffer[:] = raw
+            status = lib.edgert_model_load_memory(ffi.cast("void *", self._buffer.ctypes.data), raw.size, out, err, 1024)
+        else:
+            path = os.fspath(model)
+            if not os.path.exists(path):
+                raise ModelFormatError(f"{path}: no such file")
+            status = lib.edgert_model_load_file(os.fsencode(path), out, err, 1024)
+        _check(status, ffi.string(err).decode(errors="replace"))
+        self._model = out[0]
+        if not isinstance(threads, int) or threads < 1:
+            self.close()
+            raise InputError(f"threads must be a positive integer, got {threads!r}")
+        opts = ffi.new("edgert_session_options *")
+        lib.edgert_session_options_init(opts)
+        opts.threads = threads
+        sout = ffi.new("edgert_session **")
+        status = lib.edgert_session_create(self._model, opts, sout)
+        if status != 0:
+            self.close()
+            _check(status, "cannot create a session")
+        self._session = sout[0]
+        self._inputs = [self._info(lib.edgert_model_input_info, k) for k in range(lib.edgert_model_num_inputs(self._model))]
+        self._outputs = [self._info(lib.edgert_model_output_info, k) for k in range(lib.edgert_model_num_outputs(self._model))]
+        self._in_index = {t.name: k for k, t in enumerate(self._inputs)}
+        self._out_index = {t.name: k for k, t in enumerate(self._outputs)}
+        self.arena_bytes = int(lib.edgert_model_arena_bytes(self._model))
+
+    def _info(self, fn, k: int) -> TensorInfo:
+        info = self._ffi.new("edgert_tensor_info *")
+        _check(fn(self._model, k, info), "")
+        return TensorInfo(self._ffi.string(info.name).decode(), [int(info.shape[d]) for d in range(info.ndim)],
+                          dtypes.np_of(info.dtype), int(info.nbytes))
+
+    def get_inputs(self) -> list[TensorInfo]:
+        return list(self._inputs)
+
+    def get_outputs(self) -> list[TensorInfo]:
+        return list(self._outputs)
+
+    def run(self, output_names: Sequence[str] | None, feeds: dict[str, Any]) -> list[np.ndarray]:
+        """Runs the model on `feeds` ({input name: array}) and returns the requested outputs
+        (all when output_names is None) as new arrays."""
+        if not self._session:
+            raise EdgertError("session is closed")
+        ffi, lib = self._ffi, self._lib
+        unknown = sorted(set(feeds) - set(self._in_index))
+        missing = [t.name for t in self._inputs if t.name not in feeds]
+        if unknown or missing:
+            parts = []
+            if unknown:
+                parts.append(f"unknown input name(s) {unknown}")
+            if missing:
+                parts.append(f"missing input(s) {missing}")
+            raise InputError("; ".join(parts) + f"; the model's inputs are {[t.name for t in self._inputs]}")
+        if output_names is None:
+            wanted = list(range(len(self._outputs)))
+        else:
+            bad = [n for n in output_names if n not in self._out_index]
+            if bad:
+                raise InputError(f"unknown output name(s) {bad}; the model's outputs are {[t.name for t in self._outputs]}")
+            wanted = [self._out_index[n] for n in output_names]
+        for k, info in enumerate(self._inputs):
+            arr = feeds[info.name]
+            if not isinstance(arr, np.ndarray):
+                arr = np.asarray(arr)
+            if arr.dtype != info.dtype:
+                raise InputError(f"input {info.name!r}: dtype {arr.dtype}, expected {info.dtype}")
+            if list(arr.shape) != info.shape:
+                raise InputError(f"input {info.name!r}: shape {list(arr.shape)}, expected {info.shape}")
+            arr = np.ascontiguousarray(arr)
+            _check(lib.edgert_session_set_input(self._session, k, ffi.from_buffer(arr), arr.nbytes), "")
+        status = lib.edgert_session_run(self._session)
+        if status != 0:
+            _check(status, ffi.string(lib.edgert_session_last_error(self._session)).decode(errors="replace"))
+        results = []
+        for k in wanted:
+            info = self._outputs[k]
+            ptr = lib.edgert_session_output_data(self._session, k)
+            buf = ffi.buffer(ptr, info.nbytes)
+            results.append(np.frombuffer(buf, info.dtype).reshape(info.shape).copy())
+        return results
+
+    def close(self) -> None:
+        if getattr(self, "_session", None):
+            self._lib.edgert_session_destroy(self._session)
+            self._session = self._ffi.NULL
+        if getattr(self, "_model", None):
+            self._lib.edgert_model_free(self._model)
+            self._model = self._ffi.NULL
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: Iterable[Any]) -> None:
+        self.close()
