@@ -4,11 +4,19 @@ until nothing changes."""
 from __future__ import annotations
 
 from ..ir import Graph
-from . import dce, fold_constants
+from . import (dce, fold_batchnorm, fold_constants, fuse_activation, fuse_gelu, fuse_hard_swish, fuse_layernorm,
+               fuse_silu, remove_identity)
 
 PIPELINE = [
     fold_constants,
     dce,
+    remove_identity,
+    fuse_hard_swish,
+    fuse_silu,
+    fuse_gelu,
+    fuse_layernorm,
+    fold_batchnorm,
+    fuse_activation,
 ]
 
 

@@ -1,0 +1,87 @@
+"""Conv+BatchNormalization folding, and more generally folding of a per-channel affine
+map into the convolution before it: conv2d -> batch_norm | mul(const) | add(const)
+becomes one conv2d with scaled weights and shifted bias, when the conv output has no
+other reader and the conv has no fused activation yet."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import ops as edgert_ops
+from ..ir import Graph
+from ._util import Uses, remove_nodes
+
+
+def _per_channel(c: np.ndarray, out_shape: tuple[int, ...]) -> np.ndarray | None:
+    """c as a [M] vector when it broadcasts over conv output [N, M, ...] along axis 1 only."""
+    rank, m = len(out_shape), out_shape[1]
+    if c.ndim > rank:
+        return None
+    full = (1,) * (rank - c.ndim) + c.shape
+    if any(d != 1 for k, d in enumerate(full) if k != 1):
+        return None
+    if full[1] not in (1, m):
+        return None
+    return np.broadcast_to(c.reshape(-1), (m,)).astype(np.float32)
+
+
+def _affine_of(g: Graph, node, conv_out: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """(scale, shift) per channel such that node(x) = x*scale + shift, or None."""
+    shape = g.tensors[conv_out].shape
+    m = shape[1]
+    if node.op == "batch_norm":
+        params = [g.const(i) if i else None for i in node.inputs[1:]]
+        if any(i and p is None for i, p in zip(node.inputs[1:], params)):
+            return None
+        probe_shape = (1, m) + (1,) * (len(shape) - 2)
+        ref = edgert_ops.get("batch_norm").reference
+        zero = ref(node, [np.zeros(probe_shape, np.float32), *params])[0].reshape(m)
+        one = ref(node, [np.ones(probe_shape, np.float32), *params])[0].reshape(m)
+        return (one - zero).astype(np.float32), zero.astype(np.float32)
+    if node.op in ("mul", "add") and len(node.inputs) == 2 and not node.attrs.get("act", 0):
+        other = node.inputs[1] if node.inputs[0] == conv_out else node.inputs[0]
+        c = g.const(other)
+        if c is None or c.dtype != np.float32:
+            return None
+        # The result must keep the conv output's shape (no broadcasting up).
+        if np.broadcast_shapes(c.shape, shape) != tuple(shape):
+            return None
+        v = _per_channel(c, shape)
+        if v is None:
+            return None
+        if node.op == "mul":
+            return v, np.zeros(m, np.float32)
+        return np.ones(m, np.float32), v
+    return None
+
+
+def run(g: Graph) -> bool:
+    u = Uses(g)
+    dead = []
+    for conv in g.nodes:
+        if conv.op != "conv2d" or conv.attrs.get("act", 0):
+            continue
+        w = g.const(conv.inputs[1])
+        b_name = conv.inputs[2] if len(conv.inputs) > 2 else ""
+        b = g.const(b_name) if b_name else None
+        if w is None or (b_name and b is None):
+            continue
+        out = conv.outputs[0]
+        nxt = u.only_consumer(out)
+        if nxt is None or any(d is nxt for d in dead):
+            continue
+        aff = _affine_of(g, nxt, out)
+        if aff is None:
+            continue
+        scale, shift = aff
+        m = w.shape[0]
+        new_w = (w * scale.reshape((m,) + (1,) * (w.ndim - 1))).astype(np.float32)
+        old_b = b if b is not None else np.zeros(m, np.float32)
+        new_b = (old_b * scale + shift).astype(np.float32)
+        conv.inputs = [conv.inputs[0], g.add_const(new_w, conv.name + "_w"), g.add_const(new_b, conv.name + "_b")]
+        conv.outputs = list(nxt.outputs)
+        dead.append(nxt)
+        u = Uses(g)
+    if dead:
+        remove_nodes(g, dead)
+        g.remove_unused_tensors()
+    return bool(dead)

@@ -1,0 +1,26 @@
+"""Identity removal: `copy` nodes whose output is not a graph output, and reshapes of
+reshapes (only the last shape matters), are bypassed."""
+from __future__ import annotations
+
+from ..ir import Graph
+from ._util import Uses, remove_nodes
+
+
+def run(g: Graph) -> bool:
+    u = Uses(g)
+    dead = []
+    for node in g.nodes:
+        if node.op == "copy" and node.outputs[0] not in u.outputs:
+            g.replace_uses(node.outputs[0], node.inputs[0])
+            dead.append(node)
+        elif node.op == "reshape":
+            src = u.made_by(node.inputs[0], "reshape")
+            if src is not None and node.inputs[0] != src.inputs[0]:
+                node.inputs = [src.inputs[0]] + node.inputs[1:]
+                dead_src = u.single_use(src.outputs[0])
+                if dead_src:
+                    dead.append(src)
+    if dead:
+        remove_nodes(g, dead)
+        g.remove_unused_tensors()
+    return bool(dead)

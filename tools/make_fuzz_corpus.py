@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Writes a seed corpus of valid .edgert files for the loader fuzzer.
+
+Usage: python tools/make_fuzz_corpus.py DIR
+Seeds are small graphs converted with the current converter (so they always match
+the current format) and the shipped digits CNN.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+from onnx import TensorProto, helper
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import edgert  # noqa: E402
+
+
+def _model(nodes, inputs, outputs, inits=()):
+    vin = [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs]
+    vout = [helper.make_empty_tensor_value_info(o) for o in outputs]
+    g = helper.make_graph(nodes, "seed", vin, vout, list(inits))
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def seeds():
+    from onnx import numpy_helper
+    rng = np.random.default_rng(0)
+    yield "transpose", _model([helper.make_node("Transpose", ["x"], ["y"], perm=[1, 0])], [("x", [3, 5])], ["y"])
+    w = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "b")
+    yield "conv_relu", _model([helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+                               helper.make_node("Relu", ["c"], ["y"])], [("x", [1, 3, 6, 6])], ["y"], [w, b])
+    yield "add_concat", _model([helper.make_node("Add", ["x", "z"], ["s"]),
+                                helper.make_node("Concat", ["s", "x"], ["y"], axis=1)],
+                               [("x", [2, 3]), ("z", [1, 3])], ["y"])
+    yield "digits_cnn", os.path.join(ROOT, "edgert", "data", "digits_cnn.onnx")
+
+
+def main() -> int:
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    n = 0
+    for name, model in seeds():
+        try:
+            data = edgert.convert(model)
+        except edgert.EdgertError as e:
+            print(f"seed {name} skipped: {e}", file=sys.stderr)
+            continue
+        with open(os.path.join(out, name + ".edgert"), "wb") as f:
+            f.write(data)
+        n += 1
+    print(f"{n} seeds in {out}")
+    return 0 if n else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
