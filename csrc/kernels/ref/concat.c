@@ -1,0 +1,145 @@
+/* concat and split along one axis, for every dtype (bytes are copied).
+ *
+ * Both view each tensor as [outer, len * inner] with outer the product of the dims
+ * before the axis and inner that of the dims after it, and copy one contiguous run
+ * per (outer index, part).
+ *
+ * Parameter words (edgert/ops/shape_ops.py): concat: 0 axis. split: 0 axis,
+ * 1 count n (= number of outputs), 2.. sizes.
+ */
+#include <string.h>
+
+#include "internal.h"
+
+#define PARALLEL_BYTES (1u << 16)
+
+static const char *nm(const ert_node *n) { return n->name ? n->name : ""; }
+
+/* Checks that `part` matches `whole` in dtype and rank, and off `axis` in every dim. */
+static edgert_status check_part(const ert_node *node, ert_err *err, const char *op,
+                                const ert_tensor *part, const ert_tensor *whole, int32_t axis) {
+  edgert_status st = ert_check_dtype(node, err, part, whole->dtype);
+  if (st != EDGERT_OK) return st;
+  if (part->ndim != whole->ndim)
+    return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s' (%s): ranks differ", nm(node), op);
+  for (int32_t d = 0; d < whole->ndim; d++)
+    if (d != axis && part->shape[d] != whole->shape[d])
+      return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s' (%s): dim %d differs off axis %d", nm(node),
+                      op, (int)d, (int)axis);
+  return EDGERT_OK;
+}
+
+/* opdata: [0] outer count, [1] bytes of one axis step (inner * element size). */
+static void store_geometry(ert_node *node, const ert_tensor *whole, int32_t axis) {
+  int64_t outer = 1, inner = 1;
+  for (int32_t d = 0; d < axis; d++) outer *= whole->shape[d];
+  for (int32_t d = axis + 1; d < whole->ndim; d++) inner *= whole->shape[d];
+  node->opdata[0] = outer;
+  node->opdata[1] = inner * (int64_t)ert_dtype_size(whole->dtype);
+}
+
+/* ---- concat -------------------------------------------------------------- */
+
+edgert_status ert_concat_prepare(ert_node *node, ert_err *err) {
+  edgert_status st = ert_check_arity(node, err, 1, 0xFFFFFFFFu, 1, 1);
+  if (st != EDGERT_OK || (st = ert_check_params(node, err, 1)) != EDGERT_OK) return st;
+  const ert_tensor *y = node->out[0];
+  const int32_t axis = ert_pi(node, 0);
+  if (ert_dtype_size(y->dtype) == 0)
+    return ert_fail(err, EDGERT_ERR_DTYPE, "node '%s' (concat): unknown dtype", nm(node));
+  if (axis < 0 || axis >= y->ndim)
+    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (concat): axis %d out of range", nm(node),
+                    (int)axis);
+  int64_t total = 0;
+  for (uint32_t k = 0; k < node->n_in; k++) {
+    if (node->in[k] == NULL)
+      return ert_fail(err, EDGERT_ERR_FORMAT, "node '%s' (concat): input %u is absent", nm(node),
+                      (unsigned)k);
+    if ((st = check_part(node, err, "concat", node->in[k], y, axis)) != EDGERT_OK) return st;
+    total += node->in[k]->shape[axis];
+  }
+  if (total != y->shape[axis])
+    return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s' (concat): inputs add up to %lld along axis, output has %d",
+                    nm(node), (long long)total, (int)y->shape[axis]);
+  store_geometry(node, y, axis);
+  return EDGERT_OK;
+}
+
+static void concat_task(void *arg, size_t begin, size_t end) {
+  const ert_node *node = (const ert_node *)arg;
+  const int32_t axis = ert_pi(node, 0);
+  const size_t step = (size_t)node->opdata[1];
+  const size_t row = (size_t)node->out[0]->shape[axis] * step;
+  char *dst = (char *)node->out[0]->data;
+  for (size_t o = begin; o < end; o++) {
+    char *d = dst + o * row;
+    for (uint32_t k = 0; k < node->n_in; k++) {
+      const size_t n = (size_t)node->in[k]->shape[axis] * step;
+      if (n) memcpy(d, (const char *)node->in[k]->data + o * n, n);
+      d += n;
+    }
+  }
+}
+
+void ert_concat_eval(const ert_node *node, ert_exec *ex) {
+  const size_t outer = (size_t)node->opdata[0];
+  if (node->out[0]->nbytes == 0) return;
+  if (node->out[0]->nbytes < PARALLEL_BYTES || outer < 2)
+    concat_task((void *)node, 0, outer);
+  else
+    ert_parallel_for(ex, outer, concat_task, (void *)node);
+}
+
+/* ---- split --------------------------------------------------------------- */
+
+edgert_status ert_split_prepare(ert_node *node, ert_err *err) {
+  edgert_status st = ert_check_arity(node, err, 1, 1, 1, 0xFFFFFFFFu);
+  if (st != EDGERT_OK || (st = ert_check_params(node, err, 2)) != EDGERT_OK) return st;
+  const ert_tensor *x = node->in[0];
+  const int32_t axis = ert_pi(node, 0), n = ert_pi(node, 1);
+  if (ert_dtype_size(x->dtype) == 0)
+    return ert_fail(err, EDGERT_ERR_DTYPE, "node '%s' (split): unknown dtype", nm(node));
+  if (axis < 0 || axis >= x->ndim)
+    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (split): axis %d out of range", nm(node), (int)axis);
+  if (n < 1 || (uint32_t)n != node->n_out || node->n_params != 2u + (uint32_t)n)
+    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (split): %d parts for %u outputs", nm(node), (int)n,
+                    (unsigned)node->n_out);
+  int64_t total = 0;
+  for (uint32_t k = 0; k < node->n_out; k++) {
+    if ((st = check_part(node, err, "split", node->out[k], x, axis)) != EDGERT_OK) return st;
+    if (node->out[k]->shape[axis] != ert_pi(node, 2 + k))
+      return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s' (split): output %u does not match its size",
+                      nm(node), (unsigned)k);
+    total += node->out[k]->shape[axis];
+  }
+  if (total != x->shape[axis])
+    return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s' (split): sizes add up to %lld, input has %d",
+                    nm(node), (long long)total, (int)x->shape[axis]);
+  store_geometry(node, x, axis);
+  return EDGERT_OK;
+}
+
+static void split_task(void *arg, size_t begin, size_t end) {
+  const ert_node *node = (const ert_node *)arg;
+  const int32_t axis = ert_pi(node, 0);
+  const size_t step = (size_t)node->opdata[1];
+  const size_t row = (size_t)node->in[0]->shape[axis] * step;
+  const char *src = (const char *)node->in[0]->data;
+  for (size_t o = begin; o < end; o++) {
+    const char *s = src + o * row;
+    for (uint32_t k = 0; k < node->n_out; k++) {
+      const size_t n = (size_t)node->out[k]->shape[axis] * step;
+      if (n) memcpy((char *)node->out[k]->data + o * n, s, n);
+      s += n;
+    }
+  }
+}
+
+void ert_split_eval(const ert_node *node, ert_exec *ex) {
+  const size_t outer = (size_t)node->opdata[0];
+  if (node->in[0]->nbytes == 0) return;
+  if (node->in[0]->nbytes < PARALLEL_BYTES || outer < 2)
+    split_task((void *)node, 0, outer);
+  else
+    ert_parallel_for(ex, outer, split_task, (void *)node);
+}

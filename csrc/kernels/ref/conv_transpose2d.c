@@ -1,0 +1,247 @@
+/* conv_transpose2d.c: transposed 2-D convolution (1-D as height 1), NCHW, float32, with
+ * fused bias and activation. Parameters, meaning and scratch: edgert/ops/conv_transpose2d.py.
+ *
+ * Y starts as the bias. Then per batch item, group and chunk of input rows, the GEMM
+ * col[Mg*kH*kW, rows*W] = W_g^T X_g[:, rows] fills the column buffer (scratch) and
+ * col2im adds each column entry into the output pixel it lands on. */
+#include "sgemm.h"
+
+enum {
+  P_GROUP, P_KH, P_KW, P_SH, P_SW, P_DH, P_DW, P_PT, P_PL, P_PB, P_PR, P_OPH, P_OPW, P_RANK1D,
+  P_ACT, P_COUNT = P_ACT + 3
+};
+enum { COL_BUDGET = 65536 }; /* floats; edgert/ops/conv_transpose2d.py COL_BUDGET */
+
+typedef struct ct_geom {
+  int32_t n, c, h, w, m, oh, ow;
+  int32_t group, cg, mg;
+  int32_t kh, kw, sh, sw, dh, dw, pt, pl;
+  int32_t rows;          /* input rows per chunk */
+  ert_act_params act;
+} ct_geom;
+
+static inline size_t align64(size_t x) { return (x + 63u) & ~(size_t)63u; }
+
+static int32_t chunk_rows(int64_t rows_k, int64_t h, int64_t w) {
+  int64_t d = rows_k * w;
+  if (d < 1) d = 1;
+  int64_t r = COL_BUDGET / d;
+  if (r > h) r = h;
+  return r < 1 ? 1 : (int32_t)r;
+}
+
+static void read_geom(const ert_node *node, ct_geom *g) {
+  const ert_tensor *x = node->in[0], *w = node->in[1], *y = node->out[0];
+  const int rank1d = ert_pi(node, P_RANK1D) != 0;
+  g->n = x->shape[0];
+  g->c = x->shape[1];
+  g->h = rank1d ? 1 : x->shape[2];
+  g->w = x->shape[rank1d ? 2 : 3];
+  g->m = y->shape[1];
+  g->oh = rank1d ? 1 : y->shape[2];
+  g->ow = y->shape[rank1d ? 2 : 3];
+  g->group = ert_pi(node, P_GROUP);
+  g->cg = g->c / g->group;
+  g->mg = w->shape[1];
+  g->kh = ert_pi(node, P_KH);
+  g->kw = ert_pi(node, P_KW);
+  g->sh = ert_pi(node, P_SH);
+  g->sw = ert_pi(node, P_SW);
+  g->dh = ert_pi(node, P_DH);
+  g->dw = ert_pi(node, P_DW);
+  g->pt = ert_pi(node, P_PT);
+  g->pl = ert_pi(node, P_PL);
+  g->rows = chunk_rows((int64_t)g->mg * g->kh * g->kw, g->h, g->w);
+  g->act.kind = ert_pi(node, P_ACT);
+  g->act.a = ert_pf(node, P_ACT + 1);
+  g->act.b = ert_pf(node, P_ACT + 2);
+}
+
+edgert_status ert_conv_transpose2d_prepare(ert_node *node, ert_err *err) {
+  edgert_status st;
+  if ((st = ert_check_arity(node, err, 2, 3, 1, 1)) != EDGERT_OK) return st;
+  if ((st = ert_check_params(node, err, P_COUNT)) != EDGERT_OK) return st;
+  ert_act_params act;
+  if ((st = ert_act_read(node, P_ACT, &act, err)) != EDGERT_OK) return st;
+  const char *name = node->name;
+  int32_t v[P_ACT];
+  for (int i = 0; i < P_ACT; ++i) v[i] = ert_pi(node, (uint32_t)i);
+  if (v[P_GROUP] < 1 || v[P_KH] < 1 || v[P_KW] < 1 || v[P_SH] < 1 || v[P_SW] < 1 || v[P_DH] < 1 ||
+      v[P_DW] < 1 || v[P_PT] < 0 || v[P_PL] < 0 || v[P_PB] < 0 || v[P_PR] < 0 || v[P_OPH] < 0 ||
+      v[P_OPW] < 0 || (v[P_RANK1D] != 0 && v[P_RANK1D] != 1))
+    return ert_fail(err, EDGERT_ERR_PARAM, "conv_transpose2d '%s': invalid parameters", name);
+  const int rank1d = v[P_RANK1D];
+  if (rank1d && (v[P_KH] != 1 || v[P_SH] != 1 || v[P_DH] != 1 || v[P_PT] != 0 || v[P_PB] != 0 ||
+                 v[P_OPH] != 0))
+    return ert_fail(err, EDGERT_ERR_PARAM,
+                    "conv_transpose2d '%s': 1-D form needs a height-1 window", name);
+  const int rank = rank1d ? 3 : 4;
+  const ert_tensor *x = node->in[0], *w = node->in[1], *y = node->out[0];
+  const ert_tensor *b = node->n_in > 2 ? node->in[2] : NULL;
+  if (!ert_is_f32(x, rank) || !ert_is_f32(w, rank) || !ert_is_f32(y, rank))
+    return ert_fail(err, EDGERT_ERR_DTYPE,
+                    "conv_transpose2d '%s': X, W and Y must be float32 of rank %d", name, rank);
+  if (b != NULL && !ert_is_f32(b, 1))
+    return ert_fail(err, EDGERT_ERR_DTYPE, "conv_transpose2d '%s': B must be float32 of rank 1",
+                    name);
+  const int64_t c = x->shape[1], h = rank1d ? 1 : x->shape[2], wd = x->shape[rank - 1];
+  const int64_t mg = w->shape[1], m = mg * v[P_GROUP];
+  const int64_t wkh = rank1d ? 1 : w->shape[2], wkw = w->shape[rank - 1];
+  if (w->shape[0] != c || c % v[P_GROUP] != 0 || wkh != v[P_KH] || wkw != v[P_KW])
+    return ert_fail(err, EDGERT_ERR_SHAPE, "conv_transpose2d '%s': W does not match X and group",
+                    name);
+  if (b != NULL && b->shape[0] != m)
+    return ert_fail(err, EDGERT_ERR_SHAPE, "conv_transpose2d '%s': B must have %lld entries", name,
+                    (long long)m);
+  const int64_t oh = (int64_t)v[P_SH] * (h - 1) + v[P_OPH] + (int64_t)v[P_DH] * (v[P_KH] - 1) + 1 -
+                     v[P_PT] - v[P_PB];
+  const int64_t ow = (int64_t)v[P_SW] * (wd - 1) + v[P_OPW] + (int64_t)v[P_DW] * (v[P_KW] - 1) + 1 -
+                     v[P_PL] - v[P_PR];
+  if (y->shape[0] != x->shape[0] || y->shape[1] != m || (!rank1d && y->shape[2] != oh) ||
+      y->shape[rank - 1] != ow || oh < 1 || ow < 1 || h < 1 || wd < 1)
+    return ert_fail(err, EDGERT_ERR_SHAPE,
+                    "conv_transpose2d '%s': Y shape does not match the transposed convolution",
+                    name);
+  const int64_t rows_k = mg * v[P_KH] * v[P_KW];
+  const int32_t rows = chunk_rows(rows_k, h, wd);
+  if (rows_k > INT32_MAX || (int64_t)rows * wd > INT32_MAX ||
+      (int64_t)v[P_SH] * h + (int64_t)v[P_DH] * v[P_KH] > INT32_MAX / 2 ||
+      (int64_t)v[P_SW] * wd + (int64_t)v[P_DW] * v[P_KW] > INT32_MAX / 2)
+    return ert_fail(err, EDGERT_ERR_UNSUPPORTED, "conv_transpose2d '%s': tensor too large", name);
+  const size_t need = align64((size_t)rows_k * (size_t)rows * (size_t)wd * sizeof(float)) +
+                      ert_sgemm_scratch_bytes(rows_k, (int64_t)rows * wd, c / v[P_GROUP], 0);
+  if (node->scratch_bytes < need)
+    return ert_fail(err, EDGERT_ERR_PARAM, "conv_transpose2d '%s': needs %zu scratch bytes, has %zu",
+                    name, need, node->scratch_bytes);
+  return EDGERT_OK;
+}
+
+typedef struct ct_job {
+  const ct_geom *g;
+  const float *x, *w, *bias;
+  float *y;
+  float *col;        /* [Mg*kh*kw][ncols] */
+  int32_t n, grp;    /* current batch item and group */
+  int32_t r0, nrows; /* current input rows */
+} ct_job;
+
+static void locate(const void *ctx, size_t p, const float **a, const float **b, float **c,
+                   const float **bias) {
+  const ct_job *j = ctx;
+  const ct_geom *g = j->g;
+  (void)p;
+  *a = j->w + (size_t)j->grp * (size_t)g->cg * (size_t)g->mg * (size_t)g->kh * (size_t)g->kw;
+  *b = j->x + ((size_t)j->n * g->c + (size_t)j->grp * g->cg) * (size_t)g->h * g->w +
+       (size_t)j->r0 * g->w;
+  *c = j->col;
+  *bias = NULL;
+}
+
+/* Smallest i >= 0 with i*s + off >= 0 and the end of the i range with i*s + off < size,
+ * clamped to [0, limit]. */
+static void valid_range(int32_t off, int32_t s, int32_t size, int32_t limit, int32_t *lo,
+                        int32_t *hi) {
+  int64_t a = off >= 0 ? 0 : (-(int64_t)off + s - 1) / s;
+  int64_t b = off <= size - 1 ? ((int64_t)size - 1 - off) / s + 1 : 0;
+  if (a > limit) a = limit;
+  if (b > limit) b = limit;
+  if (b < a) b = a;
+  *lo = (int32_t)a;
+  *hi = (int32_t)b;
+}
+
+/* col2im for output channels [begin, end) of the current group. */
+static void col2im_worker(void *arg, size_t begin, size_t end) {
+  const ct_job *j = arg;
+  const ct_geom *g = j->g;
+  const size_t ncols = (size_t)j->nrows * g->w;
+  for (size_t mm = begin; mm < end; ++mm) {
+    float *yp = j->y + ((size_t)j->n * g->m + (size_t)j->grp * g->mg + mm) * (size_t)g->oh * g->ow;
+    for (int32_t ky = 0; ky < g->kh; ++ky) {
+      for (int32_t kx = 0; kx < g->kw; ++kx) {
+        const float *cr = j->col + ((mm * g->kh + (size_t)ky) * g->kw + (size_t)kx) * ncols;
+        const int32_t xoff = kx * g->dw - g->pl;
+        int32_t ix_lo, ix_hi;
+        valid_range(xoff, g->sw, g->ow, g->w, &ix_lo, &ix_hi);
+        for (int32_t r = 0; r < j->nrows; ++r) {
+          const int32_t oy = (j->r0 + r) * g->sh - g->pt + ky * g->dh;
+          if (oy < 0 || oy >= g->oh) continue;
+          float *yr = yp + (size_t)oy * g->ow;
+          const float *cc = cr + (size_t)r * g->w;
+          if (g->sw == 1) {
+            for (int32_t ix = ix_lo; ix < ix_hi; ++ix) yr[ix + xoff] += cc[ix];
+          } else {
+            for (int32_t ix = ix_lo; ix < ix_hi; ++ix) yr[ix * g->sw + xoff] += cc[ix];
+          }
+        }
+      }
+    }
+  }
+}
+
+typedef struct init_job {
+  const ct_geom *g;
+  const float *bias;
+  float *y;
+  int final;
+} init_job;
+
+/* Bias (first pass) or activation (final pass) over output planes [begin, end). */
+static void plane_worker(void *arg, size_t begin, size_t end) {
+  const init_job *j = arg;
+  const ct_geom *g = j->g;
+  const size_t plane = (size_t)g->oh * g->ow;
+  for (size_t p = begin; p < end; ++p) {
+    float *y = j->y + p * plane;
+    if (j->final) {
+      ert_act_apply(&g->act, y, plane);
+    } else {
+      const float v = j->bias ? j->bias[p % (size_t)g->m] : 0.0f;
+      for (size_t i = 0; i < plane; ++i) y[i] = v;
+    }
+  }
+}
+
+void ert_conv_transpose2d_eval(const ert_node *node, ert_exec *ex) {
+  ct_geom g;
+  read_geom(node, &g);
+  const float *bias = node->n_in > 2 && node->in[2] ? node->in[2]->data : NULL;
+  float *y = node->out[0]->data;
+  const size_t planes = (size_t)g.n * g.m;
+  init_job ij = {&g, bias, y, 0};
+  ert_parallel_for(ex, planes, plane_worker, &ij);
+
+  const int32_t rows_k = g.mg * g.kh * g.kw;
+  const size_t col_bytes = align64((size_t)rows_k * (size_t)g.rows * g.w * sizeof(float));
+  ct_job j = {&g, node->in[0]->data, node->in[1]->data, bias, y, node->scratch, 0, 0, 0, 0};
+  void *gemm_scratch = (char *)node->scratch + col_bytes;
+  for (j.n = 0; j.n < g.n; ++j.n) {
+    for (j.grp = 0; j.grp < g.group; ++j.grp) {
+      for (j.r0 = 0; j.r0 < g.h; j.r0 += g.rows) {
+        j.nrows = g.h - j.r0 < g.rows ? g.h - j.r0 : g.rows;
+        ert_sgemm s;
+        s.m = rows_k;
+        s.n = j.nrows * g.w;
+        s.k = g.cg;
+        s.rsa = 1;        /* A(i, c) = W[c][i]: W_g is [Cg][Mg*kh*kw] */
+        s.csa = rows_k;
+        s.rsb = (ptrdiff_t)g.h * g.w;
+        s.csb = 1;
+        s.im2col = NULL;
+        s.ldc = s.n;
+        s.alpha = 1.0f;
+        s.accumulate = 0;
+        s.act = NULL;
+        s.batch = 1;
+        s.locate = locate;
+        s.ctx = &j;
+        ert_sgemm_run(&s, gemm_scratch, ex);
+        ert_parallel_for(ex, (size_t)g.mg, col2im_worker, &j);
+      }
+    }
+  }
+  if (g.act.kind != ERT_ACT_NONE) {
+    ij.final = 1;
+    ert_parallel_for(ex, planes, plane_worker, &ij);
+  }
+}

@@ -1,0 +1,273 @@
+/* pool.c: max / average / Lp pooling over NCHW float32 (1-D as height 1), and global
+ * average / max pooling over every spatial dimension. Parameters and exact semantics:
+ * edgert/ops/pool.py. */
+#include <math.h>
+
+#include "internal.h"
+
+enum {
+  P_KH, P_KW, P_SH, P_SW, P_DH, P_DW, P_PT, P_PL, P_PB, P_PR, P_CEIL, P_RANK1D, P_EXTRA,
+  P_COUNT
+};
+enum { KIND_MAX, KIND_AVG, KIND_LP };
+
+typedef struct pool_geom {
+  int32_t h, w, oh, ow;
+  int32_t kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+  int32_t extra;
+  size_t planes;
+} pool_geom;
+
+static int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, int64_t p1,
+                        int ceil_mode) {
+  const int64_t span = d * (k - 1) + 1, padded = in + p0 + p1;
+  if (padded < span) return 0;
+  if (!ceil_mode) return (padded - span) / s + 1;
+  int64_t out = (padded - span + s - 1) / s + 1;
+  if ((out - 1) * s >= in + p0) --out;
+  return out;
+}
+
+static void read_geom(const ert_node *node, pool_geom *g) {
+  const ert_tensor *x = node->in[0], *y = node->out[0];
+  const int rank1d = ert_pi(node, P_RANK1D) != 0;
+  g->h = rank1d ? 1 : x->shape[2];
+  g->w = x->shape[rank1d ? 2 : 3];
+  g->oh = rank1d ? 1 : y->shape[2];
+  g->ow = y->shape[rank1d ? 2 : 3];
+  g->kh = ert_pi(node, P_KH);
+  g->kw = ert_pi(node, P_KW);
+  g->sh = ert_pi(node, P_SH);
+  g->sw = ert_pi(node, P_SW);
+  g->dh = ert_pi(node, P_DH);
+  g->dw = ert_pi(node, P_DW);
+  g->pt = ert_pi(node, P_PT);
+  g->pl = ert_pi(node, P_PL);
+  g->pb = ert_pi(node, P_PB);
+  g->pr = ert_pi(node, P_PR);
+  g->extra = ert_pi(node, P_EXTRA);
+  g->planes = (size_t)x->shape[0] * (size_t)x->shape[1];
+}
+
+static edgert_status pool_prepare(ert_node *node, ert_err *err, int kind) {
+  edgert_status st;
+  const char *op = kind == KIND_MAX ? "max_pool2d" : kind == KIND_AVG ? "avg_pool2d" : "lp_pool2d";
+  if ((st = ert_check_arity(node, err, 1, 1, 1, 1)) != EDGERT_OK) return st;
+  if ((st = ert_check_params(node, err, P_COUNT)) != EDGERT_OK) return st;
+  const int32_t kh = ert_pi(node, P_KH), kw = ert_pi(node, P_KW);
+  const int32_t sh = ert_pi(node, P_SH), sw = ert_pi(node, P_SW);
+  const int32_t dh = ert_pi(node, P_DH), dw = ert_pi(node, P_DW);
+  const int32_t pt = ert_pi(node, P_PT), pl = ert_pi(node, P_PL);
+  const int32_t pb = ert_pi(node, P_PB), pr = ert_pi(node, P_PR);
+  const int32_t ceil_mode = ert_pi(node, P_CEIL), rank1d = ert_pi(node, P_RANK1D);
+  const int32_t extra = ert_pi(node, P_EXTRA);
+  if (kh < 1 || kw < 1 || sh < 1 || sw < 1 || dh < 1 || dw < 1 || pt < 0 || pl < 0 || pb < 0 ||
+      pr < 0 || (ceil_mode != 0 && ceil_mode != 1) || (rank1d != 0 && rank1d != 1))
+    return ert_fail(err, EDGERT_ERR_PARAM, "%s '%s': invalid window parameters", op, node->name);
+  if (rank1d && (kh != 1 || sh != 1 || dh != 1 || pt != 0 || pb != 0))
+    return ert_fail(err, EDGERT_ERR_PARAM, "%s '%s': 1-D form needs a height-1 window", op,
+                    node->name);
+  if ((kind == KIND_AVG && extra != 0 && extra != 1) || (kind == KIND_LP && extra < 1))
+    return ert_fail(err, EDGERT_ERR_PARAM, "%s '%s': invalid count_include_pad or p", op,
+                    node->name);
+  const int rank = rank1d ? 3 : 4;
+  const ert_tensor *x = node->in[0], *y = node->out[0];
+  if (!ert_is_f32(x, rank) || !ert_is_f32(y, rank))
+    return ert_fail(err, EDGERT_ERR_DTYPE, "%s '%s': X and Y must be float32 of rank %d", op,
+                    node->name, rank);
+  const int64_t h = rank1d ? 1 : x->shape[2], w = x->shape[rank - 1];
+  const int64_t oh = out_size(h, kh, sh, dh, pt, pb, ceil_mode);
+  const int64_t ow = out_size(w, kw, sw, dw, pl, pr, ceil_mode);
+  if (oh < 1 || ow < 1)
+    return ert_fail(err, EDGERT_ERR_SHAPE, "%s '%s': window larger than the padded input", op,
+                    node->name);
+  if (y->shape[0] != x->shape[0] || y->shape[1] != x->shape[1] || (!rank1d && y->shape[2] != oh) ||
+      y->shape[rank - 1] != ow)
+    return ert_fail(err, EDGERT_ERR_SHAPE, "%s '%s': Y shape does not match the pooling", op,
+                    node->name);
+  /* out_size keeps every window start inside [-pad, in + pad_end); int32 offsets below
+   * stay in range because shapes are int32 and windows span at most in + pads. */
+  if ((int64_t)(oh - 1) * sh + (int64_t)dh * (kh - 1) > INT32_MAX / 2 ||
+      (int64_t)(ow - 1) * sw + (int64_t)dw * (kw - 1) > INT32_MAX / 2)
+    return ert_fail(err, EDGERT_ERR_UNSUPPORTED, "%s '%s': window too large", op, node->name);
+  return EDGERT_OK;
+}
+
+/* Range [lo, hi) of k in [0, kcount) with 0 <= i0 + k*d < size. */
+static void tap_range(int32_t i0, int32_t d, int32_t size, int32_t kcount, int32_t *lo,
+                      int32_t *hi) {
+  int64_t a = i0 >= 0 ? 0 : (-(int64_t)i0 + d - 1) / d;
+  int64_t b = i0 <= size - 1 ? ((int64_t)size - 1 - i0) / d + 1 : 0;
+  if (a > kcount) a = kcount;
+  if (b > kcount) b = kcount;
+  if (b < a) b = a;
+  *lo = (int32_t)a;
+  *hi = (int32_t)b;
+}
+
+static float ipowf(float v, int32_t p) {
+  float r = 1.0f;
+  for (int32_t i = 0; i < p; ++i) r *= v;
+  return r;
+}
+
+static void pool_plane(const pool_geom *g, int kind, const float *x, float *y) {
+  for (int32_t oy = 0; oy < g->oh; ++oy) {
+    const int32_t iy0 = oy * g->sh - g->pt;
+    int32_t ky_lo, ky_hi;
+    tap_range(iy0, g->dh, g->h, g->kh, &ky_lo, &ky_hi);
+    int32_t ny_counted = ky_hi - ky_lo;
+    if (kind == KIND_AVG && g->extra) {
+      int32_t a, b; /* taps inside [-pt, h + pb) */
+      tap_range(iy0 + g->pt, g->dh, g->h + g->pt + g->pb, g->kh, &a, &b);
+      ny_counted = b - a;
+    }
+    float *yr = y + (size_t)oy * g->ow;
+    for (int32_t ox = 0; ox < g->ow; ++ox) {
+      const int32_t ix0 = ox * g->sw - g->pl;
+      int32_t kx_lo, kx_hi;
+      if (ix0 >= 0 && ix0 + (g->kw - 1) * g->dw < g->w) {
+        kx_lo = 0;
+        kx_hi = g->kw;
+      } else {
+        tap_range(ix0, g->dw, g->w, g->kw, &kx_lo, &kx_hi);
+      }
+      float acc = kind == KIND_MAX ? -INFINITY : 0.0f;
+      for (int32_t ky = ky_lo; ky < ky_hi; ++ky) {
+        const float *row = x + (size_t)(iy0 + ky * g->dh) * g->w;
+        if (kind == KIND_MAX) {
+          for (int32_t kx = kx_lo; kx < kx_hi; ++kx) {
+            const float v = row[ix0 + kx * g->dw];
+            acc = v > acc || v != v ? v : acc;
+          }
+        } else if (kind == KIND_AVG) {
+          for (int32_t kx = kx_lo; kx < kx_hi; ++kx) acc += row[ix0 + kx * g->dw];
+        } else if (g->extra == 1) {
+          for (int32_t kx = kx_lo; kx < kx_hi; ++kx) acc += fabsf(row[ix0 + kx * g->dw]);
+        } else {
+          for (int32_t kx = kx_lo; kx < kx_hi; ++kx) {
+            const float v = fabsf(row[ix0 + kx * g->dw]);
+            acc += g->extra == 2 ? v * v : ipowf(v, g->extra);
+          }
+        }
+      }
+      if (kind == KIND_AVG) {
+        int32_t count = (ky_hi - ky_lo) * (kx_hi - kx_lo);
+        if (g->extra) {
+          int32_t a, b;
+          tap_range(ix0 + g->pl, g->dw, g->w + g->pl + g->pr, g->kw, &a, &b);
+          count = ny_counted * (b - a);
+        }
+        acc = count > 0 ? acc / (float)count : 0.0f;
+      } else if (kind == KIND_LP) {
+        acc = g->extra == 1 ? acc : g->extra == 2 ? sqrtf(acc) : powf(acc, 1.0f / (float)g->extra);
+      }
+      yr[ox] = acc;
+    }
+  }
+}
+
+typedef struct pool_job {
+  pool_geom g;
+  int kind;
+  const float *x;
+  float *y;
+} pool_job;
+
+static void pool_worker(void *arg, size_t begin, size_t end) {
+  const pool_job *j = arg;
+  const size_t in_plane = (size_t)j->g.h * j->g.w, out_plane = (size_t)j->g.oh * j->g.ow;
+  for (size_t p = begin; p < end; ++p)
+    pool_plane(&j->g, j->kind, j->x + p * in_plane, j->y + p * out_plane);
+}
+
+static void pool_eval(const ert_node *node, ert_exec *ex, int kind) {
+  pool_job j;
+  read_geom(node, &j.g);
+  j.kind = kind;
+  j.x = node->in[0]->data;
+  j.y = node->out[0]->data;
+  ert_parallel_for(ex, j.g.planes, pool_worker, &j);
+}
+
+edgert_status ert_max_pool2d_prepare(ert_node *node, ert_err *err) {
+  return pool_prepare(node, err, KIND_MAX);
+}
+void ert_max_pool2d_eval(const ert_node *node, ert_exec *ex) { pool_eval(node, ex, KIND_MAX); }
+edgert_status ert_avg_pool2d_prepare(ert_node *node, ert_err *err) {
+  return pool_prepare(node, err, KIND_AVG);
+}
+void ert_avg_pool2d_eval(const ert_node *node, ert_exec *ex) { pool_eval(node, ex, KIND_AVG); }
+edgert_status ert_lp_pool2d_prepare(ert_node *node, ert_err *err) {
+  return pool_prepare(node, err, KIND_LP);
+}
+void ert_lp_pool2d_eval(const ert_node *node, ert_exec *ex) { pool_eval(node, ex, KIND_LP); }
+
+/* ---- global pooling ----------------------------------------------------------------- */
+
+static edgert_status global_prepare(ert_node *node, ert_err *err, const char *op) {
+  edgert_status st;
+  if ((st = ert_check_arity(node, err, 1, 1, 1, 1)) != EDGERT_OK) return st;
+  const ert_tensor *x = node->in[0], *y = node->out[0];
+  if (!ert_is_f32(x, -1) || !ert_is_f32(y, x->ndim) || x->ndim < 3)
+    return ert_fail(err, EDGERT_ERR_DTYPE, "%s '%s': X and Y must be float32 of one rank >= 3",
+                    op, node->name);
+  if (y->shape[0] != x->shape[0] || y->shape[1] != x->shape[1])
+    return ert_fail(err, EDGERT_ERR_SHAPE, "%s '%s': Y must be [N, C, 1, ...]", op, node->name);
+  for (int32_t d = 2; d < x->ndim; ++d) {
+    if (y->shape[d] != 1)
+      return ert_fail(err, EDGERT_ERR_SHAPE, "%s '%s': Y must be [N, C, 1, ...]", op, node->name);
+    if (x->shape[d] == 0)
+      return ert_fail(err, EDGERT_ERR_SHAPE, "%s '%s': empty spatial dimension", op, node->name);
+  }
+  return EDGERT_OK;
+}
+
+typedef struct global_job {
+  const float *x;
+  float *y;
+  size_t size;
+  int is_max;
+} global_job;
+
+static void global_worker(void *arg, size_t begin, size_t end) {
+  const global_job *j = arg;
+  for (size_t p = begin; p < end; ++p) {
+    const float *x = j->x + p * j->size;
+    float acc[8];
+    size_t i = 0;
+    if (j->is_max) {
+      float m = -INFINITY;
+      for (size_t t = 0; t < 8; ++t) acc[t] = -INFINITY;
+      for (; i + 8 <= j->size; i += 8)
+        for (size_t t = 0; t < 8; ++t) acc[t] = x[i + t] > acc[t] ? x[i + t] : acc[t];
+      for (size_t t = 0; t < 8; ++t) m = acc[t] > m ? acc[t] : m;
+      for (; i < j->size; ++i) m = x[i] > m ? x[i] : m;
+      j->y[p] = m;
+    } else {
+      float s = 0.0f;
+      for (size_t t = 0; t < 8; ++t) acc[t] = 0.0f;
+      for (; i + 8 <= j->size; i += 8)
+        for (size_t t = 0; t < 8; ++t) acc[t] += x[i + t];
+      for (size_t t = 0; t < 8; ++t) s += acc[t];
+      for (; i < j->size; ++i) s += x[i];
+      j->y[p] = s / (float)j->size;
+    }
+  }
+}
+
+static void global_eval(const ert_node *node, ert_exec *ex, int is_max) {
+  const ert_tensor *x = node->in[0];
+  global_job j = {x->data, node->out[0]->data, 1, is_max};
+  for (int32_t d = 2; d < x->ndim; ++d) j.size *= (size_t)x->shape[d];
+  ert_parallel_for(ex, (size_t)x->shape[0] * (size_t)x->shape[1], global_worker, &j);
+}
+
+edgert_status ert_global_avg_pool_prepare(ert_node *node, ert_err *err) {
+  return global_prepare(node, err, "global_avg_pool");
+}
+void ert_global_avg_pool_eval(const ert_node *node, ert_exec *ex) { global_eval(node, ex, 0); }
+edgert_status ert_global_max_pool_prepare(ert_node *node, ert_err *err) {
+  return global_prepare(node, err, "global_max_pool");
+}
+void ert_global_max_pool_eval(const ert_node *node, ert_exec *ex) { global_eval(node, ex, 1); }

@@ -1,0 +1,388 @@
+/* rnn_common.h: what the lstm, gru and rnn kernels share (static, included by each).
+ *
+ * Inputs, parameter words and scratch layout are documented in edgert/ops/rnn.py.
+ * In short: X [S,N,I] (layout 0) or [N,S,I] (layout 1); WT [D,I,G*H] and RT [D,H,G*H]
+ * (ONNX's W and R with their last two axes swapped); B [D,2*G*H]; initial_h [D,N,H]
+ * (layout 0) or [N,D,H] (layout 1). Params: direction, hidden_size, layout, has_clip,
+ * clip, op flag, then (kind, alpha, beta) per activation slot. */
+#ifndef ERT_RNN_COMMON_H_
+#define ERT_RNN_COMMON_H_
+
+#include <math.h>
+#include <string.h>
+
+#include "internal.h"
+
+enum {
+  ERT_RNN_FORWARD = 0,
+  ERT_RNN_REVERSE = 1,
+  ERT_RNN_BIDIRECTIONAL = 2,
+  ERT_RNN_FIXED_PARAMS = 6, /* words before the activation triples */
+};
+
+/* Activation kinds of the recurrent ops (their own list, see ACT_KINDS in rnn.py). */
+typedef enum ert_rnn_act_kind {
+  ERT_RNN_SIGMOID = 0,
+  ERT_RNN_TANH = 1,
+  ERT_RNN_RELU = 2,
+  ERT_RNN_HARD_SIGMOID = 3, /* min(max(a*x + b, 0), 1) */
+  ERT_RNN_LEAKY_RELU = 4,   /* x >= 0 ? x : a*x */
+  ERT_RNN_AFFINE = 5,       /* a*x + b */
+  ERT_RNN_THRESHOLDED_RELU = 6, /* x > a ? x : 0 */
+  ERT_RNN_SCALED_TANH = 7,  /* a*tanh(b*x) */
+  ERT_RNN_ELU = 8,          /* x >= 0 ? x : a*(exp(x) - 1) */
+  ERT_RNN_SOFTSIGN = 9,     /* x / (1 + |x|) */
+  ERT_RNN_SOFTPLUS = 10,    /* log(1 + exp(x)) */
+  ERT_RNN_ACT_COUNT
+} ert_rnn_act_kind;
+
+typedef struct ert_rnn_act {
+  int32_t kind;
+  float a, b;
+} ert_rnn_act;
+
+/* tanh within about 1e-6 relative error, several times faster than libm's tanhf:
+ * its Taylor series to x^9 below |x| = 1/4, 1 - 2/(exp(2|x|) + 1) above. */
+static inline float ert_rnn_tanh(float x) {
+  const float a = fabsf(x);
+  if (a < 0.25f) {
+    const float x2 = x * x;
+    return x * (1.0f + x2 * (-1.0f / 3.0f +
+                             x2 * (2.0f / 15.0f + x2 * (-17.0f / 315.0f + x2 * (62.0f / 2835.0f)))));
+  }
+  const float y = 1.0f - 2.0f / (expf(2.0f * a) + 1.0f); /* exp overflow gives 1 */
+  return x < 0.0f ? -y : y;
+}
+
+static inline float ert_rnn_act_eval(const ert_rnn_act *act, float x) {
+  switch ((ert_rnn_act_kind)act->kind) {
+    case ERT_RNN_SIGMOID:
+      return 1.0f / (1.0f + expf(-x));
+    case ERT_RNN_TANH:
+      return ert_rnn_tanh(x);
+    case ERT_RNN_RELU:
+      return x > 0.0f ? x : 0.0f;
+    case ERT_RNN_HARD_SIGMOID: {
+      float y = act->a * x + act->b;
+      return y < 0.0f ? 0.0f : (y > 1.0f ? 1.0f : y);
+    }
+    case ERT_RNN_LEAKY_RELU:
+      return x >= 0.0f ? x : act->a * x;
+    case ERT_RNN_AFFINE:
+      return act->a * x + act->b;
+    case ERT_RNN_THRESHOLDED_RELU:
+      return x > act->a ? x : 0.0f;
+    case ERT_RNN_SCALED_TANH:
+      return act->a * ert_rnn_tanh(act->b * x);
+    case ERT_RNN_ELU:
+      return x >= 0.0f ? x : act->a * expm1f(x);
+    case ERT_RNN_SOFTSIGN:
+      return x / (1.0f + fabsf(x));
+    case ERT_RNN_SOFTPLUS:
+      return x > 0.0f ? x + log1pf(expf(-x)) : log1pf(expf(x));
+    case ERT_RNN_ACT_COUNT:
+      break;
+  }
+  return x;
+}
+
+/* Sizes and parameters of one recurrent node, derived from its tensors and params
+ * (valid once the common prepare succeeded). */
+typedef struct ert_rnn_cfg {
+  size_t seq, batch, input, hidden, dirs, gates;
+  int32_t direction, layout, flag;
+  int32_t has_clip;
+  float clip;
+} ert_rnn_cfg;
+
+static inline void ert_rnn_cfg_read(const ert_node *n, size_t gates, ert_rnn_cfg *c) {
+  const ert_tensor *x = n->in[0];
+  c->direction = ert_pi(n, 0);
+  c->hidden = (size_t)ert_pi(n, 1);
+  c->layout = ert_pi(n, 2);
+  c->has_clip = ert_pi(n, 3);
+  c->clip = ert_pf(n, 4);
+  c->flag = ert_pi(n, 5);
+  c->dirs = c->direction == ERT_RNN_BIDIRECTIONAL ? 2 : 1;
+  c->gates = gates;
+  c->seq = (size_t)(c->layout == 0 ? x->shape[0] : x->shape[1]);
+  c->batch = (size_t)(c->layout == 0 ? x->shape[1] : x->shape[0]);
+  c->input = (size_t)x->shape[2];
+}
+
+static inline void ert_rnn_act_get(const ert_node *n, size_t slot, ert_rnn_act *act) {
+  uint32_t w = ERT_RNN_FIXED_PARAMS + 3u * (uint32_t)slot;
+  act->kind = ert_pi(n, w);
+  act->a = ert_pf(n, w + 1);
+  act->b = ert_pf(n, w + 2);
+}
+
+/* The optional input i, or NULL when absent. */
+static inline const ert_tensor *ert_rnn_opt(const ert_node *n, uint32_t i) {
+  return i < n->n_in ? n->in[i] : NULL;
+}
+
+/* a*b (and *c) in size_t, false on overflow. */
+static inline bool ert_rnn_mul(size_t a, size_t b, size_t *out) {
+  if (a != 0 && b > SIZE_MAX / a) return false;
+  *out = a * b;
+  return true;
+}
+
+static inline bool ert_rnn_shape_is(const ert_tensor *t, int32_t ndim, const size_t *dims) {
+  if (t->ndim != ndim) return false;
+  for (int32_t k = 0; k < ndim; k++)
+    if ((size_t)t->shape[k] != dims[k]) return false;
+  return true;
+}
+
+/* Checks what every recurrent op shares: arity, parameter words and their ranges,
+ * dtypes and shapes of X WT RT B initial_h and of the outputs Y Y_h [Y_c], and
+ * activation kinds; fills *c. n_in_max: 7 (lstm) or 5; n_out: 3 (lstm) or 2;
+ * n_act: activation slots per direction. */
+static edgert_status ert_rnn_prepare_common(ert_node *n, ert_err *err, size_t gates,
+                                            uint32_t n_in_max, uint32_t n_out,
+                                            size_t n_act, ert_rnn_cfg *c) {
+  edgert_status st = ert_check_arity(n, err, 3, n_in_max, n_out, n_out);
+  if (st != EDGERT_OK) return st;
+  st = ert_check_params(n, err, ERT_RNN_FIXED_PARAMS);
+  if (st != EDGERT_OK) return st;
+  const char *nm = n->name ? n->name : "";
+  int32_t direction = ert_pi(n, 0), hidden = ert_pi(n, 1), layout = ert_pi(n, 2);
+  int32_t has_clip = ert_pi(n, 3), flag = ert_pi(n, 5);
+  float clip = ert_pf(n, 4);
+  if (direction < 0 || direction > 2 || hidden <= 0 || layout < 0 || layout > 1 ||
+      has_clip < 0 || has_clip > 1 || flag < 0 || flag > 1 ||
+      (has_clip && !(clip > 0.0f && isfinite(clip))))
+    return ert_fail(err, EDGERT_ERR_PARAM,
+                    "node '%s': bad recurrent parameters (direction %d, hidden_size %d, layout %d, "
+                    "clip flag %d, flag %d)", nm, direction, hidden, layout, has_clip, flag);
+  size_t dirs = direction == ERT_RNN_BIDIRECTIONAL ? 2 : 1;
+  size_t want_params = ERT_RNN_FIXED_PARAMS + 3 * n_act * dirs;
+  if (n->n_params != want_params)
+    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s': %u parameter words, expected %zu", nm,
+                    n->n_params, want_params);
+  for (size_t k = 0; k < n_act * dirs; k++) {
+    ert_rnn_act act;
+    ert_rnn_act_get(n, k, &act);
+    if (act.kind < 0 || act.kind >= ERT_RNN_ACT_COUNT || !isfinite(act.a) || !isfinite(act.b))
+      return ert_fail(err, EDGERT_ERR_PARAM, "node '%s': bad activation %zu (kind %d)", nm, k,
+                      act.kind);
+  }
+  for (uint32_t i = 0; i < n->n_in; i++) {
+    if (n->in[i] == NULL) {
+      if (i < 3)
+        return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': input %u (X, WT, RT) is required",
+                        nm, i);
+      continue;
+    }
+    st = ert_check_dtype(n, err, n->in[i], EDGERT_FLOAT32);
+    if (st != EDGERT_OK) return st;
+  }
+  for (uint32_t i = 0; i < n->n_out; i++) {
+    st = ert_check_dtype(n, err, n->out[i], EDGERT_FLOAT32);
+    if (st != EDGERT_OK) return st;
+  }
+  const ert_tensor *x = n->in[0];
+  if (x->ndim != 3 || x->shape[0] <= 0 || x->shape[1] <= 0 || x->shape[2] <= 0)
+    return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': X must be a non-empty rank-3 tensor", nm);
+  ert_rnn_cfg_read(n, gates, c);
+  size_t H = c->hidden, GH = gates * H, N = c->batch, S = c->seq, D = c->dirs;
+  size_t w_dims[3] = {D, c->input, GH}, r_dims[3] = {D, H, GH}, b_dims[2] = {D, 2 * GH};
+  size_t h_dims[3] = {D, N, H}, h1_dims[3] = {N, D, H};
+  size_t y_dims[4] = {S, D, N, H}, y1_dims[4] = {N, S, D, H};
+  const size_t *hd = c->layout == 0 ? h_dims : h1_dims;
+  const size_t *yd = c->layout == 0 ? y_dims : y1_dims;
+  if (!ert_rnn_shape_is(n->in[1], 3, w_dims))
+    return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': WT must be [%zu,%zu,%zu]", nm, D,
+                    c->input, GH);
+  if (!ert_rnn_shape_is(n->in[2], 3, r_dims))
+    return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': RT must be [%zu,%zu,%zu]", nm, D, H, GH);
+  const ert_tensor *b = ert_rnn_opt(n, 3), *h0 = ert_rnn_opt(n, 4);
+  if (b && !ert_rnn_shape_is(b, 2, b_dims))
+    return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': B must be [%zu,%zu]", nm, D, 2 * GH);
+  if (h0 && !ert_rnn_shape_is(h0, 3, hd))
+    return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': initial_h must be [%zu,%zu,%zu]", nm, hd[0],
+                    hd[1], hd[2]);
+  if (!ert_rnn_shape_is(n->out[0], 4, yd))
+    return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': Y must be [%zu,%zu,%zu,%zu]", nm, yd[0],
+                    yd[1], yd[2], yd[3]);
+  for (uint32_t i = 1; i < n_out; i++)
+    if (!ert_rnn_shape_is(n->out[i], 3, hd))
+      return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': output %u must be [%zu,%zu,%zu]", nm, i,
+                      hd[0], hd[1], hd[2]);
+  return EDGERT_OK;
+}
+
+/* Checks node->scratch_bytes >= 4 * floats, where floats = sum of `count` products
+ * of three factors each (terms[3k..3k+2]), computed without overflow. */
+static edgert_status ert_rnn_check_scratch(const ert_node *n, ert_err *err, const size_t *terms,
+                                           size_t count) {
+  size_t total = 0;
+  bool ok = true;
+  for (size_t k = 0; k < count && ok; k++) {
+    size_t p;
+    ok = ert_rnn_mul(terms[3 * k], terms[3 * k + 1], &p) && ert_rnn_mul(p, terms[3 * k + 2], &p);
+    ok = ok && total <= SIZE_MAX - p;
+    if (ok) total += p;
+  }
+  ok = ok && ert_rnn_mul(total, sizeof(float), &total);
+  if (!ok || n->scratch_bytes < total)
+    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s': scratch of %zu bytes is too small",
+                    n->name ? n->name : "", n->scratch_bytes);
+  return EDGERT_OK;
+}
+
+/* ---- eval helpers ---- */
+
+/* Row of X (and of the input projection) holding time step t of batch item b. */
+static inline size_t ert_rnn_xrow(const ert_rnn_cfg *c, size_t t, size_t b) {
+  return c->layout == 0 ? t * c->batch + b : b * c->seq + t;
+}
+
+/* Offset (in floats) of the H values of (t, d, b) in Y. */
+static inline size_t ert_rnn_yoff(const ert_rnn_cfg *c, size_t t, size_t d, size_t b) {
+  size_t row = c->layout == 0 ? (t * c->dirs + d) * c->batch + b : (b * c->seq + t) * c->dirs + d;
+  return row * c->hidden;
+}
+
+/* Offset (in floats) of the H values of (d, b) in Y_h, Y_c, initial_h, initial_c. */
+static inline size_t ert_rnn_hoff(const ert_rnn_cfg *c, size_t d, size_t b) {
+  return (c->layout == 0 ? d * c->batch + b : b * c->dirs + d) * c->hidden;
+}
+
+/* Time step of iteration `step` for direction d. */
+static inline size_t ert_rnn_time(const ert_rnn_cfg *c, size_t d, size_t step) {
+  bool reverse = c->direction == ERT_RNN_REVERSE ||
+                 (c->direction == ERT_RNN_BIDIRECTIONAL && d == 1);
+  return reverse ? c->seq - 1 - step : step;
+}
+
+static inline float ert_rnn_clip(const ert_rnn_cfg *c, float x) {
+  if (!c->has_clip) return x;
+  return x < -c->clip ? -c->clip : (x > c->clip ? c->clip : x);
+}
+
+/* The product of the recurrent ops, for output columns j of a task range and every
+ * vector v < nvec:
+ *   out[v*out_stride + j] = (add ? add[v*add_stride + j] : 0)
+ *                           + sum over i < k of vec[v*vec_stride + i] * mt[i*ld + j]
+ * mt holds the transposed weights (one row per input feature), so the inner loop runs
+ * along contiguous outputs: plain C that compilers vectorize without reassociating
+ * (each output sums its products in order of i). */
+typedef struct ert_rnn_mv {
+  const float *mt;
+  size_t k, ld;
+  const float *vec;
+  size_t vec_stride, nvec;
+  const float *add;
+  size_t add_stride;
+  float *out;
+  size_t out_stride;
+} ert_rnn_mv;
+
+enum { ERT_RNN_TILE = 64 }; /* output columns one pass accumulates (in registers) */
+
+/* Output columns [j0, j0 + nj) of vector v, nj <= ERT_RNN_TILE. The full-width case is
+ * written with a constant trip count so that compilers keep the tile in registers. */
+static inline void ert_rnn_mv_tile(const ert_rnn_mv *a, size_t v, size_t j0, size_t nj) {
+  const float *x = a->vec + v * a->vec_stride;
+  const float *add = a->add ? a->add + v * a->add_stride + j0 : NULL;
+  float *out = a->out + v * a->out_stride + j0;
+  float acc[ERT_RNN_TILE];
+  if (nj == ERT_RNN_TILE) {
+    for (size_t j = 0; j < ERT_RNN_TILE; j++) acc[j] = add ? add[j] : 0.0f;
+    for (size_t i = 0; i < a->k; i++) {
+      const float xi = x[i];
+      const float *w = a->mt + i * a->ld + j0;
+      for (size_t j = 0; j < ERT_RNN_TILE; j++) acc[j] += xi * w[j];
+    }
+    for (size_t j = 0; j < ERT_RNN_TILE; j++) out[j] = acc[j];
+  } else {
+    for (size_t j = 0; j < nj; j++) acc[j] = add ? add[j] : 0.0f;
+    for (size_t i = 0; i < a->k; i++) {
+      const float xi = x[i];
+      const float *w = a->mt + i * a->ld + j0;
+      for (size_t j = 0; j < nj; j++) acc[j] += xi * w[j];
+    }
+    for (size_t j = 0; j < nj; j++) out[j] = acc[j];
+  }
+}
+
+/* On x86-64 GCC/glibc the product is also compiled for AVX+FMA, chosen at load time
+ * (the source stays portable C). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && \
+    !defined(ERT_NO_CLONES)
+__attribute__((target_clones("fma", "default")))
+#endif
+static void ert_rnn_mv_task(void *arg, size_t begin, size_t end) {
+  const ert_rnn_mv *a = (const ert_rnn_mv *)arg;
+  for (size_t j0 = begin; j0 < end; j0 += ERT_RNN_TILE) {
+    const size_t nj = end - j0 < ERT_RNN_TILE ? end - j0 : ERT_RNN_TILE;
+    for (size_t v = 0; v < a->nvec; v++) ert_rnn_mv_tile(a, v, j0, nj);
+  }
+}
+
+/* Runs the product over output columns [0, cols), across the session's threads when
+ * the work is large enough to pay for the hand-off. */
+static inline void ert_rnn_mv_run(ert_exec *ex, ert_rnn_mv *a, size_t cols) {
+  if (cols * a->k * a->nvec >= 32768)
+    ert_parallel_for(ex, cols, ert_rnn_mv_task, a);
+  else
+    ert_rnn_mv_task(a, 0, cols);
+}
+
+/* Fills bias[0..G*H) with Wb + Rb of direction d (Rb left out for outputs >= rb_rows),
+ * and proj with X W_d^T + bias for every row of X (in X's row order; WT holds W_d^T). */
+static inline void ert_rnn_input_projection(const ert_node *n, ert_exec *ex, const ert_rnn_cfg *c,
+                                            size_t d, size_t rb_rows, float *bias, float *proj) {
+  const size_t GH = c->gates * c->hidden;
+  const ert_tensor *b = ert_rnn_opt(n, 3);
+  if (b) {
+    const float *wb = (const float *)b->data + d * 2 * GH, *rb = wb + GH;
+    for (size_t j = 0; j < GH; j++) bias[j] = wb[j] + (j < rb_rows ? rb[j] : 0.0f);
+  }
+  ert_rnn_mv mv = {
+      .mt = (const float *)n->in[1]->data + d * GH * c->input,
+      .k = c->input,
+      .ld = GH,
+      .vec = (const float *)n->in[0]->data,
+      .vec_stride = c->input,
+      .nvec = c->seq * c->batch,
+      .add = b ? bias : NULL,
+      .add_stride = 0,
+      .out = proj,
+      .out_stride = GH,
+  };
+  ert_rnn_mv_run(ex, &mv, GH);
+}
+
+/* Copies initial state (d) of input `t` (or zeros when absent) into st[N*H]. */
+static inline void ert_rnn_load_state(const ert_rnn_cfg *c, const ert_tensor *t, size_t d,
+                                      float *st) {
+  const size_t H = c->hidden;
+  for (size_t b = 0; b < c->batch; b++) {
+    if (t)
+      memcpy(st + b * H, (const float *)t->data + ert_rnn_hoff(c, d, b), H * sizeof(float));
+    else
+      memset(st + b * H, 0, H * sizeof(float));
+  }
+}
+
+/* Copies st[N*H] into output `t` at direction d. */
+static inline void ert_rnn_store_state(const ert_rnn_cfg *c, ert_tensor *t, size_t d,
+                                       const float *st) {
+  const size_t H = c->hidden;
+  for (size_t b = 0; b < c->batch; b++)
+    memcpy((float *)t->data + ert_rnn_hoff(c, d, b), st + b * H, H * sizeof(float));
+}
+
+/* Copies st[N*H] into Y at time t, direction d. */
+static inline void ert_rnn_store_y(const ert_rnn_cfg *c, ert_tensor *y, size_t t, size_t d,
+                                   const float *st) {
+  const size_t H = c->hidden;
+  for (size_t b = 0; b < c->batch; b++)
+    memcpy((float *)y->data + ert_rnn_yoff(c, t, d, b), st + b * H, H * sizeof(float));
+}
+
+#endif /* ERT_RNN_COMMON_H_ */

@@ -1,0 +1,442 @@
+/* sgemm.c: the portable blocked SGEMM and matrix-vector kernels (see sgemm.h). */
+#include "sgemm.h"
+
+#define MR ERT_SGEMM_MR
+#define NR ERT_SGEMM_NR
+#define KC ERT_SGEMM_KC
+
+_Static_assert(ERT_SGEMM_MR == 4, "micro_kernel and pack_a are written for 4 rows");
+_Static_assert(ERT_SGEMM_MC % ERT_SGEMM_MR == 0 && ERT_SGEMM_NC % ERT_SGEMM_NR == 0,
+               "task blocks are whole panels");
+
+static inline int32_t min_i32(int32_t a, int32_t b) { return a < b ? a : b; }
+static inline int64_t min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline size_t align64(size_t x) { return (x + 63u) & ~(size_t)63u; }
+static inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+/* ---- scratch layout -------------------------------------------------------------- */
+
+/* Bytes of one slot: packed A block then packed B block, each 64-aligned. */
+static size_t slot_bytes(int64_t m, int64_t n, int64_t k) {
+  const int64_t kc = min_i64(k, KC);
+  const int64_t mc = round_up(min_i64(m, ERT_SGEMM_MC), MR);
+  const int64_t nc = round_up(min_i64(n, ERT_SGEMM_NC), NR);
+  return align64((size_t)(mc * kc) * sizeof(float)) + align64((size_t)(kc * nc) * sizeof(float));
+}
+
+static int uses_gemv(int64_t m, int64_t n, int im2col) { return !im2col && (m == 1 || n == 1); }
+
+size_t ert_sgemm_scratch_bytes(int64_t m, int64_t n, int64_t k, int im2col) {
+  if (m <= 0 || n <= 0 || k <= 0 || uses_gemv(m, n, im2col)) return 0;
+  return (size_t)ERT_SGEMM_SLOTS * slot_bytes(m, n, k);
+}
+
+/* ---- micro-kernel ------------------------------------------------------------------- */
+
+/* tile[MR][NR] = sum over k < kc of a[k][0..MR) (outer) b[k][0..NR).
+ * a: packed A panel (MR values per k), b: packed B panel (NR values per k). Written
+ * with one accumulator row per tile row so compilers keep the tile in vector
+ * registers. */
+ERT_SIMD_CLONES
+static void micro_kernel(int32_t kc, const float *restrict a, const float *restrict b,
+                         float *restrict tile) {
+  float c0[NR] = {0}, c1[NR] = {0}, c2[NR] = {0}, c3[NR] = {0};
+  for (int32_t k = 0; k < kc; ++k) {
+    const float *bk = b + (size_t)k * NR;
+    const float *ak = a + (size_t)k * MR;
+    const float a0 = ak[0], a1 = ak[1], a2 = ak[2], a3 = ak[3];
+    for (int j = 0; j < NR; ++j) {
+      const float bj = bk[j];
+      c0[j] += a0 * bj;
+      c1[j] += a1 * bj;
+      c2[j] += a2 * bj;
+      c3[j] += a3 * bj;
+    }
+  }
+  for (int j = 0; j < NR; ++j) {
+    tile[0 * NR + j] = c0[j];
+    tile[1 * NR + j] = c1[j];
+    tile[2 * NR + j] = c2[j];
+    tile[3 * NR + j] = c3[j];
+  }
+}
+
+/* ---- epilogue ----------------------------------------------------------------------- */
+
+/* Applies the clamp activations inline (same formulas as ert_act_apply) and the
+ * others through ert_act_apply. */
+static void finish_row(const ert_act_params *act, float *c, int32_t n) {
+  if (act == NULL || act->kind == ERT_ACT_NONE) return;
+  if (act->kind == ERT_ACT_RELU) {
+    for (int32_t j = 0; j < n; ++j) c[j] = c[j] > 0.0f ? c[j] : 0.0f;
+  } else if (act->kind == ERT_ACT_CLIP) {
+    const float lo = act->a, hi = act->b;
+    for (int32_t j = 0; j < n; ++j) {
+      float v = c[j] < lo ? lo : c[j];
+      c[j] = v > hi ? hi : v;
+    }
+  } else {
+    ert_act_apply(act, c, (size_t)n);
+  }
+}
+
+/* Merges an MR x NR tile into C rows [0, mr) and columns [0, nr). */
+static void store_tile(const ert_sgemm *g, const float *tile, float *c, int32_t mr, int32_t nr,
+                       const float *bias, int first, int last) {
+  const float alpha = g->alpha;
+  for (int32_t i = 0; i < mr; ++i) {
+    float *ci = c + (ptrdiff_t)i * g->ldc;
+    const float *ti = tile + (size_t)i * NR;
+    if (first && !g->accumulate) {
+      const float b = bias ? bias[i] : 0.0f;
+      for (int32_t j = 0; j < nr; ++j) ci[j] = alpha * ti[j] + b;
+    } else {
+      for (int32_t j = 0; j < nr; ++j) ci[j] += alpha * ti[j];
+    }
+    if (last) finish_row(g->act, ci, nr);
+  }
+}
+
+/* ---- packing ------------------------------------------------------------------------ */
+
+/* A rows [i0, i0+mlen), depth [k0, k0+kc) into MR-row panels, zero-padded rows. */
+static void pack_a(const ert_sgemm *g, const float *a, int32_t i0, int32_t mlen, int32_t k0,
+                   int32_t kc, float *dst) {
+  for (int32_t q = 0; q < mlen; q += MR) {
+    const int32_t mr = min_i32(MR, mlen - q);
+    float *d = dst + (size_t)q * kc;
+    const float *src = a + (ptrdiff_t)(i0 + q) * g->rsa + (ptrdiff_t)k0 * g->csa;
+    if (mr == MR && g->csa == 1) {
+      const float *s0 = src, *s1 = src + g->rsa, *s2 = src + 2 * g->rsa, *s3 = src + 3 * g->rsa;
+      for (int32_t k = 0; k < kc; ++k) {
+        d[4 * k + 0] = s0[k];
+        d[4 * k + 1] = s1[k];
+        d[4 * k + 2] = s2[k];
+        d[4 * k + 3] = s3[k];
+      }
+    } else if (mr == MR && g->rsa == 1) {
+      for (int32_t k = 0; k < kc; ++k) {
+        const float *sk = src + (ptrdiff_t)k * g->csa;
+        d[4 * k + 0] = sk[0];
+        d[4 * k + 1] = sk[1];
+        d[4 * k + 2] = sk[2];
+        d[4 * k + 3] = sk[3];
+      }
+    } else {
+      for (int32_t k = 0; k < kc; ++k)
+        for (int32_t ii = 0; ii < MR; ++ii)
+          d[(size_t)k * MR + ii] =
+              ii < mr ? src[(ptrdiff_t)ii * g->rsa + (ptrdiff_t)k * g->csa] : 0.0f;
+    }
+  }
+}
+
+/* Row k of a B block, line[0..nlen), into the NR-column panels at dst (depth kc). */
+static void scatter_line(const float *line, int32_t nlen, int32_t k, int32_t kc, float *dst) {
+  for (int32_t jr = 0; jr < nlen; jr += NR) {
+    const int32_t nr = min_i32(NR, nlen - jr);
+    float *dk = dst + (size_t)jr * kc + (size_t)k * NR;
+    const float *src = line + jr;
+    if (nr == NR) {
+      for (int32_t jj = 0; jj < NR; ++jj) dk[jj] = src[jj];
+    } else {
+      int32_t jj = 0;
+      for (; jj < nr; ++jj) dk[jj] = src[jj];
+      for (; jj < NR; ++jj) dk[jj] = 0.0f;
+    }
+  }
+}
+
+/* B (a strided matrix) rows [k0, k0+kc), columns [j0, j0+nlen) into NR-column panels. */
+static void pack_b_matrix(const ert_sgemm *g, const float *b, int32_t k0, int32_t kc, int32_t j0,
+                          int32_t nlen, float *dst) {
+  if (g->csb == 1) {
+    for (int32_t k = 0; k < kc; ++k)
+      scatter_line(b + (ptrdiff_t)(k0 + k) * g->rsb + j0, nlen, k, kc, dst);
+    return;
+  }
+  for (int32_t jr = 0; jr < nlen; jr += NR) {
+    const int32_t nr = min_i32(NR, nlen - jr);
+    float *d = dst + (size_t)jr * kc;
+    for (int32_t jj = 0; jj < NR; ++jj) {
+      if (jj >= nr) {
+        for (int32_t k = 0; k < kc; ++k) d[(size_t)k * NR + jj] = 0.0f;
+        continue;
+      }
+      const float *src = b + (ptrdiff_t)(j0 + jr + jj) * g->csb + (ptrdiff_t)k0 * g->rsb;
+      for (int32_t k = 0; k < kc; ++k) d[(size_t)k * NR + jj] = src[(ptrdiff_t)k * g->rsb];
+    }
+  }
+}
+
+/* d[u] = row[ix0 + u*sw] for u < n where the index is inside [0, w), else 0. */
+static void gather_row(float *d, const float *row, int32_t ix0, int32_t sw, int32_t w, int32_t n) {
+  int32_t lo = 0, hi = 0;
+  if (row != NULL && n > 0) {
+    /* valid u: ix0 + u*sw >= 0 and ix0 + u*sw <= w - 1 */
+    lo = ix0 >= 0 ? 0 : (int32_t)((-(int64_t)ix0 + sw - 1) / sw);
+    hi = ix0 <= w - 1 ? (int32_t)(((int64_t)w - 1 - ix0) / sw + 1) : 0;
+    if (lo > n) lo = n;
+    if (hi > n) hi = n;
+    if (hi < lo) hi = lo;
+  }
+  int32_t u = 0;
+  for (; u < lo; ++u) d[u] = 0.0f;
+  if (sw == 1) {
+    for (; u < hi; ++u) d[u] = row[ix0 + u];
+  } else {
+    for (; u < hi; ++u) d[u] = row[ix0 + (ptrdiff_t)u * sw];
+  }
+  for (; u < n; ++u) d[u] = 0.0f;
+}
+
+/* B as im2col of the image at x: rows [k0, k0+kc), columns [j0, j0+nlen). */
+static void pack_b_im2col(const ert_im2col *ic, const float *x, int32_t k0, int32_t kc, int32_t j0,
+                          int32_t nlen, float *dst) {
+  const int32_t khw = ic->kh * ic->kw;
+  const size_t plane = (size_t)ic->height * (size_t)ic->width;
+  const int32_t oy0 = j0 / ic->out_w, ox0 = j0 % ic->out_w;
+  float line[ERT_SGEMM_NC];
+  int32_t c = k0 / khw, r = k0 % khw;
+  int32_t ky = r / ic->kw, kx = r % ic->kw;
+  for (int32_t k = 0; k < kc; ++k) {
+    const float *xc = x + (size_t)c * plane;
+    const int32_t iy_off = ky * ic->dh - ic->pad_top;
+    const int32_t ix_off = kx * ic->dw - ic->pad_left;
+    int32_t oy = oy0, ox = ox0, t = 0;
+    while (t < nlen) {
+      const int32_t seg = min_i32(nlen - t, ic->out_w - ox);
+      const int32_t iy = oy * ic->sh + iy_off;
+      const float *row = (iy >= 0 && iy < ic->height) ? xc + (size_t)iy * ic->width : NULL;
+      gather_row(line + t, row, ox * ic->sw + ix_off, ic->sw, ic->width, seg);
+      t += seg;
+      ox = 0;
+      ++oy;
+    }
+    scatter_line(line, nlen, k, kc, dst);
+    if (++kx == ic->kw) {
+      kx = 0;
+      if (++ky == ic->kh) {
+        ky = 0;
+        ++c;
+      }
+    }
+  }
+}
+
+/* ---- blocked driver ----------------------------------------------------------------- */
+
+/* Tasks are (problem, row block of mc rows, column chunk of nchunk blocks of nc
+ * columns). A task packs each depth block of its A rows once and reuses it across the
+ * column blocks of its chunk. */
+typedef struct blocked_job {
+  const ert_sgemm *g;
+  char *scratch;
+  size_t slot_bytes, a_bytes;
+  int32_t mc, nc;
+  size_t nmb, nnb, chunk, nchunks, ntasks, nslots;
+} blocked_job;
+
+static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
+  const ert_sgemm *g = jb->g;
+  const size_t per_problem = jb->nmb * jb->nchunks;
+  const size_t p = t / per_problem, r = t % per_problem;
+  const int32_t i0 = (int32_t)(r / jb->nchunks) * jb->mc;
+  const size_t nb0 = (r % jb->nchunks) * jb->chunk;
+  const size_t nb1 = nb0 + jb->chunk < jb->nnb ? nb0 + jb->chunk : jb->nnb;
+  const int32_t mlen = min_i32(jb->mc, g->m - i0);
+  const float *a = NULL, *b = NULL, *bias = NULL;
+  float *c = NULL;
+  g->locate(g->ctx, p, &a, &b, &c, &bias);
+  float tile[MR * NR];
+  for (int32_t k0 = 0; k0 < g->k; k0 += KC) {
+    const int32_t kc = min_i32(KC, g->k - k0);
+    const int first = k0 == 0, last = k0 + kc >= g->k;
+    pack_a(g, a, i0, mlen, k0, kc, ap);
+    for (size_t nb = nb0; nb < nb1; ++nb) {
+      const int32_t j0 = (int32_t)nb * jb->nc;
+      const int32_t nlen = min_i32(jb->nc, g->n - j0);
+      if (g->im2col)
+        pack_b_im2col(g->im2col, b, k0, kc, j0, nlen, bp);
+      else
+        pack_b_matrix(g, b, k0, kc, j0, nlen, bp);
+      for (int32_t jr = 0; jr < nlen; jr += NR) {
+        const int32_t nr = min_i32(NR, nlen - jr);
+        for (int32_t ir = 0; ir < mlen; ir += MR) {
+          const int32_t mr = min_i32(MR, mlen - ir);
+          micro_kernel(kc, ap + (size_t)ir * kc, bp + (size_t)jr * kc, tile);
+          store_tile(g, tile, c + (ptrdiff_t)(i0 + ir) * g->ldc + j0 + jr, mr, nr,
+                     bias ? bias + i0 + ir : NULL, first, last);
+        }
+      }
+    }
+  }
+}
+
+static void blocked_worker(void *arg, size_t begin, size_t end) {
+  const blocked_job *jb = arg;
+  float *ap = (float *)(void *)(jb->scratch + begin * jb->slot_bytes);
+  float *bp = (float *)(void *)(jb->scratch + begin * jb->slot_bytes + jb->a_bytes);
+  const size_t t0 = begin * jb->ntasks / jb->nslots, t1 = end * jb->ntasks / jb->nslots;
+  for (size_t t = t0; t < t1; ++t) run_task(jb, t, ap, bp);
+}
+
+static void run_blocked(const ert_sgemm *g, void *scratch, ert_exec *ex) {
+  blocked_job jb;
+  jb.g = g;
+  jb.scratch = scratch;
+  jb.slot_bytes = slot_bytes(g->m, g->n, g->k);
+  jb.a_bytes = align64((size_t)(round_up(min_i64(g->m, ERT_SGEMM_MC), MR) * min_i64(g->k, KC)) *
+                       sizeof(float));
+  /* The largest blocks that fit a slot; row blocks are halved while there are too few
+   * of them to share among the slots, then column blocks are grouped into chunks so
+   * that there are about TARGET tasks. */
+  enum { TARGET = 2 * ERT_SGEMM_SLOTS };
+  int32_t mc = (int32_t)round_up(min_i64(g->m, ERT_SGEMM_MC), MR);
+  const int32_t nc = (int32_t)round_up(min_i64(g->n, ERT_SGEMM_NC), NR);
+  size_t nnb = (size_t)((g->n + nc - 1) / nc);
+  while (mc >= 8 * MR && g->batch * (size_t)((g->m + mc - 1) / mc) * nnb < TARGET)
+    mc = (int32_t)round_up(mc / 2, MR);
+  jb.mc = mc;
+  jb.nc = nc;
+  jb.nmb = (size_t)((g->m + mc - 1) / mc);
+  jb.nnb = nnb;
+  const size_t rows = g->batch * jb.nmb;
+  size_t want = rows >= TARGET ? 1 : (TARGET + rows - 1) / rows; /* chunks per row block */
+  if (want > nnb) want = nnb;
+  jb.chunk = (nnb + want - 1) / want;
+  jb.nchunks = (nnb + jb.chunk - 1) / jb.chunk;
+  jb.ntasks = rows * jb.nchunks;
+  jb.nslots = jb.ntasks < ERT_SGEMM_SLOTS ? jb.ntasks : ERT_SGEMM_SLOTS;
+  ert_parallel_for(ex, jb.nslots, blocked_worker, &jb);
+}
+
+/* ---- matrix-vector paths ------------------------------------------------------------ */
+
+/* y[0..n) += s * x[0..n) */
+ERT_SIMD_CLONES
+static void axpy(int32_t n, float s, const float *restrict x, float *restrict y) {
+  for (int32_t j = 0; j < n; ++j) y[j] += s * x[j];
+}
+
+/* sum of x[k]*y[k], k < n, with 16 independent partial sums. */
+ERT_SIMD_CLONES
+static float dot(int32_t n, const float *restrict x, const float *restrict y) {
+  float acc[16] = {0};
+  int32_t k = 0;
+  for (; k + 16 <= n; k += 16)
+    for (int t = 0; t < 16; ++t) acc[t] += x[k + t] * y[k + t];
+  float s = 0.0f;
+  for (int t = 0; t < 16; ++t) s += acc[t];
+  for (; k < n; ++k) s += x[k] * y[k];
+  return s;
+}
+
+typedef struct gemv_job {
+  const ert_sgemm *g;
+  size_t chunks_per_problem;
+} gemv_job;
+
+enum { GEMV_CHUNK = 256 };
+
+/* Merges raw results acc[0..len) into C entries c[0], c[step], ... */
+static void gemv_store(const ert_sgemm *g, const float *acc, float *c, ptrdiff_t step, int32_t len,
+                       const float *bias, ptrdiff_t bias_step) {
+  for (int32_t t = 0; t < len; ++t) {
+    float *ct = c + (ptrdiff_t)t * step;
+    const float base = g->accumulate ? *ct : (bias ? bias[(ptrdiff_t)t * bias_step] : 0.0f);
+    *ct = base + g->alpha * acc[t];
+    if (step != 1) finish_row(g->act, ct, 1);
+  }
+  if (step == 1) finish_row(g->act, c, len);
+}
+
+static void gemv_worker(void *arg, size_t begin, size_t end) {
+  const gemv_job *jb = arg;
+  const ert_sgemm *g = jb->g;
+  float acc[GEMV_CHUNK];
+  for (size_t w = begin; w < end; ++w) {
+    const size_t p = w / jb->chunks_per_problem;
+    const int32_t o0 = (int32_t)(w % jb->chunks_per_problem) * GEMV_CHUNK;
+    const float *a = NULL, *b = NULL, *bias = NULL;
+    float *c = NULL;
+    g->locate(g->ctx, p, &a, &b, &c, &bias);
+    if (g->m == 1) {
+      /* c[0, j] for j in [o0, o0+len): sum_k A(0,k) B(k,j); bias[0] for every j */
+      const int32_t len = min_i32(GEMV_CHUNK, g->n - o0);
+      for (int32_t t = 0; t < len; ++t) acc[t] = 0.0f;
+      if (g->csb == 1) {
+        for (int32_t k = 0; k < g->k; ++k)
+          axpy(len, a[(ptrdiff_t)k * g->csa], b + (ptrdiff_t)k * g->rsb + o0, acc);
+      } else if (g->rsb == 1 && g->csa == 1) {
+        for (int32_t t = 0; t < len; ++t) acc[t] = dot(g->k, a, b + (ptrdiff_t)(o0 + t) * g->csb);
+      } else {
+        for (int32_t t = 0; t < len; ++t) {
+          float s = 0.0f;
+          for (int32_t k = 0; k < g->k; ++k)
+            s += a[(ptrdiff_t)k * g->csa] * b[(ptrdiff_t)k * g->rsb + (ptrdiff_t)(o0 + t) * g->csb];
+          acc[t] = s;
+        }
+      }
+      gemv_store(g, acc, c + o0, 1, len, bias, 0);
+    } else {
+      /* c[i, 0] for i in [o0, o0+len): sum_k A(i,k) B(k,0) */
+      const int32_t len = min_i32(GEMV_CHUNK, g->m - o0);
+      for (int32_t t = 0; t < len; ++t) acc[t] = 0.0f;
+      if (g->csa == 1 && g->rsb == 1) {
+        for (int32_t t = 0; t < len; ++t) acc[t] = dot(g->k, a + (ptrdiff_t)(o0 + t) * g->rsa, b);
+      } else if (g->rsa == 1) {
+        for (int32_t k = 0; k < g->k; ++k)
+          axpy(len, b[(ptrdiff_t)k * g->rsb], a + (ptrdiff_t)k * g->csa + o0, acc);
+      } else {
+        for (int32_t t = 0; t < len; ++t) {
+          float s = 0.0f;
+          for (int32_t k = 0; k < g->k; ++k)
+            s += a[(ptrdiff_t)(o0 + t) * g->rsa + (ptrdiff_t)k * g->csa] * b[(ptrdiff_t)k * g->rsb];
+          acc[t] = s;
+        }
+      }
+      gemv_store(g, acc, c + (ptrdiff_t)o0 * g->ldc, g->ldc, len, bias ? bias + o0 : NULL, 1);
+    }
+  }
+}
+
+/* ---- entry -------------------------------------------------------------------------- */
+
+typedef struct fill_job {
+  const ert_sgemm *g;
+} fill_job;
+
+/* K == 0: C = bias (or unchanged), then the activation. */
+static void fill_worker(void *arg, size_t begin, size_t end) {
+  const ert_sgemm *g = ((const fill_job *)arg)->g;
+  for (size_t p = begin; p < end; ++p) {
+    const float *a = NULL, *b = NULL, *bias = NULL;
+    float *c = NULL;
+    g->locate(g->ctx, p, &a, &b, &c, &bias);
+    for (int32_t i = 0; i < g->m; ++i) {
+      float *ci = c + (ptrdiff_t)i * g->ldc;
+      if (!g->accumulate)
+        for (int32_t j = 0; j < g->n; ++j) ci[j] = bias ? bias[i] : 0.0f;
+      finish_row(g->act, ci, g->n);
+    }
+  }
+}
+
+void ert_sgemm_run(const ert_sgemm *g, void *scratch, ert_exec *ex) {
+  if (g->m <= 0 || g->n <= 0 || g->batch == 0) return;
+  if (g->k <= 0) {
+    fill_job fj = {g};
+    ert_parallel_for(ex, g->batch, fill_worker, &fj);
+    return;
+  }
+  if (uses_gemv(g->m, g->n, g->im2col != NULL)) {
+    gemv_job jb;
+    jb.g = g;
+    const int32_t len = g->m == 1 ? g->n : g->m;
+    jb.chunks_per_problem = (size_t)((len + GEMV_CHUNK - 1) / GEMV_CHUNK);
+    ert_parallel_for(ex, g->batch * jb.chunks_per_problem, gemv_worker, &jb);
+    return;
+  }
+  run_blocked(g, scratch, ex);
+}

@@ -1,0 +1,35 @@
+/* runtime.h: the model and session internals shared by loader.c, session.c and
+ * crc32.c. Private to the runtime core; kernels use internal.h only. */
+#ifndef EDGERT_RUNTIME_H_
+#define EDGERT_RUNTIME_H_
+
+#include "internal.h"
+
+/* CRC-32 with the zlib polynomial (reflected 0xEDB88320); pass 0 to start. */
+uint32_t ert_crc32(uint32_t crc, const void *data, size_t size);
+
+/* A loaded model: the tensors and nodes prepared once, read-only afterwards.
+ * Node in/out pointers point into `tensors`; sessions rebase them by index. */
+struct edgert_model {
+  const uint8_t *buf;     /* the file, used in place */
+  size_t size;
+  void *owned;            /* buffer allocated by load_file, or NULL */
+
+  ert_tensor *tensors;
+  uint32_t n_tensors;
+  ert_quant *quants;
+  uint32_t n_quants;
+  ert_node *nodes;
+  uint32_t n_nodes;
+  ert_tensor **ptrs;      /* every node's in/out pointer arrays, back to back */
+  size_t n_ptrs;
+  void (**evals)(const ert_node *, ert_exec *); /* eval of each node */
+
+  uint32_t *inputs;       /* graph input tensor indices */
+  uint32_t n_inputs;
+  uint32_t *outputs;      /* graph output tensor indices */
+  uint32_t n_outputs;
+  size_t arena_bytes;
+};
+
+#endif /* EDGERT_RUNTIME_H_ */

@@ -1,0 +1,280 @@
+/* session.c: a session binds a model's tensors to one arena and runs the nodes in
+ * order; ert_parallel_for spreads kernel work over the session's worker threads.
+ *
+ * Everything a run needs (tensor and node copies, pointer arrays, the arena, the
+ * worker pool) is allocated in edgert_session_create; run() allocates nothing. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime.h"
+
+/* ---- worker pool ------------------------------------------------------------ */
+
+struct ert_exec {
+  int32_t threads;          /* including the calling thread */
+  int32_t started;          /* workers actually running */
+  pthread_t *workers;
+  pthread_mutex_t mu;
+  pthread_cond_t wake;      /* a new job (or stop) was posted */
+  pthread_cond_t done;      /* the last worker finished its chunk */
+  uint64_t generation;      /* bumped for every job */
+  int32_t pending;          /* workers still running the current job */
+  bool stop;
+  atomic_bool busy;         /* a job is running: nested calls run serially */
+  ert_task_fn fn;
+  void *arg;
+  size_t n;
+};
+
+typedef struct worker_arg {
+  ert_exec *ex;
+  int32_t id; /* 1 .. threads-1; the caller takes chunk 0 */
+} worker_arg;
+
+/* Chunk k of [0, n) split into `parts` near-equal contiguous pieces. */
+static void chunk(size_t n, size_t parts, size_t k, size_t *begin, size_t *end) {
+  size_t q = n / parts, r = n % parts;
+  *begin = q * k + (k < r ? k : r);
+  *end = *begin + q + (k < r ? 1 : 0);
+}
+
+static void *worker_main(void *p) {
+  worker_arg *wa = (worker_arg *)p;
+  ert_exec *ex = wa->ex;
+  uint64_t seen = 0;
+  pthread_mutex_lock(&ex->mu);
+  for (;;) {
+    while (!ex->stop && ex->generation == seen) pthread_cond_wait(&ex->wake, &ex->mu);
+    if (ex->stop) break;
+    seen = ex->generation;
+    ert_task_fn fn = ex->fn;
+    void *arg = ex->arg;
+    size_t n = ex->n;
+    pthread_mutex_unlock(&ex->mu);
+    size_t b, e;
+    chunk(n, (size_t)ex->threads, (size_t)wa->id, &b, &e);
+    if (b < e) fn(arg, b, e);
+    pthread_mutex_lock(&ex->mu);
+    if (--ex->pending == 0) pthread_cond_signal(&ex->done);
+  }
+  pthread_mutex_unlock(&ex->mu);
+  return NULL;
+}
+
+void ert_parallel_for(ert_exec *ex, size_t n, ert_task_fn fn, void *arg) {
+  if (n == 0) return;
+  if (ex == NULL || ex->started == 0 || n == 1 || atomic_load(&ex->busy)) {
+    fn(arg, 0, n);
+    return;
+  }
+  atomic_store(&ex->busy, true);
+  pthread_mutex_lock(&ex->mu);
+  ex->fn = fn;
+  ex->arg = arg;
+  ex->n = n;
+  ex->pending = ex->started;
+  ex->generation++;
+  pthread_cond_broadcast(&ex->wake);
+  pthread_mutex_unlock(&ex->mu);
+
+  size_t b, e;
+  chunk(n, (size_t)ex->threads, 0, &b, &e);
+  if (b < e) fn(arg, b, e);
+
+  pthread_mutex_lock(&ex->mu);
+  while (ex->pending > 0) pthread_cond_wait(&ex->done, &ex->mu);
+  pthread_mutex_unlock(&ex->mu);
+  atomic_store(&ex->busy, false);
+}
+
+static void pool_stop(ert_exec *ex) {
+  if (ex->started > 0) {
+    pthread_mutex_lock(&ex->mu);
+    ex->stop = true;
+    pthread_cond_broadcast(&ex->wake);
+    pthread_mutex_unlock(&ex->mu);
+    for (int32_t i = 0; i < ex->started; i++) pthread_join(ex->workers[i], NULL);
+    ex->started = 0;
+  }
+}
+
+/* ---- session ------------------------------------------------------------------ */
+
+struct edgert_session {
+  edgert_model *model;
+  ert_tensor *tensors;
+  ert_node *nodes;
+  ert_tensor **ptrs;
+  uint8_t *arena;
+  void *arena_owned;
+  ert_exec exec;
+  bool sync_ready;          /* mutex and condition variables initialised */
+  worker_arg *wargs;
+  char error[256];
+};
+
+void edgert_session_options_init(edgert_session_options *opts) {
+  if (opts == NULL) return;
+  memset(opts, 0, sizeof *opts);
+  opts->threads = 1;
+}
+
+void edgert_session_destroy(edgert_session *s) {
+  if (s == NULL) return;
+  if (s->sync_ready) {
+    pool_stop(&s->exec);
+    pthread_cond_destroy(&s->exec.done);
+    pthread_cond_destroy(&s->exec.wake);
+    pthread_mutex_destroy(&s->exec.mu);
+  }
+  ert_free(s->exec.workers);
+  ert_free(s->wargs);
+  ert_free(s->tensors);
+  ert_free(s->nodes);
+  ert_free(s->ptrs);
+  ert_free(s->arena_owned);
+  ert_free(s);
+}
+
+static edgert_status start_pool(edgert_session *s, int32_t threads) {
+  ert_exec *ex = &s->exec;
+  ex->threads = threads;
+  atomic_init(&ex->busy, false);
+  if (pthread_mutex_init(&ex->mu, NULL) != 0) return EDGERT_ERR_THREADS;
+  if (pthread_cond_init(&ex->wake, NULL) != 0) {
+    pthread_mutex_destroy(&ex->mu);
+    return EDGERT_ERR_THREADS;
+  }
+  if (pthread_cond_init(&ex->done, NULL) != 0) {
+    pthread_cond_destroy(&ex->wake);
+    pthread_mutex_destroy(&ex->mu);
+    return EDGERT_ERR_THREADS;
+  }
+  s->sync_ready = true;
+  if (threads <= 1) return EDGERT_OK;
+  ex->workers = ert_calloc((size_t)threads - 1, sizeof *ex->workers);
+  s->wargs = ert_calloc((size_t)threads - 1, sizeof *s->wargs);
+  if (ex->workers == NULL || s->wargs == NULL) return EDGERT_ERR_NO_MEMORY;
+  for (int32_t i = 0; i < threads - 1; i++) {
+    s->wargs[i].ex = ex;
+    s->wargs[i].id = i + 1;
+    if (pthread_create(&ex->workers[i], NULL, worker_main, &s->wargs[i]) != 0)
+      return EDGERT_ERR_THREADS;
+    ex->started++;
+  }
+  return EDGERT_OK;
+}
+
+edgert_status edgert_session_create(edgert_model *model, const edgert_session_options *opts,
+                                    edgert_session **out) {
+  if (out == NULL) return EDGERT_ERR_INVALID_ARGUMENT;
+  *out = NULL;
+  if (model == NULL) return EDGERT_ERR_INVALID_ARGUMENT;
+  edgert_session_options defaults;
+  if (opts == NULL) {
+    edgert_session_options_init(&defaults);
+    opts = &defaults;
+  }
+  if (opts->threads < 1 || opts->threads > 1024) return EDGERT_ERR_INVALID_ARGUMENT;
+
+  uint8_t *arena;
+  if (opts->arena != NULL) {
+    if ((uintptr_t)opts->arena % EDGERT_ARENA_ALIGN != 0) return EDGERT_ERR_ALIGNMENT;
+    if (opts->arena_bytes < model->arena_bytes) return EDGERT_ERR_ARENA_TOO_SMALL;
+    arena = (uint8_t *)opts->arena;
+  } else {
+    arena = NULL;
+  }
+
+  edgert_session *s = ert_calloc(1, sizeof *s);
+  if (s == NULL) return EDGERT_ERR_NO_MEMORY;
+  s->model = model;
+  if (arena == NULL) {
+    s->arena_owned = ert_aligned_alloc(EDGERT_ARENA_ALIGN, model->arena_bytes);
+    if (s->arena_owned == NULL) {
+      edgert_session_destroy(s);
+      return EDGERT_ERR_NO_MEMORY;
+    }
+    arena = (uint8_t *)s->arena_owned;
+  }
+  s->arena = arena;
+
+  s->tensors = ert_calloc(model->n_tensors, sizeof *s->tensors);
+  s->nodes = ert_calloc(model->n_nodes, sizeof *s->nodes);
+  s->ptrs = ert_calloc(model->n_ptrs, sizeof *s->ptrs);
+  if (s->tensors == NULL || s->nodes == NULL || s->ptrs == NULL) {
+    edgert_session_destroy(s);
+    return EDGERT_ERR_NO_MEMORY;
+  }
+  if (model->n_tensors > 0) memcpy(s->tensors, model->tensors, model->n_tensors * sizeof *s->tensors);
+  for (uint32_t i = 0; i < model->n_tensors; i++)
+    if (s->tensors[i].storage == ERT_STORAGE_ARENA) s->tensors[i].data = arena + s->tensors[i].offset;
+
+  /* Node copies keep prepare's opdata; their pointer arrays are rebased by index. */
+  if (model->n_nodes > 0) memcpy(s->nodes, model->nodes, model->n_nodes * sizeof *s->nodes);
+  for (size_t k = 0; k < model->n_ptrs; k++)
+    s->ptrs[k] = model->ptrs[k] ? s->tensors + (model->ptrs[k] - model->tensors) : NULL;
+  for (uint32_t i = 0; i < model->n_nodes; i++) {
+    ert_node *n = &s->nodes[i];
+    const ert_node *mn = &model->nodes[i];
+    n->in = mn->in ? s->ptrs + (mn->in - model->ptrs) : NULL;
+    n->out = mn->out ? s->ptrs + (mn->out - model->ptrs) : NULL;
+    n->scratch = mn->scratch_bytes > 0 ? arena + mn->scratch_offset : NULL;
+  }
+
+  edgert_status st = start_pool(s, opts->threads);
+  if (st != EDGERT_OK) {
+    edgert_session_destroy(s);
+    return st;
+  }
+  *out = s;
+  return EDGERT_OK;
+}
+
+static edgert_status sess_fail(edgert_session *s, edgert_status st, const char *what) {
+  snprintf(s->error, sizeof s->error, "%s", what);
+  return st;
+}
+
+edgert_status edgert_session_set_input(edgert_session *s, size_t index, const void *data,
+                                       size_t nbytes) {
+  if (s == NULL) return EDGERT_ERR_INVALID_ARGUMENT;
+  if (index >= s->model->n_inputs) {
+    snprintf(s->error, sizeof s->error, "input index %zu out of range (%u inputs)", index,
+             (unsigned)s->model->n_inputs);
+    return EDGERT_ERR_INVALID_ARGUMENT;
+  }
+  ert_tensor *t = &s->tensors[s->model->inputs[index]];
+  if (nbytes != t->nbytes) {
+    snprintf(s->error, sizeof s->error, "input '%s' needs %zu bytes, got %zu", t->name, t->nbytes,
+             nbytes);
+    return EDGERT_ERR_INVALID_ARGUMENT;
+  }
+  if (nbytes == 0) return EDGERT_OK;
+  if (data == NULL) return sess_fail(s, EDGERT_ERR_INVALID_ARGUMENT, "input data is NULL");
+  memmove(t->data, data, nbytes);
+  return EDGERT_OK;
+}
+
+void *edgert_session_input_data(edgert_session *s, size_t index) {
+  if (s == NULL || index >= s->model->n_inputs) return NULL;
+  return s->tensors[s->model->inputs[index]].data;
+}
+
+edgert_status edgert_session_run(edgert_session *s) {
+  if (s == NULL) return EDGERT_ERR_INVALID_ARGUMENT;
+  const edgert_model *m = s->model;
+  for (uint32_t i = 0; i < m->n_nodes; i++) m->evals[i](&s->nodes[i], &s->exec);
+  return EDGERT_OK;
+}
+
+const void *edgert_session_output_data(edgert_session *s, size_t index) {
+  if (s == NULL || index >= s->model->n_outputs) return NULL;
+  return s->tensors[s->model->outputs[index]].data;
+}
+
+const char *edgert_session_last_error(const edgert_session *s) {
+  return s == NULL ? "session is NULL" : s->error;
+}

@@ -1,0 +1,281 @@
+/* edgert-run: runs an .edgert model on .npy inputs and writes .npy outputs.
+ *
+ *   edgert-run MODEL.edgert --input NAME=FILE.npy ... [--output-dir DIR]
+ *              [--repeat N] [--threads N]
+ *
+ * Every input must be given, with the model's dtype and shape. Each output is written
+ * to DIR/<name>.npy (DIR defaults to "."), with characters other than [A-Za-z0-9._-]
+ * in the name replaced by '_'. The mean latency of the N runs goes to stderr. Exit
+ * status 0 on success, 1 on any error (with a message), 2 on a usage error. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "edgert.h"
+#include "npy.h"
+
+static void usage(FILE *to) {
+  fprintf(to,
+          "usage: edgert-run MODEL.edgert --input NAME=FILE.npy ... [--output-dir DIR]\n"
+          "                  [--repeat N] [--threads N]\n"
+          "Runs the model on the given inputs and writes every output to DIR/<name>.npy.\n");
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int parse_count(const char *flag, const char *text, long max, long *out) {
+  char *end;
+  errno = 0;
+  long v = strtol(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0' || v < 1 || v > max) {
+    fprintf(stderr, "edgert-run: %s needs an integer in [1, %ld], got '%s'\n", flag, max, text);
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
+
+static void print_shape(FILE *to, int32_t ndim, const int64_t *shape) {
+  fputc('[', to);
+  for (int32_t d = 0; d < ndim; d++) fprintf(to, d ? ", %lld" : "%lld", (long long)shape[d]);
+  fputc(']', to);
+}
+
+static const char *dtype_name(int32_t dtype) {
+  switch (dtype) {
+    case EDGERT_FLOAT32: return "float32";
+    case EDGERT_UINT8: return "uint8";
+    case EDGERT_INT8: return "int8";
+    case EDGERT_INT16: return "int16";
+    case EDGERT_INT32: return "int32";
+    case EDGERT_INT64: return "int64";
+    case EDGERT_BOOL: return "bool";
+    case EDGERT_FLOAT16: return "float16";
+    default: return "unknown";
+  }
+}
+
+/* Output file name: unsafe characters become '_', an empty name becomes output_<k>,
+ * and a clash with an earlier output gets a _<k> suffix. */
+static void output_file_name(const edgert_model *m, size_t k, char *out, size_t size) {
+  edgert_tensor_info info;
+  edgert_model_output_info(m, k, &info);
+  size_t n = 0;
+  for (const char *p = info.name; *p && n + 1 < size; p++) {
+    char c = *p;
+    int ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+             c == '_' || c == '-';
+    out[n++] = ok ? c : '_';
+  }
+  out[n] = '\0';
+  if (n == 0 || strcmp(out, ".") == 0 || strcmp(out, "..") == 0) snprintf(out, size, "output_%zu", k);
+  for (size_t j = 0; j < k; j++) {
+    char prev[256];
+    output_file_name(m, j, prev, sizeof prev);
+    if (strcmp(prev, out) == 0) {
+      size_t len = strlen(out);
+      snprintf(out + len, size - len, "_%zu", k);
+      break;
+    }
+  }
+}
+
+int main(int argc, char **argv) {
+  const char *model_path = NULL, *out_dir = ".";
+  long repeat = 1, threads = 1;
+  const char **input_args = calloc((size_t)argc + 1, sizeof *input_args);
+  size_t n_input_args = 0;
+  if (input_args == NULL) return 1;
+
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+      usage(stdout);
+      free(input_args);
+      return 0;
+    }
+    int takes_value = strcmp(a, "--input") == 0 || strcmp(a, "-i") == 0 || strcmp(a, "--output-dir") == 0 ||
+                      strcmp(a, "-o") == 0 || strcmp(a, "--repeat") == 0 || strcmp(a, "--threads") == 0;
+    if (takes_value) {
+      if (i + 1 >= argc) {
+        fprintf(stderr, "edgert-run: %s needs a value\n", a);
+        free(input_args);
+        return 2;
+      }
+      const char *v = argv[++i];
+      int bad = 0;
+      if (strcmp(a, "--input") == 0 || strcmp(a, "-i") == 0) input_args[n_input_args++] = v;
+      else if (strcmp(a, "--output-dir") == 0 || strcmp(a, "-o") == 0) out_dir = v;
+      else if (strcmp(a, "--repeat") == 0) bad = parse_count(a, v, 1000000000L, &repeat);
+      else bad = parse_count(a, v, 1024, &threads);
+      if (bad) {
+        free(input_args);
+        return 2;
+      }
+    } else if (a[0] == '-' && a[1] != '\0') {
+      fprintf(stderr, "edgert-run: unknown option '%s'\n", a);
+      usage(stderr);
+      free(input_args);
+      return 2;
+    } else if (model_path == NULL) {
+      model_path = a;
+    } else {
+      fprintf(stderr, "edgert-run: unexpected argument '%s' (inputs are given as --input NAME=FILE.npy)\n", a);
+      free(input_args);
+      return 2;
+    }
+  }
+  if (model_path == NULL) {
+    usage(stderr);
+    free(input_args);
+    return 2;
+  }
+
+  int rc = 1;
+  char err[1024];
+  edgert_model *model = NULL;
+  edgert_session *session = NULL;
+  npy_array *arrays = NULL;
+  size_t n_in = 0;
+
+  edgert_status st = edgert_model_load_file(model_path, &model, err, sizeof err);
+  if (st != EDGERT_OK) {
+    fprintf(stderr, "edgert-run: cannot load model: %s (%s)\n", err, edgert_status_str(st));
+    goto done;
+  }
+  n_in = edgert_model_num_inputs(model);
+  arrays = calloc(n_in + 1, sizeof *arrays);
+  if (arrays == NULL) goto done;
+
+  edgert_session_options opts;
+  edgert_session_options_init(&opts);
+  opts.threads = (int32_t)threads;
+  st = edgert_session_create(model, &opts, &session);
+  if (st != EDGERT_OK) {
+    fprintf(stderr, "edgert-run: cannot create a session: %s\n", edgert_status_str(st));
+    goto done;
+  }
+
+  /* Match each --input to a model input: NAME=FILE, choosing the longest model input
+   * name that prefixes the argument (names and paths may both contain '='). A bare
+   * FILE is accepted when the model has exactly one input. */
+  for (size_t k = 0; k < n_input_args; k++) {
+    const char *arg = input_args[k];
+    size_t best = n_in, best_len = 0;
+    for (size_t j = 0; j < n_in; j++) {
+      edgert_tensor_info info;
+      edgert_model_input_info(model, j, &info);
+      size_t len = strlen(info.name);
+      if (strncmp(arg, info.name, len) == 0 && arg[len] == '=' && (best == n_in || len > best_len)) {
+        best = j;
+        best_len = len;
+      }
+    }
+    const char *file;
+    if (best < n_in) {
+      file = arg + best_len + 1;
+    } else if (n_in == 1 && strchr(arg, '=') == NULL) {
+      best = 0;
+      file = arg;
+    } else {
+      fprintf(stderr, "edgert-run: --input '%s' names no model input; the inputs are:", arg);
+      for (size_t j = 0; j < n_in; j++) {
+        edgert_tensor_info info;
+        edgert_model_input_info(model, j, &info);
+        fprintf(stderr, " '%s'", info.name);
+      }
+      fprintf(stderr, "\n");
+      goto done;
+    }
+    edgert_tensor_info info;
+    edgert_model_input_info(model, best, &info);
+    if (arrays[best].data != NULL) {
+      fprintf(stderr, "edgert-run: input '%s' is given twice\n", info.name);
+      goto done;
+    }
+    if (npy_read(file, &arrays[best], err, sizeof err) != 0) {
+      fprintf(stderr, "edgert-run: input '%s': %s\n", info.name, err);
+      goto done;
+    }
+    const npy_array *a = &arrays[best];
+    int same = a->ndim == info.ndim;
+    for (int32_t d = 0; same && d < a->ndim; d++) same = a->shape[d] == info.shape[d];
+    if (a->dtype != info.dtype || !same) {
+      fprintf(stderr, "edgert-run: input '%s': file '%s' holds %s ", info.name, file, dtype_name(a->dtype));
+      print_shape(stderr, a->ndim, a->shape);
+      fprintf(stderr, ", the model expects %s ", dtype_name(info.dtype));
+      print_shape(stderr, info.ndim, info.shape);
+      fprintf(stderr, "\n");
+      goto done;
+    }
+  }
+  for (size_t j = 0; j < n_in; j++) {
+    edgert_tensor_info info;
+    edgert_model_input_info(model, j, &info);
+    if (arrays[j].data == NULL) {
+      fprintf(stderr, "edgert-run: input '%s' (%s ", info.name, dtype_name(info.dtype));
+      print_shape(stderr, info.ndim, info.shape);
+      fprintf(stderr, ") is not given: use --input '%s=FILE.npy'\n", info.name);
+      goto done;
+    }
+  }
+
+  /* Inputs are set before every run: the arena space of an input may be reused. */
+  double total_ms = 0.0;
+  for (long r = 0; r < repeat; r++) {
+    for (size_t j = 0; j < n_in; j++) {
+      st = edgert_session_set_input(session, j, arrays[j].data, arrays[j].nbytes);
+      if (st != EDGERT_OK) {
+        fprintf(stderr, "edgert-run: %s\n", edgert_session_last_error(session));
+        goto done;
+      }
+    }
+    double t0 = now_ms();
+    st = edgert_session_run(session);
+    total_ms += now_ms() - t0;
+    if (st != EDGERT_OK) {
+      fprintf(stderr, "edgert-run: run failed: %s\n", edgert_session_last_error(session));
+      goto done;
+    }
+  }
+  fprintf(stderr, "edgert-run: %ld run(s), mean latency %.3f ms (threads %ld)\n", repeat,
+          total_ms / (double)repeat, threads);
+
+  size_t n_out = edgert_model_num_outputs(model);
+  for (size_t k = 0; k < n_out; k++) {
+    edgert_tensor_info info;
+    edgert_model_output_info(model, k, &info);
+    char fname[256], path[4096];
+    output_file_name(model, k, fname, sizeof fname);
+    int n = snprintf(path, sizeof path, "%s/%s.npy", out_dir, fname);
+    if (n < 0 || (size_t)n >= sizeof path) {
+      fprintf(stderr, "edgert-run: output path too long\n");
+      goto done;
+    }
+    const void *data = edgert_session_output_data(session, k);
+    if (npy_write(path, info.dtype, info.ndim, info.shape, data, info.nbytes, err, sizeof err) != 0) {
+      fprintf(stderr, "edgert-run: output '%s': %s\n", info.name, err);
+      goto done;
+    }
+    printf("%s: %s ", info.name, dtype_name(info.dtype));
+    print_shape(stdout, info.ndim, info.shape);
+    printf(" -> %s\n", path);
+  }
+  rc = 0;
+
+done:
+  if (arrays != NULL)
+    for (size_t j = 0; j < n_in; j++) npy_free(&arrays[j]);
+  free(arrays);
+  free(input_args);
+  edgert_session_destroy(session);
+  edgert_model_free(model);
+  return rc;
+}
