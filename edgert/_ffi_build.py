@@ -36,7 +36,7 @@ def sources() -> list[str]:
     return [os.path.relpath(f, ROOT) for f in files]
 
 
-COMPILE_ARGS = ["-std=c11", "-O3", "-fno-math-errno", "-Wall", "-Wextra", "-D_GNU_SOURCE"]
+COMPILE_ARGS = ["-std=c11", "-O3", "-fno-math-errno", "-fno-trapping-math", "-Wall", "-Wextra", "-D_GNU_SOURCE"]
 if sys.platform != "win32":
     COMPILE_ARGS.append("-pthread")
 

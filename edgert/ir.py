@@ -80,7 +80,7 @@ class Graph:
         return t
 
     def add_const(self, data: np.ndarray, hint: str = "const") -> str:
-        data = np.ascontiguousarray(data)
+        data = np.require(np.asarray(data), requirements="C")  # keeps 0-d arrays 0-d
         name = self.unique_name(hint)
         self.add_tensor(name, data.shape, data.dtype, data)
         return name

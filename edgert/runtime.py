@@ -165,7 +165,7 @@ class Session:
                 raise InputError(f"input {info.name!r}: dtype {arr.dtype}, expected {info.dtype}")
             if list(arr.shape) != info.shape:
                 raise InputError(f"input {info.name!r}: shape {list(arr.shape)}, expected {info.shape}")
-            arr = np.ascontiguousarray(arr)
+            arr = np.require(arr, requirements="C")
             _check(lib.edgert_session_set_input(self._session, k, ffi.from_buffer(arr), arr.nbytes), "")
         status = lib.edgert_session_run(self._session)
         if status != 0:

@@ -41,7 +41,8 @@ def main() -> int:
         def compile_one(src):
             data = open(src, "rb").read()
             hdrs = b"".join(open(os.path.join(d, f), "rb").read()
-                            for d in (fb.INCLUDE, os.path.join(fb.CSRC, "src")) for f in sorted(os.listdir(d))
+                            for d in (fb.INCLUDE, os.path.join(fb.CSRC, "src"), os.path.join(fb.CSRC, "kernels", "ref"))
+                            for f in sorted(os.listdir(d))
                             if f.endswith((".h", ".def")))
             key = hashlib.sha1(data + hdrs + " ".join(flags).encode()).hexdigest()[:16]
             obj = os.path.join(objdir, os.path.basename(src)[:-2] + "-" + key + ".o")

@@ -54,7 +54,17 @@ def run_case(case) -> tuple[str, str]:
         feeds = dict(zip(names, inputs))
         shapes = {k: list(v.shape) for k, v in feeds.items()}
         try:
-            data = edgert.convert(case.model, None, input_shapes=shapes)
+            try:
+                data = edgert.convert(case.model, None, input_shapes=shapes)
+            except edgert.EdgertError as e:
+                # Integer inputs often carry what edgert needs as constants (axes, shapes,
+                # pads, indices): freeze them as a user would with --input-value, and retry.
+                frozen = {k: v for k, v in feeds.items() if v.dtype.kind in "iu"}
+                if not frozen or "constant" not in str(e):
+                    raise
+                feeds = {k: v for k, v in feeds.items() if k not in frozen}
+                data = edgert.convert(case.model, None, input_shapes={k: shapes[k] for k in feeds},
+                                      input_values=frozen)
         except edgert.EdgertError as e:
             return "rejected", str(e).splitlines()[-1].strip()[:200]
         except Exception as e:  # noqa: BLE001

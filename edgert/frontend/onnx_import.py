@@ -21,7 +21,7 @@ from ..errors import ConversionError, ModelFormatError, UnsupportedError
 from ..ir import Graph
 from ..ops import OpUnsupported
 
-MIN_OPSET, MAX_OPSET = 7, 24
+MIN_OPSET, MAX_OPSET = 7, 28
 
 LOWERINGS: dict[str, Callable[["LowerCtx"], None]] = {}
 
@@ -138,7 +138,7 @@ class LowerCtx:
              n_outputs: int = 1) -> list[str]:
         if outputs is None:
             outputs = [self.graph.unique_name(f"{self.name}_{op}") for _ in range(n_outputs)]
-        outputs = [o if o else self.graph.unique_name(f"{self.name}_{op}_unused") for o in outputs]
+        outputs = [o if o else self.graph.unique_name(f"{self.name}_{op}_unused{k}") for k, o in enumerate(outputs)]
         return self._imp.emit(op, inputs, outputs, attrs or {}, self.name)
 
     def alias(self, i: int, tensor: str) -> None:
@@ -227,7 +227,7 @@ class OnnxImporter:
                 continue
             dims: list[Any] = []
             for d in tt.shape.dim:
-                if d.HasField("dim_value") and d.dim_value > 0:
+                if d.HasField("dim_value") and d.dim_value >= 0 and not d.dim_param:
                     dims.append(int(d.dim_value))
                 else:
                     dims.append(d.dim_param or "?")
@@ -240,8 +240,8 @@ class OnnxImporter:
                     if isinstance(have, int) and have != want:
                         raise ConversionError(
                             f"--input-shape {vi.name}: dimension {k} is fixed to {have} in the model, got {want}")
-                    if want <= 0:
-                        raise ConversionError(f"--input-shape {vi.name}: dimension {k} must be positive, got {want}")
+                    if want < 0:
+                        raise ConversionError(f"--input-shape {vi.name}: dimension {k} must be >= 0, got {want}")
                 dims = list(fixed)
             bad = [(k, d) for k, d in enumerate(dims) if not isinstance(d, int)]
             if bad:
@@ -267,7 +267,7 @@ class OnnxImporter:
             self._add_const_value(init.name, arr)
 
     def _add_const_value(self, name: str, arr: np.ndarray) -> None:
-        arr = np.ascontiguousarray(arr)
+        arr = np.require(np.asarray(arr), requirements="C")
         if not dtypes.supported(arr.dtype):
             # Kept for folding (e.g. doubles cast to float); rejected only if it reaches a kernel.
             pass

@@ -71,7 +71,9 @@ def _x_original(coord: str, y: np.ndarray, scale: float, n_in: int, n_out: int,
     elif coord == "tf_half_pixel_for_nn":
         x = (y + 0.5) / scale
     elif coord == "pytorch_half_pixel":
-        x = np.full(n_out, -0.5) if out_f == 1 else (y + 0.5) / scale - 0.5
+        # A single output reads coordinate 0 (the ONNX text and onnxruntime; the ONNX
+        # reference uses -0.5, which differs only for cubic).
+        x = np.zeros(n_out) if n_out == 1 else (y + 0.5) / scale - 0.5
     elif coord == "half_pixel":
         x = (y + 0.5) / scale - 0.5
     elif coord == "half_pixel_symmetric":

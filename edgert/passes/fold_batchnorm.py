@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import ops as edgert_ops
 from ..ir import Graph
 from ._util import Uses, remove_nodes
 
@@ -29,14 +28,17 @@ def _affine_of(g: Graph, node, conv_out: str) -> tuple[np.ndarray, np.ndarray] |
     shape = g.tensors[conv_out].shape
     m = shape[1]
     if node.op == "batch_norm":
-        params = [g.const(i) if i else None for i in node.inputs[1:]]
-        if any(i and p is None for i, p in zip(node.inputs[1:], params)):
+        # inputs X, scale, B, mean, var; y = (x - mean) / sqrt(var + eps) * scale + B.
+        # Computed in float64 from the parameters (not by probing the op) to keep the
+        # folded weights exact when mean * scale is large against scale.
+        params = [g.const(i) if i else None for i in node.inputs[1:5]]
+        if len(node.inputs) != 5 or len(node.outputs) != 1 or any(p is None for p in params):
             return None
-        probe_shape = (1, m) + (1,) * (len(shape) - 2)
-        ref = edgert_ops.get("batch_norm").reference
-        zero = ref(node, [np.zeros(probe_shape, np.float32), *params])[0].reshape(m)
-        one = ref(node, [np.ones(probe_shape, np.float32), *params])[0].reshape(m)
-        return (one - zero).astype(np.float32), zero.astype(np.float32)
+        scale, bias, mean, var = (np.asarray(p, np.float64).reshape(-1) for p in params)
+        if not all(v.size == m for v in (scale, bias, mean, var)):
+            return None
+        a = scale / np.sqrt(var + float(node.attrs.get("epsilon", 1e-5)))
+        return a, bias - mean * a
     if node.op in ("mul", "add") and len(node.inputs) == 2 and not node.attrs.get("act", 0):
         other = node.inputs[1] if node.inputs[0] == conv_out else node.inputs[0]
         c = g.const(other)
@@ -74,8 +76,8 @@ def run(g: Graph) -> bool:
             continue
         scale, shift = aff
         m = w.shape[0]
-        new_w = (w * scale.reshape((m,) + (1,) * (w.ndim - 1))).astype(np.float32)
-        old_b = b if b is not None else np.zeros(m, np.float32)
+        new_w = (w.astype(np.float64) * scale.reshape((m,) + (1,) * (w.ndim - 1))).astype(np.float32)
+        old_b = b.astype(np.float64) if b is not None else np.zeros(m)
         new_b = (old_b * scale + shift).astype(np.float32)
         conv.inputs = [conv.inputs[0], g.add_const(new_w, conv.name + "_w"), g.add_const(new_b, conv.name + "_b")]
         conv.outputs = list(nxt.outputs)

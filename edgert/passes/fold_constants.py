@@ -18,7 +18,7 @@ def run(g: Graph) -> bool:
             outs = edgert_ops.get(node.op).reference(node, [t.data if t is not None else None for t in ins])
             for name, val in zip(node.outputs, outs):
                 t = g.tensors[name]
-                t.data = np.ascontiguousarray(np.asarray(val).astype(t.dtype, copy=False).reshape(t.shape))
+                t.data = np.require(np.asarray(val).astype(t.dtype, copy=False).reshape(t.shape), requirements="C")
             changed = True
         else:
             keep.append(node)

@@ -301,3 +301,20 @@ def test_c_prepare_rejects_bad_shapes():
     g.outputs.append("y")
     with pytest.raises(edgert.EdgertError):
         edgert.Session(serialize(g))
+
+
+@pytest.mark.parametrize("op,dtype,words", [("add", np.float32, [99, 0.0, 0.0]), ("add", np.float32, []),
+                                            ("add", np.int32, [1, 0.0, 0.0]), ("mod", np.int32, [2]),
+                                            ("mod", np.int32, []), ("bitshift", np.uint8, [-1])])
+def test_c_prepare_rejects_bad_parameter_words(monkeypatch, op, dtype, words):
+    """The runtime checks parameter words itself (a file is untrusted)."""
+    monkeypatch.setattr(get_op(op), "pack", lambda node, graph: list(words))
+    g = Graph()
+    g.add_tensor("a", (2, 3), dtype)
+    g.add_tensor("b", (3,), dtype)
+    g.inputs += ["a", "b"]
+    g.add_node(op, ["a", "b"], ["y"])
+    g.add_tensor("y", (2, 3), dtype)
+    g.outputs.append("y")
+    with pytest.raises(edgert.EdgertError):
+        edgert.Session(serialize(g))

@@ -151,3 +151,21 @@ def test_rejected_input_type():
     x = np.ones((2, 3), np.float64)
     with pytest.raises(edgert.EdgertError):
         edgert.convert(_model(x, np.float32))
+
+
+@pytest.mark.parametrize("words", [[11], [], [6]])
+def test_c_prepare_rejects_bad_target_word(monkeypatch, words):
+    """The target word must name a supported dtype equal to the output's."""
+    from edgert.converter import serialize
+    from edgert.ir import Graph
+    from edgert.ops import get as get_op
+
+    monkeypatch.setattr(get_op("cast"), "pack", lambda node, graph: list(words))
+    g = Graph()
+    g.add_tensor("x", (2, 3), np.float32)
+    g.inputs.append("x")
+    g.add_node("cast", ["x"], ["y"], {"to": "float16"})
+    g.add_tensor("y", (2, 3), np.float16)
+    g.outputs.append("y")
+    with pytest.raises(edgert.EdgertError):
+        edgert.Session(serialize(g))

@@ -379,3 +379,88 @@ def test_space_to_depth_crd_mode_reference():
 
 def test_depth_to_space_rejects_bad_channels():
     rejects(one_node("DepthToSpace", data((1, 6, 2, 2)), opset=13, blocksize=2))
+
+
+# ---- robustness: mutated parameter words --------------------------------------------------
+
+def _fuzz_models():
+    """Small converted models covering every op of this family and its kin (gather, resize,
+    misc), with runtime data inputs."""
+    x4 = data((2, 4, 4, 6))
+    x2 = data((4, 6))
+    i = np.array([[1, -1], [0, 3]], I64)
+    models = [
+        (one_node("Transpose", x4, perm=[0, 2, 3, 1]), {"x": x4}),
+        (one_node("Slice", x4, {"s": np.array([1, -1], I64), "e": np.array([3, -5], I64),
+                                "a": np.array([1, 3], I64), "p": np.array([1, -2], I64)}, opset=13), {"x": x4}),
+        (one_node("Pad", x2, {"p": np.array([1, -1, 2, 3], I64)}, opset=13, mode="reflect"), {"x": x2}),
+        (one_node("Pad", x2, {"p": np.array([1, 1, 2, 3], I64), "v": np.array(2.0, np.float32)}, opset=13), {"x": x2}),
+        (one_node("Tile", x2, {"r": np.array([2, 3], I64)}, opset=13), {"x": x2}),
+        (one_node("Expand", x2[:1], {"s": np.array([3, 4, 6], I64)}, opset=13), {"x": x2[:1]}),
+        (one_node("Split", x2, opset=13, outputs=("a", "b"), axis=1), {"x": x2}),
+        (make_model(helper.make_node("Concat", ["x", "z"], ["y"], axis=1), {"x": x2, "z": x2}, ["y"]),
+         {"x": x2, "z": x2}),
+        (make_model(helper.make_node("Gather", ["x", "i"], ["y"], axis=1), {"x": x2, "i": i}, ["y"]), {"x": x2, "i": i}),
+        (make_model(helper.make_node("GatherElements", ["x", "i"], ["y"], axis=1), {"x": x2, "i": i}, ["y"]),
+         {"x": x2, "i": i}),
+        (make_model(helper.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=1, reduction="add"),
+                    {"x": x2, "i": i, "u": data((2, 2))}, ["y"], opset=18), {"x": x2, "i": i, "u": data((2, 2))}),
+        (make_model(helper.make_node("OneHot", ["i", "d", "v"], ["y"], axis=1), {"i": i}, ["y"],
+                    {"d": np.array(5, I64), "v": np.array([0, 1], np.float32)}, opset=11), {"i": i}),
+        (one_node("DepthToSpace", x4, opset=13, blocksize=2, mode="CRD"), {"x": x4}),
+        (one_node("SpaceToDepth", x4, opset=13, blocksize=2), {"x": x4}),
+        (one_node("CumSum", x2, {"a": np.array(1, I64)}, opset=14, exclusive=1, reverse=1), {"x": x2}),
+        (one_node("Trilu", x2, {"k": np.array(1, I64)}, opset=14), {"x": x2}),
+        (one_node("TopK", x2, {"k": np.array([3], I64)}, opset=11, outputs=("v", "i")), {"x": x2}),
+    ]
+    for mode in ("nearest", "linear", "cubic"):
+        node = helper.make_node("Resize", ["x", "", "s"], ["y"], mode=mode)
+        models.append((make_model(node, {"x": x4}, ["y"], {"s": np.array([1, 1, 1.5, 0.5], np.float32)}, opset=13),
+                       {"x": x4}))
+    node = helper.make_node("Resize", ["x", "r", "", "z"], ["y"], mode="linear",
+                            coordinate_transformation_mode="tf_crop_and_resize")
+    models.append((make_model(node, {"x": x4}, ["y"], {"r": np.array([0, 0, -0.5, 0.2, 1, 1, 1.2, 0.9], np.float32),
+                                                       "z": np.array([2, 4, 3, 5], I64)}, opset=13), {"x": x4}))
+    return models
+
+
+def _fuzz_main() -> None:
+    """Every parameter word of every model set to edge values: each load must succeed or
+    fail with a status; loads that succeed run on zeroed inputs. Prints status counts."""
+    import json
+    import struct
+
+    from tests.test_c_loader import PARAMS, fix_crc, load_status, section_offsets
+    counts: dict[int, int] = {}
+    for model, _ in _fuzz_models():
+        data_ = edgert.convert(model)
+        off, size = section_offsets(data_)[PARAMS]
+        n = size // 4
+        for w in range(min(n, 48)):
+            orig = struct.unpack_from("<i", data_, off + 4 * w)[0]
+            for v in {0, 1, -1, 2, 3, 8, 9, 64, 2**31 - 1, -2**31, 2**16, orig + 1, orig - 1, orig * 2 + 1}:
+                if not -2**31 <= v < 2**31 or v == orig:
+                    continue
+                b = bytearray(data_)
+                struct.pack_into("<i", b, off + 4 * w, v)
+                st = load_status(fix_crc(b))
+                counts[st] = counts.get(st, 0) + 1
+    print(json.dumps(counts))
+
+
+def test_param_mutations_never_crash():
+    import json
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    r = subprocess.run([sys.executable, "-c", "from tests.ops.test_shape_ops import _fuzz_main; _fuzz_main()"],
+                       capture_output=True, text=True, timeout=300, cwd=root)
+    assert r.returncode == 0, f"a mutated model crashed the runtime (rc {r.returncode}):\n{r.stderr[-3000:]}"
+    counts = json.loads(r.stdout.strip().splitlines()[-1])
+    assert sum(counts.values()) > 1000 and len(counts) > 1, counts
+
+
+def test_fuzz_models_run():
+    for model, feeds in _fuzz_models():
+        check(model, feeds, rtol=1e-5, atol=2e-5, threads=(1,), expected=run_ort(model, feeds))

@@ -292,3 +292,28 @@ def test_rejected_attribute_values():
     nodes = helper.make_node("Dropout", ["x", "", "t"], ["y"])
     with pytest.raises(edgert.EdgertError):
         edgert.convert(make_model(nodes, {"x": x, "t": t}, ["y"], opset=13))
+    nodes = helper.make_node("Dropout", ["x"], ["y", "mask"])
+    with pytest.raises(edgert.EdgertError):  # before opset 10 the mask's meaning is unclear
+        edgert.convert(make_model(nodes, {"x": x}, ["y", "mask"], opset=9))
+
+
+def _one_node_file(op, attrs, dtype=np.float32, shape=(2, 3)):
+    g = Graph()
+    g.add_tensor("x", shape, dtype)
+    g.inputs.append("x")
+    node = g.add_node(op, ["x"], ["y"], attrs)
+    out_shape, out_dt = get_op(op).infer(node, g)[0]
+    g.add_tensor("y", out_shape, out_dt)
+    g.outputs.append("y")
+    from edgert.converter import serialize
+
+    return serialize(g)
+
+
+@pytest.mark.parametrize("op,attrs,words", [("gelu", {}, [7]), ("gelu", {}, []), ("clip", {}, [0.0, 1.0]),
+                                            ("isinf", {}, [1, 2]), ("elu", {}, []), ("celu", {}, [0.0])])
+def test_c_prepare_rejects_bad_parameter_words(monkeypatch, op, attrs, words):
+    """The runtime checks parameter words itself (a file is untrusted)."""
+    monkeypatch.setattr(get_op(op), "pack", lambda node, graph: list(words))
+    with pytest.raises(edgert.EdgertError):
+        edgert.Session(_one_node_file(op, attrs))

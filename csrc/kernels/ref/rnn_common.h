@@ -281,33 +281,10 @@ typedef struct ert_rnn_mv {
   size_t out_stride;
 } ert_rnn_mv;
 
-enum { ERT_RNN_TILE = 64 }; /* output columns one pass accumulates (in registers) */
-
-/* Output columns [j0, j0 + nj) of vector v, nj <= ERT_RNN_TILE. The full-width case is
- * written with a constant trip count so that compilers keep the tile in registers. */
-static inline void ert_rnn_mv_tile(const ert_rnn_mv *a, size_t v, size_t j0, size_t nj) {
-  const float *x = a->vec + v * a->vec_stride;
-  const float *add = a->add ? a->add + v * a->add_stride + j0 : NULL;
-  float *out = a->out + v * a->out_stride + j0;
-  float acc[ERT_RNN_TILE];
-  if (nj == ERT_RNN_TILE) {
-    for (size_t j = 0; j < ERT_RNN_TILE; j++) acc[j] = add ? add[j] : 0.0f;
-    for (size_t i = 0; i < a->k; i++) {
-      const float xi = x[i];
-      const float *w = a->mt + i * a->ld + j0;
-      for (size_t j = 0; j < ERT_RNN_TILE; j++) acc[j] += xi * w[j];
-    }
-    for (size_t j = 0; j < ERT_RNN_TILE; j++) out[j] = acc[j];
-  } else {
-    for (size_t j = 0; j < nj; j++) acc[j] = add ? add[j] : 0.0f;
-    for (size_t i = 0; i < a->k; i++) {
-      const float xi = x[i];
-      const float *w = a->mt + i * a->ld + j0;
-      for (size_t j = 0; j < nj; j++) acc[j] += xi * w[j];
-    }
-    for (size_t j = 0; j < nj; j++) out[j] = acc[j];
-  }
-}
+enum {
+  ERT_RNN_BLOCK = 1024, /* output columns accumulated together (in L1) */
+  ERT_RNN_VBLOCK = 4,   /* vectors sharing each pass over a block of weights */
+};
 
 /* On x86-64 GCC/glibc the product is also compiled for AVX+FMA, chosen at load time
  * (the source stays portable C). */
@@ -317,9 +294,28 @@ __attribute__((target_clones("fma", "default")))
 #endif
 static void ert_rnn_mv_task(void *arg, size_t begin, size_t end) {
   const ert_rnn_mv *a = (const ert_rnn_mv *)arg;
-  for (size_t j0 = begin; j0 < end; j0 += ERT_RNN_TILE) {
-    const size_t nj = end - j0 < ERT_RNN_TILE ? end - j0 : ERT_RNN_TILE;
-    for (size_t v = 0; v < a->nvec; v++) ert_rnn_mv_tile(a, v, j0, nj);
+  float acc[ERT_RNN_VBLOCK][ERT_RNN_BLOCK];
+  for (size_t j0 = begin; j0 < end; j0 += ERT_RNN_BLOCK) {
+    const size_t nj = end - j0 < ERT_RNN_BLOCK ? end - j0 : ERT_RNN_BLOCK;
+    for (size_t v0 = 0; v0 < a->nvec; v0 += ERT_RNN_VBLOCK) {
+      const size_t nv = a->nvec - v0 < ERT_RNN_VBLOCK ? a->nvec - v0 : ERT_RNN_VBLOCK;
+      for (size_t q = 0; q < nv; q++) {
+        if (a->add)
+          memcpy(acc[q], a->add + (v0 + q) * a->add_stride + j0, nj * sizeof(float));
+        else
+          memset(acc[q], 0, nj * sizeof(float));
+      }
+      for (size_t i = 0; i < a->k; i++) {
+        const float *w = a->mt + i * a->ld + j0;
+        for (size_t q = 0; q < nv; q++) {
+          const float xi = a->vec[(v0 + q) * a->vec_stride + i];
+          float *o = acc[q];
+          for (size_t j = 0; j < nj; j++) o[j] += xi * w[j];
+        }
+      }
+      for (size_t q = 0; q < nv; q++)
+        memcpy(a->out + (v0 + q) * a->out_stride + j0, acc[q], nj * sizeof(float));
+    }
   }
 }
 

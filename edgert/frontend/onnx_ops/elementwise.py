@@ -12,7 +12,8 @@ dtype support is decided by those ops' `infer`. Special cases:
   BitwiseNot  bitwise_xor with all ones
   Swish       silu (alpha 1) or x * sigmoid(alpha * x)
   Identity, Dropout  the output is the input (no node); Dropout's mask, when requested,
-              is all true (inference); training_mode must be absent or constant false
+              is all true (inference; opset >= 10 only); training_mode must be absent or
+              constant false
   Cast        to the same type is the input itself
 """
 from __future__ import annotations
@@ -141,8 +142,7 @@ def _pow(ctx: LowerCtx) -> None:
             ctx.fail(f"exponent type {exp} is not supported")
         e = _as_dtype(ctx, 1, F32)
         c = ctx.graph.const(e)
-        out_shape = tuple(np.broadcast_shapes(ctx.shape(0), ctx.shape(1)))
-        if c is not None and c.size == 1 and float(c.reshape(-1)[0]) == 2.0 and out_shape == ctx.shape(0):
+        if c is not None and c.size == 1 and float(c.reshape(-1)[0]) == 2.0 and len(c.shape) <= len(ctx.shape(0)):
             ctx.emit("mul", [ctx.input(0), ctx.input(0)], outputs=ctx.outputs)  # x*x is powf(x, 2)
             return
         ctx.emit("pow", [ctx.input(0), e], outputs=ctx.outputs)
@@ -279,6 +279,8 @@ def _dropout(ctx: LowerCtx) -> None:
             ctx.fail("training_mode=true is not supported (inference only)")
     _same_as_input(ctx, ctx.input(0))
     if len(ctx.outputs) > 1 and ctx.outputs[1]:
+        if ctx.opset < 10:
+            ctx.fail("the mask output is supported from opset 10 (bool mask) only")
         # In inference the mask is all true; a copy makes it a node output.
         ones = ctx.add_const(np.ones(ctx.shape(0), np.bool_))
         ctx.emit("copy", [ones], outputs=[ctx.outputs[1]])
