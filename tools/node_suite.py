@@ -39,6 +39,24 @@ def op_type_of(case) -> str:
     return "+".join(sorted({n.op_type for n in nodes}))
 
 
+def _tensors(values):
+    """Inputs/outputs of a data set as ndarrays (numpy scalars and TensorProtos included),
+    or None when one is a sequence, map or optional."""
+    import onnx
+    from onnx import numpy_helper
+
+    out = []
+    for v in values:
+        if isinstance(v, onnx.TensorProto):
+            v = numpy_helper.to_array(v)
+        elif isinstance(v, np.generic):
+            v = np.asarray(v)
+        if not isinstance(v, np.ndarray) or v.dtype == object:
+            return None
+        out.append(v)
+    return out
+
+
 def run_case(case) -> tuple[str, str]:
     import edgert
 
@@ -47,10 +65,9 @@ def run_case(case) -> tuple[str, str]:
         g = case.model.graph
         init = {i.name for i in g.initializer}
         names = [i.name for i in g.input if i.name not in init]
-        if not isinstance(inputs, (list, tuple)) or any(not isinstance(x, np.ndarray) for x in inputs):
-            return "rejected", "non-tensor inputs"
-        if any(not isinstance(x, np.ndarray) for x in expected):
-            return "rejected", "non-tensor outputs"
+        inputs, expected = _tensors(inputs), _tensors(expected)
+        if inputs is None or expected is None:
+            return "rejected", "non-tensor inputs or outputs"
         feeds = dict(zip(names, inputs))
         shapes = {k: list(v.shape) for k, v in feeds.items()}
         try:
