@@ -41,8 +41,8 @@ def run(g: Graph) -> bool:
             continue
         sub = subs[0]
         d = sub.outputs[0]
-        users = u.consumers.get(d, [])
-        if len(users) != 2 and not (len(users) == 1 and users[0].op == "mul" and users[0].inputs == [d, d]):
+        users = list({id(c): c for c in u.consumers.get(d, [])}.values())
+        if len(users) != 2:
             continue
         sq = next((c for c in users if (c.op == "pow" and c.inputs[0] == d and is_scalar(g, c.inputs[1], 2.0))
                    or (c.op == "mul" and c.inputs == [d, d])), None)
