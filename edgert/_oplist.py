@@ -117,7 +117,5 @@ OPS: dict[str, int] = {
     'lstm': 200,
     'gru': 201,
     'rnn': 202,
-    'quantize_linear': 220,
-    'dequantize_linear': 221,
 }
 NAMES: dict[int, str] = {v: k for k, v in OPS.items()}

@@ -46,9 +46,23 @@ def _time_runs(fn, runs: int, warmup: int) -> list[float]:
 
 
 def worker(engine: str, name: str, path: str, runs: int, warmup: int, threads: int) -> dict:
-    """Runs in its own process: loads `path` with one engine and times it."""
+    """Runs in its own process: converts the model to `path` ("convert"), or loads `path`
+    with one engine and times it ("edgert", "ort")."""
     from edgert import models
 
+    if engine == "convert":
+        import edgert
+        from edgert import format as fmt
+
+        t0 = time.perf_counter()
+        try:
+            data = edgert.convert(str(models.model_path(name)), path, **models.convert_kwargs(name))
+        except edgert.EdgertError as e:
+            return {"error": f"convert failed: {str(e).splitlines()[0]}"}
+        convert_s = time.perf_counter() - t0
+        info = fmt.read(data)
+        return {"convert_s": convert_s, "edgert_bytes": len(data), "arena_bytes": info["arena_bytes"],
+                "arena_lower_bound_bytes": info["arena_lower_bound_bytes"], "nodes": len(info["nodes"])}
     base = _rss_mb()
     t0 = time.perf_counter()
     if engine == "edgert":
@@ -86,23 +100,17 @@ def _spawn(engine: str, name: str, path: str, args) -> dict:
 
 
 def bench_model(name: str, args, tmpdir: str) -> dict:
-    import edgert
-    from edgert import format as fmt
+    """Everything heavy happens in subprocesses: a child's ru_maxrss starts from its parent's
+    memory high-water mark, so this process must stay small for the RSS figures to hold."""
     from edgert import models
 
     onnx_path = str(models.model_path(name))
     row: dict = {"model": name, "onnx_bytes": os.path.getsize(onnx_path)}
     out = os.path.join(tmpdir, f"{name}.edgert")
-    t0 = time.perf_counter()
-    try:
-        data = edgert.convert(onnx_path, out, **models.convert_kwargs(name))
-    except edgert.EdgertError as e:
-        row["error"] = f"convert failed: {str(e).splitlines()[0]}"
+    conv = _spawn("convert", name, out, args)
+    row.update(conv)
+    if "error" in conv:
         return row
-    row["convert_s"] = time.perf_counter() - t0
-    info = fmt.read(data)
-    row.update(edgert_bytes=len(data), arena_bytes=info["arena_bytes"],
-               arena_lower_bound_bytes=info["arena_lower_bound_bytes"], nodes=len(info["nodes"]))
     row["edgert"] = _spawn("edgert", name, out, args)
     row["ort"] = _spawn("ort", name, onnx_path, args)
     return row
