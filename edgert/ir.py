@@ -114,6 +114,19 @@ class Graph:
             n.inputs = [new if i == old else i for i in n.inputs]
         self.outputs = [new if o == old else o for o in self.outputs]
 
+    def rename_tensor(self, old: str, new: str) -> None:
+        """Renames tensor `old` everywhere (new must be unused)."""
+        if new in self.tensors:
+            raise ConversionError(f"cannot rename {old!r}: {new!r} exists")
+        t = self.tensors.pop(old)
+        t.name = new
+        self.tensors[new] = t
+        for n in self.nodes:
+            n.inputs = [new if i == old else i for i in n.inputs]
+            n.outputs = [new if o == old else o for o in n.outputs]
+        self.inputs = [new if i == old else i for i in self.inputs]
+        self.outputs = [new if o == old else o for o in self.outputs]
+
     def remove_unused_tensors(self) -> None:
         used = set(self.inputs) | set(self.outputs)
         for n in self.nodes:

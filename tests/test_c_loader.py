@@ -405,6 +405,20 @@ def test_strings_must_be_terminated():
     assert code_of(fix_crc(data)) == FORMAT
     struct.pack_into("<II", data, off, 10**6, 1)
     assert code_of(fix_crc(data)) == FORMAT
+    # Names must be UTF-8 (bindings decode them strictly).
+    for bad in (b"\xff", b"\xc0\x80", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xe2\x82"):
+        p = base_parts()
+        p["tensors"][1]["name"] = "t"
+        data = bytearray(build(**p))
+        soff, ssize = section_offsets(bytes(data))[STRINGS]
+        i = bytes(data).index(b"\0t\0", soff) + 1
+        data[i:i + 1 + len(bad)] = bad + b"\0"  # "t" and the next bytes become the bad name
+        struct.pack_into("<I", data, section_offsets(bytes(data))[TENSORS][0] + 64 + 4, len(bad))
+        assert code_of(fix_crc(data)) == FORMAT, bad
+    p = base_parts()
+    p["tensors"][1]["name"] = "température→"
+    if relu_kernel_present():
+        assert load_status(build(**p)) == 0
 
 
 def test_quant_records():

@@ -197,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{n} ...", file=sys.stderr, flush=True)
             rows.append(bench_model(n, args, tmp))
     if args.json:
-        print(json.dumps({"runs": args.runs, "warmup": args.warmup, "threads": args.threads, "results": rows},
+        print(json.dumps({"runs": args.runs, "warmup": args.warmup, "threads": args.threads,
+                          "launcher_peak_rss_mb": _rss_mb(), "results": rows},
                          indent=2))
     else:
         print(f"median of {args.runs} runs after {args.warmup} warm-up, {args.threads} thread(s); "

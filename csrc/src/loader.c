@@ -219,11 +219,43 @@ static edgert_status check_sections(loader *L, uint64_t table_off, uint32_t n_se
   return EDGERT_OK;
 }
 
-/* A name: (offset, length) inside STRINGS, NUL right after it and none inside. */
+/* True when s[0..n) is well-formed UTF-8 (no overlong forms, surrogates or code points
+ * above U+10FFFF), so every binding can decode names strictly. */
+static bool valid_utf8(const uint8_t *s, size_t n) {
+  size_t i = 0;
+  while (i < n) {
+    uint8_t c = s[i];
+    if (c < 0x80) {
+      i++;
+      continue;
+    }
+    size_t len;
+    uint8_t lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
+    if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      return false;
+    }
+    if (n - i < len || s[i + 1] < lo || s[i + 1] > hi) return false;
+    for (size_t k = 2; k < len; k++)
+      if ((s[i + k] & 0xC0) != 0x80) return false;
+    i += len;
+  }
+  return true;
+}
+
+/* A name: (offset, length) inside STRINGS, NUL right after it and none inside, UTF-8. */
 static edgert_status get_string(loader *L, uint32_t off, uint32_t len, const char **out,
                                 const char *what, uint32_t index) {
   if (!in_range(off, (uint64_t)len + 1, L->strings_size) || L->strings[off + len] != 0 ||
-      memchr(L->strings + off, 0, len) != NULL)
+      memchr(L->strings + off, 0, len) != NULL || !valid_utf8(L->strings + off, len))
     return ert_fail(L->err, EDGERT_ERR_FORMAT, "%s %u: name (offset %u, length %u) is not a valid string",
                     what, (unsigned)index, (unsigned)off, (unsigned)len);
   *out = (const char *)L->strings + off;

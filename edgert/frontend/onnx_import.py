@@ -197,14 +197,24 @@ class OnnxImporter:
         self._nodes(m.graph.node, self.opset)
         if self.problems:
             raise UnsupportedError(self.problems)
+        g = self.graph
         for o in m.graph.output:
             name = self.resolve(o.name)
-            if name not in self.graph.tensors:
+            if name not in g.tensors:
                 raise ConversionError(f"graph output {o.name!r} is never produced")
-            if name in self.graph.outputs:
-                # The same tensor twice as an output: give the second its own copy.
-                name = self.emit("copy", [name], [self.graph.unique_name(o.name)], {}, o.name)[0]
-            self.graph.outputs.append(name)
+            if name != o.name:
+                # Keep the ONNX output name: rename the producing tensor, or copy when the
+                # tensor is an input, a constant, already an output, or the name is taken.
+                if name in g.inputs or g.tensors[name].is_const or name in g.outputs or o.name in g.tensors:
+                    target = o.name if o.name not in g.tensors else g.unique_name(o.name)
+                    name = self.emit("copy", [name], [target], {}, o.name)[0]
+                else:
+                    g.rename_tensor(name, o.name)
+                    self.names = {k: (o.name if v == name else v) for k, v in self.names.items()}
+                    name = o.name
+            elif name in g.outputs:
+                name = self.emit("copy", [name], [g.unique_name(o.name)], {}, o.name)[0]
+            g.outputs.append(name)
         self.graph.metadata["output_names"] = [o.name for o in m.graph.output]
         return self.graph
 

@@ -105,12 +105,6 @@ static void tap_range(int32_t i0, int32_t d, int32_t size, int32_t kcount, int32
   *hi = (int32_t)b;
 }
 
-static float ipowf(float v, int32_t p) {
-  float r = 1.0f;
-  for (int32_t i = 0; i < p; ++i) r *= v;
-  return r;
-}
-
 static void pool_plane(const pool_geom *g, int kind, const float *x, float *y) {
   for (int32_t oy = 0; oy < g->oh; ++oy) {
     const int32_t iy0 = oy * g->sh - g->pt;
@@ -147,7 +141,7 @@ static void pool_plane(const pool_geom *g, int kind, const float *x, float *y) {
         } else {
           for (int32_t kx = kx_lo; kx < kx_hi; ++kx) {
             const float v = fabsf(row[ix0 + kx * g->dw]);
-            acc += g->extra == 2 ? v * v : ipowf(v, g->extra);
+            acc += g->extra == 2 ? v * v : powf(v, (float)g->extra);
           }
         }
       }

@@ -27,8 +27,9 @@
 static const char *nm(const ert_node *n) { return n->name ? n->name : ""; }
 
 /* opdata: [0] kind, [1] element size, [2 + d] first index word of axis d,
- * [10 + d] first weight word, [18 + d] taps, [26 + d] input stride (elements). */
-enum { OD_KIND = 0, OD_ES = 1, OD_IDX = 2, OD_W = 10, OD_TAPS = 18, OD_STRIDE = 26 };
+ * [10 + d] first weight word, [18 + d] taps, [26 + d] input stride (elements),
+ * [34] 1 when some table index is -1 (extrapolation). */
+enum { OD_KIND = 0, OD_ES = 1, OD_IDX = 2, OD_W = 10, OD_TAPS = 18, OD_STRIDE = 26, OD_EXTRA = 34 };
 
 edgert_status ert_resize_prepare(ert_node *node, ert_err *err) {
   edgert_status st = ert_check_arity(node, err, 1, 1, 1, 1);
@@ -95,6 +96,7 @@ edgert_status ert_resize_prepare(ert_node *node, ert_err *err) {
     return ert_fail(err, EDGERT_ERR_UNSUPPORTED, "node '%s' (resize): extrapolation needs float32", nm(node));
   node->opdata[OD_KIND] = kind;
   node->opdata[OD_ES] = (int64_t)es;
+  node->opdata[OD_EXTRA] = extrapolates;
   return EDGERT_OK;
 }
 
@@ -210,11 +212,24 @@ static void weighted_rows(void *arg, size_t begin, size_t end) {
     }
     const int64_t *off = offs[cur];
     const float *w = ws[cur];
-    if (xt == NULL) {
-      for (int64_t o = 0; o < n; o++) {
-        float acc = 0.0f;
-        for (int c = 0; c < nc; c++) acc += w[c] * src[off[c] + o];
-        d[o] = acc;
+    if (xt == NULL) { /* last axis untouched: weighted sum of whole rows */
+      for (int c = 0; c < nc; c++) {
+        const float *p = src + off[c], wc = w[c];
+        if (c == 0)
+          for (int64_t o = 0; o < n; o++) d[o] = wc * p[o];
+        else
+          for (int64_t o = 0; o < n; o++) d[o] += wc * p[o];
+      }
+      continue;
+    }
+    if (tl == 2 && !od[OD_EXTRA]) { /* linear along the last axis, no crop: row by row */
+      for (int c = 0; c < nc; c++) {
+        const float *p = src + off[c], wc = w[c];
+        for (int64_t o = 0; o < n; o++) {
+          const float v = ert_pf(node, xw + 2 * (uint32_t)o) * p[xt[2 * o]] +
+                          ert_pf(node, xw + 2 * (uint32_t)o + 1) * p[xt[2 * o + 1]];
+          d[o] = c == 0 ? wc * v : d[o] + wc * v;
+        }
       }
       continue;
     }

@@ -24,7 +24,7 @@
 
 #include "internal.h"
 
-#define TILE 32
+#define TILE 64
 #define PARALLEL_BYTES (1u << 16)
 #define MAXV (2 * EDGERT_MAX_DIMS) /* tile views have two dims per input dim */
 
@@ -156,8 +156,33 @@ static void rows_task(void *arg, size_t begin, size_t end) {
   }
 }
 
-/* Tiled path: output [..., A, B] with stride 1 along A. Work items are (batch, tile
- * of A rows); the batch walks the dims before the last two. */
+/* Copies the block out[a][b] = in[b*sb + a], a in [a0, a1), b in [b0, b1), of ES-byte
+ * elements: 4x4 sub-blocks through registers, then the ragged edges one by one. */
+#define ERT_TILE_BLOCK(ES)                                                              \
+  do {                                                                                  \
+    int64_t a = a0;                                                                     \
+    for (; a + 4 <= a1; a += 4) {                                                       \
+      int64_t b = b0;                                                                   \
+      for (; b + 4 <= b1; b += 4) {                                                     \
+        unsigned char t[4][4 * (ES)], row[4 * (ES)];                                    \
+        for (int i = 0; i < 4; i++) memcpy(t[i], src + ((b + i) * sb + a) * (ES), 4 * (ES)); \
+        for (int j = 0; j < 4; j++) {                                                   \
+          for (int i = 0; i < 4; i++) memcpy(row + i * (ES), t[i] + j * (ES), (ES));   \
+          memcpy(dst + ((a + j) * B + b) * (ES), row, 4 * (ES));                        \
+        }                                                                               \
+      }                                                                                 \
+      for (; b < b1; b++)                                                               \
+        for (int j = 0; j < 4; j++)                                                     \
+          memcpy(dst + ((a + j) * B + b) * (ES), src + (b * sb + a + j) * (ES), (ES));  \
+    }                                                                                   \
+    for (; a < a1; a++)                                                                 \
+      for (int64_t b = b0; b < b1; b++)                                                 \
+        memcpy(dst + (a * B + b) * (ES), src + (b * sb + a) * (ES), (ES));              \
+  } while (0)
+
+/* Tiled path: output [..., A, B] with stride 1 along A (so output row a gathers one
+ * element from each of B input runs). Work items are (batch, tile of A); the batch
+ * walks the dims before the last two. */
 static void tiles_task(void *arg, size_t begin, size_t end) {
   const job *j = (const job *)arg;
   const int64_t *od = j->node->opdata;
@@ -167,7 +192,7 @@ static void tiles_task(void *arg, size_t begin, size_t end) {
   const int64_t sb = od[OD_STRIDE + r - 1];
   const int64_t a_tiles = (A + TILE - 1) / TILE;
   for (size_t item = begin; item < end; item++) {
-    int64_t batch = (int64_t)item / a_tiles, a0 = ((int64_t)item % a_tiles) * TILE;
+    const int64_t batch = (int64_t)item / a_tiles, a0 = ((int64_t)item % a_tiles) * TILE;
     int64_t off = od[OD_BASE], rem = batch;
     for (int k = r - 3; k >= 0; k--) {
       off += (rem % od[OD_SHAPE + k]) * od[OD_STRIDE + k];
@@ -178,27 +203,16 @@ static void tiles_task(void *arg, size_t begin, size_t end) {
     const int64_t a1 = a0 + TILE < A ? a0 + TILE : A;
     for (int64_t b0 = 0; b0 < B; b0 += TILE) {
       const int64_t b1 = b0 + TILE < B ? b0 + TILE : B;
-      for (int64_t a = a0; a < a1; a++) {
-        char *d = dst + (size_t)(a * B) * es;
-        const char *p = src + a * (int64_t)es;
-        switch (es) {
-          case 1:
-            for (int64_t b = b0; b < b1; b++) memcpy(d + b, p + b * sb, 1);
-            break;
-          case 2:
-            for (int64_t b = b0; b < b1; b++) memcpy(d + b * 2, p + b * sb * 2, 2);
-            break;
-          case 4:
-            for (int64_t b = b0; b < b1; b++) memcpy(d + b * 4, p + b * sb * 4, 4);
-            break;
-          default:
-            for (int64_t b = b0; b < b1; b++) memcpy(d + b * 8, p + b * sb * 8, 8);
-            break;
-        }
+      switch (es) {
+        case 1: ERT_TILE_BLOCK(1); break;
+        case 2: ERT_TILE_BLOCK(2); break;
+        case 4: ERT_TILE_BLOCK(4); break;
+        default: ERT_TILE_BLOCK(8); break;
       }
     }
   }
 }
+#undef ERT_TILE_BLOCK
 
 static void run_view(const ert_node *node, ert_exec *ex) {
   const ert_tensor *x = node->in[0], *y = node->out[0];
