@@ -295,5 +295,24 @@ def demo(model, output) -> None:
             click.echo(f"{'ok ' if good else 'BAD'} {name}: max |edgert - ort| = {err:.3g} (max |ort| = {scale:.3g})")
 
 
+@main.command()
+@click.option("--target", "target", required=True, help="Board: a name from targets/ (rpi0 ... rpi5, host).")
+@click.option("-o", "--output", "output", required=True, type=click.Path(file_okay=False),
+              help="Output directory: lib/, include/, bin/, wheel/.")
+@click.option("--no-wheel", is_flag=True, help="Skip the board's Python wheel.")
+def build(target, output, no_wheel) -> None:
+    """Cross-builds the C runtime (and the board's Python wheel) for one target."""
+    from .build import build as _build
+
+    try:
+        r = _build(target, output, wheel=not no_wheel)
+    except EdgertError as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(f"{r['target']}: {r['lib']} ({r['lib_bytes']:,} bytes stripped), {r['static']}, "
+               f"{r['edgert_run']}, {r['header']}")
+    if "wheel" in r:
+        click.echo(f"wheel: {r['wheel']}")
+
+
 if __name__ == "__main__":
     main()

@@ -117,7 +117,8 @@ def write(g: Graph, p: Plan, metadata: dict | None = None) -> bytes:
             zp = np.ascontiguousarray(q.zero_point, np.int32).reshape(-1)
             so = _append_const(consts, sc.tobytes(), 4)
             zo = _append_const(consts, zp.tobytes(), 4)
-            quant_records += _QUANT.pack(-1 if q.axis is None else q.axis, sc.size, so, zo, b"\0" * 8)
+            axis = -1 if q.axis is None else q.axis % max(len(ten.shape), 1)
+            quant_records += _QUANT.pack(axis, sc.size, so, zo, b"\0" * 8)
         if ten.is_const:
             data = np.ascontiguousarray(ten.data.astype(ten.dtype, copy=False)).tobytes()
             off = _append_const(consts, data, CONST_ALIGN)

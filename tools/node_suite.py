@@ -74,9 +74,10 @@ def run_case(case) -> tuple[str, str]:
             try:
                 data = edgert.convert(case.model, None, input_shapes=shapes)
             except edgert.EdgertError as e:
-                # Integer inputs often carry what edgert needs as constants (axes, shapes,
-                # pads, indices): freeze them as a user would with --input-value, and retry.
-                frozen = {k: v for k, v in feeds.items() if v.dtype.kind in "iu"}
+                # The suite feeds parameters edgert needs as constants (axes, shapes, pads,
+                # scales, ...) as graph inputs: freeze every input but the first, as a user
+                # would with --input-value, and retry.
+                frozen = {k: v for k, v in list(feeds.items())[1:]}
                 if not frozen or "constant" not in str(e):
                     raise
                 feeds = {k: v for k, v in feeds.items() if k not in frozen}

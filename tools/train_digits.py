@@ -3,12 +3,16 @@
 
 Data: scikit-learn's bundled 8x8 digits (1,797 images, no download). A stratified 20 %
 test split (seed 0) is written next to the model as digits_test.npz ("input"
-[N,1,8,8] float32 in 0..1, "label" [N] int64). The exported graph keeps its
-BatchNormalization nodes so the converter's Conv+BN folding is exercised.
+[N,1,8,8] float32 in 0..1, "label" [N] int64), and 256 images of the training split
+(a seeded choice) as digits_calib.npz ("input" only): the calibration samples of int8
+quantization. The exported graph keeps its BatchNormalization nodes so the converter's
+Conv+BN folding is exercised.
 
 Needs torch (CPU) and scikit-learn; CI does not run this script (its outputs are committed).
+--calib-only rewrites digits_calib.npz from the same split without training (needs only
+scikit-learn).
 
-    python tools/train_digits.py [--epochs 60] [--out edgert/data]
+    python tools/train_digits.py [--epochs 60] [--out edgert/data] [--calib-only]
 """
 from __future__ import annotations
 
@@ -33,6 +37,18 @@ def load_split() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     return xtr, ytr, xte, yte
 
 
+CALIB_COUNT = 256
+
+
+def save_calibration(xtr: np.ndarray, out: str) -> str:
+    """Writes CALIB_COUNT training images, chosen by a fixed seed and kept in split order, as
+    out/digits_calib.npz; returns its path."""
+    pick = np.sort(np.random.default_rng(1).permutation(len(xtr))[:CALIB_COUNT])
+    path = os.path.join(out, "digits_calib.npz")
+    np.savez_compressed(path, input=np.ascontiguousarray(xtr[pick], np.float32))
+    return path
+
+
 def build_net():
     import torch.nn as nn
 
@@ -50,7 +66,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--epochs", type=int, default=60)
     ap.add_argument("--out", default=os.path.join(ROOT, "edgert", "data"))
+    ap.add_argument("--calib-only", action="store_true",
+                    help="only write digits_calib.npz (no training; the model and test split stay as they are)")
     args = ap.parse_args(argv)
+
+    if args.calib_only:
+        os.makedirs(args.out, exist_ok=True)
+        path = save_calibration(load_split()[0], args.out)
+        print(f"wrote {path} ({os.path.getsize(path)} bytes)")
+        return 0
 
     import torch
 
@@ -94,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     _strip(onnx_path)
     np.savez_compressed(os.path.join(args.out, "digits_test.npz"), input=xte.astype(np.float32),
                         label=yte.astype(np.int64))
+    calib_path = save_calibration(xtr, args.out)
 
     import onnx
     import onnxruntime as ort
@@ -107,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     ort_acc = float((ort_pred == yte).mean())
     print(f"test accuracy (onnxruntime): {ort_acc:.4f}; ops {ops}")
     print(f"wrote {onnx_path} ({os.path.getsize(onnx_path)} bytes) and digits_test.npz "
-          f"({os.path.getsize(os.path.join(args.out, 'digits_test.npz'))} bytes)")
+          f"({os.path.getsize(os.path.join(args.out, 'digits_test.npz'))} bytes) and digits_calib.npz "
+          f"({os.path.getsize(calib_path)} bytes)")
     if "BatchNormalization" not in ops:
         print("error: the exported graph lost its BatchNormalization nodes", file=sys.stderr)
         return 1

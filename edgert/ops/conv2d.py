@@ -17,7 +17,7 @@ conv2d
              dH = 1, top = bottom = 0), act, act_a, act_b (fused activation, ert_act)
     params:  [group, kH, kW, sH, sW, dH, dW, top, left, bottom, right, rank1d,
               act, act_a f, act_b f]
-    scratch: 0 when C/group == 1 (depthwise); sgemm_scratch_bytes(M/group, OH*OW,
+    scratch: depthwise_scratch_bytes when C/group == 1; sgemm_scratch_bytes(M/group, OH*OW,
              C/group, False) for 1x1 with stride 1 and no padding; otherwise
              sgemm_scratch_bytes(M/group, OH*OW, C/group*kH*kW, True).
 """
@@ -91,10 +91,27 @@ def _pack(node, graph):
             int(g["rank1d"])] + act_words(node.attrs)
 
 
+# Depthwise padded path (csrc/kernels/ref/conv2d.c DW_SLOTS, DW_PAD_MAX).
+DW_SLOTS, DW_PAD_MAX = 4, 256 * 1024
+
+
+def depthwise_scratch_bytes(g: dict) -> int:
+    """DW_SLOTS padded, stride-phase-split copies of one input plane (the rows and
+    columns the windows reach), or 0 (direct path) when a copy exceeds DW_PAD_MAX."""
+    rows = (g["oh"] - 1) * g["sh"] + (g["kh"] - 1) * g["dh"] + 1
+    cols = (g["ow"] - 1) * g["sw"] + (g["kw"] - 1) * g["dw"] + 1
+    plen = -(-cols // g["sw"])
+    one = rows * g["sw"] * plen * 4
+    if one > DW_PAD_MAX:
+        return 0
+    one = (one + 63) // 64 * 64
+    return 0 if one > DW_PAD_MAX else DW_SLOTS * one
+
+
 def _scratch(node, graph) -> int:
     g = conv_geometry(node, graph)
     if g["cg"] == 1:
-        return 0
+        return depthwise_scratch_bytes(g)
     hw = g["oh"] * g["ow"]
     if g["kh"] == g["kw"] == 1 and g["sh"] == g["sw"] == 1 and not any(g["pads"]):
         return sgemm_scratch_bytes(g["mg"], hw, g["cg"], False)

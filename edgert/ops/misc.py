@@ -131,6 +131,6 @@ def _topk_ref(node, ins):
 
 
 register("topk", infer=_topk_infer,
-         pack=lambda node, graph: [int(node.attrs["axis"]), int(node.attrs["k"]), int(bool(node.attrs.get("largest", 1))),
-                                   int(bool(node.attrs.get("sorted", 1)))],
+         pack=lambda node, graph: [int(node.attrs["axis"]), int(node.attrs["k"]),
+                                   int(bool(node.attrs.get("largest", 1))), int(bool(node.attrs.get("sorted", 1)))],
          reference=_topk_ref, scratch=lambda node, graph: 4 * max(int(node.attrs["k"]), 1))

@@ -221,6 +221,8 @@ def _infer(node, graph):
         raise OpUnsupported(f"resize: coordinate_transformation_mode {a['coord']!r} is not supported")
     if a["mode"] != "nearest" and dt != np.float32:
         raise OpUnsupported(f"resize: {a['mode']} mode supports float32 only, got {dt}")
+    if a["mode"] == "nearest" and a.get("nearest_mode", "round_prefer_floor") not in NEAREST_MODES:
+        raise OpUnsupported(f"resize: nearest_mode {a.get('nearest_mode')!r} is not supported")
     if a["mode"] == "nearest" and a.get("exclude_outside", 0):
         raise OpUnsupported("resize: exclude_outside with nearest mode is not supported")
     shape = tuple(int(s) for s in a["shape"])

@@ -184,3 +184,16 @@ def test_one_hot_rejects_runtime_depth():
     m = make_model(node, {"i": i, "d": np.array([4], I64)}, ["y"], {"v": np.array([0, 1], np.float32)}, opset=11)
     with pytest.raises(edgert.EdgertError, match="constant"):
         edgert.convert(m)
+
+
+def test_scatter_elements_constant_data_is_not_modified():
+    # In-place op on a constant: the planner must give the output its own buffer.
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    u = np.full((3, 2), 100, np.float32)
+    m = make_model(helper.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=1), {"i": np.zeros((3, 2), I64)},
+                   ["y"], {"x": x, "u": u}, opset=16)
+    sess = edgert.Session(edgert.convert(m))
+    for i in (np.array([[0, 1], [2, 3], [1, 1]], I64), np.zeros((3, 2), I64)):
+        want = x.copy()
+        np.put_along_axis(want, i, 100, axis=1)
+        assert_close(sess.run(None, {"i": i})[0], want)

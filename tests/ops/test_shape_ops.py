@@ -107,7 +107,8 @@ def test_reshape_allowzero():
 def test_reshape_chain_in_place():
     # Reshape -> Transpose -> Reshape: the planner may reuse buffers; results must not change.
     x = data((2, 6, 5))
-    nodes = [helper.make_node("Reshape", ["x", "s1"], ["a"]), helper.make_node("Transpose", ["a"], ["b"], perm=[1, 0, 2]),
+    nodes = [helper.make_node("Reshape", ["x", "s1"], ["a"]),
+             helper.make_node("Transpose", ["a"], ["b"], perm=[1, 0, 2]),
              helper.make_node("Reshape", ["b", "s2"], ["y"])]
     m = make_model(nodes, {"x": x}, ["y"], {"s1": np.array([6, 2, 5], I64), "s2": np.array([-1], I64)})
     check(m, {"x": x})
@@ -402,7 +403,8 @@ def _fuzz_models():
         (one_node("Split", x2, opset=13, outputs=("a", "b"), axis=1), {"x": x2}),
         (make_model(helper.make_node("Concat", ["x", "z"], ["y"], axis=1), {"x": x2, "z": x2}, ["y"]),
          {"x": x2, "z": x2}),
-        (make_model(helper.make_node("Gather", ["x", "i"], ["y"], axis=1), {"x": x2, "i": i}, ["y"]), {"x": x2, "i": i}),
+        (make_model(helper.make_node("Gather", ["x", "i"], ["y"], axis=1), {"x": x2, "i": i}, ["y"]),
+         {"x": x2, "i": i}),
         (make_model(helper.make_node("GatherElements", ["x", "i"], ["y"], axis=1), {"x": x2, "i": i}, ["y"]),
          {"x": x2, "i": i}),
         (make_model(helper.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=1, reduction="add"),

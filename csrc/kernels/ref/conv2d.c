@@ -67,6 +67,8 @@ static int path_of(const conv_geom *g) {
   return PATH_IM2COL;
 }
 
+static size_t dw_scratch_bytes(const conv_geom *g);
+
 edgert_status ert_conv2d_prepare(ert_node *node, ert_err *err) {
   edgert_status st;
   if ((st = ert_check_arity(node, err, 2, 3, 1, 1)) != EDGERT_OK) return st;
@@ -122,11 +124,16 @@ edgert_status ert_conv2d_prepare(ert_node *node, ert_err *err) {
   if (k > INT32_MAX || oh * ow > INT32_MAX || h * wd > INT32_MAX || n * group > INT32_MAX)
     return ert_fail(err, EDGERT_ERR_UNSUPPORTED, "conv2d '%s': tensor too large", name);
 
+  if (h + pt + pb > INT32_MAX / 2 || wd + pl + pr > INT32_MAX / 2)
+    return ert_fail(err, EDGERT_ERR_UNSUPPORTED, "conv2d '%s': padded input too large", name);
+
   conv_geom g;
   read_geom(node, &g);
   const int path = path_of(&g);
   size_t need = 0;
-  if (path == PATH_POINTWISE)
+  if (path == PATH_DEPTHWISE)
+    need = dw_scratch_bytes(&g);
+  else if (path == PATH_POINTWISE)
     need = ert_sgemm_scratch_bytes(g.mg, (int64_t)g.oh * g.ow, g.cg, 0);
   else if (path == PATH_IM2COL)
     need = ert_sgemm_scratch_bytes(g.mg, (int64_t)g.oh * g.ow, k, 1);
@@ -183,28 +190,43 @@ static void run_gemm(const ert_node *node, const conv_geom *g, int path, ert_exe
 
 /* ---- depthwise path ----------------------------------------------------------------- */
 
-/* y[i] = bias + sum over the K x K taps of w * r_ky[i*S + kx*d], i < n: the interior of
- * one output row, where every tap is inside the image. */
-#define DW_INTERIOR(NAME, K, S)                                                              \
-  ERT_SIMD_CLONES                                                                            \
-  static void NAME(float *restrict y, const float *const *rows, const float *restrict w,   \
-                   int32_t n, int32_t d, float bias) {                                       \
-    float wk[(K) * (K)];                                                                     \
-    for (int t = 0; t < (K) * (K); ++t) wk[t] = w[t];                                        \
-    const float *r[K];                                                                       \
-    for (int t = 0; t < (K); ++t) r[t] = rows[t];                                            \
-    for (int32_t i = 0; i < n; ++i) {                                                        \
-      float acc = bias;                                                                      \
-      for (int ky = 0; ky < (K); ++ky)                                                       \
-        for (int kx = 0; kx < (K); ++kx) acc += wk[ky * (K) + kx] * r[ky][i * (S) + kx * d]; \
-      y[i] = acc;                                                                            \
-    }                                                                                        \
+/* y[i] = (init ? bias : y[i]) + sum over taps t < T of w[t] * (base + toff[t])[i], i < n:
+ * (part of) one output row of the padded path, every tap a contiguous run. */
+#define DW_TAPS(NAME, T)                                                                  \
+  ERT_SIMD_CLONES                                                                         \
+  static void NAME(float *restrict y, const float *base, const ptrdiff_t *toff,           \
+                   const float *restrict w, int32_t n, float bias, int init) {            \
+    const float *tp[T];                                                                   \
+    float wk[T];                                                                          \
+    for (int t = 0; t < (T); ++t) {                                                       \
+      tp[t] = base + toff[t];                                                             \
+      wk[t] = w[t];                                                                       \
+    }                                                                                     \
+    if (init) {                                                                           \
+      for (int32_t i = 0; i < n; ++i) {                                                   \
+        float acc = bias;                                                                 \
+        for (int t = 0; t < (T); ++t) acc += wk[t] * tp[t][i];                            \
+        y[i] = acc;                                                                       \
+      }                                                                                   \
+    } else {                                                                              \
+      for (int32_t i = 0; i < n; ++i) {                                                   \
+        float acc = y[i];                                                                 \
+        for (int t = 0; t < (T); ++t) acc += wk[t] * tp[t][i];                            \
+        y[i] = acc;                                                                       \
+      }                                                                                   \
+    }                                                                                     \
   }
 
-DW_INTERIOR(dw_k3_s1, 3, 1)
-DW_INTERIOR(dw_k3_s2, 3, 2)
-DW_INTERIOR(dw_k5_s1, 5, 1)
-DW_INTERIOR(dw_k5_s2, 5, 2)
+DW_TAPS(dw_taps3, 3)
+DW_TAPS(dw_taps4, 4)
+DW_TAPS(dw_taps5, 5)
+DW_TAPS(dw_taps9, 9)
+
+/* y[i] += wv * src[i], i < n */
+ERT_SIMD_CLONES
+static void dw_axpy(float *restrict y, const float *restrict src, float wv, int32_t n) {
+  for (int32_t i = 0; i < n; ++i) y[i] += wv * src[i];
+}
 
 /* y[ox] += wv * row[ox*sw + off] for ox in [lo, hi) */
 ERT_SIMD_CLONES
@@ -230,55 +252,14 @@ static void valid_range(int32_t off, int32_t s, int32_t size, int32_t limit, int
   *hi = (int32_t)b;
 }
 
-typedef struct dw_job {
-  const conv_geom *g;
-  const float *x, *w, *bias;
-  float *y;
-} dw_job;
-
-static void dw_plane(const conv_geom *g, const float *x, const float *w, float bias, float *y) {
-  const int32_t k = g->kh == g->kw ? g->kh : 0;
-  const int fast = (k == 3 || k == 5) && (g->sw == 1 || g->sw == 2);
-  /* output columns whose every kx tap is inside the row */
-  int32_t in_lo = 0, in_hi = 0;
-  {
-    int32_t a0, b0, a1, b1;
-    valid_range(-g->pl, g->sw, g->w, g->ow, &a0, &b0);
-    valid_range((g->kw - 1) * g->dw - g->pl, g->sw, g->w, g->ow, &a1, &b1);
-    in_lo = a0 > a1 ? a0 : a1;
-    in_hi = b0 < b1 ? b0 : b1;
-    if (in_hi < in_lo) in_hi = in_lo;
-  }
+/* Direct path: one output plane with bound checks folded into per-tap column ranges. */
+static void dw_plane_direct(const conv_geom *g, const float *x, const float *w, float bias,
+                            float *y) {
   for (int32_t oy = 0; oy < g->oh; ++oy) {
     float *yr = y + (size_t)oy * g->ow;
     const int32_t iy0 = oy * g->sh - g->pt;
     int32_t ky_lo, ky_hi;
     valid_range(iy0, g->dh, g->h, g->kh, &ky_lo, &ky_hi);
-    if (fast && ky_lo == 0 && ky_hi == g->kh && in_hi > in_lo) {
-      const float *rows[5];
-      for (int32_t ky = 0; ky < k; ++ky)
-        rows[ky] = x + (size_t)(iy0 + ky * g->dh) * g->w + ((ptrdiff_t)in_lo * g->sw - g->pl);
-      const int32_t n = in_hi - in_lo;
-      if (k == 3)
-        (g->sw == 1 ? dw_k3_s1 : dw_k3_s2)(yr + in_lo, rows, w, n, g->dw, bias);
-      else
-        (g->sw == 1 ? dw_k5_s1 : dw_k5_s2)(yr + in_lo, rows, w, n, g->dw, bias);
-      /* border columns, with checks */
-      for (int32_t ox = 0; ox < g->ow; ++ox) {
-        if (ox == in_lo) ox = in_hi;
-        if (ox >= g->ow) break;
-        float acc = bias;
-        for (int32_t ky = 0; ky < k; ++ky) {
-          const float *row = x + (size_t)(iy0 + ky * g->dh) * g->w;
-          for (int32_t kx = 0; kx < k; ++kx) {
-            const int32_t ix = ox * g->sw - g->pl + kx * g->dw;
-            if (ix >= 0 && ix < g->w) acc += w[ky * k + kx] * row[ix];
-          }
-        }
-        yr[ox] = acc;
-      }
-      continue;
-    }
     for (int32_t ox = 0; ox < g->ow; ++ox) yr[ox] = bias;
     for (int32_t ky = ky_lo; ky < ky_hi; ++ky) {
       const float *row = x + (size_t)(iy0 + ky * g->dh) * g->w;
@@ -287,6 +268,107 @@ static void dw_plane(const conv_geom *g, const float *x, const float *w, float b
         int32_t lo, hi;
         valid_range(off, g->sw, g->w, g->ow, &lo, &hi);
         dw_tap_row(yr, row, w[ky * g->kw + kx], lo, hi, g->sw, off);
+      }
+    }
+  }
+}
+
+/* Padded path. The scratch copy of an input plane holds the rows and columns the
+ * windows reach, zero outside the image, each row split into sw phases of plen values
+ * (padded column c at phase c % sw, index c / sw), so that every tap of an output row
+ * reads a contiguous run. */
+typedef struct dw_pad {
+  int32_t rows, cols, plen;  /* padded rows, padded columns, values per phase */
+  uint64_t floats;           /* one plane copy */
+} dw_pad;
+
+/* Extents stay below INT32_MAX / 2: prepare bounds the padded input and the windows
+ * never reach past it. */
+static dw_pad dw_pad_of(const conv_geom *g) {
+  dw_pad p;
+  p.rows = (g->oh - 1) * g->sh + (g->kh - 1) * g->dh + 1;
+  p.cols = (g->ow - 1) * g->sw + (g->kw - 1) * g->dw + 1;
+  p.plen = (p.cols + g->sw - 1) / g->sw;
+  p.floats = (uint64_t)p.rows * (uint64_t)g->sw * (uint64_t)p.plen;
+  return p;
+}
+
+/* Scratch of the depthwise path: DW_SLOTS plane copies, or 0 (direct path) when one
+ * copy would exceed DW_PAD_MAX bytes. edgert/ops/conv2d.py mirrors this. */
+enum { DW_SLOTS = ERT_SGEMM_SLOTS, DW_PAD_MAX = 256 * 1024 };
+enum { DW_MAX_TAPS = 25 }; /* tap offsets precomputed up to this many taps */
+
+static size_t dw_scratch_bytes(const conv_geom *g) {
+  const uint64_t floats = dw_pad_of(g).floats;
+  if (floats > DW_PAD_MAX / sizeof(float)) return 0;
+  const size_t one = ((size_t)floats * sizeof(float) + 63u) & ~(size_t)63u;
+  return one > DW_PAD_MAX ? 0 : DW_SLOTS * one;
+}
+
+static void dw_fill(const conv_geom *g, const dw_pad *p, const float *x, float *restrict dst) {
+  const int32_t sw = g->sw, pl = g->pl, plen = p->plen, h = g->h, w = g->w;
+  const size_t row_len = (size_t)sw * (size_t)plen;
+  /* per phase, the range of i with 0 <= i*sw + ph - pl < w (the same for every row) */
+  int32_t lo[2], hi[2];
+  for (int32_t ph = 0; ph < 2 && ph < sw; ++ph) valid_range(ph - pl, sw, w, plen, &lo[ph], &hi[ph]);
+  for (int32_t r = 0; r < p->rows; ++r) {
+    float *d = dst + (size_t)r * row_len;
+    const int32_t iy = r - g->pt;
+    if (iy < 0 || iy >= h) {
+      for (size_t i = 0; i < row_len; ++i) d[i] = 0.0f;
+      continue;
+    }
+    const float *src = x + (size_t)iy * w;
+    for (int32_t ph = 0; ph < sw; ++ph) {
+      float *dp = d + (size_t)ph * plen;
+      int32_t a, b;
+      if (ph < 2) {
+        a = lo[ph];
+        b = hi[ph];
+      } else {
+        valid_range(ph - pl, sw, w, plen, &a, &b);
+      }
+      const ptrdiff_t off = (ptrdiff_t)ph - pl;
+      int32_t i = 0;
+      for (; i < a; ++i) dp[i] = 0.0f;
+      if (sw == 1) {
+        for (; i < b; ++i) dp[i] = src[i + off];
+      } else if (sw == 2) {
+        for (; i < b; ++i) dp[i] = src[2 * (ptrdiff_t)i + off];
+      } else {
+        for (; i < b; ++i) dp[i] = src[(ptrdiff_t)i * sw + off];
+      }
+      for (; i < plen; ++i) dp[i] = 0.0f;
+    }
+  }
+}
+
+static void dw_plane_padded(const conv_geom *g, const dw_pad *p, const ptrdiff_t *toff,
+                            const float *x, const float *w, float bias, float *buf, float *y) {
+  dw_fill(g, p, x, buf);
+  const size_t row_step = (size_t)g->sh * (size_t)g->sw * (size_t)p->plen;
+  const int32_t taps = g->kh * g->kw;
+  for (int32_t oy = 0; oy < g->oh; ++oy) {
+    float *yr = y + (size_t)oy * g->ow;
+    const float *base = buf + (size_t)oy * row_step;
+    if (taps == 9) {
+      dw_taps9(yr, base, toff, w, g->ow, bias, 1);
+    } else if (taps == 4) {
+      dw_taps4(yr, base, toff, w, g->ow, bias, 1);
+    } else if (g->kw == 5 && taps <= DW_MAX_TAPS) {
+      for (int32_t ky = 0; ky < g->kh; ++ky)
+        dw_taps5(yr, base, toff + 5 * ky, w + 5 * ky, g->ow, bias, ky == 0);
+    } else if (g->kw == 3 && taps <= DW_MAX_TAPS) {
+      for (int32_t ky = 0; ky < g->kh; ++ky)
+        dw_taps3(yr, base, toff + 3 * ky, w + 3 * ky, g->ow, bias, ky == 0);
+    } else {
+      for (int32_t ox = 0; ox < g->ow; ++ox) yr[ox] = bias;
+      for (int32_t t = 0; t < taps; ++t) {
+        const int32_t ky = t / g->kw, kx = t % g->kw;
+        const int32_t c = kx * g->dw;
+        const float *src = base + (size_t)ky * g->dh * g->sw * p->plen +
+                           (size_t)(c % g->sw) * p->plen + (size_t)(c / g->sw);
+        dw_axpy(yr, src, w[t], g->ow);
       }
     }
   }
@@ -301,30 +383,74 @@ static void finish(const ert_act_params *act, float *y, size_t count) {
   }
 }
 
-static void dw_worker(void *arg, size_t begin, size_t end) {
-  const dw_job *j = arg;
+typedef struct dw_job {
+  const conv_geom *g;
+  const float *x, *w, *bias;
+  float *y;
+  char *scratch;    /* NULL: direct path */
+  dw_pad pad;
+  size_t slot_bytes, planes, nslots;
+  ptrdiff_t toff[DW_MAX_TAPS];
+} dw_job;
+
+static void dw_run_planes(const dw_job *j, size_t p0, size_t p1, float *buf) {
   const conv_geom *g = j->g;
   const size_t plane_in = (size_t)g->h * g->w, plane_out = (size_t)g->oh * g->ow;
   const size_t khw = (size_t)g->kh * g->kw;
-  for (size_t p = begin; p < end; ++p) {
+  for (size_t p = p0; p < p1; ++p) {
     const size_t n = p / (size_t)g->m, oc = p % (size_t)g->m;
     const size_t ic = oc / (size_t)g->mg; /* one input channel per group */
+    const float *x = j->x + (n * (size_t)g->c + ic) * plane_in;
+    const float bias = j->bias ? j->bias[oc] : 0.0f;
     float *y = j->y + p * plane_out;
-    dw_plane(g, j->x + (n * (size_t)g->c + ic) * plane_in, j->w + oc * khw,
-             j->bias ? j->bias[oc] : 0.0f, y);
+    if (buf)
+      dw_plane_padded(g, &j->pad, j->toff, x, j->w + oc * khw, bias, buf, y);
+    else
+      dw_plane_direct(g, x, j->w + oc * khw, bias, y);
     finish(&g->act, y, plane_out);
   }
+}
+
+static void dw_worker(void *arg, size_t begin, size_t end) {
+  const dw_job *j = arg;
+  if (j->scratch == NULL) {
+    dw_run_planes(j, begin, end, NULL);
+    return;
+  }
+  float *buf = (float *)(void *)(j->scratch + begin * j->slot_bytes);
+  dw_run_planes(j, begin * j->planes / j->nslots, end * j->planes / j->nslots, buf);
+}
+
+static void run_depthwise(const ert_node *node, const conv_geom *g, ert_exec *ex) {
+  dw_job j;
+  j.g = g;
+  j.x = node->in[0]->data;
+  j.w = node->in[1]->data;
+  j.bias = node->n_in > 2 && node->in[2] ? node->in[2]->data : NULL;
+  j.y = node->out[0]->data;
+  j.planes = (size_t)g->n * (size_t)g->m;
+  j.pad = dw_pad_of(g);
+  const size_t need = dw_scratch_bytes(g);
+  j.scratch = need ? node->scratch : NULL;
+  j.slot_bytes = need / DW_SLOTS;
+  j.nslots = j.planes < DW_SLOTS ? j.planes : DW_SLOTS;
+  const int32_t taps = g->kh * g->kw;
+  if (taps <= DW_MAX_TAPS) {
+    for (int32_t t = 0; t < taps; ++t) {
+      const int32_t ky = t / g->kw, c = (t % g->kw) * g->dw;
+      j.toff[t] = (ptrdiff_t)ky * g->dh * g->sw * j.pad.plen + (ptrdiff_t)(c % g->sw) * j.pad.plen +
+                  c / g->sw;
+    }
+  }
+  ert_parallel_for(ex, j.scratch ? j.nslots : j.planes, dw_worker, &j);
 }
 
 void ert_conv2d_eval(const ert_node *node, ert_exec *ex) {
   conv_geom g;
   read_geom(node, &g);
   const int path = (int)node->opdata[OD_PATH];
-  if (path != PATH_DEPTHWISE) {
+  if (path == PATH_DEPTHWISE)
+    run_depthwise(node, &g, ex);
+  else
     run_gemm(node, &g, path, ex);
-    return;
-  }
-  dw_job j = {&g, node->in[0]->data, node->in[1]->data,
-              node->n_in > 2 && node->in[2] ? node->in[2]->data : NULL, node->out[0]->data};
-  ert_parallel_for(ex, (size_t)g.n * (size_t)g.m, dw_worker, &j);
 }

@@ -3,7 +3,7 @@
  * edgert/ops/pool.py. */
 #include <math.h>
 
-#include "internal.h"
+#include "sgemm.h" /* ERT_SIMD_CLONES */
 
 enum {
   P_KH, P_KW, P_SH, P_SW, P_DH, P_DW, P_PT, P_PL, P_PB, P_PR, P_CEIL, P_RANK1D, P_EXTRA,
@@ -105,58 +105,106 @@ static void tap_range(int32_t i0, int32_t d, int32_t size, int32_t kcount, int32
   *hi = (int32_t)b;
 }
 
+/* One window tap over output columns [lo, hi) of a row: y[ox] op= f(row[ox*sw + off]). */
+ERT_SIMD_CLONES
+static void tap_max(float *restrict y, const float *restrict row, int32_t lo, int32_t hi, int32_t sw,
+                    int32_t off) {
+  if (sw == 1) {
+    for (int32_t ox = lo; ox < hi; ++ox) {
+      const float v = row[ox + off];
+      y[ox] = v > y[ox] ? v : y[ox];
+    }
+  } else if (sw == 2) {
+    for (int32_t ox = lo; ox < hi; ++ox) {
+      const float v = row[2 * (ptrdiff_t)ox + off];
+      y[ox] = v > y[ox] ? v : y[ox];
+    }
+  } else {
+    for (int32_t ox = lo; ox < hi; ++ox) {
+      const float v = row[(ptrdiff_t)ox * sw + off];
+      y[ox] = v > y[ox] ? v : y[ox];
+    }
+  }
+}
+
+ERT_SIMD_CLONES
+static void tap_sum(float *restrict y, const float *restrict row, int32_t lo, int32_t hi, int32_t sw,
+                    int32_t off, int32_t p) {
+  if (p == 0) {
+    for (int32_t ox = lo; ox < hi; ++ox) y[ox] += row[(ptrdiff_t)ox * sw + off];
+  } else if (p == 1) {
+    for (int32_t ox = lo; ox < hi; ++ox) y[ox] += fabsf(row[(ptrdiff_t)ox * sw + off]);
+  } else if (p == 2) {
+    for (int32_t ox = lo; ox < hi; ++ox) {
+      const float v = row[(ptrdiff_t)ox * sw + off];
+      y[ox] += v * v;
+    }
+  } else {
+    for (int32_t ox = lo; ox < hi; ++ox)
+      y[ox] += powf(fabsf(row[(ptrdiff_t)ox * sw + off]), (float)p);
+  }
+}
+
+/* Taps of output column ox (or row) inside [0, size) and, for count_include_pad, inside
+ * the explicitly padded extent [-p0, size + p1). */
+static int32_t taps_inside(int32_t o, int32_t s, int32_t d, int32_t k, int32_t p0, int32_t p1,
+                           int32_t size, int include_pad) {
+  int32_t lo, hi;
+  if (include_pad)
+    tap_range(o * s, d, size + p0 + p1, k, &lo, &hi);
+  else
+    tap_range(o * s - p0, d, size, k, &lo, &hi);
+  return hi - lo;
+}
+
 static void pool_plane(const pool_geom *g, int kind, const float *x, float *y) {
+  const int include_pad = kind == KIND_AVG && g->extra;
+  const int32_t p = kind == KIND_LP ? g->extra : 0;
+  /* output columns every tap of which is inside the row (and so counted) */
+  int32_t in_lo, in_hi;
+  {
+    int32_t a0, b0, a1, b1;
+    tap_range(-g->pl, g->sw, g->w, g->ow, &a0, &b0);
+    tap_range((g->kw - 1) * g->dw - g->pl, g->sw, g->w, g->ow, &a1, &b1);
+    in_lo = a0 > a1 ? a0 : a1;
+    in_hi = b0 < b1 ? b0 : b1;
+    if (in_hi < in_lo) in_lo = in_hi = 0;
+  }
   for (int32_t oy = 0; oy < g->oh; ++oy) {
     const int32_t iy0 = oy * g->sh - g->pt;
     int32_t ky_lo, ky_hi;
     tap_range(iy0, g->dh, g->h, g->kh, &ky_lo, &ky_hi);
-    int32_t ny_counted = ky_hi - ky_lo;
-    if (kind == KIND_AVG && g->extra) {
-      int32_t a, b; /* taps inside [-pt, h + pb) */
-      tap_range(iy0 + g->pt, g->dh, g->h + g->pt + g->pb, g->kh, &a, &b);
-      ny_counted = b - a;
-    }
     float *yr = y + (size_t)oy * g->ow;
-    for (int32_t ox = 0; ox < g->ow; ++ox) {
-      const int32_t ix0 = ox * g->sw - g->pl;
-      int32_t kx_lo, kx_hi;
-      if (ix0 >= 0 && ix0 + (g->kw - 1) * g->dw < g->w) {
-        kx_lo = 0;
-        kx_hi = g->kw;
-      } else {
-        tap_range(ix0, g->dw, g->w, g->kw, &kx_lo, &kx_hi);
+    const float init = kind == KIND_MAX ? -INFINITY : 0.0f;
+    for (int32_t ox = 0; ox < g->ow; ++ox) yr[ox] = init;
+    for (int32_t ky = ky_lo; ky < ky_hi; ++ky) {
+      const float *row = x + (size_t)(iy0 + ky * g->dh) * g->w;
+      for (int32_t kx = 0; kx < g->kw; ++kx) {
+        const int32_t off = kx * g->dw - g->pl;
+        int32_t lo, hi;
+        tap_range(off, g->sw, g->w, g->ow, &lo, &hi);
+        if (kind == KIND_MAX)
+          tap_max(yr, row, lo, hi, g->sw, off);
+        else
+          tap_sum(yr, row, lo, hi, g->sw, off, p);
       }
-      float acc = kind == KIND_MAX ? -INFINITY : 0.0f;
-      for (int32_t ky = ky_lo; ky < ky_hi; ++ky) {
-        const float *row = x + (size_t)(iy0 + ky * g->dh) * g->w;
-        if (kind == KIND_MAX) {
-          for (int32_t kx = kx_lo; kx < kx_hi; ++kx) {
-            const float v = row[ix0 + kx * g->dw];
-            acc = v > acc || v != v ? v : acc;
-          }
-        } else if (kind == KIND_AVG) {
-          for (int32_t kx = kx_lo; kx < kx_hi; ++kx) acc += row[ix0 + kx * g->dw];
-        } else if (g->extra == 1) {
-          for (int32_t kx = kx_lo; kx < kx_hi; ++kx) acc += fabsf(row[ix0 + kx * g->dw]);
+    }
+    if (kind == KIND_AVG) {
+      const int32_t ny = include_pad ? taps_inside(oy, g->sh, g->dh, g->kh, g->pt, g->pb, g->h, 1)
+                                     : ky_hi - ky_lo;
+      const float full = ny * g->kw > 0 ? 1.0f / (float)(ny * g->kw) : 0.0f;
+      for (int32_t ox = 0; ox < g->ow; ++ox) {
+        if (ox >= in_lo && ox < in_hi) {
+          yr[ox] *= full;
         } else {
-          for (int32_t kx = kx_lo; kx < kx_hi; ++kx) {
-            const float v = fabsf(row[ix0 + kx * g->dw]);
-            acc += g->extra == 2 ? v * v : powf(v, (float)g->extra);
-          }
+          const int32_t count =
+              ny * taps_inside(ox, g->sw, g->dw, g->kw, g->pl, g->pr, g->w, include_pad);
+          yr[ox] = count > 0 ? yr[ox] / (float)count : 0.0f;
         }
       }
-      if (kind == KIND_AVG) {
-        int32_t count = (ky_hi - ky_lo) * (kx_hi - kx_lo);
-        if (g->extra) {
-          int32_t a, b;
-          tap_range(ix0 + g->pl, g->dw, g->w + g->pl + g->pr, g->kw, &a, &b);
-          count = ny_counted * (b - a);
-        }
-        acc = count > 0 ? acc / (float)count : 0.0f;
-      } else if (kind == KIND_LP) {
-        acc = g->extra == 1 ? acc : g->extra == 2 ? sqrtf(acc) : powf(acc, 1.0f / (float)g->extra);
-      }
-      yr[ox] = acc;
+    } else if (kind == KIND_LP && p != 1) {
+      for (int32_t ox = 0; ox < g->ow; ++ox)
+        yr[ox] = p == 2 ? sqrtf(yr[ox]) : powf(yr[ox], 1.0f / (float)p);
     }
   }
 }

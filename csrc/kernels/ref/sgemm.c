@@ -169,23 +169,24 @@ static void pack_b_matrix(const ert_sgemm *g, const float *b, int32_t k0, int32_
   }
 }
 
-/* d[u] = row[ix0 + u*sw] for u < n where the index is inside [0, w), else 0. */
-static void gather_row(float *d, const float *row, int32_t ix0, int32_t sw, int32_t w, int32_t n) {
-  int32_t lo = 0, hi = 0;
-  if (row != NULL && n > 0) {
-    /* valid u: ix0 + u*sw >= 0 and ix0 + u*sw <= w - 1 */
-    lo = ix0 >= 0 ? 0 : (int32_t)((-(int64_t)ix0 + sw - 1) / sw);
-    hi = ix0 <= w - 1 ? (int32_t)(((int64_t)w - 1 - ix0) / sw + 1) : 0;
-    if (lo > n) lo = n;
-    if (hi > n) hi = n;
-    if (hi < lo) hi = lo;
-  }
+/* d[u] = row[(ox + u)*sw + off] for u < n when ox + u is in [lo, hi) (the columns
+ * whose tap is inside the row), else 0; row NULL: all 0. */
+static void gather_row(float *d, const float *row, int32_t ox, int32_t n, int32_t lo, int32_t hi,
+                       int32_t sw, int32_t off) {
+  int32_t a = lo - ox, b = hi - ox;
+  if (row == NULL) a = b = n;
+  if (a < 0) a = 0;
+  if (a > n) a = n;
+  if (b > n) b = n;
+  if (b < a) b = a;
   int32_t u = 0;
-  for (; u < lo; ++u) d[u] = 0.0f;
+  for (; u < a; ++u) d[u] = 0.0f;
   if (sw == 1) {
-    for (; u < hi; ++u) d[u] = row[ix0 + u];
+    const ptrdiff_t base = (ptrdiff_t)ox + off;
+    for (; u < b; ++u) d[u] = row[base + u];
   } else {
-    for (; u < hi; ++u) d[u] = row[ix0 + (ptrdiff_t)u * sw];
+    const ptrdiff_t base = (ptrdiff_t)ox * sw + off;
+    for (; u < b; ++u) d[u] = row[base + (ptrdiff_t)u * sw];
   }
   for (; u < n; ++u) d[u] = 0.0f;
 }
@@ -199,16 +200,25 @@ static void pack_b_im2col(const ert_im2col *ic, const float *x, int32_t k0, int3
   float line[ERT_SGEMM_NC];
   int32_t c = k0 / khw, r = k0 % khw;
   int32_t ky = r / ic->kw, kx = r % ic->kw;
+  int32_t lo = 0, hi = 0, cached_kx = -1;
   for (int32_t k = 0; k < kc; ++k) {
     const float *xc = x + (size_t)c * plane;
     const int32_t iy_off = ky * ic->dh - ic->pad_top;
     const int32_t ix_off = kx * ic->dw - ic->pad_left;
+    if (kx != cached_kx) {
+      /* output columns ox with 0 <= ox*sw + ix_off < width */
+      const int64_t l = ix_off >= 0 ? 0 : (-(int64_t)ix_off + ic->sw - 1) / ic->sw;
+      const int64_t h = ix_off <= ic->width - 1 ? ((int64_t)ic->width - 1 - ix_off) / ic->sw + 1 : 0;
+      lo = (int32_t)(l < ic->out_w ? l : ic->out_w);
+      hi = (int32_t)(h < ic->out_w ? h : ic->out_w);
+      cached_kx = kx;
+    }
     int32_t oy = oy0, ox = ox0, t = 0;
     while (t < nlen) {
       const int32_t seg = min_i32(nlen - t, ic->out_w - ox);
       const int32_t iy = oy * ic->sh + iy_off;
       const float *row = (iy >= 0 && iy < ic->height) ? xc + (size_t)iy * ic->width : NULL;
-      gather_row(line + t, row, ox * ic->sw + ix_off, ic->sw, ic->width, seg);
+      gather_row(line + t, row, ox, seg, lo, hi, ic->sw, ix_off);
       t += seg;
       ox = 0;
       ++oy;
@@ -226,25 +236,28 @@ static void pack_b_im2col(const ert_im2col *ic, const float *x, int32_t k0, int3
 
 /* ---- blocked driver ----------------------------------------------------------------- */
 
-/* Tasks are (problem, row block of mc rows, column chunk of nchunk blocks of nc
- * columns). A task packs each depth block of its A rows once and reuses it across the
- * column blocks of its chunk. */
+/* Tasks are (problem, column block of nc columns, part of the rows). A task packs each
+ * depth block of its B columns once and runs all its row blocks over it, packing their
+ * A blocks in turn; rows are split into parts only when there are fewer column blocks
+ * than slots. */
 typedef struct blocked_job {
   const ert_sgemm *g;
   char *scratch;
   size_t slot_bytes, a_bytes;
   int32_t mc, nc;
-  size_t nmb, nnb, chunk, nchunks, ntasks, nslots;
+  size_t nnb, nparts, ntasks, nslots;
 } blocked_job;
 
 static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
   const ert_sgemm *g = jb->g;
-  const size_t per_problem = jb->nmb * jb->nchunks;
+  const size_t per_problem = jb->nnb * jb->nparts;
   const size_t p = t / per_problem, r = t % per_problem;
-  const int32_t i0 = (int32_t)(r / jb->nchunks) * jb->mc;
-  const size_t nb0 = (r % jb->nchunks) * jb->chunk;
-  const size_t nb1 = nb0 + jb->chunk < jb->nnb ? nb0 + jb->chunk : jb->nnb;
-  const int32_t mlen = min_i32(jb->mc, g->m - i0);
+  const int32_t j0 = (int32_t)(r / jb->nparts) * jb->nc;
+  const int32_t nlen = min_i32(jb->nc, g->n - j0);
+  /* rows of this part, in whole row blocks */
+  const size_t nmb = (size_t)((g->m + jb->mc - 1) / jb->mc), part = r % jb->nparts;
+  const int32_t m0 = (int32_t)(part * nmb / jb->nparts) * jb->mc;
+  const int32_t m1 = min_i32((int32_t)((part + 1) * nmb / jb->nparts) * jb->mc, g->m);
   const float *a = NULL, *b = NULL, *bias = NULL;
   float *c = NULL;
   g->locate(g->ctx, p, &a, &b, &c, &bias);
@@ -252,14 +265,13 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
   for (int32_t k0 = 0; k0 < g->k; k0 += KC) {
     const int32_t kc = min_i32(KC, g->k - k0);
     const int first = k0 == 0, last = k0 + kc >= g->k;
-    pack_a(g, a, i0, mlen, k0, kc, ap);
-    for (size_t nb = nb0; nb < nb1; ++nb) {
-      const int32_t j0 = (int32_t)nb * jb->nc;
-      const int32_t nlen = min_i32(jb->nc, g->n - j0);
-      if (g->im2col)
-        pack_b_im2col(g->im2col, b, k0, kc, j0, nlen, bp);
-      else
-        pack_b_matrix(g, b, k0, kc, j0, nlen, bp);
+    if (g->im2col)
+      pack_b_im2col(g->im2col, b, k0, kc, j0, nlen, bp);
+    else
+      pack_b_matrix(g, b, k0, kc, j0, nlen, bp);
+    for (int32_t i0 = m0; i0 < m1; i0 += jb->mc) {
+      const int32_t mlen = min_i32(jb->mc, m1 - i0);
+      pack_a(g, a, i0, mlen, k0, kc, ap);
       for (int32_t jr = 0; jr < nlen; jr += NR) {
         const int32_t nr = min_i32(NR, nlen - jr);
         for (int32_t ir = 0; ir < mlen; ir += MR) {
@@ -288,25 +300,13 @@ static void run_blocked(const ert_sgemm *g, void *scratch, ert_exec *ex) {
   jb.slot_bytes = slot_bytes(g->m, g->n, g->k);
   jb.a_bytes = align64((size_t)(round_up(min_i64(g->m, ERT_SGEMM_MC), MR) * min_i64(g->k, KC)) *
                        sizeof(float));
-  /* The largest blocks that fit a slot; row blocks are halved while there are too few
-   * of them to share among the slots, then column blocks are grouped into chunks so
-   * that there are about TARGET tasks. */
-  enum { TARGET = 2 * ERT_SGEMM_SLOTS };
-  int32_t mc = (int32_t)round_up(min_i64(g->m, ERT_SGEMM_MC), MR);
-  const int32_t nc = (int32_t)round_up(min_i64(g->n, ERT_SGEMM_NC), NR);
-  size_t nnb = (size_t)((g->n + nc - 1) / nc);
-  while (mc >= 8 * MR && g->batch * (size_t)((g->m + mc - 1) / mc) * nnb < TARGET)
-    mc = (int32_t)round_up(mc / 2, MR);
-  jb.mc = mc;
-  jb.nc = nc;
-  jb.nmb = (size_t)((g->m + mc - 1) / mc);
-  jb.nnb = nnb;
-  const size_t rows = g->batch * jb.nmb;
-  size_t want = rows >= TARGET ? 1 : (TARGET + rows - 1) / rows; /* chunks per row block */
-  if (want > nnb) want = nnb;
-  jb.chunk = (nnb + want - 1) / want;
-  jb.nchunks = (nnb + jb.chunk - 1) / jb.chunk;
-  jb.ntasks = rows * jb.nchunks;
+  jb.mc = (int32_t)round_up(min_i64(g->m, ERT_SGEMM_MC), MR);
+  jb.nc = (int32_t)round_up(min_i64(g->n, ERT_SGEMM_NC), NR);
+  jb.nnb = (size_t)((g->n + jb.nc - 1) / jb.nc);
+  const size_t nmb = (size_t)((g->m + jb.mc - 1) / jb.mc), cols = g->batch * jb.nnb;
+  jb.nparts = cols >= ERT_SGEMM_SLOTS ? 1 : (ERT_SGEMM_SLOTS + cols - 1) / cols;
+  if (jb.nparts > nmb) jb.nparts = nmb;
+  jb.ntasks = cols * jb.nparts;
   jb.nslots = jb.ntasks < ERT_SGEMM_SLOTS ? jb.ntasks : ERT_SGEMM_SLOTS;
   ert_parallel_for(ex, jb.nslots, blocked_worker, &jb);
 }

@@ -184,8 +184,8 @@ static void rows_task(void *arg, size_t begin, size_t end) {
  * element from each of B input runs). Work items are (batch, tile of A); the batch
  * walks the dims before the last two. */
 static void tiles_task(void *arg, size_t begin, size_t end) {
-  const job *j = (const job *)arg;
-  const int64_t *od = j->node->opdata;
+  const job *jb = (const job *)arg;
+  const int64_t *od = jb->node->opdata;
   const int r = (int)od[OD_RANK];
   const size_t es = (size_t)od[OD_ES];
   const int64_t A = od[OD_SHAPE + r - 2], B = od[OD_SHAPE + r - 1];
@@ -198,8 +198,8 @@ static void tiles_task(void *arg, size_t begin, size_t end) {
       off += (rem % od[OD_SHAPE + k]) * od[OD_STRIDE + k];
       rem /= od[OD_SHAPE + k];
     }
-    const char *src = j->src + off * (int64_t)es;
-    char *dst = j->dst + (size_t)batch * (size_t)(A * B) * es;
+    const char *src = jb->src + off * (int64_t)es;
+    char *dst = jb->dst + (size_t)batch * (size_t)(A * B) * es;
     const int64_t a1 = a0 + TILE < A ? a0 + TILE : A;
     for (int64_t b0 = 0; b0 < B; b0 += TILE) {
       const int64_t b1 = b0 + TILE < B ? b0 + TILE : B;

@@ -1,0 +1,47 @@
+/* cpu.c: start-up selection of the hot micro-kernels (see cpu.h). */
+#define _GNU_SOURCE
+#include "cpu.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__linux__) && (defined(__aarch64__) || defined(__arm__))
+#include <sys/auxv.h>
+#define ERT_HAVE_AUXV 1
+#endif
+
+/* Bits of AT_HWCAP (Linux uapi asm/hwcap.h), spelled out so that old headers work. */
+#if defined(__aarch64__)
+#define ERT_HWCAP_NEON (1ul << 1)      /* HWCAP_ASIMD */
+#define ERT_HWCAP_DOTPROD (1ul << 20)  /* HWCAP_ASIMDDP */
+#elif defined(__arm__)
+#define ERT_HWCAP_NEON (1ul << 12)     /* HWCAP_NEON */
+#define ERT_HWCAP_DOTPROD 0ul
+#endif
+
+ert_kernels ert_cpu = {"ref", NULL, NULL, NULL};
+
+static int force_ref(void) {
+  const char *v = getenv("EDGERT_FORCE_REF");
+  return v != NULL && v[0] != '\0' && strcmp(v, "0") != 0;
+}
+
+void ert_cpu_select(void) {
+  ert_kernels k = {"ref", NULL, NULL, NULL};
+#if defined(ERT_NEON_KERNELS) && defined(ERT_HAVE_AUXV)
+  const unsigned long hw = getauxval(AT_HWCAP);
+  if (!force_ref() && (hw & ERT_HWCAP_NEON)) {
+    k.isa = (ERT_HWCAP_DOTPROD != 0 && (hw & ERT_HWCAP_DOTPROD)) ? "neon+dotprod" : "neon";
+    k.sgemm_tile = ert_sgemm_tile_f32__neon;
+    k.dw3_s1 = ert_conv2d_dw3s1_f32__neon;
+    k.dw3_s2 = ert_conv2d_dw3s2_f32__neon;
+  }
+#else
+  (void)force_ref;
+#endif
+  ert_cpu = k;
+}
+
+#if defined(__GNUC__)
+__attribute__((constructor)) static void select_at_load(void) { ert_cpu_select(); }
+#endif

@@ -1,0 +1,164 @@
+"""`edgert build --target T -o DIR`: the C runtime for one board, and its Python wheel.
+
+    DIR/lib/libedgert.so      stripped, exports only edgert_* (cross/edgert.map)
+    DIR/lib/libedgert.a       one prelinked object (see csrc/Makefile)
+    DIR/include/edgert.h
+    DIR/bin/edgert-run        statically linked against libedgert.a, stripped
+    DIR/wheel/edgert-<version>-cp311-none-<platform>.whl
+
+The objects are built by csrc/Makefile in build/<target>/ (kept between runs; a change
+of flags starts that directory afresh). The wheel holds the runtime part of the Python
+package (the top-level modules of edgert/, no converter) plus the cross-built
+libedgert.so and edgert.h, which edgert/_abi.py loads in cffi ABI mode: installing it
+needs only numpy and cffi on the board, no compiler.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sysconfig
+import zipfile
+
+from . import __version__
+from .errors import EdgertError
+from .targets import Target, load
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+CSRC = ROOT / "csrc"
+PACKAGE = ROOT / "edgert"
+
+# -O3 for the hot kernels; everything else -Os (OPT_COLD), which with section GC and an
+# export list keeps the stripped aarch64 library under 200 KB.
+BASE_CFLAGS = ["-std=c11", "-O3", "-Wall", "-Wextra", "-Werror", "-fPIC", "-pthread",
+               "-ffunction-sections", "-fdata-sections", "-fno-asynchronous-unwind-tables",
+               "-fno-unwind-tables"]
+OPT_COLD = "-Os"
+# Pages up to 16 KB (Raspberry Pi 5 kernels use 16 KB pages).
+BASE_LDFLAGS = ["-Wl,--gc-sections", "-Wl,-z,max-page-size=16384"]
+
+# Modules of edgert/ that the board wheel leaves out (they need onnx or a compiler).
+WHEEL_EXCLUDE = {"_ffi_build.py", "build.py", "converter.py", "planner.py", "format.py"}
+
+
+def make_flags(target: Target) -> dict[str, str]:
+    """The csrc/Makefile variables for this target."""
+    cflags = BASE_CFLAGS + list(target.cflags)
+    ldlibs = ["-lm", "-pthread"] + BASE_LDFLAGS + [f"-Wl,--version-script={ROOT / 'cross' / 'edgert.map'}"]
+    return {
+        "CC": target.tool("gcc"),
+        "AR": target.tool("ar"),
+        "CFLAGS": " ".join(cflags),
+        "LDLIBS": " ".join(ldlibs),
+        "NEON": "1" if target.neon else "0",
+        "OPT_COLD": OPT_COLD,
+    }
+
+
+def build_dir(target: Target) -> pathlib.Path:
+    return ROOT / "build" / f"target-{target.name}"
+
+
+def compile_target(target: Target, goals: tuple[str, ...] = ("lib", "edgert-run"),
+                   jobs: int | None = None, quiet: bool = True) -> pathlib.Path:
+    """Runs csrc/Makefile for the target; returns its build directory."""
+    if not target.available():
+        raise EdgertError(f"target {target.name}: {target.tool('gcc')} (or {target.qemu}) not installed; "
+                          "see tools/install_system_deps.sh")
+    out = build_dir(target)
+    flags = make_flags(target)
+    stamp = out / "flags.json"
+    wanted = json.dumps(flags, sort_keys=True)
+    if stamp.exists() and stamp.read_text() != wanted:
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(wanted)
+    cmd = ["make", "-C", str(CSRC), f"-j{jobs or os.cpu_count() or 1}", f"BUILD={out}"]
+    cmd += [f"{k}={v}" for k, v in flags.items()] + list(goals)
+    r = subprocess.run(cmd, capture_output=quiet, text=True)
+    if r.returncode != 0:
+        raise EdgertError(f"build for {target.name} failed:\n{(r.stdout or '')[-4000:]}{(r.stderr or '')[-4000:]}")
+    return out
+
+
+def glibc_version(target: Target, lib: pathlib.Path) -> str:
+    """Highest GLIBC_x.y symbol version the library needs, as "x_y"."""
+    text = subprocess.run([target.tool("objdump"), "-T", str(lib)], capture_output=True, text=True,
+                          check=True).stdout
+    found = [tuple(int(p) for p in v.split(".")) for v in re.findall(r"GLIBC_(\d+\.\d+(?:\.\d+)?)", text)]
+    best = max(found, default=(2, 17))
+    return f"{best[0]}_{best[1]}"
+
+
+def wheel_platform(target: Target, lib: pathlib.Path) -> str:
+    plat = target.wheel_platform
+    if plat == "native":
+        return sysconfig.get_platform().replace("-", "_").replace(".", "_")
+    return plat.replace("{glibc}", glibc_version(target, lib))
+
+
+def _record_line(name: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{name},sha256={digest},{len(data)}"
+
+
+def write_wheel(target: Target, lib: pathlib.Path, header: pathlib.Path, out_dir: pathlib.Path) -> pathlib.Path:
+    """The board wheel: pure-Python runtime modules + libedgert.so + edgert.h."""
+    plat = wheel_platform(target, lib)
+    tag = f"cp311-none-{plat}"
+    dist = f"edgert-{__version__}.dist-info"
+    files: list[tuple[str, bytes, int]] = []
+    for py in sorted(PACKAGE.glob("*.py")):
+        if py.name not in WHEEL_EXCLUDE:
+            files.append((f"edgert/{py.name}", py.read_bytes(), 0o644))
+    files.append(("edgert/lib/libedgert.so", lib.read_bytes(), 0o755))
+    files.append(("edgert/include/edgert.h", header.read_bytes(), 0o644))
+    metadata = (f"Metadata-Version: 2.1\nName: edgert\nVersion: {__version__}\n"
+                f"Summary: edgert runtime for {target.description}\nRequires-Python: >=3.9\n"
+                "Requires-Dist: numpy\nRequires-Dist: cffi>=1.15\n").encode()
+    wheel = f"Wheel-Version: 1.0\nGenerator: edgert.build\nRoot-Is-Purelib: false\nTag: {tag}\n".encode()
+    files.append((f"{dist}/METADATA", metadata, 0o644))
+    files.append((f"{dist}/WHEEL", wheel, 0o644))
+    record = [_record_line(n, d) for n, d, _ in files] + [f"{dist}/RECORD,,"]
+    files.append((f"{dist}/RECORD", ("\n".join(record) + "\n").encode(), 0o644))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for old in out_dir.glob("edgert-*.whl"):
+        old.unlink()
+    path = out_dir / f"edgert-{__version__}-{tag}.whl"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data, mode in files:
+            info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
+            info.external_attr = (0o100000 | mode) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(info, data)
+    path.write_bytes(buf.getvalue())
+    return path
+
+
+def build(target_name: str, out: str | os.PathLike, wheel: bool = True, jobs: int | None = None) -> dict:
+    """Builds everything for the target into `out`; returns the paths and the stripped
+    library size."""
+    target = load(target_name)
+    bdir = compile_target(target, jobs=jobs)
+    out = pathlib.Path(out)
+    for sub in ("lib", "include", "bin"):
+        (out / sub).mkdir(parents=True, exist_ok=True)
+    strip = target.tool("strip")
+    so, ar, run = out / "lib" / "libedgert.so", out / "lib" / "libedgert.a", out / "bin" / "edgert-run"
+    subprocess.run([strip, "--strip-unneeded", "-o", str(so), str(bdir / "libedgert.so")], check=True)
+    shutil.copyfile(bdir / "libedgert.a", ar)
+    subprocess.run([strip, "-o", str(run), str(bdir / "bin" / "edgert-run")], check=True)
+    header = out / "include" / "edgert.h"
+    shutil.copyfile(CSRC / "include" / "edgert.h", header)
+    result = {"target": target.name, "lib": str(so), "static": str(ar), "header": str(header),
+              "edgert_run": str(run), "lib_bytes": so.stat().st_size}
+    if wheel:
+        result["wheel"] = str(write_wheel(target, so, header, out / "wheel"))
+    return result
