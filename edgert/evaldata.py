@@ -237,7 +237,7 @@ _ZH_WORDS = """中国 北京 上海 公司 时间 工作 学生 老师 学校 �
 
 
 def _en_word(rng: np.random.Generator) -> str:
-    w = str(rng.choice(_EN_WORDS))
+    w = _EN_WORDS[int(rng.integers(len(_EN_WORDS)))]
     r = rng.random()
     return w.capitalize() if r < 0.35 else w.upper() if r < 0.45 else w
 
@@ -286,13 +286,13 @@ def _page(rng: np.random.Generator):
     """A grayscale text page: a title, paragraphs of Latin or Chinese lines, margins."""
     from PIL import Image, ImageDraw
 
-    w = int(rng.integers(480, 900))
+    w = int(rng.integers(400, 800))
     h = int(w * rng.uniform(1.2, 1.5)) if rng.random() < 0.8 else int(w * rng.uniform(0.65, 0.85))
     bg = int(rng.integers(225, 256))
     img = Image.new("L", (w, h), bg)
     draw = ImageDraw.Draw(img)
     cjk = rng.random() < 0.3
-    size = int(rng.integers(12, 34))
+    size = int(rng.integers(11, 30))
     fname = _CJK_FONT if cjk else str(rng.choice(_LATIN_FONTS))
     font = _font(fname, size)
     ink = int(rng.integers(0, 80))
@@ -300,29 +300,44 @@ def _page(rng: np.random.Generator):
     y = margin
     if rng.random() < 0.7:                       # a bigger title
         tfont = _font(fname, int(size * rng.uniform(1.3, 2.0)))
-        title = "".join(rng.choice(_ZH_WORDS, 3)) if cjk else _latin_line(rng, 4)
+        title = "".join(_ZH_WORDS[int(i)] for i in rng.integers(len(_ZH_WORDS), size=3)) if cjk \
+            else _latin_line(rng, 4)
         draw.text((margin, y), title, fill=ink, font=tfont)
         y += int(tfont.size * 1.8)
     line_h = int(size * rng.uniform(1.3, 1.8))
+    sep = "" if cjk else " "
+    sep_w = font.getlength(sep)
+    limit = w - 2 * margin
     while y + line_h < h - margin:
         if rng.random() < 0.08:                  # paragraph break
             y += line_h
             continue
-        text = ""
-        limit = w - 2 * margin
+        pieces: list[str] = []
+        used = 0.0                               # widths add up, ignoring kerning between words
         while True:
-            piece = str(rng.choice(_ZH_WORDS)) if cjk else _en_word(rng)
-            cand = text + piece if cjk else (text + " " + piece).strip()
-            if draw.textlength(cand, font=font) > limit:
+            piece = _ZH_WORDS[int(rng.integers(len(_ZH_WORDS)))] if cjk else _en_word(rng)
+            pw = _text_width(fname, size, piece)
+            extra = pw + (sep_w if pieces else 0.0)
+            if used + extra > limit:
                 break
-            text = cand
+            pieces.append(piece)
+            used += extra
+        text = sep.join(pieces)
         if rng.random() < 0.15:                  # short last line of a paragraph
             text = text[:max(1, len(text) // int(rng.integers(2, 5)))]
         draw.text((margin, y), text, fill=ink, font=font)
         y += line_h
-    arr = np.asarray(img, np.float32)
-    arr = arr + rng.normal(0.0, rng.uniform(0.0, 6.0), arr.shape)
-    return Image.fromarray(np.clip(np.rint(arr), 0, 255).astype(np.uint8))
+    return img
+
+
+_width_cache: dict[tuple[str, int, str], float] = {}
+
+
+def _text_width(fname: str, size: int, text: str) -> float:
+    key = (fname, size, text)
+    if key not in _width_cache:
+        _width_cache[key] = _font(fname, size).getlength(text)
+    return _width_cache[key]
 
 
 def _orientation_crop(img) -> np.ndarray:
@@ -348,7 +363,9 @@ def _orientation_sample(split: str, k: int) -> tuple[np.ndarray, int]:
             3: Image.Transpose.ROTATE_90}[label]  # ROTATE_270 turns 90 degrees clockwise
     if turn is not None:
         page = page.transpose(turn)
-    return _orientation_crop(page), label
+    crop = _orientation_crop(page).astype(np.float32)
+    crop += rng.normal(0.0, rng.uniform(0.0, 5.0), crop.shape).astype(np.float32)   # sensor noise
+    return np.clip(np.rint(crop), 0, 255).astype(np.uint8), label
 
 
 def _orientation_raw(n_calib: int, n_test: int) -> dict[str, np.ndarray]:

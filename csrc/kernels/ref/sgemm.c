@@ -33,18 +33,20 @@ size_t ert_sgemm_scratch_bytes(int64_t m, int64_t n, int64_t k, int im2col) {
 
 /* ---- micro-kernel ------------------------------------------------------------------- */
 
-/* tile[MR][NR] = sum over k < kc of a[k][0..MR) (outer) b[k][0..NR).
- * a: packed A panel (MR values per k), b: packed B panel (NR values per k). Written
- * with one accumulator row per tile row so compilers keep the tile in vector
- * registers. */
-ERT_SIMD_CLONES
-static void micro_kernel(int32_t kc, const float *restrict a, const float *restrict b,
-                         float *restrict tile) {
+/* tile[i][j] = sum over k < kc of r_i[k*cs] * b[k][j], i < MR, j < NR, where b is a
+ * packed B panel (NR values per k). Written with one accumulator row per tile row so
+ * compilers keep the tile in vector registers. */
+static inline void micro_body(int32_t kc, const float *r0, const float *r1, const float *r2,
+                              const float *r3, ptrdiff_t cs, const float *restrict b,
+                              float *restrict tile) {
   float c0[NR] = {0}, c1[NR] = {0}, c2[NR] = {0}, c3[NR] = {0};
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC unroll 1 /* unrolling k only spills the tile */
+#endif
   for (int32_t k = 0; k < kc; ++k) {
     const float *bk = b + (size_t)k * NR;
-    const float *ak = a + (size_t)k * MR;
-    const float a0 = ak[0], a1 = ak[1], a2 = ak[2], a3 = ak[3];
+    const ptrdiff_t o = (ptrdiff_t)k * cs;
+    const float a0 = r0[o], a1 = r1[o], a2 = r2[o], a3 = r3[o];
     for (int j = 0; j < NR; ++j) {
       const float bj = bk[j];
       c0[j] += a0 * bj;
@@ -59,6 +61,19 @@ static void micro_kernel(int32_t kc, const float *restrict a, const float *restr
     tile[2 * NR + j] = c2[j];
     tile[3 * NR + j] = c3[j];
   }
+}
+
+/* A from a packed panel: MR values per k. */
+ERT_SIMD_CLONES
+static void micro_packed(int32_t kc, const float *a, const float *restrict b, float *restrict tile) {
+  micro_body(kc, a, a + 1, a + 2, a + 3, MR, b, tile);
+}
+
+/* A from four rows read in place (row-major A needs no packing). */
+ERT_SIMD_CLONES
+static void micro_rows(int32_t kc, const float *const *rows, const float *restrict b,
+                       float *restrict tile) {
+  micro_body(kc, rows[0], rows[1], rows[2], rows[3], 1, b, tile);
 }
 
 /* ---- epilogue ----------------------------------------------------------------------- */
@@ -271,12 +286,21 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
       pack_b_matrix(g, b, k0, kc, j0, nlen, bp);
     for (int32_t i0 = m0; i0 < m1; i0 += jb->mc) {
       const int32_t mlen = min_i32(jb->mc, m1 - i0);
-      pack_a(g, a, i0, mlen, k0, kc, ap);
+      const int in_place = g->csa == 1;
+      if (!in_place) pack_a(g, a, i0, mlen, k0, kc, ap);
       for (int32_t jr = 0; jr < nlen; jr += NR) {
         const int32_t nr = min_i32(NR, nlen - jr);
         for (int32_t ir = 0; ir < mlen; ir += MR) {
           const int32_t mr = min_i32(MR, mlen - ir);
-          micro_kernel(kc, ap + (size_t)ir * kc, bp + (size_t)jr * kc, tile);
+          if (in_place) {
+            /* rows past the end repeat the last row; their results are dropped */
+            const float *rows[MR];
+            for (int32_t ii = 0; ii < MR; ++ii)
+              rows[ii] = a + (ptrdiff_t)(i0 + ir + (ii < mr ? ii : mr - 1)) * g->rsa + k0;
+            micro_rows(kc, rows, bp + (size_t)jr * kc, tile);
+          } else {
+            micro_packed(kc, ap + (size_t)ir * kc, bp + (size_t)jr * kc, tile);
+          }
           store_tile(g, tile, c + (ptrdiff_t)(i0 + ir) * g->ldc + j0 + jr, mr, nr,
                      bias ? bias + i0 + ir : NULL, first, last);
         }

