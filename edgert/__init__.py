@@ -21,9 +21,10 @@ __all__ = ["convert", "Session", "TensorInfo", "EdgertError", "ConversionError",
            "ModelFormatError", "InputError", "RuntimeFailure", "__version__"]
 
 
-def convert(model, output=None, input_shapes=None, input_values=None, optimize: bool = True) -> bytes:
+def convert(model, output=None, input_shapes=None, input_values=None, optimize: bool = True, **options) -> bytes:
     """Converts an ONNX model (path, bytes or onnx.ModelProto) to .edgert; see
     edgert.converter.convert for the arguments. Returns the file's bytes."""
     from .converter import convert as _convert
 
-    return _convert(model, output, input_shapes=input_shapes, input_values=input_values, optimize=optimize)
+    return _convert(model, output, input_shapes=input_shapes, input_values=input_values, optimize=optimize,
+                    **options)

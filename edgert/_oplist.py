@@ -5,6 +5,7 @@ OPS: dict[str, int] = {
     'conv_transpose2d': 2,
     'gemm': 3,
     'matmul': 4,
+    'spmm': 6,
     'max_pool2d': 10,
     'avg_pool2d': 11,
     'global_avg_pool': 12,
@@ -117,5 +118,7 @@ OPS: dict[str, int] = {
     'lstm': 200,
     'gru': 201,
     'rnn': 202,
+    'quantize_linear': 220,
+    'dequantize_linear': 221,
 }
 NAMES: dict[int, str] = {v: k for k, v in OPS.items()}

@@ -80,18 +80,56 @@ def main() -> None:
 @click.option("--input-value", "input_values", multiple=True, metavar="NAME=VALUE",
               help="Freeze an input to a constant (removes it from the converted model's inputs).")
 @click.option("--no-optimize", is_flag=True, help="Skip graph passes (for debugging).")
-def convert(model, output, input_shapes, input_values, no_optimize) -> None:
+@click.option("--sparse", "sparse", type=click.Choice(["auto", "storage", "off"]), default="auto", show_default=True,
+              help="Sparse weights: compressed storage and sparse kernels, storage only, or neither.")
+@click.option("--prune", type=click.FloatRange(0.0, 1.0, max_open=True), default=None, metavar="SPARSITY",
+              help="Prune this fraction of the weights (magnitude) or channels (channel).")
+@click.option("--prune-method", type=click.Choice(["magnitude", "channel"]), default="magnitude", show_default=True)
+@click.option("--prune-scope", type=click.Choice(["layer", "global"]), default="layer", show_default=True,
+              help="Magnitude pruning: the same fraction per layer, or one threshold over all layers.")
+@click.option("--prune-exclude", multiple=True, metavar="NODE",
+              help="Never prune this node (repeatable; the first and last weighted layers are always kept).")
+@click.option("--calibration", default=None, type=click.Path(), metavar="DATA",
+              help="Sample inputs (.npz keyed by input name, samples on axis 0, or a folder of .npz): int8 "
+                   "calibration; pruning picks per-layer sparsities by sensitivity.")
+@click.option("--report", default=None, type=click.Path(dir_okay=False), metavar="FILE.json",
+              help="Write the pruning summary (size, MACs, SQNR) and/or int8 per-tensor SQNR.")
+@click.option("--quantize", type=click.Choice(["int8", "fp16", "dynamic"]), default=None,
+              help="int8: integer kernels (needs --calibration); fp16: float16 weights; dynamic: int8 weights.")
+@click.option("--calibration-method", type=click.Choice(["minmax", "percentile", "entropy", "mse"]),
+              default="minmax", show_default=True)
+@click.option("--keep-fp32", multiple=True, metavar="NODE", help="Keep this node float in int8 (repeatable).")
+@click.option("--sqnr-target", type=float, default=None, metavar="DB",
+              help="Keep the worst int8 layers float until every output reaches this SQNR.")
+def convert(model, output, input_shapes, input_values, no_optimize, sparse, prune, prune_method, prune_scope,
+            prune_exclude, calibration, report, quantize, calibration_method, keep_fp32, sqnr_target) -> None:
     """Convert an ONNX MODEL into an .edgert file."""
     from .converter import convert as _convert
 
     t0 = time.perf_counter()
     data = _convert(model, output, input_shapes=_parse_shapes(input_shapes), input_values=_parse_values(input_values),
-                    optimize=not no_optimize)
+                    optimize=not no_optimize, sparse={"auto": True, "storage": "storage", "off": False}[sparse],
+                    prune=prune, prune_method=prune_method, prune_scope=prune_scope, prune_exclude=prune_exclude,
+                    calibration=calibration, report=report, quantize=quantize,
+                    calibration_method=calibration_method, keep_fp32=keep_fp32, sqnr_target=sqnr_target,
+                    progress=True)
+    if report and prune:
+        _print_prune_report(report)
     from . import format as fmt
 
     info = fmt.read(data)
     click.echo(f"wrote {output}: {len(data):,} bytes, {len(info['nodes'])} nodes, arena {info['arena_bytes']:,} bytes "
                f"(lower bound {info['arena_lower_bound_bytes']:,}) in {time.perf_counter() - t0:.2f} s")
+
+
+def _print_prune_report(path: str) -> None:
+    with open(path) as f:
+        r = json.load(f)
+    b, a = r["before"], r["after"]
+    click.echo(f"pruned ({r['method']}, {r['scope']}): file {b['file_bytes']:,} -> {a['file_bytes']:,} bytes, "
+               f"MACs {b['macs']:,} -> {a['macs']:,} (nonzero {a['macs_nonzero']:,}), weights "
+               f"{b['weights_nonzero']:,} -> {a['weights_nonzero']:,} nonzero, output SQNR {r['sqnr_db']:.1f} dB "
+               f"({r['sqnr_inputs']} inputs)")
 
 
 def inspect_dict(path: str) -> dict:
@@ -114,7 +152,7 @@ def inspect_dict(path: str) -> dict:
     return {
         "format_version": info["version"],
         "file_bytes": info["file_bytes"],
-        "weights_bytes": sum(t["nbytes"] for t in tensors if t["storage"] == "constant"),
+        "weights_bytes": sum(t["nbytes"] for t in tensors if t["storage"] in ("constant", "sparse")),
         "arena_bytes": info["arena_bytes"],
         "arena_lower_bound_bytes": info["arena_lower_bound_bytes"],
         "nodes": len(info["nodes"]),

@@ -36,18 +36,60 @@ def serialize(g: Graph, metadata: dict | None = None) -> bytes:
 
 
 def convert(model, output: str | os.PathLike | None = None, input_shapes: dict[str, Any] | None = None,
-            input_values: dict[str, Any] | None = None, optimize: bool = True) -> bytes:
+            input_values: dict[str, Any] | None = None, optimize: bool = True, *, sparse: bool | str = True,
+            prune: float | None = None, prune_method: str = "magnitude", prune_scope: str = "layer",
+            prune_exclude: Any = (), calibration: Any = None, report: str | os.PathLike | None = None,
+            quantize: str | None = None, calibration_method: str = "minmax", keep_fp32: Any = (),
+            sqnr_target: float | None = None, calibration_samples: int | None = None,
+            progress: bool | None = None) -> bytes:
     """Converts an ONNX model to the .edgert format and returns the file's bytes; also
     writes them to `output` when given (atomically: no partial file on failure).
 
     input_shapes fixes symbolic input dimensions ({"x": [1, 3, 224, 224]});
     input_values freezes inputs to constants ({"sr": 16000}), removing them from the
     converted model's inputs (useful when an input only selects a branch).
+
+    sparse: True stores sparse constants compressed and runs sparse enough 1x1 conv,
+    gemm and matmul weights with the sparse kernel; "storage" only compresses (outputs
+    identical to the dense file); False neither (docs/sparse.md).
+    prune: target fraction of weights to remove (edgert/prune: prune_method "magnitude"
+    or "channel", prune_scope "layer" or "global", prune_exclude node names,
+    calibration {input: array} or an .npz path for per-layer sensitivity); report: a
+    JSON path for the size / MACs / SQNR summary of pruning.
+
+    quantize: None (float), "int8", "fp16" or "dynamic" (docs/quantization.md). int8
+    takes `calibration` (a dict {input name: samples stacked on axis 0}, an .npz path or
+    a folder of .npz), `calibration_method` (minmax, percentile, entropy, mse) and
+    optionally `calibration_samples` (a cap), `keep_fp32` (node names that stay float),
+    `sqnr_target` (dB: keep the worst layers float until every output reaches it) and
+    `report` (per-tensor SQNR as JSON; merged into the pruning report when both run).
+    A model that is already quantized (ONNX QuantizeLinear/DequantizeLinear pairs, or
+    QLinearConv/QLinearMatMul) converts to int8 with its own parameters, without
+    calibration. progress: a progress bar on stderr (default: when it is a terminal).
     """
     values = {k: np.asarray(v) for k, v in (input_values or {}).items()}
-    g = build_graph(model, input_shapes, values, optimize)
     src = os.path.basename(os.fspath(model)) if isinstance(model, (str, os.PathLike)) else None
-    data = serialize(g, {"source": src})
+    qdq = None
+    if quantize in (None, "int8"):
+        from .quant import qdq as qdq_import
+        model, qdq = qdq_import.strip(model)
+    g = build_graph(model, input_shapes, values, optimize)
+    if prune:
+        from .prune import prune_with_report
+        prune_with_report(g, prune, prune_method, prune_scope, prune_exclude, calibration, report)
+    quant_summary = None
+    if quantize is not None or qdq is not None:
+        from .quant.pipeline import quantize_graph
+        g, quant_summary = quantize_graph(g, quantize or "int8", calibration, calibration_method, keep_fp32,
+                                          sqnr_target, report, progress, calibration_samples, qdq,
+                                          merge_report=bool(prune))
+    if sparse:
+        from . import sparse as sparse_
+        sparse_.apply(g, kernels=sparse is True, storage=True)
+    meta: dict[str, Any] = {"source": src}
+    if quant_summary is not None:
+        meta["quantization"] = quant_summary
+    data = serialize(g, meta)
     if output is not None:
         write_atomic(output, data)
     return data

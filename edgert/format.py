@@ -26,9 +26,11 @@ ABSENT = 0xFFFFFFFF
 CONST_ALIGN = 64
 
 STRINGS, TENSORS, NODES, INDICES, PARAMS, CONSTANTS, GRAPH, QUANT, METADATA = range(1, 10)
+SPARSE = 11  # optional, but flagged required when present (docs/sparse.md)
 SECTION_NAMES = {1: "strings", 2: "tensors", 3: "nodes", 4: "indices", 5: "params", 6: "constants",
-                 7: "graph", 8: "quant", 9: "metadata"}
+                 7: "graph", 8: "quant", 9: "metadata", 11: "sparse"}
 REQUIRED = {STRINGS, TENSORS, NODES, INDICES, PARAMS, CONSTANTS, GRAPH}
+STORAGE_SPARSE = 2
 
 _HEADER = struct.Struct("<8sHHIQIIQII16s")
 _ENTRY = struct.Struct("<IIQQII")
@@ -97,6 +99,8 @@ def write(g: Graph, p: Plan, metadata: dict | None = None) -> bytes:
 
     consts = bytearray()
     quant_records = bytearray()
+    sparse_names = g.metadata.get("sparse_tensors") or ()
+    sparse_records = bytearray()
     trecs = bytearray()
     for t in order:
         ten = g.tensors[t]
@@ -119,7 +123,12 @@ def write(g: Graph, p: Plan, metadata: dict | None = None) -> bytes:
             zo = _append_const(consts, zp.tobytes(), 4)
             axis = -1 if q.axis is None else q.axis % max(len(ten.shape), 1)
             quant_records += _QUANT.pack(axis, sc.size, so, zo, b"\0" * 8)
-        if ten.is_const:
+        if ten.is_const and t in sparse_names:
+            from .sparse import encode_record
+            off = len(sparse_records) // sparse_record_size()
+            sparse_records += encode_record(consts, tindex[t], ten.data.astype(ten.dtype, copy=False))
+            storage = STORAGE_SPARSE
+        elif ten.is_const:
             data = np.ascontiguousarray(ten.data.astype(ten.dtype, copy=False)).tobytes()
             off = _append_const(consts, data, CONST_ALIGN)
             storage = 1
@@ -164,6 +173,8 @@ def write(g: Graph, p: Plan, metadata: dict | None = None) -> bytes:
     ]
     if quant_records:
         sections.append((QUANT, bytes(quant_records), 8, len(quant_records) // QUANT_SIZE))
+    if sparse_records:
+        sections.append((SPARSE, bytes(sparse_records), 8, len(sparse_records) // sparse_record_size()))
     if metadata:
         sections.append((METADATA, json.dumps(metadata, sort_keys=True).encode("utf-8"), 1, 0))
     sections.append((CONSTANTS, bytes(consts), CONST_ALIGN, 0))
@@ -175,7 +186,7 @@ def write(g: Graph, p: Plan, metadata: dict | None = None) -> bytes:
     for kind, data, align, count in sections:
         start = (pos + align - 1) // align * align
         body += b"\0" * (start - pos)
-        flags = 1 if kind in REQUIRED else 0
+        flags = 1 if kind in REQUIRED or kind == SPARSE else 0
         entries += _ENTRY.pack(kind, flags, start, len(data), align, count)
         body += data
         pos = start + len(data)
@@ -184,6 +195,11 @@ def write(g: Graph, p: Plan, metadata: dict | None = None) -> bytes:
     header = _HEADER.pack(MAGIC, VERSION[0], VERSION[1], 0, HEADER_SIZE + len(rest), HEADER_SIZE,
                           len(sections), table_off, crc, ENTRY_SIZE, b"\0" * 16)
     return header + rest
+
+
+def sparse_record_size() -> int:
+    from .sparse import RECORD_SIZE
+    return RECORD_SIZE
 
 
 def _append_const(buf: bytearray, data: bytes, align: int) -> int:
@@ -233,7 +249,8 @@ def read(data: bytes) -> dict[str, Any]:
         so, sl, code, ndim, storage, _, q, *rest = _TENSOR.unpack_from(tb, k * TENSOR_SIZE)
         shape, off, nbytes = rest[:8][:ndim], rest[8], rest[9]
         tensors.append({"name": string(so, sl), "dtype": dtypes.NAMES.get(code, f"?{code}"), "dtype_code": code,
-                        "shape": list(shape), "storage": "constant" if storage == 1 else "arena",
+                        "shape": list(shape),
+                        "storage": {1: "constant", STORAGE_SPARSE: "sparse"}.get(storage, "arena"),
                         "offset": off, "nbytes": nbytes, "quant": None if q == ABSENT else q,
                         "file_offset": const_off + off if storage == 1 else None})
     idx = np.frombuffer(sec(INDICES), "<u4")

@@ -37,6 +37,14 @@ def seeds():
     yield "add_concat", _model([helper.make_node("Add", ["x", "z"], ["s"]),
                                 helper.make_node("Concat", ["s", "x"], ["y"], axis=1)],
                                [("x", [2, 3]), ("z", [1, 3])], ["y"])
+    # Sparse weights: the 3x3 conv is stored in the SPARSE section, the 1x1 conv becomes spmm.
+    ws = rng.standard_normal((8, 4, 3, 3)).astype(np.float32)
+    ws[rng.random(ws.shape) < 0.6] = 0
+    w1 = rng.standard_normal((16, 8, 1, 1)).astype(np.float32)
+    w1[rng.random(w1.shape) < 0.9] = 0
+    yield "sparse", _model([helper.make_node("Conv", ["x", "ws"], ["c"], pads=[1, 1, 1, 1]),
+                            helper.make_node("Conv", ["c", "w1"], ["y"])], [("x", [1, 4, 5, 5])], ["y"],
+                           [numpy_helper.from_array(ws, "ws"), numpy_helper.from_array(w1, "w1")])
     yield "digits_cnn", os.path.join(ROOT, "edgert", "data", "digits_cnn.onnx")
 
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu.h"
 #include "internal.h"
 
 const char *edgert_status_str(edgert_status status) {
@@ -196,6 +197,7 @@ edgert_status ert_act_read(const ert_node *n, uint32_t first_word, ert_act_param
 }
 
 void ert_act_apply(const ert_act_params *act, float *x, size_t count) {
+  if (ert_cpu.act_apply != NULL && ert_cpu.act_apply(act, x, count)) return; /* cpu.h */
   const float a = act->a, b = act->b;
   switch ((ert_act)act->kind) {
     case ERT_ACT_NONE:

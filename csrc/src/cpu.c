@@ -1,5 +1,7 @@
 /* cpu.c: start-up selection of the hot micro-kernels (see cpu.h). */
-#define _GNU_SOURCE
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* getauxval */
+#endif
 #include "cpu.h"
 
 #include <stdlib.h>
@@ -19,7 +21,7 @@
 #define ERT_HWCAP_DOTPROD 0ul
 #endif
 
-ert_kernels ert_cpu = {"ref", NULL, NULL, NULL};
+ert_kernels ert_cpu = {"ref", NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 
 static int force_ref(void) {
   const char *v = getenv("EDGERT_FORCE_REF");
@@ -27,14 +29,18 @@ static int force_ref(void) {
 }
 
 void ert_cpu_select(void) {
-  ert_kernels k = {"ref", NULL, NULL, NULL};
+  ert_kernels k = {"ref", NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 #if defined(ERT_NEON_KERNELS) && defined(ERT_HAVE_AUXV)
   const unsigned long hw = getauxval(AT_HWCAP);
   if (!force_ref() && (hw & ERT_HWCAP_NEON)) {
     k.isa = (ERT_HWCAP_DOTPROD != 0 && (hw & ERT_HWCAP_DOTPROD)) ? "neon+dotprod" : "neon";
     k.sgemm_tile = ert_sgemm_tile_f32__neon;
+    k.sgemm_rows = ert_sgemm_rows_f32__neon;
     k.dw3_s1 = ert_conv2d_dw3s1_f32__neon;
     k.dw3_s2 = ert_conv2d_dw3s2_f32__neon;
+    k.dw5_s1 = ert_conv2d_dw5s1_f32__neon;
+    k.dw5_s2 = ert_conv2d_dw5s2_f32__neon;
+    k.act_apply = ert_act_apply_f32__neon;
   }
 #else
   (void)force_ref;

@@ -27,6 +27,7 @@ enum {
   NODE_REC = 56,
   GRAPH_REC = 64,
   QUANT_REC = 32,
+  SPARSE_REC = 32,
   CONST_ALIGN = 64,
 };
 
@@ -41,7 +42,8 @@ enum {
   SEC_QUANT = 8,
   SEC_METADATA = 9,
   SEC_PARTITIONS = 10,
-  SEC_KNOWN_MAX = 10,
+  SEC_SPARSE = 11,
+  SEC_KNOWN_MAX = 11,
 };
 
 static const uint8_t MAGIC[8] = {0x89, 'E', 'R', 'T', '\r', '\n', 0x1A, '\n'};
@@ -84,7 +86,7 @@ typedef struct loader {
 static const char *kind_name(uint32_t kind) {
   static const char *const names[] = {"?",      "STRINGS",   "TENSORS", "NODES",
                                       "INDICES", "PARAMS",   "CONSTANTS", "GRAPH",
-                                      "QUANT",   "METADATA", "PARTITIONS"};
+                                      "QUANT",   "METADATA", "PARTITIONS", "SPARSE"};
   return kind <= SEC_KNOWN_MAX ? names[kind] : "unknown";
 }
 
@@ -183,7 +185,8 @@ static edgert_status check_sections(loader *L, uint64_t table_off, uint32_t n_se
 
   /* Record sections: count * record size == size (count < 2^32, so no overflow). */
   static const struct { uint32_t kind, rec; } records[] = {
-      {SEC_TENSORS, TENSOR_REC}, {SEC_NODES, NODE_REC}, {SEC_QUANT, QUANT_REC}};
+      {SEC_TENSORS, TENSOR_REC}, {SEC_NODES, NODE_REC}, {SEC_QUANT, QUANT_REC},
+      {SEC_SPARSE, SPARSE_REC}};
   for (size_t k = 0; k < sizeof records / sizeof records[0]; k++) {
     const section *s = &L->sec[records[k].kind];
     if (s->present && (uint64_t)s->count * records[k].rec != s->size)
@@ -274,6 +277,7 @@ static void model_release(edgert_model *m) {
   ert_free(m->inputs);
   ert_free(m->outputs);
   ert_free(m->owned);
+  ert_free(m->sparse_dense);
   ert_free(m);
 }
 
@@ -380,6 +384,12 @@ static edgert_status load_tensors(loader *L, edgert_model *m) {
         return ert_fail(L->err, EDGERT_ERR_FORMAT, "tensor '%s': constant data outside CONSTANTS",
                         t->name);
       t->data = (void *)(uintptr_t)(L->consts + off);
+    } else if (storage == ERT_STORAGE_SPARSE) {
+      /* off is the SPARSE record index; checked and decoded by ert_sparse_load. */
+      if (!L->sec[SEC_SPARSE].present)
+        return ert_fail(L->err, EDGERT_ERR_FORMAT, "tensor '%s': sparse storage without a SPARSE section",
+                        t->name);
+      t->data = NULL;
     } else {
       return ert_fail(L->err, EDGERT_ERR_FORMAT, "tensor '%s': unknown storage %u", t->name,
                       (unsigned)storage);
@@ -679,6 +689,9 @@ static edgert_status load(const uint8_t *buf, size_t size, void *owned, edgert_m
   uint8_t *defined = NULL;
   if (st == EDGERT_OK) st = load_quants(&L, m);
   if (st == EDGERT_OK) st = load_tensors(&L, m);
+  if (st == EDGERT_OK && L.sec[SEC_SPARSE].present)
+    st = ert_sparse_load(buf + L.sec[SEC_SPARSE].off, L.sec[SEC_SPARSE].count, L.consts, L.consts_size,
+                         m->tensors, m->n_tensors, &m->sparse_dense, err);
   if (st == EDGERT_OK) {
     defined = ert_calloc(m->n_tensors, 1);
     if (defined == NULL) st = ert_fail(err, EDGERT_ERR_NO_MEMORY, "out of memory");

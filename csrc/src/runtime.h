@@ -5,6 +5,17 @@
 
 #include "internal.h"
 
+/* Storage value 2 of a tensor record: a constant stored in the SPARSE section. Only
+ * the loader sees it; ert_sparse_load turns such tensors into ordinary constants. */
+#define ERT_STORAGE_SPARSE 2
+
+/* Checks `count` 32-byte SPARSE records (docs/sparse.md) against the tensors and
+ * CONSTANTS, then decodes every sparse tensor into one buffer allocated here
+ * (*dense_out, owned by the model; NULL when count is 0) and points its data there. */
+edgert_status ert_sparse_load(const uint8_t *recs, uint32_t count, const uint8_t *consts,
+                              uint64_t consts_size, ert_tensor *tensors, uint32_t n_tensors,
+                              void **dense_out, ert_err *err);
+
 /* CRC-32 with the zlib polynomial (reflected 0xEDB88320); pass 0 to start. */
 uint32_t ert_crc32(uint32_t crc, const void *data, size_t size);
 
@@ -30,6 +41,7 @@ struct edgert_model {
   uint32_t *outputs;      /* graph output tensor indices */
   uint32_t n_outputs;
   size_t arena_bytes;
+  void *sparse_dense;     /* decoded sparse constants, or NULL */
 };
 
 #endif /* EDGERT_RUNTIME_H_ */

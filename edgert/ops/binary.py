@@ -94,6 +94,12 @@ def act_apply(kind: int, a: float, b: float, x: np.ndarray) -> np.ndarray:
     return r.astype(np.float32)
 
 
+def binary_s8():
+    """The int8 (quantized) forms of add and mul, edgert/ops/binary_s8.py."""
+    from . import binary_s8 as mod
+    return mod
+
+
 def broadcast_shape(shapes, what: str) -> tuple[int, ...]:
     try:
         out = tuple(int(d) for d in np.broadcast_shapes(*[tuple(s) for s in shapes]))
@@ -200,6 +206,8 @@ def _make(name: str) -> None:
     def infer(node, graph):
         if len(node.inputs) != 2 or not all(node.inputs):
             raise OpUnsupported(f"{name}: expects two inputs")
+        if name in ("add", "mul") and binary_s8().applies(node, graph):
+            return binary_s8().infer(node, graph)
         a, b = (graph.tensors[i] for i in node.inputs)
         if a.dtype != b.dtype:
             raise OpUnsupported(f"{name}: operands have dtypes {a.dtype} and {b.dtype}")
@@ -218,6 +226,8 @@ def _make(name: str) -> None:
         return [(shape, BOOL if name in _BOOL_OUT else a.dtype)]
 
     def pack(node, graph):
+        if name in ("add", "mul") and binary_s8().applies(node, graph):
+            return binary_s8().pack(node, graph)
         if name == "add":
             return act_words(node.attrs)
         if name == "mod":
@@ -228,6 +238,8 @@ def _make(name: str) -> None:
 
     def reference(node, inputs):
         a, b = (np.asarray(x) for x in inputs)
+        if name in ("add", "mul") and "y_zp" in node.attrs and a.dtype == np.int8:
+            return binary_s8().reference(node, inputs)
         with np.errstate(all="ignore"):
             r = np.asarray(ref(a, b, node))
         if name == "add":

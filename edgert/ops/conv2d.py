@@ -91,20 +91,24 @@ def _pack(node, graph):
             int(g["rank1d"])] + act_words(node.attrs)
 
 
-# Depthwise padded path (csrc/kernels/ref/conv2d.c DW_SLOTS, DW_PAD_MAX).
-DW_SLOTS, DW_PAD_MAX = 4, 256 * 1024
+# Depthwise padded path (csrc/kernels/ref/conv2d.c DW_SLOTS, DW_PAD_MAX, DW_FLAT_BELOW).
+DW_SLOTS, DW_PAD_MAX, DW_FLAT_BELOW = 4, 256 * 1024, 64
 
 
 def depthwise_scratch_bytes(g: dict) -> int:
-    """DW_SLOTS padded, stride-phase-split copies of one input plane (the rows and
-    columns the windows reach), or 0 (direct path) when a copy exceeds DW_PAD_MAX."""
+    """DW_SLOTS slots, each a padded copy of one input plane (the rows and columns the
+    windows reach, split by stride phase) followed, when OW < DW_FLAT_BELOW, by the
+    output plane at the padded pitch; 0 (direct path) when a slot would exceed
+    DW_PAD_MAX bytes."""
     rows = (g["oh"] - 1) * g["sh"] + (g["kh"] - 1) * g["dh"] + 1
     cols = (g["ow"] - 1) * g["sw"] + (g["kw"] - 1) * g["dw"] + 1
-    plen = -(-cols // g["sw"])
-    one = rows * g["sw"] * plen * 4
-    if one > DW_PAD_MAX:
+    prow, plen = -(-rows // g["sh"]), -(-cols // g["sw"])
+    pad = g["sh"] * g["sw"] * prow * plen * 4
+    if pad > DW_PAD_MAX:
         return 0
-    one = (one + 63) // 64 * 64
+    one = (pad + 63) // 64 * 64
+    if g["ow"] < DW_FLAT_BELOW:
+        one += (((g["oh"] - 1) * plen + g["ow"]) * 4 + 63) // 64 * 64
     return 0 if one > DW_PAD_MAX else DW_SLOTS * one
 
 

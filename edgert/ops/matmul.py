@@ -39,7 +39,8 @@ def matmul_plan(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> dict:
     try:
         batch = tuple(int(d) for d in np.broadcast_shapes(a2[:-2], b2[:-2]))
     except ValueError:
-        raise OpUnsupported(f"matmul: batch dimensions of {list(a_shape)} and {list(b_shape)} do not broadcast") from None
+        raise OpUnsupported(
+            f"matmul: batch dimensions of {list(a_shape)} and {list(b_shape)} do not broadcast") from None
     out = batch + ((m,) if len(a_shape) > 1 else ()) + ((n,) if len(b_shape) > 1 else ())
     if len(out) > 8 or len(a_shape) > 8 or len(b_shape) > 8:
         raise OpUnsupported("matmul: rank above 8")

@@ -65,7 +65,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes
-from . import OpUnsupported, in_shapes, register
+from . import OpUnsupported, concat_s8, in_shapes, register
 
 PAD_MODES = ("constant", "reflect", "edge", "wrap")
 
@@ -139,11 +139,24 @@ def _concat_infer(node, graph):
         total += s[axis]
     out = list(shapes[0])
     out[axis] = total
+    if concat_s8.applies(node, graph):  # int8 inputs of different quantizations
+        concat_s8.words(node, graph)
     return [(tuple(out), dt)]
 
 
-register("concat", infer=_concat_infer, pack=lambda node, graph: [int(node.attrs["axis"])],
-         reference=lambda node, ins: [np.concatenate(ins, axis=node.attrs["axis"])])
+def _concat_pack(node, graph):
+    if concat_s8.applies(node, graph):
+        return [int(node.attrs["axis"])] + concat_s8.words(node, graph)
+    return [int(node.attrs["axis"])]
+
+
+def _concat_reference(node, ins):
+    if "y_zp" in node.attrs:
+        return concat_s8.reference(node, ins, int(node.attrs["axis"]))
+    return [np.concatenate(ins, axis=node.attrs["axis"])]
+
+
+register("concat", infer=_concat_infer, pack=_concat_pack, reference=_concat_reference)
 
 
 # ---- split --------------------------------------------------------------------

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import OpUnsupported, register
+from . import OpUnsupported, register, softmax_s8
 
 F32 = np.dtype(np.float32)
 
@@ -33,6 +33,8 @@ def _axis(node, rank: int) -> int:
 
 def _make(op: str, inplace: bool):
     def infer(node, graph):
+        if softmax_s8.applies(node, graph):
+            return softmax_s8.infer(node, graph, _axis)
         if len(node.inputs) != 1 or not node.inputs[0]:
             raise OpUnsupported(f"{op} takes one input")
         x = graph.tensors[node.inputs[0]]
@@ -48,6 +50,9 @@ def _make(op: str, inplace: bool):
         return [_axis(node, len(x.shape)), int(bool(node.attrs.get("flatten", False)))]
 
     def reference(node, inputs):
+        if np.asarray(inputs[0]).dtype == np.int8:
+            return softmax_s8.reference(node, inputs, _axis(node, inputs[0].ndim),
+                                        bool(node.attrs.get("flatten", False)))
         return [softmax_reference(op, inputs[0], _axis(node, inputs[0].ndim),
                                   bool(node.attrs.get("flatten", False)))]
 

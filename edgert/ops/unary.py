@@ -34,7 +34,7 @@ import math
 
 import numpy as np
 
-from . import OpUnsupported, register
+from . import OpUnsupported, lut, register
 
 F32 = np.dtype(np.float32)
 F16 = np.dtype(np.float16)
@@ -182,6 +182,8 @@ def _make(name: str) -> None:
     dtypes, out, inplace, params, ref = _OPS[name]
 
     def infer(node, graph):
+        if dtypes == _F and lut.applies(node, graph):  # int8 by table lookup
+            return lut.infer(node, graph)
         x = graph.tensors[node.inputs[0]]
         if len(node.inputs) != 1:
             raise OpUnsupported(f"{name}: expects one input, got {len(node.inputs)}")
@@ -214,6 +216,8 @@ def _make(name: str) -> None:
         return [float(a[k]) for k, _ in params]
 
     def reference(node, inputs):
+        if len(inputs) == 2:
+            return lut.reference(node, inputs)
         return [ref(np.asarray(inputs[0]), _attrs(node))]
 
     register(name, infer=infer, pack=pack, reference=reference, inplace=inplace)

@@ -75,7 +75,8 @@ def test_runtime_weights_threads_and_activation():
     x = rng.standard_normal((2, 8, 9, 10)).astype(np.float32)
     w = rng.standard_normal((8, 6, 3, 3)).astype(np.float32)
     _check(*_ct_model(x, w, const_w=False, strides=[2, 2], pads=[1, 1, 1, 1]), threads=2)
-    nodes = [helper.make_node("ConvTranspose", ["x", "w"], ["t"], strides=[2, 2]), helper.make_node("Relu", ["t"], ["y"])]
+    nodes = [helper.make_node("ConvTranspose", ["x", "w"], ["t"], strides=[2, 2]),
+             helper.make_node("Relu", ["t"], ["y"])]
     model = make_model(nodes, {"x": x}, ["y"], {"w": w}, opset=17)
     assert [n.op for n in build_graph(model).nodes] == ["conv_transpose2d"]
     _check(model, {"x": x})

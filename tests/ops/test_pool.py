@@ -117,3 +117,15 @@ def test_prepare_rejects_bad_params():
     for op, extra in (("MaxPool", {}), ("AveragePool", {"count_include_pad": 1}), ("LpPool", {"p": 3})):
         model, feeds = _model(op, x, opset=18, kernel_shape=[3, 2], strides=[2, 1], pads=[1, 0, 1, 1], **extra)
         mutate_params(model, feeds)
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool", "LpPool"])
+def test_wide_rows_and_windows(op):
+    # rows wider than the separable pass's buffer (chunked), and windows too wide for it
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((1, 2, 3, 2100)).astype(np.float32)
+    model, feeds = _model(op, x, opset=18, kernel_shape=[3, 3], strides=[1, 2], pads=[1, 1, 1, 1])
+    _check(model, feeds)
+    x = rng.standard_normal((1, 2, 2, 700)).astype(np.float32)
+    model, feeds = _model(op, x, opset=18, kernel_shape=[2, 530], strides=[1, 7], pads=[0, 3, 1, 2])
+    _check(model, feeds)

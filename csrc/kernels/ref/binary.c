@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "quant_s8.h"
 
 #define BIN_PAR_MIN ((size_t)1 << 15)
 #define BIN_MAX_IN 3
@@ -439,7 +440,6 @@ static edgert_status bin_prepare(ert_node *node, ert_err *err, const ew_fn *tabl
   void ert_##name##_eval(const ert_node *node, ert_exec *ex) { bc_run(node, ex, table, NULL); }
 
 BINARY_OP(sub, sub_fns, 1, false, 0)
-BINARY_OP(mul, mul_fns, 1, false, 0)
 BINARY_OP(div, div_fns, 1, false, 0)
 BINARY_OP(pow, pow_fns, 1, false, 0)
 BINARY_OP(min, min_fns, 1, false, 0)
@@ -458,8 +458,24 @@ BINARY_OP(bitwise_and, bitwise_and_fns, 1, false, 0)
 BINARY_OP(bitwise_or, bitwise_or_fns, 1, false, 0)
 BINARY_OP(bitwise_xor, bitwise_xor_fns, 1, false, 0)
 
-/* add: parameter words 0..2 are a fused activation (float32 only). */
+/* mul: with parameter words, the quantized int8 form (binary_s8.c). */
+edgert_status ert_mul_prepare(ert_node *node, ert_err *err) {
+  if (node->n_params > 0) return ert_mul_s8_prepare(node, err);
+  return bin_prepare(node, err, mul_fns, 1, false, 0);
+}
+
+void ert_mul_eval(const ert_node *node, ert_exec *ex) {
+  if (node->n_params > 0) {
+    ert_mul_s8__ref(node, ex);
+    return;
+  }
+  bc_run(node, ex, mul_fns, NULL);
+}
+
+/* add: parameter words 0..2 are a fused activation (float32 only); more words make
+ * the quantized int8 form (binary_s8.c). */
 edgert_status ert_add_prepare(ert_node *node, ert_err *err) {
+  if (node->n_params > 3) return ert_add_s8_prepare(node, err);
   edgert_status st = bin_prepare(node, err, add_fns, 1, false, 3);
   if (st != EDGERT_OK) return st;
   ert_act_params act;
@@ -473,6 +489,10 @@ edgert_status ert_add_prepare(ert_node *node, ert_err *err) {
 }
 
 void ert_add_eval(const ert_node *node, ert_exec *ex) {
+  if (node->n_params > 3) {
+    ert_add_s8__ref(node, ex);
+    return;
+  }
   ert_act_params act;
   act.kind = ert_pi(node, 0);
   act.a = ert_pf(node, 1);

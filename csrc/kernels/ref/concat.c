@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "quant_s8.h"
 
 #define PARALLEL_BYTES (1u << 16)
 
@@ -40,7 +41,9 @@ static void store_geometry(ert_node *node, const ert_tensor *whole, int32_t axis
 
 /* ---- concat -------------------------------------------------------------- */
 
+/* More than one parameter word: the requantizing int8 form (concat_s8.c). */
 edgert_status ert_concat_prepare(ert_node *node, ert_err *err) {
+  if (node->n_params > 1) return ert_concat_s8_prepare(node, err);
   edgert_status st = ert_check_arity(node, err, 1, 0xFFFFFFFFu, 1, 1);
   if (st != EDGERT_OK || (st = ert_check_params(node, err, 1)) != EDGERT_OK) return st;
   const ert_tensor *y = node->out[0];
@@ -82,6 +85,10 @@ static void concat_task(void *arg, size_t begin, size_t end) {
 }
 
 void ert_concat_eval(const ert_node *node, ert_exec *ex) {
+  if (node->n_params > 1) {
+    ert_concat_s8__ref(node, ex);
+    return;
+  }
   const size_t outer = (size_t)node->opdata[0];
   if (node->out[0]->nbytes == 0) return;
   if (node->out[0]->nbytes < PARALLEL_BYTES || outer < 2)

@@ -2,12 +2,15 @@
  * activation. Parameters and shapes: edgert/ops/conv2d.py.
  *
  * Three paths, chosen in prepare:
- *   depthwise  C/group == 1: direct loops per output plane (bound-check-free interior
- *              for 3x3 and 5x5 with stride 1 or 2);
+ *   depthwise  C/group == 1: per output plane, a zero-padded copy of the input plane
+ *              (split by stride phase, in scratch) makes every tap a contiguous run
+ *              with no bound checks; planes too large for the scratch bound use
+ *              direct loops with per-tap column ranges;
  *   pointwise  1x1, stride 1, no padding: per group, Y[Mg, HW] = W[Mg, Cg] X[Cg, HW];
  *   im2col     everything else: per group, W[Mg, Cg*kh*kw] times the im2col matrix of
  *              X, packed block by block inside the GEMM (never materialized).
  */
+#include "cpu.h"
 #include "sgemm.h"
 
 enum {
@@ -168,7 +171,8 @@ static void run_gemm(const ert_node *node, const conv_geom *g, int path, ert_exe
   gemm_ctx q = {g, node->in[0]->data, node->in[1]->data,
                 node->n_in > 2 && node->in[2] ? node->in[2]->data : NULL, node->out[0]->data};
   const int32_t k = g->cg * g->kh * g->kw;
-  ert_im2col ic = {g->cg, g->h, g->w, g->kh, g->kw, g->sh, g->sw, g->dh, g->dw, g->pt, g->pl, g->ow};
+  ert_im2col ic = {g->cg, g->h,  g->w,  g->kh, g->kw, g->sh,
+                   g->sw, g->dh, g->dw, g->pt, g->pl, g->ow};
   ert_sgemm s;
   s.m = g->mg;
   s.n = g->oh * g->ow;
@@ -191,7 +195,8 @@ static void run_gemm(const ert_node *node, const conv_geom *g, int path, ert_exe
 /* ---- depthwise path ----------------------------------------------------------------- */
 
 /* y[i] = (init ? bias : y[i]) + sum over taps t < T of w[t] * (base + toff[t])[i], i < n:
- * (part of) one output row of the padded path, every tap a contiguous run. */
+ * (part of) one output row of the padded path, every tap a contiguous run. The taps are
+ * summed in three independent chains so that FMA latency does not serialize them. */
 #define DW_TAPS(NAME, T)                                                                  \
   ERT_SIMD_CLONES                                                                         \
   static void NAME(float *restrict y, const float *base, const ptrdiff_t *toff,           \
@@ -202,18 +207,10 @@ static void run_gemm(const ert_node *node, const conv_geom *g, int path, ert_exe
       tp[t] = base + toff[t];                                                             \
       wk[t] = w[t];                                                                       \
     }                                                                                     \
-    if (init) {                                                                           \
-      for (int32_t i = 0; i < n; ++i) {                                                   \
-        float acc = bias;                                                                 \
-        for (int t = 0; t < (T); ++t) acc += wk[t] * tp[t][i];                            \
-        y[i] = acc;                                                                       \
-      }                                                                                   \
-    } else {                                                                              \
-      for (int32_t i = 0; i < n; ++i) {                                                   \
-        float acc = y[i];                                                                 \
-        for (int t = 0; t < (T); ++t) acc += wk[t] * tp[t][i];                            \
-        y[i] = acc;                                                                       \
-      }                                                                                   \
+    for (int32_t i = 0; i < n; ++i) {                                                     \
+      float part[3] = {init ? bias : y[i], 0.0f, 0.0f};                                   \
+      for (int t = 0; t < (T); ++t) part[t % 3] += wk[t] * tp[t][i];                      \
+      y[i] = part[0] + (part[1] + part[2]);                                               \
     }                                                                                     \
   }
 
@@ -274,59 +271,91 @@ static void dw_plane_direct(const conv_geom *g, const float *x, const float *w, 
 }
 
 /* Padded path. The scratch copy of an input plane holds the rows and columns the
- * windows reach, zero outside the image, each row split into sw phases of plen values
- * (padded column c at phase c % sw, index c / sw), so that every tap of an output row
+ * windows reach, zero outside the image, split by stride phase in both dimensions:
+ * padded pixel (r, c) is at plane (r % sh, c % sw), row r / sh, column c / sw, each
+ * plane prow x plen with pitch plen (dw_pad.fh, fw = sh, sw). Then tap (ky, kx) of
+ * output (oy, ox) is at a fixed offset from oy*plen + ox: every tap of a run of outputs
  * reads a contiguous run. */
 typedef struct dw_pad {
-  int32_t rows, cols, plen;  /* padded rows, padded columns, values per phase */
-  uint64_t floats;           /* one plane copy */
+  int32_t fh, fw;            /* phases: the copy is split by (fh, fw), the strides or 1 */
+  int32_t rows, cols;        /* padded rows and columns the windows reach */
+  int32_t prow, plen;        /* rows and columns of one phase plane */
+  uint64_t floats;           /* the whole copy: sh*sw planes */
 } dw_pad;
 
 /* Extents stay below INT32_MAX / 2: prepare bounds the padded input and the windows
  * never reach past it. */
-static dw_pad dw_pad_of(const conv_geom *g) {
+static dw_pad dw_pad_split(const conv_geom *g, int32_t fh, int32_t fw) {
   dw_pad p;
+  p.fh = fh;
+  p.fw = fw;
   p.rows = (g->oh - 1) * g->sh + (g->kh - 1) * g->dh + 1;
   p.cols = (g->ow - 1) * g->sw + (g->kw - 1) * g->dw + 1;
-  p.plen = (p.cols + g->sw - 1) / g->sw;
-  p.floats = (uint64_t)p.rows * (uint64_t)g->sw * (uint64_t)p.plen;
+  p.prow = (p.rows + fh - 1) / fh;
+  p.plen = (p.cols + fw - 1) / fw;
+  p.floats = (uint64_t)fh * (uint64_t)fw * (uint64_t)p.prow * (uint64_t)p.plen;
   return p;
 }
 
-/* Scratch of the depthwise path: DW_SLOTS plane copies, or 0 (direct path) when one
- * copy would exceed DW_PAD_MAX bytes. edgert/ops/conv2d.py mirrors this. */
+/* The layout the portable path uses (split by the strides); the optimized row kernels
+ * of cpu.h read the unsplit copy (fh = fw = 1), never larger. */
+static dw_pad dw_pad_of(const conv_geom *g) { return dw_pad_split(g, g->sh, g->sw); }
+
+/* Narrow outputs are computed as one run over the whole plane at pitch plen, output
+ * (oy, ox) at flat[oy*plen + ox] (columns past OW discarded), then copied out; wide ones
+ * row by row straight into Y. */
+enum { DW_FLAT_BELOW = 64 };
+static int dw_flat(const conv_geom *g) { return g->ow < DW_FLAT_BELOW; }
+static size_t dw_flat_len(const conv_geom *g, const dw_pad *p) {
+  return (size_t)(g->oh - 1) * (size_t)p->plen + (size_t)g->ow;
+}
+
+/* Scratch of the depthwise path: DW_SLOTS slots of a plane copy (and the flat run), or
+ * 0 (direct path) when a slot would exceed DW_PAD_MAX bytes. edgert/ops/conv2d.py
+ * mirrors this. */
 enum { DW_SLOTS = ERT_SGEMM_SLOTS, DW_PAD_MAX = 256 * 1024 };
 enum { DW_MAX_TAPS = 25 }; /* tap offsets precomputed up to this many taps */
 
+static size_t dw_pad_bytes(const conv_geom *g) {
+  return ((size_t)dw_pad_of(g).floats * sizeof(float) + 63u) & ~(size_t)63u;
+}
+
 static size_t dw_scratch_bytes(const conv_geom *g) {
-  const uint64_t floats = dw_pad_of(g).floats;
-  if (floats > DW_PAD_MAX / sizeof(float)) return 0;
-  const size_t one = ((size_t)floats * sizeof(float) + 63u) & ~(size_t)63u;
+  const dw_pad p = dw_pad_of(g);
+  if (p.floats > DW_PAD_MAX / sizeof(float)) return 0;
+  size_t one = dw_pad_bytes(g);
+  if (dw_flat(g)) one += (dw_flat_len(g, &p) * sizeof(float) + 63u) & ~(size_t)63u;
   return one > DW_PAD_MAX ? 0 : DW_SLOTS * one;
 }
 
+/* Offset of tap (ky, kx) in the copy, relative to output (0, 0). */
+static ptrdiff_t dw_tap_offset(const conv_geom *g, const dw_pad *p, int32_t ky, int32_t kx) {
+  const int32_t r = ky * g->dh, c = kx * g->dw;
+  const size_t plane = (size_t)p->prow * (size_t)p->plen;
+  return (ptrdiff_t)(((size_t)(r % p->fh) * (size_t)p->fw + (size_t)(c % p->fw)) * plane +
+                     (size_t)(r / p->fh) * (size_t)p->plen + (size_t)(c / p->fw));
+}
+
 static void dw_fill(const conv_geom *g, const dw_pad *p, const float *x, float *restrict dst) {
-  const int32_t sw = g->sw, pl = g->pl, plen = p->plen, h = g->h, w = g->w;
-  const size_t row_len = (size_t)sw * (size_t)plen;
-  /* per phase, the range of i with 0 <= i*sw + ph - pl < w (the same for every row) */
+  const int32_t sh = p->fh, sw = p->fw, pl = g->pl, plen = p->plen, h = g->h, w = g->w;
+  const size_t plane = (size_t)p->prow * (size_t)plen;
+  /* per column phase, the range of i with 0 <= i*sw + ph - pl < w (the same for every row) */
   int32_t lo[2], hi[2];
   for (int32_t ph = 0; ph < 2 && ph < sw; ++ph) valid_range(ph - pl, sw, w, plen, &lo[ph], &hi[ph]);
-  for (int32_t r = 0; r < p->rows; ++r) {
-    float *d = dst + (size_t)r * row_len;
+  for (int32_t r = 0; r < sh * p->prow; ++r) {
     const int32_t iy = r - g->pt;
-    if (iy < 0 || iy >= h) {
-      for (size_t i = 0; i < row_len; ++i) d[i] = 0.0f;
-      continue;
-    }
-    const float *src = x + (size_t)iy * w;
+    const float *src = iy >= 0 && iy < h && r < p->rows ? x + (size_t)iy * w : NULL;
     for (int32_t ph = 0; ph < sw; ++ph) {
-      float *dp = d + (size_t)ph * plen;
-      int32_t a, b;
-      if (ph < 2) {
-        a = lo[ph];
-        b = hi[ph];
-      } else {
-        valid_range(ph - pl, sw, w, plen, &a, &b);
+      float *dp = dst + ((size_t)(r % sh) * (size_t)sw + (size_t)ph) * plane +
+                  (size_t)(r / sh) * plen;
+      int32_t a = plen, b = plen;
+      if (src != NULL) {
+        if (ph < 2) {
+          a = lo[ph];
+          b = hi[ph];
+        } else {
+          valid_range(ph - pl, sw, w, plen, &a, &b);
+        }
       }
       const ptrdiff_t off = (ptrdiff_t)ph - pl;
       int32_t i = 0;
@@ -343,43 +372,89 @@ static void dw_fill(const conv_geom *g, const dw_pad *p, const float *x, float *
   }
 }
 
-static void dw_plane_padded(const conv_geom *g, const dw_pad *p, const ptrdiff_t *toff,
-                            const float *x, const float *w, float bias, float *buf, float *y) {
-  dw_fill(g, p, x, buf);
-  const size_t row_step = (size_t)g->sh * (size_t)g->sw * (size_t)p->plen;
+/* n outputs y[i] = bias + sum over taps of w[t] * base[toff[t] + i]. */
+static void dw_run(const conv_geom *g, const dw_pad *p, const ptrdiff_t *toff, const float *w,
+                   float bias, const float *base, float *y, int32_t n) {
   const int32_t taps = g->kh * g->kw;
-  for (int32_t oy = 0; oy < g->oh; ++oy) {
-    float *yr = y + (size_t)oy * g->ow;
-    const float *base = buf + (size_t)oy * row_step;
-    if (taps == 9) {
-      dw_taps9(yr, base, toff, w, g->ow, bias, 1);
-    } else if (taps == 4) {
-      dw_taps4(yr, base, toff, w, g->ow, bias, 1);
-    } else if (g->kw == 5 && taps <= DW_MAX_TAPS) {
-      for (int32_t ky = 0; ky < g->kh; ++ky)
-        dw_taps5(yr, base, toff + 5 * ky, w + 5 * ky, g->ow, bias, ky == 0);
-    } else if (g->kw == 3 && taps <= DW_MAX_TAPS) {
-      for (int32_t ky = 0; ky < g->kh; ++ky)
-        dw_taps3(yr, base, toff + 3 * ky, w + 3 * ky, g->ow, bias, ky == 0);
-    } else {
-      for (int32_t ox = 0; ox < g->ow; ++ox) yr[ox] = bias;
-      for (int32_t t = 0; t < taps; ++t) {
-        const int32_t ky = t / g->kw, kx = t % g->kw;
-        const int32_t c = kx * g->dw;
-        const float *src = base + (size_t)ky * g->dh * g->sw * p->plen +
-                           (size_t)(c % g->sw) * p->plen + (size_t)(c / g->sw);
-        dw_axpy(yr, src, w[t], g->ow);
-      }
-    }
+  if (taps == 9) {
+    dw_taps9(y, base, toff, w, n, bias, 1);
+  } else if (taps == 4) {
+    dw_taps4(y, base, toff, w, n, bias, 1);
+  } else if (g->kw == 5 && taps <= DW_MAX_TAPS) {
+    for (int32_t ky = 0; ky < g->kh; ++ky)
+      dw_taps5(y, base, toff + 5 * ky, w + 5 * ky, n, bias, ky == 0);
+  } else if (g->kw == 3 && taps <= DW_MAX_TAPS) {
+    for (int32_t ky = 0; ky < g->kh; ++ky)
+      dw_taps3(y, base, toff + 3 * ky, w + 3 * ky, n, bias, ky == 0);
+  } else {
+    for (int32_t i = 0; i < n; ++i) y[i] = bias;
+    for (int32_t t = 0; t < taps; ++t)
+      dw_axpy(y, base + dw_tap_offset(g, p, t / g->kw, t % g->kw), w[t], n);
   }
 }
 
+/* Optimized row kernel of cpu.h for this window, or NULL. */
+static ert_dw_row_fn dw_hook(const conv_geom *g) {
+  if (g->kh != g->kw || (g->sw != 1 && g->sw != 2)) return NULL;
+  if (g->kh == 3) return g->sw == 1 ? ert_cpu.dw3_s1 : ert_cpu.dw3_s2;
+  if (g->kh == 5) return g->sw == 1 ? ert_cpu.dw5_s1 : ert_cpu.dw5_s2;
+  return NULL;
+}
+
+static void dw_plane_padded(const conv_geom *g, const dw_pad *p, const ptrdiff_t *toff,
+                            const float *x, const float *w, float bias, float *buf, float *flat,
+                            float *y, ert_dw_row_fn hook) {
+  dw_fill(g, p, x, buf);
+  if (hook != NULL) { /* p is the unsplit copy */
+    const float *rows[5];
+    for (int32_t oy = 0; oy < g->oh; ++oy) {
+      for (int32_t ky = 0; ky < g->kh; ++ky)
+        rows[ky] = buf + (size_t)(oy * g->sh + ky * g->dh) * (size_t)p->plen;
+      hook(y + (size_t)oy * g->ow, rows, w, g->ow, g->dw, bias);
+    }
+    return;
+  }
+  if (dw_flat(g)) {
+    dw_run(g, p, toff, w, bias, buf, flat, (int32_t)dw_flat_len(g, p));
+    for (int32_t oy = 0; oy < g->oh; ++oy) {
+      const float *src = flat + (size_t)oy * p->plen;
+      float *yr = y + (size_t)oy * g->ow;
+      for (int32_t ox = 0; ox < g->ow; ++ox) yr[ox] = src[ox];
+    }
+    return;
+  }
+  for (int32_t oy = 0; oy < g->oh; ++oy)
+    dw_run(g, p, toff, w, bias, buf + (size_t)oy * p->plen, y + (size_t)oy * g->ow, g->ow);
+}
+
+/* The activation over a plane: the cheap kinds inline (same formulas as
+ * ert_act_apply), the others through it. */
+ERT_SIMD_CLONES
 static void finish(const ert_act_params *act, float *y, size_t count) {
-  if (act->kind == ERT_ACT_NONE) return;
-  if (act->kind == ERT_ACT_RELU) {
-    for (size_t i = 0; i < count; ++i) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
-  } else {
-    ert_act_apply(act, y, count);
+  const float a = act->a, b = act->b;
+  switch ((ert_act)act->kind) {
+    case ERT_ACT_NONE:
+      break;
+    case ERT_ACT_RELU:
+      for (size_t i = 0; i < count; ++i) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+      break;
+    case ERT_ACT_CLIP:
+      for (size_t i = 0; i < count; ++i) {
+        const float v = y[i] < a ? a : y[i];
+        y[i] = v > b ? b : v;
+      }
+      break;
+    case ERT_ACT_HARD_SWISH:
+      for (size_t i = 0; i < count; ++i) {
+        float v = y[i] / 6.0f + 0.5f;
+        v = v < 0.0f ? 0.0f : v;
+        v = v > 1.0f ? 1.0f : v;
+        y[i] = y[i] * v;
+      }
+      break;
+    default:
+      ert_act_apply(act, y, count);
+      break;
   }
 }
 
@@ -390,6 +465,7 @@ typedef struct dw_job {
   char *scratch;    /* NULL: direct path */
   dw_pad pad;
   size_t slot_bytes, planes, nslots;
+  ert_dw_row_fn hook;  /* optimized row kernel (pad is then unsplit), or NULL */
   ptrdiff_t toff[DW_MAX_TAPS];
 } dw_job;
 
@@ -404,7 +480,8 @@ static void dw_run_planes(const dw_job *j, size_t p0, size_t p1, float *buf) {
     const float bias = j->bias ? j->bias[oc] : 0.0f;
     float *y = j->y + p * plane_out;
     if (buf)
-      dw_plane_padded(g, &j->pad, j->toff, x, j->w + oc * khw, bias, buf, y);
+      dw_plane_padded(g, &j->pad, j->toff, x, j->w + oc * khw, bias, buf,
+                      buf + dw_pad_bytes(g) / sizeof(float), y, j->hook);
     else
       dw_plane_direct(g, x, j->w + oc * khw, bias, y);
     finish(&g->act, y, plane_out);
@@ -429,19 +506,15 @@ static void run_depthwise(const ert_node *node, const conv_geom *g, ert_exec *ex
   j.bias = node->n_in > 2 && node->in[2] ? node->in[2]->data : NULL;
   j.y = node->out[0]->data;
   j.planes = (size_t)g->n * (size_t)g->m;
-  j.pad = dw_pad_of(g);
   const size_t need = dw_scratch_bytes(g);
+  j.hook = need ? dw_hook(g) : NULL;
+  j.pad = j.hook ? dw_pad_split(g, 1, 1) : dw_pad_of(g);
   j.scratch = need ? node->scratch : NULL;
   j.slot_bytes = need / DW_SLOTS;
   j.nslots = j.planes < DW_SLOTS ? j.planes : DW_SLOTS;
   const int32_t taps = g->kh * g->kw;
-  if (taps <= DW_MAX_TAPS) {
-    for (int32_t t = 0; t < taps; ++t) {
-      const int32_t ky = t / g->kw, c = (t % g->kw) * g->dw;
-      j.toff[t] = (ptrdiff_t)ky * g->dh * g->sw * j.pad.plen + (ptrdiff_t)(c % g->sw) * j.pad.plen +
-                  c / g->sw;
-    }
-  }
+  if (taps <= DW_MAX_TAPS)
+    for (int32_t t = 0; t < taps; ++t) j.toff[t] = dw_tap_offset(g, &j.pad, t / g->kw, t % g->kw);
   ert_parallel_for(ex, j.scratch ? j.nslots : j.planes, dw_worker, &j);
 }
 

@@ -108,11 +108,14 @@ edgert_status ert_conv_transpose2d_prepare(ert_node *node, ert_err *err) {
       (int64_t)v[P_SH] * h + (int64_t)v[P_DH] * v[P_KH] > INT32_MAX / 2 ||
       (int64_t)v[P_SW] * wd + (int64_t)v[P_DW] * v[P_KW] > INT32_MAX / 2)
     return ert_fail(err, EDGERT_ERR_UNSUPPORTED, "conv_transpose2d '%s': tensor too large", name);
-  const size_t need = align64((size_t)rows_k * (size_t)rows * (size_t)wd * sizeof(float)) +
-                      ert_sgemm_scratch_bytes(rows_k, (int64_t)rows * wd, c / v[P_GROUP], 0);
-  if (node->scratch_bytes < need)
-    return ert_fail(err, EDGERT_ERR_PARAM, "conv_transpose2d '%s': needs %zu scratch bytes, has %zu",
-                    name, need, node->scratch_bytes);
+  const uint64_t col = ((uint64_t)rows_k * (uint64_t)rows * (uint64_t)wd * sizeof(float) + 63u) &
+                      ~(uint64_t)63u;
+  const uint64_t need =
+      col + ert_sgemm_scratch_bytes(rows_k, (int64_t)rows * wd, c / v[P_GROUP], 0);
+  if ((uint64_t)node->scratch_bytes < need)
+    return ert_fail(err, EDGERT_ERR_PARAM,
+                    "conv_transpose2d '%s': needs %llu scratch bytes, has %zu", name,
+                    (unsigned long long)need, node->scratch_bytes);
   return EDGERT_OK;
 }
 

@@ -64,7 +64,8 @@ void ert_gemm_eval(const ert_node *node, ert_exec *ex) {
   const ert_tensor *a = node->in[0], *b = node->in[1], *c = c_input(node), *y = node->out[0];
   const int ta = ert_pi(node, P_TRANS_A) != 0, tb = ert_pi(node, P_TRANS_B) != 0;
   const float alpha = ert_pf(node, P_ALPHA), beta = ert_pf(node, P_BETA);
-  const ert_act_params act = {ert_pi(node, P_ACT), ert_pf(node, P_ACT + 1), ert_pf(node, P_ACT + 2)};
+  const ert_act_params act = {ert_pi(node, P_ACT), ert_pf(node, P_ACT + 1),
+                              ert_pf(node, P_ACT + 2)};
   const int32_t m = y->shape[0], n = y->shape[1];
   const int32_t k = ta ? a->shape[0] : a->shape[1];
   float *yd = y->data;

@@ -112,8 +112,10 @@ static void locate(const void *ctx, size_t idx, const float **a, const float **b
 
 void ert_matmul_eval(const ert_node *node, ert_exec *ex) {
   const ert_tensor *a = node->in[0], *b = node->in[1], *y = node->out[0];
-  const ert_act_params act = {ert_pi(node, P_ACT), ert_pf(node, P_ACT + 1), ert_pf(node, P_ACT + 2)};
+  const ert_act_params act = {ert_pi(node, P_ACT), ert_pf(node, P_ACT + 1),
+                              ert_pf(node, P_ACT + 2)};
   mm_plan p;
+  memset(&p, 0, sizeof p);
   int32_t rank;
   int64_t shape[EDGERT_MAX_DIMS];
   make_plan(a, b, &p, &rank, shape);

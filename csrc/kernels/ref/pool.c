@@ -106,8 +106,8 @@ static void tap_range(int32_t i0, int32_t d, int32_t size, int32_t kcount, int32
 }
 
 /* One window tap over output columns [lo, hi) of a row: y[ox] op= f(row[ox*sw + off]). */
-ERT_SIMD_CLONES
-static void tap_max(float *restrict y, const float *restrict row, int32_t lo, int32_t hi, int32_t sw,
+static inline void tap_max(float *restrict y, const float *restrict row, int32_t lo, int32_t hi,
+                           int32_t sw,
                     int32_t off) {
   if (sw == 1) {
     for (int32_t ox = lo; ox < hi; ++ox) {
@@ -127,8 +127,8 @@ static void tap_max(float *restrict y, const float *restrict row, int32_t lo, in
   }
 }
 
-ERT_SIMD_CLONES
-static void tap_sum(float *restrict y, const float *restrict row, int32_t lo, int32_t hi, int32_t sw,
+static inline void tap_sum(float *restrict y, const float *restrict row, int32_t lo, int32_t hi,
+                           int32_t sw,
                     int32_t off, int32_t p) {
   if (p == 0) {
     for (int32_t ox = lo; ox < hi; ++ox) y[ox] += row[(ptrdiff_t)ox * sw + off];
@@ -157,9 +157,128 @@ static int32_t taps_inside(int32_t o, int32_t s, int32_t d, int32_t k, int32_t p
   return hi - lo;
 }
 
+enum { KX_CACHE = 64 };
+
+/* Output row yr: every valid tap row [ky_lo, ky_hi) of the window rows starting at
+ * input row iy0, every kx; lo/hi[kx] are the output columns whose tap kx is inside. */
+ERT_SIMD_CLONES
+static void pool_row(const pool_geom *g, int kind, const float *x, int32_t iy0, int32_t ky_lo,
+                     int32_t ky_hi, const int32_t *lo, const int32_t *hi, float *restrict yr) {
+  const float init = kind == KIND_MAX ? -INFINITY : 0.0f;
+  const int32_t p = kind == KIND_LP ? g->extra : 0;
+  for (int32_t ox = 0; ox < g->ow; ++ox) yr[ox] = init;
+  for (int32_t ky = ky_lo; ky < ky_hi; ++ky) {
+    const float *row = x + (size_t)(iy0 + ky * g->dh) * g->w;
+    for (int32_t kx = 0; kx < g->kw; ++kx) {
+      const int32_t off = kx * g->dw - g->pl;
+      int32_t a, b;
+      if (kx < KX_CACHE) {
+        a = lo[kx];
+        b = hi[kx];
+      } else {
+        tap_range(off, g->sw, g->w, g->ow, &a, &b);
+      }
+      if (kind == KIND_MAX)
+        tap_max(yr, row, a, b, g->sw, off);
+      else
+        tap_sum(yr, row, a, b, g->sw, off, p);
+    }
+  }
+}
+
+/* Separable form for windows up to SEP_SPAN columns wide: per output row, the taps of
+ * every window row are first reduced down the rows into tmp (one value per input column
+ * of the span the outputs reach, `init` outside the image), then across the columns. */
+enum { SEP_TMP = 1024, SEP_SPAN = SEP_TMP / 2 };
+
+static inline float pool_f(float v, int32_t p) {
+  return p == 0 ? v : p == 1 ? fabsf(v) : p == 2 ? v * v : powf(fabsf(v), (float)p);
+}
+
+ERT_SIMD_CLONES
+static void pool_row_separable(const pool_geom *g, int kind, const float *x, int32_t iy0,
+                               int32_t ky_lo, int32_t ky_hi, float *restrict yr) {
+  float tmp[SEP_TMP];
+  const int is_max = kind == KIND_MAX;
+  const float init = is_max ? -INFINITY : 0.0f;
+  const int32_t p = kind == KIND_LP ? g->extra : 0;
+  const int32_t sw = g->sw, dw = g->dw, kw = g->kw, span_k = (kw - 1) * dw;
+  const int32_t oc = (SEP_TMP - 1 - span_k) / sw + 1; /* outputs per chunk */
+  for (int32_t o0 = 0; o0 < g->ow; o0 += oc) {
+    const int32_t o1 = o0 + oc < g->ow ? o0 + oc : g->ow;
+    const int32_t c0 = o0 * sw - g->pl, span = (o1 - 1 - o0) * sw + span_k + 1;
+    int32_t tl = c0 < 0 ? -c0 : 0, th = g->w - c0; /* tmp entries inside the image */
+    if (tl > span) tl = span;
+    if (th > span) th = span;
+    if (th < tl || ky_lo >= ky_hi) th = tl;
+    int32_t t = 0;
+    for (; t < tl; ++t) tmp[t] = init;
+    if (th > tl) {
+      /* r[t] below is input column c0 + t of the row, inside it for t in [tl, th) */
+      const float *r0 = x + (size_t)(iy0 + ky_lo * g->dh) * g->w + c0 + tl;
+      float *tt = tmp + tl;
+      const int32_t nt = th - tl;
+      for (t = 0; t < nt; ++t) tt[t] = pool_f(r0[t], p);
+      for (int32_t ky = ky_lo + 1; ky < ky_hi; ++ky) {
+        const float *r = x + (size_t)(iy0 + ky * g->dh) * g->w + c0 + tl;
+        if (is_max) {
+          for (t = 0; t < nt; ++t) tt[t] = r[t] > tt[t] ? r[t] : tt[t];
+        } else {
+          for (t = 0; t < nt; ++t) tt[t] += pool_f(r[t], p);
+        }
+      }
+    }
+    for (t = th; t < span; ++t) tmp[t] = init;
+    float *y = yr + o0;
+    const int32_t n = o1 - o0;
+    if (kw == 3 && sw == 1 && dw == 1) {
+      for (int32_t i = 0; i < n; ++i) {
+        const float a = tmp[i], b = tmp[i + 1], c = tmp[i + 2];
+        if (is_max) {
+          const float m = a > b ? a : b;
+          y[i] = c > m ? c : m;
+        } else {
+          y[i] = a + b + c;
+        }
+      }
+    } else if (kw == 3 && sw == 2 && dw == 1) {
+      for (int32_t i = 0; i < n; ++i) {
+        const float a = tmp[2 * i], b = tmp[2 * i + 1], c = tmp[2 * i + 2];
+        if (is_max) {
+          const float m = a > b ? a : b;
+          y[i] = c > m ? c : m;
+        } else {
+          y[i] = a + b + c;
+        }
+      }
+    } else if (kw == 2 && sw == 2 && dw == 1) {
+      for (int32_t i = 0; i < n; ++i) {
+        const float a = tmp[2 * i], b = tmp[2 * i + 1];
+        y[i] = is_max ? (a > b ? a : b) : a + b;
+      }
+    } else {
+      for (int32_t i = 0; i < n; ++i) y[i] = tmp[(ptrdiff_t)i * sw];
+      for (int32_t kx = 1; kx < kw; ++kx) {
+        const float *tk = tmp + (ptrdiff_t)kx * dw;
+        if (is_max) {
+          for (int32_t i = 0; i < n; ++i) {
+            const float v = tk[(ptrdiff_t)i * sw];
+            y[i] = v > y[i] ? v : y[i];
+          }
+        } else {
+          for (int32_t i = 0; i < n; ++i) y[i] += tk[(ptrdiff_t)i * sw];
+        }
+      }
+    }
+  }
+}
+
 static void pool_plane(const pool_geom *g, int kind, const float *x, float *y) {
   const int include_pad = kind == KIND_AVG && g->extra;
   const int32_t p = kind == KIND_LP ? g->extra : 0;
+  int32_t lo[KX_CACHE], hi[KX_CACHE];
+  for (int32_t kx = 0; kx < g->kw && kx < KX_CACHE; ++kx)
+    tap_range(kx * g->dw - g->pl, g->sw, g->w, g->ow, &lo[kx], &hi[kx]);
   /* output columns every tap of which is inside the row (and so counted) */
   int32_t in_lo, in_hi;
   {
@@ -175,20 +294,10 @@ static void pool_plane(const pool_geom *g, int kind, const float *x, float *y) {
     int32_t ky_lo, ky_hi;
     tap_range(iy0, g->dh, g->h, g->kh, &ky_lo, &ky_hi);
     float *yr = y + (size_t)oy * g->ow;
-    const float init = kind == KIND_MAX ? -INFINITY : 0.0f;
-    for (int32_t ox = 0; ox < g->ow; ++ox) yr[ox] = init;
-    for (int32_t ky = ky_lo; ky < ky_hi; ++ky) {
-      const float *row = x + (size_t)(iy0 + ky * g->dh) * g->w;
-      for (int32_t kx = 0; kx < g->kw; ++kx) {
-        const int32_t off = kx * g->dw - g->pl;
-        int32_t lo, hi;
-        tap_range(off, g->sw, g->w, g->ow, &lo, &hi);
-        if (kind == KIND_MAX)
-          tap_max(yr, row, lo, hi, g->sw, off);
-        else
-          tap_sum(yr, row, lo, hi, g->sw, off, p);
-      }
-    }
+    if ((g->kw - 1) * g->dw < SEP_SPAN)
+      pool_row_separable(g, kind, x, iy0, ky_lo, ky_hi, yr);
+    else
+      pool_row(g, kind, x, iy0, ky_lo, ky_hi, lo, hi, yr);
     if (kind == KIND_AVG) {
       const int32_t ny = include_pad ? taps_inside(oy, g->sh, g->dh, g->kh, g->pt, g->pb, g->h, 1)
                                      : ky_hi - ky_lo;

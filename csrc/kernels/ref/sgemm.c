@@ -1,6 +1,8 @@
 /* sgemm.c: the portable blocked SGEMM and matrix-vector kernels (see sgemm.h). */
 #include "sgemm.h"
 
+#include "cpu.h"
+
 #define MR ERT_SGEMM_MR
 #define NR ERT_SGEMM_NR
 #define KC ERT_SGEMM_KC
@@ -8,6 +10,14 @@
 _Static_assert(ERT_SGEMM_MR == 4, "micro_kernel and pack_a are written for 4 rows");
 _Static_assert(ERT_SGEMM_MC % ERT_SGEMM_MR == 0 && ERT_SGEMM_NC % ERT_SGEMM_NR == 0,
                "task blocks are whole panels");
+
+/* Helpers of run_task are force-inlined into it, so that they are compiled for each of
+ * its targets (ERT_SIMD_CLONES). */
+#if defined(__GNUC__)
+#define ERT_INLINE static inline __attribute__((always_inline))
+#else
+#define ERT_INLINE static inline
+#endif
 
 static inline int32_t min_i32(int32_t a, int32_t b) { return a < b ? a : b; }
 static inline int64_t min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -36,7 +46,7 @@ size_t ert_sgemm_scratch_bytes(int64_t m, int64_t n, int64_t k, int im2col) {
 /* tile[i][j] = sum over k < kc of r_i[k*cs] * b[k][j], i < MR, j < NR, where b is a
  * packed B panel (NR values per k). Written with one accumulator row per tile row so
  * compilers keep the tile in vector registers. */
-static inline void micro_body(int32_t kc, const float *r0, const float *r1, const float *r2,
+ERT_INLINE void micro_body(int32_t kc, const float *r0, const float *r1, const float *r2,
                               const float *r3, ptrdiff_t cs, const float *restrict b,
                               float *restrict tile) {
   float c0[NR] = {0}, c1[NR] = {0}, c2[NR] = {0}, c3[NR] = {0};
@@ -64,41 +74,81 @@ static inline void micro_body(int32_t kc, const float *r0, const float *r1, cons
 }
 
 /* A from a packed panel: MR values per k. */
-ERT_SIMD_CLONES
-static void micro_packed(int32_t kc, const float *a, const float *restrict b, float *restrict tile) {
+ERT_INLINE void micro_packed(int32_t kc, const float *a, const float *restrict b,
+                             float *restrict tile) {
   micro_body(kc, a, a + 1, a + 2, a + 3, MR, b, tile);
 }
 
 /* A from four rows read in place (row-major A needs no packing). */
-ERT_SIMD_CLONES
-static void micro_rows(int32_t kc, const float *const *rows, const float *restrict b,
+ERT_INLINE void micro_rows(int32_t kc, const float *const *rows, const float *restrict b,
                        float *restrict tile) {
   micro_body(kc, rows[0], rows[1], rows[2], rows[3], 1, b, tile);
 }
 
 /* ---- epilogue ----------------------------------------------------------------------- */
 
-/* Applies the clamp activations inline (same formulas as ert_act_apply) and the
- * others through ert_act_apply. */
-static void finish_row(const ert_act_params *act, float *c, int32_t n) {
-  if (act == NULL || act->kind == ERT_ACT_NONE) return;
-  if (act->kind == ERT_ACT_RELU) {
-    for (int32_t j = 0; j < n; ++j) c[j] = c[j] > 0.0f ? c[j] : 0.0f;
-  } else if (act->kind == ERT_ACT_CLIP) {
-    const float lo = act->a, hi = act->b;
-    for (int32_t j = 0; j < n; ++j) {
-      float v = c[j] < lo ? lo : c[j];
-      c[j] = v > hi ? hi : v;
-    }
-  } else {
-    ert_act_apply(act, c, (size_t)n);
+/* Activations computed inline in the tile epilogue (same formulas as ert_act_apply);
+ * the others (exp, tanh, erf based) go through ert_act_apply over whole row runs. */
+ERT_INLINE int act_inline(const ert_act_params *act) {
+  if (act == NULL) return 1;
+  switch ((ert_act)act->kind) {
+    case ERT_ACT_NONE:
+    case ERT_ACT_RELU:
+    case ERT_ACT_CLIP:
+    case ERT_ACT_HARD_SIGMOID:
+    case ERT_ACT_HARD_SWISH:
+    case ERT_ACT_LEAKY_RELU:
+      return 1;
+    default:
+      return 0;
   }
 }
 
-/* Merges an MR x NR tile into C rows [0, mr) and columns [0, nr). */
-static void store_tile(const ert_sgemm *g, const float *tile, float *c, int32_t mr, int32_t nr,
-                       const float *bias, int first, int last) {
+ERT_INLINE void finish_row(const ert_act_params *act, float *c, int32_t n) {
+  if (act == NULL) return;
+  const float a = act->a, b = act->b;
+  switch ((ert_act)act->kind) {
+    case ERT_ACT_NONE:
+      break;
+    case ERT_ACT_RELU:
+      for (int32_t j = 0; j < n; ++j) c[j] = c[j] > 0.0f ? c[j] : 0.0f;
+      break;
+    case ERT_ACT_CLIP:
+      for (int32_t j = 0; j < n; ++j) {
+        const float v = c[j] < a ? a : c[j];
+        c[j] = v > b ? b : v;
+      }
+      break;
+    case ERT_ACT_HARD_SIGMOID:
+      for (int32_t j = 0; j < n; ++j) {
+        float v = a * c[j] + b;
+        v = v < 0.0f ? 0.0f : v;
+        c[j] = v > 1.0f ? 1.0f : v;
+      }
+      break;
+    case ERT_ACT_HARD_SWISH:
+      for (int32_t j = 0; j < n; ++j) {
+        float v = c[j] / 6.0f + 0.5f;
+        v = v < 0.0f ? 0.0f : v;
+        v = v > 1.0f ? 1.0f : v;
+        c[j] = c[j] * v;
+      }
+      break;
+    case ERT_ACT_LEAKY_RELU:
+      for (int32_t j = 0; j < n; ++j) c[j] = c[j] < 0.0f ? a * c[j] : c[j];
+      break;
+    default:
+      ert_act_apply(act, c, (size_t)n);
+      break;
+  }
+}
+
+/* Merges an MR x NR tile into C rows [0, mr) and columns [0, nr); on the last depth
+ * block applies an inline activation (the caller applies the others per row run). */
+ERT_INLINE void store_tile(const ert_sgemm *g, const float *tile, float *c, int32_t mr, int32_t nr,
+                           const float *bias, int first, int last) {
   const float alpha = g->alpha;
+  const int act_here = last && act_inline(g->act);
   for (int32_t i = 0; i < mr; ++i) {
     float *ci = c + (ptrdiff_t)i * g->ldc;
     const float *ti = tile + (size_t)i * NR;
@@ -108,14 +158,14 @@ static void store_tile(const ert_sgemm *g, const float *tile, float *c, int32_t 
     } else {
       for (int32_t j = 0; j < nr; ++j) ci[j] += alpha * ti[j];
     }
-    if (last) finish_row(g->act, ci, nr);
+    if (act_here) finish_row(g->act, ci, nr);
   }
 }
 
 /* ---- packing ------------------------------------------------------------------------ */
 
 /* A rows [i0, i0+mlen), depth [k0, k0+kc) into MR-row panels, zero-padded rows. */
-static void pack_a(const ert_sgemm *g, const float *a, int32_t i0, int32_t mlen, int32_t k0,
+ERT_INLINE void pack_a(const ert_sgemm *g, const float *a, int32_t i0, int32_t mlen, int32_t k0,
                    int32_t kc, float *dst) {
   for (int32_t q = 0; q < mlen; q += MR) {
     const int32_t mr = min_i32(MR, mlen - q);
@@ -147,7 +197,7 @@ static void pack_a(const ert_sgemm *g, const float *a, int32_t i0, int32_t mlen,
 }
 
 /* Row k of a B block, line[0..nlen), into the NR-column panels at dst (depth kc). */
-static void scatter_line(const float *line, int32_t nlen, int32_t k, int32_t kc, float *dst) {
+ERT_INLINE void scatter_line(const float *line, int32_t nlen, int32_t k, int32_t kc, float *dst) {
   for (int32_t jr = 0; jr < nlen; jr += NR) {
     const int32_t nr = min_i32(NR, nlen - jr);
     float *dk = dst + (size_t)jr * kc + (size_t)k * NR;
@@ -163,7 +213,8 @@ static void scatter_line(const float *line, int32_t nlen, int32_t k, int32_t kc,
 }
 
 /* B (a strided matrix) rows [k0, k0+kc), columns [j0, j0+nlen) into NR-column panels. */
-static void pack_b_matrix(const ert_sgemm *g, const float *b, int32_t k0, int32_t kc, int32_t j0,
+ERT_INLINE void pack_b_matrix(const ert_sgemm *g, const float *b, int32_t k0, int32_t kc,
+                              int32_t j0,
                           int32_t nlen, float *dst) {
   if (g->csb == 1) {
     for (int32_t k = 0; k < kc; ++k)
@@ -186,7 +237,8 @@ static void pack_b_matrix(const ert_sgemm *g, const float *b, int32_t k0, int32_
 
 /* d[u] = row[(ox + u)*sw + off] for u < n when ox + u is in [lo, hi) (the columns
  * whose tap is inside the row), else 0; row NULL: all 0. */
-static void gather_row(float *d, const float *row, int32_t ox, int32_t n, int32_t lo, int32_t hi,
+ERT_INLINE void gather_row(float *d, const float *row, int32_t ox, int32_t n, int32_t lo,
+                           int32_t hi,
                        int32_t sw, int32_t off) {
   int32_t a = lo - ox, b = hi - ox;
   if (row == NULL) a = b = n;
@@ -206,27 +258,39 @@ static void gather_row(float *d, const float *row, int32_t ox, int32_t n, int32_
   for (; u < n; ++u) d[u] = 0.0f;
 }
 
+/* Output columns ox in [lo, hi) have 0 <= ox*sw + kx*dw - pad_left < width. */
+ERT_INLINE void col_range(const ert_im2col *ic, int32_t kx, int32_t *lo, int32_t *hi) {
+  const int32_t off = kx * ic->dw - ic->pad_left;
+  const int64_t l = off >= 0 ? 0 : (-(int64_t)off + ic->sw - 1) / ic->sw;
+  const int64_t h = off <= ic->width - 1 ? ((int64_t)ic->width - 1 - off) / ic->sw + 1 : 0;
+  *lo = (int32_t)(l < ic->out_w ? l : ic->out_w);
+  *hi = (int32_t)(h < ic->out_w ? h : ic->out_w);
+}
+
 /* B as im2col of the image at x: rows [k0, k0+kc), columns [j0, j0+nlen). */
-static void pack_b_im2col(const ert_im2col *ic, const float *x, int32_t k0, int32_t kc, int32_t j0,
+ERT_INLINE void pack_b_im2col(const ert_im2col *ic, const float *x, int32_t k0, int32_t kc,
+                              int32_t j0,
                           int32_t nlen, float *dst) {
   const int32_t khw = ic->kh * ic->kw;
   const size_t plane = (size_t)ic->height * (size_t)ic->width;
   const int32_t oy0 = j0 / ic->out_w, ox0 = j0 % ic->out_w;
   float line[ERT_SGEMM_NC];
+  enum { KX_CACHE = 16 };
+  int32_t lo_kx[KX_CACHE], hi_kx[KX_CACHE]; /* output columns whose tap kx is inside */
+  for (int32_t kx = 0; kx < ic->kw && kx < KX_CACHE; ++kx)
+    col_range(ic, kx, &lo_kx[kx], &hi_kx[kx]);
   int32_t c = k0 / khw, r = k0 % khw;
   int32_t ky = r / ic->kw, kx = r % ic->kw;
-  int32_t lo = 0, hi = 0, cached_kx = -1;
   for (int32_t k = 0; k < kc; ++k) {
     const float *xc = x + (size_t)c * plane;
     const int32_t iy_off = ky * ic->dh - ic->pad_top;
     const int32_t ix_off = kx * ic->dw - ic->pad_left;
-    if (kx != cached_kx) {
-      /* output columns ox with 0 <= ox*sw + ix_off < width */
-      const int64_t l = ix_off >= 0 ? 0 : (-(int64_t)ix_off + ic->sw - 1) / ic->sw;
-      const int64_t h = ix_off <= ic->width - 1 ? ((int64_t)ic->width - 1 - ix_off) / ic->sw + 1 : 0;
-      lo = (int32_t)(l < ic->out_w ? l : ic->out_w);
-      hi = (int32_t)(h < ic->out_w ? h : ic->out_w);
-      cached_kx = kx;
+    int32_t lo, hi;
+    if (kx < KX_CACHE) {
+      lo = lo_kx[kx];
+      hi = hi_kx[kx];
+    } else {
+      col_range(ic, kx, &lo, &hi);
     }
     int32_t oy = oy0, ox = ox0, t = 0;
     while (t < nlen) {
@@ -263,6 +327,9 @@ typedef struct blocked_job {
   size_t nnb, nparts, ntasks, nslots;
 } blocked_job;
 
+/* The whole task is one function compiled per target (see ERT_SIMD_CLONES), so that the
+ * micro-kernel, packing and epilogue are inlined and vectorized together. */
+ERT_SIMD_CLONES
 static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
   const ert_sgemm *g = jb->g;
   const size_t per_problem = jb->nnb * jb->nparts;
@@ -286,7 +353,10 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
       pack_b_matrix(g, b, k0, kc, j0, nlen, bp);
     for (int32_t i0 = m0; i0 < m1; i0 += jb->mc) {
       const int32_t mlen = min_i32(jb->mc, m1 - i0);
-      const int in_place = g->csa == 1;
+      /* optimized tiles of cpu.h: sgemm_rows reads A in place, sgemm_tile packed A */
+      const ert_sgemm_tile_fn opt = ert_cpu.sgemm_tile;
+      const ert_sgemm_rows_fn opt_rows = ert_cpu.sgemm_rows;
+      const int in_place = g->csa == 1 && (opt == NULL || opt_rows != NULL);
       if (!in_place) pack_a(g, a, i0, mlen, k0, kc, ap);
       for (int32_t jr = 0; jr < nlen; jr += NR) {
         const int32_t nr = min_i32(NR, nlen - jr);
@@ -297,7 +367,12 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
             const float *rows[MR];
             for (int32_t ii = 0; ii < MR; ++ii)
               rows[ii] = a + (ptrdiff_t)(i0 + ir + (ii < mr ? ii : mr - 1)) * g->rsa + k0;
-            micro_rows(kc, rows, bp + (size_t)jr * kc, tile);
+            if (opt_rows != NULL)
+              opt_rows(kc, rows, bp + (size_t)jr * kc, tile);
+            else
+              micro_rows(kc, rows, bp + (size_t)jr * kc, tile);
+          } else if (opt != NULL) {
+            opt(kc, ap + (size_t)ir * kc, bp + (size_t)jr * kc, tile);
           } else {
             micro_packed(kc, ap + (size_t)ir * kc, bp + (size_t)jr * kc, tile);
           }
@@ -305,6 +380,9 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
                      bias ? bias + i0 + ir : NULL, first, last);
         }
       }
+      if (last && !act_inline(g->act))
+        for (int32_t i = 0; i < mlen; ++i)
+          finish_row(g->act, c + (ptrdiff_t)(i0 + i) * g->ldc + j0, nlen);
     }
   }
 }
@@ -338,14 +416,19 @@ static void run_blocked(const ert_sgemm *g, void *scratch, ert_exec *ex) {
 /* ---- matrix-vector paths ------------------------------------------------------------ */
 
 /* y[0..n) += s * x[0..n) */
-ERT_SIMD_CLONES
-static void axpy(int32_t n, float s, const float *restrict x, float *restrict y) {
+ERT_INLINE void axpy(int32_t n, float s, const float *restrict x, float *restrict y) {
   for (int32_t j = 0; j < n; ++j) y[j] += s * x[j];
 }
 
+/* y[0..n) += s0*x0[..] + s1*x1[..] + s2*x2[..] + s3*x3[..] */
+ERT_INLINE void axpy4(int32_t n, const float *s, const float *restrict x0, const float *restrict x1,
+                      const float *restrict x2, const float *restrict x3, float *restrict y) {
+  const float s0 = s[0], s1 = s[1], s2 = s[2], s3 = s[3];
+  for (int32_t j = 0; j < n; ++j) y[j] += (s0 * x0[j] + s1 * x1[j]) + (s2 * x2[j] + s3 * x3[j]);
+}
+
 /* sum of x[k]*y[k], k < n, with 16 independent partial sums. */
-ERT_SIMD_CLONES
-static float dot(int32_t n, const float *restrict x, const float *restrict y) {
+ERT_INLINE float dot(int32_t n, const float *restrict x, const float *restrict y) {
   float acc[16] = {0};
   int32_t k = 0;
   for (; k + 16 <= n; k += 16)
@@ -359,12 +442,17 @@ static float dot(int32_t n, const float *restrict x, const float *restrict y) {
 typedef struct gemv_job {
   const ert_sgemm *g;
   size_t chunks_per_problem;
+  int32_t chunk;            /* outputs per task, <= GEMV_MAX_CHUNK */
 } gemv_job;
 
-enum { GEMV_CHUNK = 256 };
+/* Outputs per task: a quarter of the outputs (so that several threads share the work),
+ * rounded to 64, within [GEMV_MIN_CHUNK, GEMV_MAX_CHUNK] (long runs over contiguous B
+ * rows stream best). */
+enum { GEMV_MIN_CHUNK = 256, GEMV_MAX_CHUNK = 2048 };
 
 /* Merges raw results acc[0..len) into C entries c[0], c[step], ... */
-static void gemv_store(const ert_sgemm *g, const float *acc, float *c, ptrdiff_t step, int32_t len,
+ERT_INLINE void gemv_store(const ert_sgemm *g, const float *acc, float *c, ptrdiff_t step,
+                           int32_t len,
                        const float *bias, ptrdiff_t bias_step) {
   for (int32_t t = 0; t < len; ++t) {
     float *ct = c + (ptrdiff_t)t * step;
@@ -375,23 +463,31 @@ static void gemv_store(const ert_sgemm *g, const float *acc, float *c, ptrdiff_t
   if (step == 1) finish_row(g->act, c, len);
 }
 
+ERT_SIMD_CLONES
 static void gemv_worker(void *arg, size_t begin, size_t end) {
   const gemv_job *jb = arg;
   const ert_sgemm *g = jb->g;
-  float acc[GEMV_CHUNK];
+  float acc[GEMV_MAX_CHUNK];
   for (size_t w = begin; w < end; ++w) {
     const size_t p = w / jb->chunks_per_problem;
-    const int32_t o0 = (int32_t)(w % jb->chunks_per_problem) * GEMV_CHUNK;
+    const int32_t o0 = (int32_t)(w % jb->chunks_per_problem) * jb->chunk;
     const float *a = NULL, *b = NULL, *bias = NULL;
     float *c = NULL;
     g->locate(g->ctx, p, &a, &b, &c, &bias);
     if (g->m == 1) {
       /* c[0, j] for j in [o0, o0+len): sum_k A(0,k) B(k,j); bias[0] for every j */
-      const int32_t len = min_i32(GEMV_CHUNK, g->n - o0);
+      const int32_t len = min_i32(jb->chunk, g->n - o0);
       for (int32_t t = 0; t < len; ++t) acc[t] = 0.0f;
       if (g->csb == 1) {
-        for (int32_t k = 0; k < g->k; ++k)
-          axpy(len, a[(ptrdiff_t)k * g->csa], b + (ptrdiff_t)k * g->rsb + o0, acc);
+        const float *bk = b + o0;
+        int32_t k = 0;
+        for (; k + 4 <= g->k; k += 4) {
+          const float s4[4] = {a[(ptrdiff_t)k * g->csa], a[(ptrdiff_t)(k + 1) * g->csa],
+                               a[(ptrdiff_t)(k + 2) * g->csa], a[(ptrdiff_t)(k + 3) * g->csa]};
+          axpy4(len, s4, bk + (ptrdiff_t)k * g->rsb, bk + (ptrdiff_t)(k + 1) * g->rsb,
+                bk + (ptrdiff_t)(k + 2) * g->rsb, bk + (ptrdiff_t)(k + 3) * g->rsb, acc);
+        }
+        for (; k < g->k; ++k) axpy(len, a[(ptrdiff_t)k * g->csa], bk + (ptrdiff_t)k * g->rsb, acc);
       } else if (g->rsb == 1 && g->csa == 1) {
         for (int32_t t = 0; t < len; ++t) acc[t] = dot(g->k, a, b + (ptrdiff_t)(o0 + t) * g->csb);
       } else {
@@ -405,7 +501,7 @@ static void gemv_worker(void *arg, size_t begin, size_t end) {
       gemv_store(g, acc, c + o0, 1, len, bias, 0);
     } else {
       /* c[i, 0] for i in [o0, o0+len): sum_k A(i,k) B(k,0) */
-      const int32_t len = min_i32(GEMV_CHUNK, g->m - o0);
+      const int32_t len = min_i32(jb->chunk, g->m - o0);
       for (int32_t t = 0; t < len; ++t) acc[t] = 0.0f;
       if (g->csa == 1 && g->rsb == 1) {
         for (int32_t t = 0; t < len; ++t) acc[t] = dot(g->k, a + (ptrdiff_t)(o0 + t) * g->rsa, b);
@@ -458,7 +554,11 @@ void ert_sgemm_run(const ert_sgemm *g, void *scratch, ert_exec *ex) {
     gemv_job jb;
     jb.g = g;
     const int32_t len = g->m == 1 ? g->n : g->m;
-    jb.chunks_per_problem = (size_t)((len + GEMV_CHUNK - 1) / GEMV_CHUNK);
+    int64_t chunk = round_up(((int64_t)len + 3) / 4, 64);
+    if (chunk < GEMV_MIN_CHUNK) chunk = GEMV_MIN_CHUNK;
+    if (chunk > GEMV_MAX_CHUNK) chunk = GEMV_MAX_CHUNK;
+    jb.chunk = (int32_t)chunk;
+    jb.chunks_per_problem = (size_t)((len + chunk - 1) / chunk);
     ert_parallel_for(ex, g->batch * jb.chunks_per_problem, gemv_worker, &jb);
     return;
   }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "quant_s8.h"
 
 /* Results do not depend on floating-point exception flags, so comparisons may be
  * evaluated speculatively: this lets GCC vectorize the branch-free exp and max loops
@@ -253,10 +254,20 @@ static void sm_eval(const ert_node *node, ert_exec *ex, smop op) {
     ert_parallel_for(ex, items, sm_run, &t);
 }
 
-edgert_status ert_softmax_prepare(ert_node *node, ert_err *err) { return sm_prepare(node, err); }
+edgert_status ert_softmax_prepare(ert_node *node, ert_err *err) {
+  if (node->n_in > 0 && node->in[0] != NULL && node->in[0]->dtype == EDGERT_INT8)
+    return ert_softmax_s8_prepare(node, err); /* softmax_s8.c */
+  return sm_prepare(node, err);
+}
 edgert_status ert_log_softmax_prepare(ert_node *node, ert_err *err) { return sm_prepare(node, err); }
 edgert_status ert_hardmax_prepare(ert_node *node, ert_err *err) { return sm_prepare(node, err); }
 
-void ert_softmax_eval(const ert_node *node, ert_exec *ex) { sm_eval(node, ex, SM_SOFTMAX); }
+void ert_softmax_eval(const ert_node *node, ert_exec *ex) {
+  if (node->in[0]->dtype == EDGERT_INT8) {
+    ert_softmax_s8__ref(node, ex);
+    return;
+  }
+  sm_eval(node, ex, SM_SOFTMAX);
+}
 void ert_log_softmax_eval(const ert_node *node, ert_exec *ex) { sm_eval(node, ex, SM_LOG_SOFTMAX); }
 void ert_hardmax_eval(const ert_node *node, ert_exec *ex) { sm_eval(node, ex, SM_HARDMAX); }

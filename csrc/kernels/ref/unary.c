@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "quant_s8.h"
 
 /* Elements below which work is not split over the session's threads. */
 #define UNARY_PAR_MIN ((size_t)1 << 15)
@@ -167,11 +168,16 @@ static inline float clampf01(float v) { return v < 0.0f ? 0.0f : (v > 1.0f ? 1.0
     }                                                                            \
   }                                                                              \
   edgert_status ert_##name##_prepare(ert_node *node, ert_err *err) {             \
+    if (node->n_in == 2) return ert_lut_s8_prepare(node, err); /* int8 table */  \
     edgert_status st = check_unary(node, err, F32_ONLY, EDGERT_FLOAT32, nparams); \
     if (st != EDGERT_OK) return st;                                              \
     return check_f32_params(node, err, #name);                                   \
   }                                                                              \
   void ert_##name##_eval(const ert_node *node, ert_exec *ex) {                   \
+    if (node->n_in == 2) {                                                       \
+      ert_lut_s8__ref(node, ex);                                                 \
+      return;                                                                    \
+    }                                                                            \
     unary_job j = job_of(node);                                                  \
     run_job(ex, node->out[0]->numel, name##_f32_task, &j);                       \
   }

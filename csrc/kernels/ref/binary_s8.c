@@ -1,0 +1,218 @@
+/* binary_s8.c: add and mul on int8 tensors with numpy broadcasting. Parameters and
+ * meaning: edgert/ops/binary_s8.py (narrow multipliers: every sum fits int32).
+ *
+ * prepare stores a broadcast plan in opdata: the output dims and, per input, the
+ * element stride along each (0 where the input is broadcast), with neighbouring dims
+ * merged wherever both inputs walk them as one (same-shape operands become one row,
+ * [N,C,H,W] + [1,C,1,1] rows of H*W against one value). eval walks the output
+ * with an odometer over all dims but the last and runs the last as a row loop, with
+ * separate loops for the contiguous and broadcast cases so that they vectorize.
+ * add may run in place (the output is input 0, of the same shape).
+ */
+#include "quant_s8.h"
+
+enum { OD_RANK = 0, OD_DIMS = 1, OD_SA = OD_DIMS + EDGERT_MAX_DIMS,
+       OD_SB = OD_SA + EDGERT_MAX_DIMS, OD_END = OD_SB + EDGERT_MAX_DIMS };
+_Static_assert(OD_END <= ERT_OPDATA_WORDS, "plan must fit opdata");
+
+enum { ADD_FIRST = 3 }; /* add: words 0..2 are the (unused) activation */
+enum { W_AZP, W_BZP, W_YZP };
+
+static const char *nm(const ert_node *n) { return n->name ? n->name : ""; }
+
+static edgert_status plan(ert_node *node, ert_err *err) {
+  const ert_tensor *a = node->in[0], *b = node->in[1], *y = node->out[0];
+  const int32_t r = y->ndim;
+  if (a->ndim > r || b->ndim > r)
+    return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': inputs of higher rank than the output",
+                    nm(node));
+  int64_t dims[EDGERT_MAX_DIMS], sta[EDGERT_MAX_DIMS], stb[EDGERT_MAX_DIMS];
+  int64_t sa = 1, sb = 1;
+  for (int32_t d = r - 1; d >= 0; d--) {
+    const int32_t da = d - (r - a->ndim), db = d - (r - b->ndim);
+    const int64_t na = da >= 0 ? a->shape[da] : 1, nb = db >= 0 ? b->shape[db] : 1;
+    const int64_t n = y->shape[d];
+    if ((na != n && na != 1) || (nb != n && nb != 1) || (na == 1 && nb == 1 && n != 1))
+      return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': shapes do not broadcast to the output",
+                      nm(node));
+    dims[d] = n;
+    sta[d] = na == 1 ? 0 : sa;
+    stb[d] = nb == 1 ? 0 : sb;
+    sa *= na;
+    sb *= nb;
+  }
+  /* merge dim d into the (merged) dim after it when both inputs continue across */
+  int32_t m = 0;
+  for (int32_t d = r - 1; d >= 0; d--) {
+    if (m > 0) {
+      const int32_t k = EDGERT_MAX_DIMS - m; /* the last merged dim written */
+      const int64_t *pd = node->opdata + OD_DIMS, *pa = node->opdata + OD_SA;
+      const int64_t *pb = node->opdata + OD_SB;
+      if (sta[d] == pa[k] * pd[k] && stb[d] == pb[k] * pd[k]) {
+        node->opdata[OD_DIMS + k] *= dims[d];
+        continue;
+      }
+    }
+    m++;
+    node->opdata[OD_DIMS + EDGERT_MAX_DIMS - m] = dims[d];
+    node->opdata[OD_SA + EDGERT_MAX_DIMS - m] = sta[d];
+    node->opdata[OD_SB + EDGERT_MAX_DIMS - m] = stb[d];
+  }
+  /* move the m merged dims to the front */
+  for (int32_t i = 0; i < m; i++) {
+    node->opdata[OD_DIMS + i] = node->opdata[OD_DIMS + EDGERT_MAX_DIMS - m + i];
+    node->opdata[OD_SA + i] = node->opdata[OD_SA + EDGERT_MAX_DIMS - m + i];
+    node->opdata[OD_SB + i] = node->opdata[OD_SB + EDGERT_MAX_DIMS - m + i];
+  }
+  node->opdata[OD_RANK] = m;
+  return EDGERT_OK;
+}
+
+/* Checks arity, dtypes, zero points, range, multipliers below mult_limit and the
+ * shift; then plans. Words from `first`: a_zp, b_zp, y_zp, n_mult multipliers, shift,
+ * out_min, out_max. */
+static edgert_status prepare(ert_node *node, ert_err *err, uint32_t first, uint32_t n_mult,
+                             int32_t mult_limit) {
+  edgert_status st;
+  const uint32_t words = 6 + n_mult;
+  if ((st = ert_check_arity(node, err, 2, 2, 1, 1)) != EDGERT_OK) return st;
+  if ((st = ert_check_params(node, err, first + words)) != EDGERT_OK) return st;
+  if ((st = ert_check_s8(node, err, node->in[0], "input A")) != EDGERT_OK ||
+      (st = ert_check_s8(node, err, node->in[1], "input B")) != EDGERT_OK ||
+      (st = ert_check_s8(node, err, node->out[0], "the output")) != EDGERT_OK)
+    return st;
+  const int32_t azp = ert_pi(node, first + W_AZP), bzp = ert_pi(node, first + W_BZP);
+  if (azp < -128 || azp > 127 || bzp < -128 || bzp > 127)
+    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s': input zero points outside int8", nm(node));
+  for (uint32_t k = 0; k < n_mult; k++) {
+    const int32_t m = ert_pi(node, first + 3 + k);
+    if (m < 0 || m >= mult_limit)
+      return ert_fail(err, EDGERT_ERR_PARAM, "node '%s': multiplier %d outside [0, %d)", nm(node),
+                      (int)m, (int)mult_limit);
+  }
+  const int32_t shift = ert_pi(node, first + 3 + n_mult);
+  if (shift < 1 || shift > 31)
+    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s': shift %d outside [1, 31]", nm(node),
+                    (int)shift);
+  if ((st = ert_check_qrange(node, err, ert_pi(node, first + W_YZP),
+                             ert_pi(node, first + words - 2), ert_pi(node, first + words - 1))) !=
+      EDGERT_OK)
+    return st;
+  return plan(node, err);
+}
+
+edgert_status ert_add_s8_prepare(ert_node *node, ert_err *err) {
+  edgert_status st = prepare(node, err, ADD_FIRST, 2, 1 << 15);
+  if (st != EDGERT_OK) return st;
+  if (ert_pi(node, 0) != ERT_ACT_NONE)
+    return ert_fail(err, EDGERT_ERR_UNSUPPORTED, "node '%s': int8 add takes no activation",
+                    nm(node));
+  return EDGERT_OK;
+}
+
+edgert_status ert_mul_s8_prepare(ert_node *node, ert_err *err) {
+  return prepare(node, err, 0, 1, 1 << 14);
+}
+
+typedef struct rq {
+  int32_t azp, bzp, yzp, ma, mb, shift, lo, hi;
+} rq;
+
+/* floor(v / 2^s) + y_zp, clamped, for v > -2^31 + 2^30 and 1 <= s <= 31: the bias 2^31
+ * makes the shifted value non-negative. */
+static inline int8_t finish(const rq *q, int32_t v) {
+  const int32_t r = (int32_t)(((uint32_t)v + 0x80000000u) >> q->shift) -
+                    (int32_t)(0x80000000u >> q->shift) + q->yzp;
+  return (int8_t)(r < q->lo ? q->lo : (r > q->hi ? q->hi : r));
+}
+
+/* One output row of n elements; a and b advance by sa and sb (0 or 1, or any stride). */
+static void add_row(const rq *q, const int8_t *a, const int8_t *b, int8_t *y, int64_t n, int64_t sa,
+                    int64_t sb) {
+  const int32_t rnd = (int32_t)(1u << (q->shift - 1));
+  if (sa == 1 && sb == 1) {
+    ERT_IVDEP
+    for (int64_t i = 0; i < n; i++)
+      y[i] = finish(q, (a[i] - q->azp) * q->ma + (b[i] - q->bzp) * q->mb + rnd);
+  } else if (sa == 1 && sb == 0) {
+    const int32_t c = (b[0] - q->bzp) * q->mb + rnd;
+    ERT_IVDEP
+    for (int64_t i = 0; i < n; i++) y[i] = finish(q, (a[i] - q->azp) * q->ma + c);
+  } else if (sa == 0 && sb == 1) {
+    const int32_t c = (a[0] - q->azp) * q->ma + rnd;
+    ERT_IVDEP
+    for (int64_t i = 0; i < n; i++) y[i] = finish(q, (b[i] - q->bzp) * q->mb + c);
+  } else {
+    ERT_IVDEP
+    for (int64_t i = 0; i < n; i++)
+      y[i] = finish(q, (a[i * sa] - q->azp) * q->ma + (b[i * sb] - q->bzp) * q->mb + rnd);
+  }
+}
+
+static void mul_row(const rq *q, const int8_t *a, const int8_t *b, int8_t *y, int64_t n, int64_t sa,
+                    int64_t sb) {
+  const int32_t rnd = (int32_t)(1u << (q->shift - 1));
+  if (sa == 1 && sb == 1) {
+    ERT_IVDEP
+    for (int64_t i = 0; i < n; i++)
+      y[i] = finish(q, (a[i] - q->azp) * (b[i] - q->bzp) * q->ma + rnd);
+  } else if (sa == 1 && sb == 0) {
+    const int32_t c = (b[0] - q->bzp) * q->ma;
+    ERT_IVDEP
+    for (int64_t i = 0; i < n; i++) y[i] = finish(q, (a[i] - q->azp) * c + rnd);
+  } else if (sa == 0 && sb == 1) {
+    const int32_t c = (a[0] - q->azp) * q->ma;
+    ERT_IVDEP
+    for (int64_t i = 0; i < n; i++) y[i] = finish(q, (b[i] - q->bzp) * c + rnd);
+  } else {
+    ERT_IVDEP
+    for (int64_t i = 0; i < n; i++)
+      y[i] = finish(q, (a[i * sa] - q->azp) * (b[i * sb] - q->bzp) * q->ma + rnd);
+  }
+}
+
+typedef void (*row_fn)(const rq *, const int8_t *, const int8_t *, int8_t *, int64_t, int64_t,
+                       int64_t);
+
+static void run(const ert_node *node, const rq *q, row_fn row) {
+  const int32_t r = (int32_t)node->opdata[OD_RANK];
+  const int8_t *a = (const int8_t *)node->in[0]->data, *b = (const int8_t *)node->in[1]->data;
+  int8_t *y = (int8_t *)node->out[0]->data;
+  if (node->out[0]->numel == 0) return;
+  if (r == 0) {
+    row(q, a, b, y, 1, 0, 0);
+    return;
+  }
+  const int64_t *dims = node->opdata + OD_DIMS;
+  const int64_t *sa = node->opdata + OD_SA, *sb = node->opdata + OD_SB;
+  const int64_t inner = dims[r - 1];
+  int64_t idx[EDGERT_MAX_DIMS] = {0};
+  int64_t oa = 0, ob = 0;
+  const size_t rows = node->out[0]->numel / (size_t)inner;
+  for (size_t k = 0; k < rows; k++) {
+    row(q, a + oa, b + ob, y + k * (size_t)inner, inner, sa[r - 1], sb[r - 1]);
+    for (int32_t d = r - 2; d >= 0; d--) {
+      oa += sa[d];
+      ob += sb[d];
+      if (++idx[d] < dims[d]) break;
+      oa -= sa[d] * dims[d];
+      ob -= sb[d] * dims[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+void ert_add_s8__ref(const ert_node *node, ert_exec *ex) {
+  (void)ex;
+  const uint32_t f = ADD_FIRST;
+  rq q = {ert_pi(node, f), ert_pi(node, f + 1), ert_pi(node, f + 2), ert_pi(node, f + 3),
+          ert_pi(node, f + 4), ert_pi(node, f + 5), ert_pi(node, f + 6), ert_pi(node, f + 7)};
+  run(node, &q, add_row);
+}
+
+void ert_mul_s8__ref(const ert_node *node, ert_exec *ex) {
+  (void)ex;
+  rq q = {ert_pi(node, 0), ert_pi(node, 1), ert_pi(node, 2), ert_pi(node, 3), 0,
+          ert_pi(node, 4), ert_pi(node, 5), ert_pi(node, 6)};
+  run(node, &q, mul_row);
+}

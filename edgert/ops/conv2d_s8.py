@@ -1,0 +1,155 @@
+"""conv2d on int8 tensors (the op is `conv2d`; edgert/ops/conv2d.py dispatches here when
+X is int8). Kernel: csrc/kernels/ref/conv2d_s8.c (ert_conv2d_s8__ref).
+
+conv2d (int8)
+    inputs:  X  (int8, [N, C, H, W]; [N, C, W] when rank1d), real = sx * (x - x_zp)
+             W  (int8, [M, C/group, kH, kW]), real = sw[m] * w (symmetric per channel)
+             QP (int32 constant, [M, 2]): per output channel (bias, mult); bias in
+                accumulator units sx * sw[m]; mult[m] * 2**-shift ~= sx * sw[m] / sy
+    outputs: Y  (int8, the float op's shape), real = sy * (y - y_zp)
+    attrs:   the float op's geometry attrs (group, kernel, strides, dilations, pads,
+             rank1d); act must be absent or "none" (an activation is folded into the
+             output range); x_zp, y_zp (int), out_min, out_max (int, the output range,
+             e.g. [y_zp, 127] for a folded relu), shift (int in [1, 62], the layer's)
+    params:  the 15 float-op words (act 0) + [x_zp, y_zp, out_min, out_max, shift]
+    meaning: acc[m, p] = bias[m] + sum over the window of (x - x_zp) * w, padding
+             contributing 0 (that is, real zero); then
+             y = clamp(y_zp + requant(acc, mult[m], shift), out_min, out_max)
+             (requant: edgert/quant/fixedpoint.py). The sum is exact: prepare requires
+             K * 255 * 128 + |bias| < 2**31 with K = C/group * kH * kW.
+    scratch: 0 for depthwise (C/group == 1); otherwise SLOTS slots of
+             align64(min(PB, OH*OW) * K * 2) + align64(MR * K * 2) bytes (an int16
+             im2col block of PB pixels and MR weight rows widened to int16).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import OpUnsupported
+from .binary import act_kind
+from ..quant.fixedpoint import requant, saturate
+
+S8 = np.dtype(np.int8)
+I32 = np.dtype(np.int32)
+PB, MR, SLOTS = 64, 4, 4
+TERM_MAX = 255 * 128  # largest |(x - x_zp) * w|
+
+
+def applies(node, graph) -> bool:
+    """True when the node is the int8 form of conv2d."""
+    return bool(node.inputs) and bool(node.inputs[0]) and graph.tensors[node.inputs[0]].dtype == S8
+
+
+def geometry(node, graph) -> dict:
+    a = node.attrs
+    if len(node.inputs) != 3 or not all(node.inputs):
+        raise OpUnsupported("conv2d (int8) takes inputs X, W and QP")
+    x, w, qp = (graph.tensors[i] for i in node.inputs)
+    rank1d = bool(a.get("rank1d", False))
+    rank = 3 if rank1d else 4
+    if x.dtype != S8 or w.dtype != S8 or len(x.shape) != rank or len(w.shape) != rank:
+        raise OpUnsupported(f"conv2d (int8): X and W must be int8 of rank {rank}")
+    if act_kind(a.get("act")) != 0:
+        raise OpUnsupported("conv2d (int8): activations are folded into out_min/out_max")
+    group = int(a.get("group", 1))
+    kh, kw = (int(v) for v in a.get("kernel", (w.shape[2], w.shape[3]) if not rank1d else (1, w.shape[2])))
+    sh, sw = (int(v) for v in a.get("strides", (1, 1)))
+    dh, dw = (int(v) for v in a.get("dilations", (1, 1)))
+    pads = tuple(int(v) for v in a.get("pads", (0, 0, 0, 0)))
+    if len(pads) != 4 or min(pads) < 0 or group < 1 or min(kh, kw, sh, sw, dh, dw) < 1:
+        raise OpUnsupported("conv2d (int8): bad geometry")
+    if rank1d:
+        n, c, h, wd = x.shape[0], x.shape[1], 1, x.shape[2]
+        m, wc, wkh, wkw = w.shape[0], w.shape[1], 1, w.shape[2]
+        if (kh, sh, dh, pads[0], pads[2]) != (1, 1, 1, 0, 0):
+            raise OpUnsupported("conv2d (int8): the 1-D form needs a height-1 window")
+    else:
+        n, c, h, wd = x.shape
+        m, wc, wkh, wkw = w.shape
+    if c % group or m % group or wc * group != c or (wkh, wkw) != (kh, kw):
+        raise OpUnsupported(f"conv2d (int8): W {list(w.shape)} does not match X and group {group}")
+    if qp.dtype != I32 or tuple(qp.shape) != (m, 2) or not qp.is_const or int(qp.data[:, 1].min(initial=0)) < 0:
+        raise OpUnsupported(f"conv2d (int8): QP must be a constant int32 [{m}, 2], multipliers >= 0")
+    if not 1 <= int(a.get("shift", 0)) <= 62:
+        raise OpUnsupported("conv2d (int8): shift must be in [1, 62]")
+    k = wc * kh * kw
+    bias_max = int(np.abs(qp.data[:, 0].astype(np.int64)).max()) if m else 0
+    if k * TERM_MAX + bias_max >= 2**31:
+        raise OpUnsupported(f"conv2d (int8): {k} taps per output could overflow the int32 accumulator")
+    for key in ("x_zp", "y_zp", "out_min", "out_max"):
+        if not -128 <= int(a.get(key, 0 if "zp" in key else (-128 if key == "out_min" else 127))) <= 127:
+            raise OpUnsupported(f"conv2d (int8): {key} outside int8")
+    oh = (h + pads[0] + pads[2] - (dh * (kh - 1) + 1)) // sh + 1
+    ow = (wd + pads[1] + pads[3] - (dw * (kw - 1) + 1)) // sw + 1
+    if oh < 1 or ow < 1:
+        raise OpUnsupported("conv2d (int8): the window is larger than the padded input")
+    return dict(n=n, c=c, h=h, w=wd, m=m, cg=wc, mg=m // group, group=group, kh=kh, kw=kw, sh=sh, sw=sw,
+                dh=dh, dw=dw, pads=pads, oh=oh, ow=ow, rank1d=rank1d, k=k)
+
+
+def out_range(attrs: dict) -> tuple[int, int, int]:
+    return int(attrs.get("y_zp", 0)), int(attrs.get("out_min", -128)), int(attrs.get("out_max", 127))
+
+
+def infer(node, graph):
+    g = geometry(node, graph)
+    zp, lo, hi = out_range(node.attrs)
+    if not lo <= hi:
+        raise OpUnsupported("conv2d (int8): out_min > out_max")
+    shape = (g["n"], g["m"], g["ow"]) if g["rank1d"] else (g["n"], g["m"], g["oh"], g["ow"])
+    return [(shape, S8)]
+
+
+def pack(node, graph):
+    g = geometry(node, graph)
+    zp, lo, hi = out_range(node.attrs)
+    return [g["group"], g["kh"], g["kw"], g["sh"], g["sw"], g["dh"], g["dw"], *g["pads"], int(g["rank1d"]),
+            0, 0.0, 0.0, int(node.attrs.get("x_zp", 0)), zp, lo, hi, int(node.attrs["shift"])]
+
+
+def scratch(node, graph) -> int:
+    g = geometry(node, graph)
+    if g["cg"] == 1:
+        return 0
+    pb = min(PB, g["oh"] * g["ow"])
+    return SLOTS * ((pb * g["k"] * 2 + 63) // 64 * 64 + (MR * g["k"] * 2 + 63) // 64 * 64)
+
+
+def conv_acc(x: np.ndarray, w: np.ndarray, group: int, strides, dilations, pads) -> np.ndarray:
+    """Exact int64 NCHW convolution of integer arrays (zero padding)."""
+    n, c, h, wd = x.shape
+    m, cg, kh, kw = w.shape
+    sh, sw = strides
+    dh, dw = dilations
+    pt, pl, pb, pr = pads
+    xp = np.pad(x.astype(np.int64), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    oh = (h + pt + pb - (dh * (kh - 1) + 1)) // sh + 1
+    ow = (wd + pl + pr - (dw * (kw - 1) + 1)) // sw + 1
+    y = np.zeros((n, m, oh, ow), np.int64)
+    mg = m // group
+    w64 = w.astype(np.int64)
+    for g in range(group):
+        xs = xp[:, g * cg:(g + 1) * cg]
+        ws = w64[g * mg:(g + 1) * mg]
+        for ky in range(kh):
+            for kx in range(kw):
+                patch = xs[:, :, ky * dh: ky * dh + sh * (oh - 1) + 1: sh, kx * dw: kx * dw + sw * (ow - 1) + 1: sw]
+                y[:, g * mg:(g + 1) * mg] += np.einsum("nchw,mc->nmhw", patch, ws[:, :, ky, kx])
+    return y
+
+
+def reference(node, inputs):
+    a = node.attrs
+    x, w, qp = inputs
+    rank1d = bool(a.get("rank1d", False))
+    if rank1d:
+        x, w = x[:, :, None, :], w[:, :, None, :]
+    xs = x.astype(np.int64) - int(a.get("x_zp", 0))
+    acc = conv_acc(xs, w, int(a.get("group", 1)), a.get("strides", (1, 1)), a.get("dilations", (1, 1)),
+                   a.get("pads", (0, 0, 0, 0)))
+    qp = np.asarray(qp, np.int64)
+    ch = (1, -1, 1, 1)
+    acc = acc + qp[:, 0].reshape(ch)
+    zp, lo, hi = out_range(a)
+    y = saturate(zp + requant(acc, qp[:, 1].reshape(ch), int(a["shift"])), lo, hi)
+    return [y[:, :, 0, :] if rank1d else y]

@@ -1,0 +1,58 @@
+"""Per-layer sparsities from measured sensitivity.
+
+Each candidate layer is pruned alone at each candidate fraction and the model's output
+error on calibration inputs is measured. Starting from nothing pruned, the step (one
+layer to its next fraction) that adds the least error per removed unit is taken until
+the removed units reach the target share of all units. Units are weights (magnitude)
+or channels (channel pruning), so the target means the same as without calibration.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Callable
+
+from ..ir import Graph
+
+CANDIDATES = (0.0, 0.25, 0.5, 0.625, 0.75, 0.875, 0.95)
+CHANNEL_CANDIDATES = (0.0, 0.125, 0.25, 0.375, 0.5, 0.625)
+
+
+def measure(g: Graph, layers: list[str], candidates: tuple[float, ...],
+            prune: Callable[[Graph, dict[str, float]], object],
+            error: Callable[[Graph], float]) -> dict[str, dict[float, float]]:
+    """{layer: {fraction: output error with only that layer pruned}}."""
+    table: dict[str, dict[float, float]] = {}
+    for name in layers:
+        table[name] = {0.0: 0.0}
+        for f in candidates:
+            if f <= 0:
+                continue
+            trial = copy.deepcopy(g)
+            prune(trial, {name: f})
+            table[name][f] = error(trial)
+    return table
+
+
+def choose(table: dict[str, dict[float, float]], units: dict[str, int], target: float) -> dict[str, float]:
+    """Greedy per-layer fractions whose removed units reach target * total units."""
+    level = {name: 0.0 for name in table}
+    total = sum(units[n] for n in table)
+    need = target * total
+    removed = 0.0
+    while removed < need - 1e-9:
+        best = None
+        for name, errs in table.items():
+            higher = sorted(f for f in errs if f > level[name])
+            if not higher:
+                continue
+            f = higher[0]
+            gain = (f - level[name]) * units[name]
+            cost = max(errs[f] - errs[level[name]], 0.0) / gain
+            if best is None or cost < best[0]:
+                best = (cost, name, f, gain)
+        if best is None:
+            break
+        _, name, f, gain = best
+        level[name] = f
+        removed += gain
+    return {n: f for n, f in level.items() if f > 0}

@@ -1,0 +1,144 @@
+"""Calibration data and the runs that observe every tensor of a float graph.
+
+Calibration data is a dict {input name: array with samples stacked on axis 0}, the
+path of an .npz file with such arrays, or a folder of .npz files (read in name order
+and concatenated). The graph is run by the C runtime itself: a copy of it exposing
+every float arena tensor as an output is serialized and run with edgert.Session, one
+model-sized batch at a time.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any, Iterator
+
+import numpy as np
+
+from ..errors import ConversionError
+from ..ir import Graph
+from .observers import Observer
+
+
+def load_calibration(data: Any) -> dict[str, np.ndarray]:
+    """{input name: stacked samples} from a dict, an .npz path or a folder of .npz."""
+    if isinstance(data, dict):
+        return {k: np.asarray(v) for k, v in data.items()}
+    path = os.fspath(data)
+    if os.path.isdir(path):
+        files = sorted(f for f in os.listdir(path) if f.endswith(".npz"))
+        if not files:
+            raise ConversionError(f"calibration folder {path} holds no .npz files")
+        parts: dict[str, list[np.ndarray]] = {}
+        for f in files:
+            with np.load(os.path.join(path, f), allow_pickle=False) as z:
+                for k in z.files:
+                    parts.setdefault(k, []).append(z[k])
+        return {k: np.concatenate(v, axis=0) for k, v in parts.items()}
+    if not os.path.exists(path):
+        raise ConversionError(f"calibration data {path}: no such file")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except (OSError, ValueError) as e:
+        raise ConversionError(f"calibration data {path}: cannot read ({e})") from None
+
+
+def batches(g: Graph, data: dict[str, np.ndarray], limit: int | None = None) -> list[dict[str, np.ndarray]]:
+    """The feeds of every calibration run: each graph input's samples cut into pieces of
+    the input's shape (stacked samples [S, *shape] or, when the input's first dimension
+    is the batch, [S*B, *shape[1:]])."""
+    missing = [n for n in g.inputs if n not in data]
+    if missing:
+        raise ConversionError(f"calibration data lacks input(s) {missing}; it has {sorted(data)}")
+    per_input = []
+    for name in g.inputs:
+        t = g.tensors[name]
+        arr = np.asarray(data[name])
+        shape = tuple(t.shape)
+        if arr.shape[1:] == shape:
+            pieces = [arr[k] for k in range(arr.shape[0])]
+        elif shape and arr.shape[1:] == shape[1:] and shape[0] > 0 and arr.shape[0] % shape[0] == 0:
+            pieces = [arr[k:k + shape[0]] for k in range(0, arr.shape[0], shape[0])]
+        else:
+            raise ConversionError(f"calibration data for {name!r} has shape {list(arr.shape)}; "
+                                  f"expected [samples, {', '.join(map(str, shape))}]")
+        per_input.append([np.ascontiguousarray(p.astype(t.dtype, copy=False)) for p in pieces])
+    n = min(len(p) for p in per_input)
+    if n == 0:
+        raise ConversionError("calibration data holds no samples")
+    if limit is not None:
+        n = min(n, limit)
+    return [{name: per_input[i][k] for i, name in enumerate(g.inputs)} for k in range(n)]
+
+
+def exposed_session(g: Graph, names: list[str]):
+    """A Session running g with `names` (float arena tensors) as its outputs."""
+    from ..converter import serialize
+    from ..runtime import Session
+
+    h = Graph()
+    h.tensors, h.nodes, h.inputs = g.tensors, g.nodes, list(g.inputs)
+    h.outputs = list(dict.fromkeys(list(g.outputs) + [n for n in names if n not in g.inputs]))
+    h.metadata = {}
+    return Session(serialize(h)), h.outputs
+
+
+class Progress:
+    """A plain progress bar on stderr ("calibrating [####......] 120/256")."""
+
+    def __init__(self, label: str, total: int, enabled: bool | None = None):
+        self.label, self.total = label, max(total, 1)
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self.t0 = time.perf_counter()
+        self.last = -1.0
+
+    def update(self, done: int) -> None:
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        if done < self.total and now - self.last < 0.1:
+            return
+        self.last = now
+        width = 30
+        fill = int(width * done / self.total)
+        sys.stderr.write(f"\r{self.label} [{'#' * fill}{'.' * (width - fill)}] {done}/{self.total} "
+                         f"{now - self.t0:.1f}s")
+        if done >= self.total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def float_tensors(g: Graph) -> list[str]:
+    """Every float32 tensor computed at run time (graph inputs and node outputs)."""
+    names = list(g.inputs) + [o for n in g.nodes for o in n.outputs]
+    return [t for t in dict.fromkeys(names) if g.tensors[t].dtype == np.float32 and not g.tensors[t].is_const]
+
+
+def observe(g: Graph, feeds: list[dict[str, np.ndarray]], method: str, progress: bool | None = None,
+            tensors: list[str] | None = None) -> dict[str, tuple[float, float]]:
+    """Runs g on every feed and returns the observed range of each float tensor."""
+    names = tensors if tensors is not None else float_tensors(g)
+    sess, outs = exposed_session(g, names)
+    observers = {t: Observer(method) for t in names}
+    passes = 2 if observers and next(iter(observers.values())).needs_histogram else 1
+    bar = Progress(f"calibrating ({method})", passes * len(feeds), progress)
+    done = 0
+    for p in range(passes):
+        for feed in feeds:
+            values = dict(zip(outs, sess.run(None, feed)))
+            values.update(feed)
+            for t, ob in observers.items():
+                v = values.get(t)
+                if v is None:
+                    continue
+                if p == 0:
+                    ob.update_range(v)
+                else:
+                    ob.update_hist(v)
+            done += 1
+            bar.update(done)
+    sess.close()
+    # Graph outputs keep their full range: clipping them (logits) would change results.
+    return {t: (ob.lo, ob.hi) if t in g.outputs and np.isfinite(ob.lo) else ob.range()
+            for t, ob in observers.items()}

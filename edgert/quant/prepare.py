@@ -1,0 +1,91 @@
+"""Float-to-float rewrites that give the int8 rewrite its shapes, run before
+calibration (so that every tensor the int8 graph quantizes is observed):
+
+- a fused activation that int8 outputs cannot fold (anything but none, relu, clip)
+  is split off conv2d, gemm, matmul and add into its own node (computed by table);
+- matmul with a constant 2-D B becomes gemm (between reshapes when A has rank > 2).
+
+Nodes named in `keep` are left alone.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import ops as edgert_ops
+from ..ir import Graph, Node
+from ..ops.binary import act_kind
+
+# fused activation kind -> (unary op, attrs from (a, b))
+_ACT_OPS = {
+    3: ("hard_sigmoid", lambda a, b: {"alpha": a, "beta": b}),
+    4: ("hard_swish", lambda a, b: {}),
+    5: ("sigmoid", lambda a, b: {}),
+    6: ("silu", lambda a, b: {}),
+    7: ("leaky_relu", lambda a, b: {"alpha": a}),
+    8: ("tanh", lambda a, b: {}),
+    9: ("gelu", lambda a, b: {"approximate": "none"}),
+}
+
+
+def _add(g: Graph, op: str, inputs: list[str], output: str, attrs: dict, name: str) -> Node:
+    node = Node(op, inputs, [output], attrs, name)
+    (shape, dt), = edgert_ops.get(op).infer(node, g)
+    if output not in g.tensors:
+        g.add_tensor(output, shape, dt)
+    return node
+
+
+def split_activations(g: Graph, keep=()) -> bool:
+    out: list[Node] = []
+    changed = False
+    for node in g.nodes:
+        kind = act_kind(node.attrs.get("act")) if node.op in ("conv2d", "gemm", "matmul", "add") else 0
+        if kind in _ACT_OPS and node.name not in keep:
+            op, attrs = _ACT_OPS[kind]
+            y = node.outputs[0]
+            pre = g.unique_name(f"{y}_preact")
+            g.add_tensor(pre, g.tensors[y].shape, g.tensors[y].dtype)
+            node.outputs = [pre]
+            a, b = float(node.attrs.get("act_a") or 0.0), float(node.attrs.get("act_b") or 0.0)
+            for k in ("act", "act_a", "act_b"):
+                node.attrs.pop(k, None)
+            out.append(node)
+            out.append(Node(op, [pre], [y], attrs(a, b), f"{node.name}_{op}"))
+            changed = True
+        else:
+            out.append(node)
+    g.nodes = out
+    return changed
+
+
+def matmul_to_gemm(g: Graph, keep=()) -> bool:
+    out: list[Node] = []
+    changed = False
+    for node in g.nodes:
+        b = g.const(node.inputs[1]) if node.op == "matmul" and len(node.inputs) == 2 else None
+        a_shape = g.tensors[node.inputs[0]].shape if node.op == "matmul" else ()
+        if b is None or b.ndim != 2 or len(a_shape) < 2 or node.name in keep or b.dtype != np.float32:
+            out.append(node)
+            continue
+        k, n = b.shape
+        attrs = {k2: v for k2, v in node.attrs.items() if k2 in ("act", "act_a", "act_b")}
+        y = node.outputs[0]
+        if len(a_shape) == 2:
+            out.append(Node("gemm", list(node.inputs), [y], attrs, node.name))
+        else:
+            rows = int(np.prod(a_shape[:-1]))
+            a2 = g.unique_name(f"{node.inputs[0]}_2d")
+            y2 = g.unique_name(f"{y}_2d")
+            out.append(_add(g, "reshape", [node.inputs[0]], a2, {"shape": [rows, k]}, f"{node.name}_flatten"))
+            g.add_tensor(y2, (rows, n), np.float32)
+            out.append(Node("gemm", [a2, node.inputs[1]], [y2], attrs, node.name))
+            out.append(Node("reshape", [y2], [y], {"shape": list(g.tensors[y].shape)}, f"{node.name}_unflatten"))
+        changed = True
+    g.nodes = out
+    return changed
+
+
+def prepare_for_int8(g: Graph, keep=()) -> None:
+    split_activations(g, keep)
+    matmul_to_gemm(g, keep)
+    g.toposort()

