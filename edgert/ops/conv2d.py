@@ -17,7 +17,7 @@ conv2d
              dH = 1, top = bottom = 0), act, act_a, act_b (fused activation, ert_act)
     params:  [group, kH, kW, sH, sW, dH, dW, top, left, bottom, right, rank1d,
               act, act_a f, act_b f]
-    scratch: depthwise_scratch_bytes when C/group == 1; sgemm_scratch_bytes(M/group, OH*OW,
+    scratch: depthwise_scratch_bytes when C/group == 1 and group > 1; sgemm_scratch_bytes(M/group, OH*OW,
              C/group, False) for 1x1 with stride 1 and no padding; otherwise
              sgemm_scratch_bytes(M/group, OH*OW, C/group*kH*kW, True).
 """
@@ -114,7 +114,7 @@ def depthwise_scratch_bytes(g: dict) -> int:
 
 def _scratch(node, graph) -> int:
     g = conv_geometry(node, graph)
-    if g["cg"] == 1:
+    if g["cg"] == 1 and g["group"] > 1:  # same choice as path_of() in conv2d.c
         return depthwise_scratch_bytes(g)
     hw = g["oh"] * g["ow"]
     if g["kh"] == g["kw"] == 1 and g["sh"] == g["sw"] == 1 and not any(g["pads"]):

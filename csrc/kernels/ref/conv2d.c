@@ -2,7 +2,7 @@
  * activation. Parameters and shapes: edgert/ops/conv2d.py.
  *
  * Three paths, chosen in prepare:
- *   depthwise  C/group == 1: per output plane, a zero-padded copy of the input plane
+ *   depthwise  C/group == 1, group > 1: per output plane, a zero-padded copy of the input plane
  *              (split by stride phase, in scratch) makes every tap a contiguous run
  *              with no bound checks; planes too large for the scratch bound use
  *              direct loops with per-tap column ranges;
@@ -63,7 +63,9 @@ static int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0,
 }
 
 static int path_of(const conv_geom *g) {
-  if (g->cg == 1) return PATH_DEPTHWISE;
+  /* One input channel per group and several groups: per-plane direct loops. A single
+   * group with one input channel (an STFT-like front end) is a plain GEMM instead. */
+  if (g->cg == 1 && g->group > 1) return PATH_DEPTHWISE;
   if (g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->pt == 0 && g->pl == 0 &&
       g->oh == g->h && g->ow == g->w)
     return PATH_POINTWISE;
