@@ -347,7 +347,9 @@ def checks(name: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
            if r is not None and r["accuracy"] is not None]
     o8 = max(o8s, key=lambda r: r["accuracy"]) if o8s else None
     if e8 is None or e8["accuracy"] is None:
-        out.append({"check": "edgert int8 measured", "ok": None, "detail": e8["note"] if e8 else ""})
+        note = e8["note"] if e8 else ""
+        out.append({"check": "edgert int8 measured", "ok": False if note.startswith("error") else None,
+                    "detail": note})
         return out
     out.append({"check": f"int8 drop <= {DROP_LIMIT[name]} points", "ok": e8["drop_points"] <= DROP_LIMIT[name] + 1e-9,
                 "detail": f"{e8['drop_points']:.2f}"})

@@ -51,16 +51,32 @@ def prune_graph(g: Graph, target: float, method: str = "magnitude", scope: str =
     else:
         grps = channel.groups(g, skip)
         names = [grp.producer.name for grp in grps]
-        units = {grp.producer.name: grp.channels for grp in grps}
+        # A layer's units are the multiply-adds its channels carry (its own and those of
+        # the layers reading them), so the target is a share of that work and the
+        # sensitivity search prefers channels that cost time over cheap ones.
+        units = {grp.producer.name: layers.node_macs(g, grp.producer)
+                 + sum(layers.node_macs(g, e.node) for e in grp.edits[1:] if e.kind.endswith("_in"))
+                 for grp in grps}
         candidates = sensitivity.CHANNEL_CANDIDATES
 
         def apply_fn(h: Graph, fr: dict[str, float]) -> dict:
             return channel.apply(h, fr, feeds)
     if feeds is not None and names:
         ref = evaluate.run_graph(g, feeds)
-        table = sensitivity.measure(g, names, candidates, apply_fn,
-                                    lambda h: evaluate.relative_error(ref, evaluate.run_graph(h, feeds)))
-        fractions = sensitivity.choose(table, units, target)
+
+        def err(h: Graph) -> float:
+            return evaluate.relative_error(ref, evaluate.run_graph(h, feeds))
+
+        if method == "magnitude":
+            table = sensitivity.measure(g, names, candidates, apply_fn, err)
+            fractions = sensitivity.choose(table, units, target)
+        else:
+            # Channel errors compound across layers: choose on the jointly pruned model
+            # (bias compensation is left to the final pass, to keep the search fast).
+            def step(h: Graph, name: str, old: float, new: float) -> None:
+                channel.apply(h, {name: (new - old) / (1.0 - old)})
+
+            fractions = sensitivity.choose_joint(g, names, candidates, units, target, step, err)
     elif method == "magnitude" and scope == "global":
         fractions = magnitude.global_fractions(g, names, target)
     else:

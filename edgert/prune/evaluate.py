@@ -73,9 +73,16 @@ def sqnr_db(ref: list[np.ndarray], got: list[np.ndarray]) -> float:
 
 
 def relative_error(ref: list[np.ndarray], got: list[np.ndarray]) -> float:
+    """Noise over signal energy of all outputs, plus, for an output that looks like class
+    scores ([..., classes > 1]), the share of samples whose top class changed: a
+    saturated softmax can hide a wrong answer from the energy ratio."""
     sig = sum(float(np.sum(r * r)) for r in ref)
     noise = sum(float(np.sum((r - x) ** 2)) for r, x in zip(ref, got))
-    return noise / max(sig, 1e-30)
+    err = noise / max(sig, 1e-30)
+    for r, x in zip(ref, got):
+        if r.ndim >= 2 and r.shape[-1] > 1 and r.size:
+            err += float(np.mean(r.argmax(-1) != x.argmax(-1)))
+    return err
 
 
 def tensor_mean(g: Graph, tensor: str, feeds: dict[str, np.ndarray]) -> np.ndarray:

@@ -56,3 +56,36 @@ def choose(table: dict[str, dict[float, float]], units: dict[str, int], target: 
         level[name] = f
         removed += gain
     return {n: f for n, f in level.items() if f > 0}
+
+
+def choose_joint(g: Graph, layers: list[str], candidates: tuple[float, ...], units: dict[str, int], target: float,
+                 step: Callable[[Graph, str, float, float], object],
+                 error: Callable[[Graph], float]) -> dict[str, float]:
+    """Greedy on the jointly pruned model: at each step every layer's next fraction is
+    tried on top of the fractions already chosen, and the one adding the least measured
+    error per removed unit is kept, until the removed units reach target * total.
+    step(graph, layer, old fraction, new fraction) prunes one layer further in place.
+    Slower than `choose` (one model run per layer per step) but sees how errors of
+    different layers add up, which independent measurements miss."""
+    level = {name: 0.0 for name in layers}
+    need = target * sum(units[n] for n in layers)
+    removed, current, base_err = 0.0, copy.deepcopy(g), 0.0
+    while removed < need - 1e-9:
+        best = None
+        for name in layers:
+            higher = sorted(f for f in candidates if f > level[name])
+            if not higher:
+                continue
+            trial = copy.deepcopy(current)
+            step(trial, name, level[name], higher[0])
+            gain = (higher[0] - level[name]) * units[name]
+            e = error(trial)
+            cost = max(e - base_err, 0.0) / gain
+            if best is None or cost < best[0]:
+                best = (cost, name, higher[0], gain, trial, e)
+        if best is None:
+            break
+        _, name, f, gain, current, base_err = best
+        level[name] = f
+        removed += gain
+    return {n: f for n, f in level.items() if f > 0}

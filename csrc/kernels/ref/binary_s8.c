@@ -118,56 +118,84 @@ typedef struct rq {
   int32_t azp, bzp, yzp, ma, mb, shift, lo, hi;
 } rq;
 
-/* floor(v / 2^s) + y_zp, clamped, for v > -2^31 + 2^30 and 1 <= s <= 31: the bias 2^31
- * makes the shifted value non-negative. */
-static inline int8_t finish(const rq *q, int32_t v) {
-  const int32_t r = (int32_t)(((uint32_t)v + 0x80000000u) >> q->shift) -
-                    (int32_t)(0x80000000u >> q->shift) + q->yzp;
-  return (int8_t)(r < q->lo ? q->lo : (r > q->hi ? q->hi : r));
-}
+/* The constants of one row loop, held in locals: int8 stores may alias any object, so
+ * the loops must not read them through a pointer. FINISH is floor(v / 2^s) + y_zp,
+ * clamped, for v > -2^31 + 2^30 and 1 <= s <= 31 (the bias 2^31 makes the shifted
+ * value non-negative). */
+#define ROW_LOCALS(q)                                                   \
+  const int32_t azp = (q)->azp, bzp = (q)->bzp, ma = (q)->ma, mb = (q)->mb; \
+  const uint32_t sh = (uint32_t)(q)->shift;                             \
+  const int32_t rnd = (int32_t)(1u << (sh - 1));                        \
+  const int32_t off = (int32_t)(0x80000000u >> sh) - (q)->yzp;          \
+  const int32_t lo = (q)->lo, hi = (q)->hi;                             \
+  (void)mb
+#define FINISH(v)                                                       \
+  do {                                                                  \
+    int32_t r_ = (int32_t)(((uint32_t)(v) + 0x80000000u) >> sh) - off;  \
+    r_ = r_ < lo ? lo : r_;                                             \
+    *yp = (int8_t)(r_ > hi ? hi : r_);                                  \
+  } while (0)
 
 /* One output row of n elements; a and b advance by sa and sb (0 or 1, or any stride). */
 static void add_row(const rq *q, const int8_t *a, const int8_t *b, int8_t *y, int64_t n, int64_t sa,
                     int64_t sb) {
-  const int32_t rnd = (int32_t)(1u << (q->shift - 1));
+  ROW_LOCALS(q);
   if (sa == 1 && sb == 1) {
     ERT_IVDEP
-    for (int64_t i = 0; i < n; i++)
-      y[i] = finish(q, (a[i] - q->azp) * q->ma + (b[i] - q->bzp) * q->mb + rnd);
+    for (int64_t i = 0; i < n; i++) {
+      int8_t *yp = y + i;
+      FINISH((a[i] - azp) * ma + (b[i] - bzp) * mb + rnd);
+    }
   } else if (sa == 1 && sb == 0) {
-    const int32_t c = (b[0] - q->bzp) * q->mb + rnd;
+    const int32_t c = (b[0] - bzp) * mb + rnd;
     ERT_IVDEP
-    for (int64_t i = 0; i < n; i++) y[i] = finish(q, (a[i] - q->azp) * q->ma + c);
+    for (int64_t i = 0; i < n; i++) {
+      int8_t *yp = y + i;
+      FINISH((a[i] - azp) * ma + c);
+    }
   } else if (sa == 0 && sb == 1) {
-    const int32_t c = (a[0] - q->azp) * q->ma + rnd;
+    const int32_t c = (a[0] - azp) * ma + rnd;
     ERT_IVDEP
-    for (int64_t i = 0; i < n; i++) y[i] = finish(q, (b[i] - q->bzp) * q->mb + c);
+    for (int64_t i = 0; i < n; i++) {
+      int8_t *yp = y + i;
+      FINISH((b[i] - bzp) * mb + c);
+    }
   } else {
-    ERT_IVDEP
-    for (int64_t i = 0; i < n; i++)
-      y[i] = finish(q, (a[i * sa] - q->azp) * q->ma + (b[i * sb] - q->bzp) * q->mb + rnd);
+    for (int64_t i = 0; i < n; i++) {
+      int8_t *yp = y + i;
+      FINISH((a[i * sa] - azp) * ma + (b[i * sb] - bzp) * mb + rnd);
+    }
   }
 }
 
 static void mul_row(const rq *q, const int8_t *a, const int8_t *b, int8_t *y, int64_t n, int64_t sa,
                     int64_t sb) {
-  const int32_t rnd = (int32_t)(1u << (q->shift - 1));
+  ROW_LOCALS(q);
   if (sa == 1 && sb == 1) {
     ERT_IVDEP
-    for (int64_t i = 0; i < n; i++)
-      y[i] = finish(q, (a[i] - q->azp) * (b[i] - q->bzp) * q->ma + rnd);
+    for (int64_t i = 0; i < n; i++) {
+      int8_t *yp = y + i;
+      FINISH((a[i] - azp) * (b[i] - bzp) * ma + rnd);
+    }
   } else if (sa == 1 && sb == 0) {
-    const int32_t c = (b[0] - q->bzp) * q->ma;
+    const int32_t c = (b[0] - bzp) * ma;
     ERT_IVDEP
-    for (int64_t i = 0; i < n; i++) y[i] = finish(q, (a[i] - q->azp) * c + rnd);
+    for (int64_t i = 0; i < n; i++) {
+      int8_t *yp = y + i;
+      FINISH((a[i] - azp) * c + rnd);
+    }
   } else if (sa == 0 && sb == 1) {
-    const int32_t c = (a[0] - q->azp) * q->ma;
+    const int32_t c = (a[0] - azp) * ma;
     ERT_IVDEP
-    for (int64_t i = 0; i < n; i++) y[i] = finish(q, (b[i] - q->bzp) * c + rnd);
+    for (int64_t i = 0; i < n; i++) {
+      int8_t *yp = y + i;
+      FINISH((b[i] - bzp) * c + rnd);
+    }
   } else {
-    ERT_IVDEP
-    for (int64_t i = 0; i < n; i++)
-      y[i] = finish(q, (a[i * sa] - q->azp) * (b[i * sb] - q->bzp) * q->ma + rnd);
+    for (int64_t i = 0; i < n; i++) {
+      int8_t *yp = y + i;
+      FINISH((a[i * sa] - azp) * (b[i * sb] - bzp) * ma + rnd);
+    }
   }
 }
 

@@ -139,10 +139,6 @@ edgert_status ert_conv2d_s8_prepare(ert_node *node, ert_err *err) {
   return EDGERT_OK;
 }
 
-static inline int8_t output(const geom *g, const int32_t *qp, int64_t acc) {
-  return ert_clamp_s8(g->yzp + ert_requant(acc, qp[1], g->shift), g->lo, g->hi);
-}
-
 /* First o in [0, limit] with o*s + off >= 0, and the end of those with o*s + off < size. */
 static void valid_range(int64_t off, int64_t s, int64_t size, int64_t limit, int32_t *lo,
                         int32_t *hi) {
@@ -174,12 +170,14 @@ static void dw_row(const geom *g, const int8_t *row, const int8_t *wr, int32_t o
     const int64_t off = (int64_t)kx * g->dw - g->pl;
     int32_t lo, hi;
     valid_range(off + (int64_t)ox0 * g->sw, g->sw, g->w, n, &lo, &hi);
-    const int32_t wv = wr[kx], zp = g->xzp;
+    /* |(x - x_zp) * w| <= 255 * 128 fits int16: 16-bit products, 32-bit sums */
+    const int16_t wv = wr[kx], zp = (int16_t)g->xzp;
     const int8_t *src = row + off + (int64_t)ox0 * g->sw;
     if (g->sw == 1) {
-      for (int32_t i = lo; i < hi; i++) acc[i] += wv * ((int32_t)src[i] - zp);
+      for (int32_t i = lo; i < hi; i++) acc[i] += (int16_t)(wv * (int16_t)(src[i] - zp));
     } else {
-      for (int32_t i = lo; i < hi; i++) acc[i] += wv * ((int32_t)src[(int64_t)i * g->sw] - zp);
+      for (int32_t i = lo; i < hi; i++)
+        acc[i] += (int16_t)(wv * (int16_t)(src[(int64_t)i * g->sw] - zp));
     }
   }
 }
@@ -197,8 +195,8 @@ static void dw_plane(const geom *g, const int8_t *x, const int8_t *w, const int3
       for (int32_t ky = ky0; ky < ky1; ky++)
         dw_row(g, x + (size_t)(iy0 + (int64_t)ky * g->dh) * (size_t)g->w,
                w + (size_t)ky * (size_t)g->kw, ox0, n, acc);
-      int8_t *yr = y + (size_t)oy * (size_t)g->ow + (size_t)ox0;
-      for (int32_t i = 0; i < n; i++) yr[i] = output(g, qp, acc[i]);
+      ert_requant_row(acc, (size_t)n, qp[1], g->shift, g->yzp, g->lo, g->hi,
+                      y + (size_t)oy * (size_t)g->ow + (size_t)ox0);
     }
   }
 }
@@ -277,16 +275,21 @@ static void block(const job *j, size_t t, int16_t *col, int16_t *wbuf) {
       const int8_t *wr = j->w + (oc0 + (size_t)r) * k;
       for (size_t i = 0; i < k; i++) wbuf[(size_t)r * k + i] = r < mr ? wr[i] : 0;
     }
+    int32_t acc[S8_MR][S8_PB + 1];
     for (int32_t i = 0; i < pb; i += 2) {
       int32_t out[8];
       const int16_t *a = col + (size_t)i * k;
       dot_2x4(a, i + 1 < pb ? a + k : a, wbuf, g->k, out);
-      for (int32_t r = 0; r < mr; r++) {
-        const int32_t *qp = j->qp + 2 * (oc0 + (size_t)r);
-        int8_t *yr = j->y + (n * (size_t)g->m + oc0 + (size_t)r) * (size_t)p_total + (size_t)p0;
-        yr[i] = output(g, qp, (int64_t)qp[0] + out[r]);
-        if (i + 1 < pb) yr[i + 1] = output(g, qp, (int64_t)qp[0] + out[4 + r]);
+      for (int32_t r = 0; r < S8_MR; r++) {
+        acc[r][i] = out[r];
+        acc[r][i + 1] = out[4 + r];
       }
+    }
+    for (int32_t r = 0; r < mr; r++) {
+      const int32_t *qp = j->qp + 2 * (oc0 + (size_t)r);
+      for (int32_t i = 0; i < pb; i++) acc[r][i] += qp[0];
+      ert_requant_row(acc[r], (size_t)pb, qp[1], g->shift, g->yzp, g->lo, g->hi,
+                      j->y + (n * (size_t)g->m + oc0 + (size_t)r) * (size_t)p_total + (size_t)p0);
     }
   }
 }

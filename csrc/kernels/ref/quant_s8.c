@@ -3,6 +3,28 @@
 
 static const char *nm(const ert_node *n) { return n->name ? n->name : ""; }
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && \
+    !defined(ERT_NO_CLONES)
+#define ROW_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define ROW_CLONES
+#endif
+
+/* The floor shift of ert_requant without a branch: v + 2^62 is non-negative (|acc *
+ * mult| < 2^62 and the rounding term is at most 2^61), so an unsigned shift floors it;
+ * 2^62 >> shift is then taken back off. */
+ROW_CLONES void ert_requant_row(const int32_t *acc, size_t n, int32_t mult, int32_t shift,
+                                int32_t zp, int32_t lo, int32_t hi, int8_t *y) {
+  const uint64_t bias = (uint64_t)1 << 62, rnd = (uint64_t)1 << (shift - 1);
+  const int64_t base = (int64_t)(bias >> shift) - zp;
+  for (size_t i = 0; i < n; i++) {
+    const uint64_t v = (uint64_t)((int64_t)acc[i] * mult) + rnd + bias;
+    int64_t r = (int64_t)(v >> shift) - base;
+    r = r < lo ? lo : r;
+    y[i] = (int8_t)(r > hi ? hi : r);
+  }
+}
+
 edgert_status ert_check_qp(const ert_node *node, ert_err *err, uint32_t index, int64_t channels,
                            int64_t max_bias, int32_t shift) {
   edgert_status st = ert_check_const(node, err, index);

@@ -59,6 +59,11 @@ static inline bool ert_q_valid(int32_t mult, int32_t shift) {
   return mult >= 0 && shift >= ERT_Q_SHIFT_MIN && shift <= ERT_Q_SHIFT_MAX;
 }
 
+/* y[i] = clamp(zp + requant(acc[i], mult, shift), lo, hi) for i < n: one channel's
+ * outputs (built for AVX2 and the baseline on x86-64 with GCC, chosen at load time). */
+void ert_requant_row(const int32_t *acc, size_t n, int32_t mult, int32_t shift, int32_t zp,
+                     int32_t lo, int32_t hi, int8_t *y);
+
 /* Checks a per-channel table: constant int32 [channels, 2] with multipliers >= 0 and
  * |bias| <= max_bias, and the layer's shift. */
 edgert_status ert_check_qp(const ert_node *node, ert_err *err, uint32_t index, int64_t channels,

@@ -1,0 +1,85 @@
+"""The graph steps of int8 conversion on tiny graphs: before/after of the preparation
+passes, and the decisions of the int8 rewrite."""
+import numpy as np
+
+from edgert import ops
+from edgert.converter import serialize
+from edgert.ir import Graph
+from edgert.quant.calibrate import batches, observe
+from edgert.quant.prepare import matmul_to_gemm, split_activations
+from edgert.quant.rewrite import qparams_from_ranges, quantize_int8
+from edgert.runtime import Session
+
+
+def _node(g, op, inputs, output, attrs=None):
+    n = g.add_node(op, inputs, [output], attrs or {})
+    (shape, dt), = ops.get(op).infer(n, g)
+    g.add_tensor(output, shape, dt)
+    return n
+
+
+def _run(g, feeds):
+    return Session(serialize(g)).run(None, feeds)
+
+
+def test_split_activations():
+    rng = np.random.default_rng(0)
+    g = Graph()
+    g.add_tensor("x", (1, 2, 5, 5), np.float32)
+    g.inputs = ["x"]
+    w = g.add_const(rng.standard_normal((3, 2, 3, 3)).astype(np.float32), "w")
+    _node(g, "conv2d", ["x", w], "y", dict(kernel=[3, 3], act="hard_swish"))
+    g.outputs = ["y"]
+    x = rng.standard_normal((1, 2, 5, 5)).astype(np.float32)
+    before = _run(g, {"x": x})[0]
+    assert split_activations(g)
+    assert [n.op for n in g.nodes] == ["conv2d", "hard_swish"] and "act" not in g.nodes[0].attrs
+    np.testing.assert_allclose(_run(g, {"x": x})[0], before, rtol=1e-5, atol=1e-6)
+
+
+def test_matmul_to_gemm():
+    rng = np.random.default_rng(1)
+    g = Graph()
+    g.add_tensor("x", (2, 3, 4), np.float32)
+    g.inputs = ["x"]
+    b = g.add_const(rng.standard_normal((4, 5)).astype(np.float32), "b")
+    _node(g, "matmul", ["x", b], "y")
+    g.outputs = ["y"]
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    before = _run(g, {"x": x})[0]
+    assert matmul_to_gemm(g)
+    assert [n.op for n in g.nodes] == ["reshape", "gemm", "reshape"]
+    np.testing.assert_allclose(_run(g, {"x": x})[0], before, rtol=1e-5, atol=1e-6)
+
+
+def test_rewrite_decisions():
+    """conv(relu) -> max_pool -> resize -> concat(with the conv) -> sigmoid -> softmax:
+    everything int8 up to the softmax (a graph output: it stays float), a dequantize
+    before it."""
+    rng = np.random.default_rng(2)
+    g = Graph()
+    g.add_tensor("x", (1, 3, 8, 8), np.float32)
+    g.inputs = ["x"]
+    w = g.add_const((rng.standard_normal((4, 3, 3, 3)) * 0.3).astype(np.float32), "w")
+    _node(g, "conv2d", ["x", w], "c", dict(kernel=[3, 3], pads=[1, 1, 1, 1], act="relu"))
+    _node(g, "max_pool2d", ["c"], "p", dict(kernel=[2, 2], strides=[2, 2]))
+    _node(g, "resize", ["p"], "r", dict(mode="nearest", coord="asymmetric", nearest_mode="floor",
+                                        scales=[1.0, 1.0, 2.0, 2.0], shape=[1, 4, 8, 8]))
+    _node(g, "concat", ["r", "c"], "k", dict(axis=1))
+    _node(g, "sigmoid", ["k"], "s")
+    _node(g, "softmax", ["s"], "e", dict(axis=1))
+    g.outputs = ["e"]
+    feeds = [{"x": rng.standard_normal((1, 3, 8, 8)).astype(np.float32)} for _ in range(8)]
+    ranges = observe(g, batches(g, {"x": np.stack([f["x"] for f in feeds])}), "minmax", False)
+    res = quantize_int8(g, qparams_from_ranges(ranges))
+    q = res.graph
+    assert [n.op for n in q.nodes] == ["quantize_linear", "conv2d", "max_pool2d", "resize", "concat", "sigmoid",
+                                       "dequantize_linear", "softmax"]
+    assert q.tensors["c"].dtype == np.int8 and q.tensors["e"].dtype == np.float32
+    assert q.tensors["p"].quant.scale[0] == q.tensors["c"].quant.scale[0]  # max pool keeps the quantization
+    want = _run(g, feeds[0])[0]
+    got = _run(q, feeds[0])[0]
+    assert np.abs(got - want).max() < 0.05
+    kept = quantize_int8(g, qparams_from_ranges(ranges), keep_fp32=["c"]).graph
+    assert [n.op for n in kept.nodes][:2] == ["conv2d", "max_pool2d"]
+    assert kept.tensors[kept.nodes[1].inputs[0]].dtype == np.float32  # nothing int8 upstream: pool stays float
