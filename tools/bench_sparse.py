@@ -192,7 +192,7 @@ def icount() -> list[dict]:
     from edgert import build as ebuild
     from edgert import models, targets
 
-    target = targets.get("rpi4")
+    target = targets.load("rpi4")
     bdir = ebuild.compile_target(target)
     work = pathlib.Path(tempfile.mkdtemp(prefix="bench_sparse_"))
     cases = [("digits_cnn", os.path.join(DATA, "digits_cnn.onnx"), {}, {"prune": 0.25, "prune_method": "channel"}),

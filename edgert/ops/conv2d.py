@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import OpUnsupported, register
+from . import OpUnsupported, conv2d_s8, register
 from .binary import act_apply, act_words
 from .gemm import sgemm_scratch_bytes
 
@@ -79,6 +79,8 @@ def conv_geometry(node, graph) -> dict:
 
 
 def _infer(node, graph):
+    if conv2d_s8.applies(node, graph):
+        return conv2d_s8.infer(node, graph)
     g = conv_geometry(node, graph)
     act_words(node.attrs)
     shape = (g["n"], g["m"], g["ow"]) if g["rank1d"] else (g["n"], g["m"], g["oh"], g["ow"])
@@ -86,6 +88,8 @@ def _infer(node, graph):
 
 
 def _pack(node, graph):
+    if conv2d_s8.applies(node, graph):
+        return conv2d_s8.pack(node, graph)
     g = conv_geometry(node, graph)
     return [g["group"], g["kh"], g["kw"], g["sh"], g["sw"], g["dh"], g["dw"], *g["pads"],
             int(g["rank1d"])] + act_words(node.attrs)
@@ -113,6 +117,8 @@ def depthwise_scratch_bytes(g: dict) -> int:
 
 
 def _scratch(node, graph) -> int:
+    if conv2d_s8.applies(node, graph):
+        return conv2d_s8.scratch(node, graph)
     g = conv_geometry(node, graph)
     if g["cg"] == 1 and g["group"] > 1:  # same choice as path_of() in conv2d.c
         return depthwise_scratch_bytes(g)
@@ -149,6 +155,8 @@ def conv_reference(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, group: in
 
 
 def _reference(node, inputs):
+    if inputs[0].dtype == np.int8:
+        return conv2d_s8.reference(node, inputs)
     a = node.attrs
     x, w = inputs[0], inputs[1]
     b = inputs[2] if len(inputs) > 2 else None

@@ -51,6 +51,12 @@ def sgemm_scratch_bytes(m: int, n: int, k: int, im2col: bool) -> int:
     return SGEMM_SLOTS * (_align64(mc * kc * 4) + _align64(kc * nc * 4))
 
 
+def gemm_s8():
+    """The int8 form of gemm, edgert/ops/gemm_s8.py."""
+    from . import gemm_s8 as mod
+    return mod
+
+
 def _f32_input(node, graph, i: int, what: str):
     t = graph.tensors[node.inputs[i]]
     if t.dtype != F32:
@@ -74,6 +80,8 @@ def _dims(node, graph) -> tuple[int, int, int]:
 def _infer(node, graph):
     if not 2 <= len(node.inputs) <= 3 or not node.inputs[0] or not node.inputs[1]:
         raise OpUnsupported("gemm takes inputs A, B and an optional C")
+    if gemm_s8().applies(node, graph):
+        return gemm_s8().infer(node, graph)
     m, n, _ = _dims(node, graph)
     if len(node.inputs) > 2 and node.inputs[2]:
         c = _f32_input(node, graph, 2, "C").shape
@@ -87,12 +95,16 @@ def _infer(node, graph):
 
 
 def _pack(node, graph):
+    if gemm_s8().applies(node, graph):
+        return gemm_s8().pack(node, graph)
     a = node.attrs
     return [int(bool(a.get("trans_a", False))), int(bool(a.get("trans_b", False))),
             float(a.get("alpha", 1.0)), float(a.get("beta", 1.0))] + act_words(a)
 
 
 def _scratch(node, graph) -> int:
+    if gemm_s8().applies(node, graph):
+        return gemm_s8().scratch(node, graph)
     m, n, k = _dims(node, graph)
     return sgemm_scratch_bytes(m, n, k, False)
 
@@ -108,6 +120,8 @@ def gemm_reference(a: np.ndarray, b: np.ndarray, c: np.ndarray | None, trans_a: 
 
 
 def _reference(node, inputs):
+    if inputs[0].dtype == np.int8:
+        return gemm_s8().reference(node, inputs)
     a = node.attrs
     c = inputs[2] if len(inputs) > 2 else None
     y = gemm_reference(inputs[0], inputs[1], c, bool(a.get("trans_a", False)), bool(a.get("trans_b", False)),

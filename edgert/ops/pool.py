@@ -37,6 +37,12 @@ from . import OpUnsupported, register
 F32 = np.dtype(np.float32)
 
 
+def pool_s8():
+    """The int8 forms of the pooling ops, edgert/ops/pool_s8.py."""
+    from . import pool_s8 as mod
+    return mod
+
+
 def pool_out_size(size: int, k: int, s: int, d: int, p0: int, p1: int, ceil_mode: bool) -> int:
     span = d * (k - 1) + 1
     padded = size + p0 + p1
@@ -87,12 +93,16 @@ def _geometry(node, graph) -> dict:
 
 
 def _infer(node, graph):
+    if pool_s8().applies(node, graph):
+        return pool_s8().infer(node, graph)
     g = _geometry(node, graph)
     shape = (g["n"], g["c"], g["ow"]) if g["rank1d"] else (g["n"], g["c"], g["oh"], g["ow"])
     return [(shape, F32)]
 
 
 def _pack(node, graph):
+    if pool_s8().applies(node, graph):
+        return pool_s8().pack(node, graph)
     g = _geometry(node, graph)
     return [g["kh"], g["kw"], g["sh"], g["sw"], g["dh"], g["dw"], *g["pads"], int(g["ceil_mode"]),
             int(g["rank1d"]), g["extra"]]
@@ -138,6 +148,8 @@ def pool_reference(kind: str, x: np.ndarray, kernel, strides, dilations, pads, c
 
 def _make(op: str, kind: str):
     def reference(node, inputs):
+        if inputs[0].dtype == np.int8:
+            return pool_s8().reference(node, inputs)
         a = node.attrs
         x = inputs[0]
         rank1d = bool(a.get("rank1d", False))
@@ -163,6 +175,8 @@ _make("lp_pool2d", "lp")
 def _global_infer(node, graph):
     if len(node.inputs) != 1 or not node.inputs[0]:
         raise OpUnsupported(f"{node.op} takes one input")
+    if pool_s8().applies(node, graph):
+        return pool_s8().infer(node, graph)
     x = graph.tensors[node.inputs[0]]
     if x.dtype != F32:
         raise OpUnsupported(f"{node.op}: dtype {x.dtype} is not supported (float32)")
@@ -174,12 +188,16 @@ def _global_infer(node, graph):
 
 
 def _global_pack(node, graph):
+    if pool_s8().applies(node, graph):
+        return pool_s8().pack(node, graph)
     return []
 
 
 def _global_make(op: str, fn):
     def reference(node, inputs):
         x = inputs[0]
+        if x.dtype == np.int8:
+            return pool_s8().reference(node, inputs)
         axes = tuple(range(2, x.ndim))
         return [fn(x.astype(np.float64), axis=axes, keepdims=True).astype(np.float32)]
 

@@ -88,6 +88,7 @@ class _Rewriter:
         self.fake_quant = fake_quant
         self.float_computed: set[str] = set(g.inputs)
         self.fake: dict[str, str] = {}
+        self.consumers = g.consumers()
 
     # ---- helpers -------------------------------------------------------------------
 
@@ -329,8 +330,9 @@ class _Rewriter:
         from ..ops.softmax_s8 import OUT_SCALE, OUT_ZP, exp_table
 
         x, y = node.inputs[0], node.outputs[0]
-        if y in self.g.outputs:
-            raise Skip("softmax output stays float when it is a graph output")
+        readers = self.consumers.get(y, [])
+        if y in self.g.outputs or not readers or any(r.op not in ANCHORS for r in readers):
+            raise Skip("softmax stays float unless conv2d/gemm read it (1/256 steps lose detail)")
         sx, _ = self.qp(x)
         self.emit("softmax", [self.qin(x), self.const(exp_table(sx), f"{node.name}_exp")], dict(node.attrs), node,
                   [(y, OUT_SCALE, OUT_ZP)])

@@ -11,6 +11,7 @@
  *              X, packed block by block inside the GEMM (never materialized).
  */
 #include "cpu.h"
+#include "quant_s8.h"
 #include "sgemm.h"
 
 enum {
@@ -75,6 +76,8 @@ static int path_of(const conv_geom *g) {
 static size_t dw_scratch_bytes(const conv_geom *g);
 
 edgert_status ert_conv2d_prepare(ert_node *node, ert_err *err) {
+  if (node->n_in > 0 && node->in[0] != NULL && node->in[0]->dtype == EDGERT_INT8)
+    return ert_conv2d_s8_prepare(node, err); /* conv2d_s8.c */
   edgert_status st;
   if ((st = ert_check_arity(node, err, 2, 3, 1, 1)) != EDGERT_OK) return st;
   if ((st = ert_check_params(node, err, P_COUNT)) != EDGERT_OK) return st;
@@ -521,6 +524,10 @@ static void run_depthwise(const ert_node *node, const conv_geom *g, ert_exec *ex
 }
 
 void ert_conv2d_eval(const ert_node *node, ert_exec *ex) {
+  if (node->in[0]->dtype == EDGERT_INT8) {
+    ert_conv2d_s8__ref(node, ex);
+    return;
+  }
   conv_geom g;
   read_geom(node, &g);
   const int path = (int)node->opdata[OD_PATH];

@@ -2,6 +2,7 @@
  * edgert/ops/gemm.py. Y is first set to beta*C (broadcast) when C is present and beta
  * is not 0, then the SGEMM accumulates alpha * A' B' into it. */
 #include "sgemm.h"
+#include "quant_s8.h"
 
 enum { P_TRANS_A, P_TRANS_B, P_ALPHA, P_BETA, P_ACT, P_COUNT = P_ACT + 3 };
 
@@ -10,6 +11,8 @@ static const ert_tensor *c_input(const ert_node *node) {
 }
 
 edgert_status ert_gemm_prepare(ert_node *node, ert_err *err) {
+  if (node->n_in > 0 && node->in[0] != NULL && node->in[0]->dtype == EDGERT_INT8)
+    return ert_gemm_s8_prepare(node, err); /* gemm_s8.c */
   edgert_status st;
   if ((st = ert_check_arity(node, err, 2, 3, 1, 1)) != EDGERT_OK) return st;
   if ((st = ert_check_params(node, err, P_COUNT)) != EDGERT_OK) return st;
@@ -61,6 +64,10 @@ static void locate(const void *ctx, size_t p, const float **a, const float **b, 
 }
 
 void ert_gemm_eval(const ert_node *node, ert_exec *ex) {
+  if (node->in[0]->dtype == EDGERT_INT8) {
+    ert_gemm_s8__ref(node, ex);
+    return;
+  }
   const ert_tensor *a = node->in[0], *b = node->in[1], *c = c_input(node), *y = node->out[0];
   const int ta = ert_pi(node, P_TRANS_A) != 0, tb = ert_pi(node, P_TRANS_B) != 0;
   const float alpha = ert_pf(node, P_ALPHA), beta = ert_pf(node, P_BETA);

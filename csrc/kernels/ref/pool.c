@@ -3,6 +3,7 @@
  * edgert/ops/pool.py. */
 #include <math.h>
 
+#include "quant_s8.h"
 #include "sgemm.h" /* ERT_SIMD_CLONES */
 
 enum {
@@ -341,14 +342,29 @@ static void pool_eval(const ert_node *node, ert_exec *ex, int kind) {
   ert_parallel_for(ex, j.g.planes, pool_worker, &j);
 }
 
+/* int8 inputs run the kernels of pool_s8.c. */
+static int is_s8(const ert_node *node) {
+  return node->n_in > 0 && node->in[0] != NULL && node->in[0]->dtype == EDGERT_INT8;
+}
+
 edgert_status ert_max_pool2d_prepare(ert_node *node, ert_err *err) {
-  return pool_prepare(node, err, KIND_MAX);
+  return is_s8(node) ? ert_pool2d_s8_prepare(node, err, 0) : pool_prepare(node, err, KIND_MAX);
 }
-void ert_max_pool2d_eval(const ert_node *node, ert_exec *ex) { pool_eval(node, ex, KIND_MAX); }
+void ert_max_pool2d_eval(const ert_node *node, ert_exec *ex) {
+  if (is_s8(node))
+    ert_pool2d_s8__ref(node, ex, 0);
+  else
+    pool_eval(node, ex, KIND_MAX);
+}
 edgert_status ert_avg_pool2d_prepare(ert_node *node, ert_err *err) {
-  return pool_prepare(node, err, KIND_AVG);
+  return is_s8(node) ? ert_pool2d_s8_prepare(node, err, 1) : pool_prepare(node, err, KIND_AVG);
 }
-void ert_avg_pool2d_eval(const ert_node *node, ert_exec *ex) { pool_eval(node, ex, KIND_AVG); }
+void ert_avg_pool2d_eval(const ert_node *node, ert_exec *ex) {
+  if (is_s8(node))
+    ert_pool2d_s8__ref(node, ex, 1);
+  else
+    pool_eval(node, ex, KIND_AVG);
+}
 edgert_status ert_lp_pool2d_prepare(ert_node *node, ert_err *err) {
   return pool_prepare(node, err, KIND_LP);
 }
@@ -415,10 +431,22 @@ static void global_eval(const ert_node *node, ert_exec *ex, int is_max) {
 }
 
 edgert_status ert_global_avg_pool_prepare(ert_node *node, ert_err *err) {
+  if (is_s8(node)) return ert_global_pool_s8_prepare(node, err, 0);
   return global_prepare(node, err, "global_avg_pool");
 }
-void ert_global_avg_pool_eval(const ert_node *node, ert_exec *ex) { global_eval(node, ex, 0); }
+void ert_global_avg_pool_eval(const ert_node *node, ert_exec *ex) {
+  if (is_s8(node))
+    ert_global_pool_s8__ref(node, ex, 0);
+  else
+    global_eval(node, ex, 0);
+}
 edgert_status ert_global_max_pool_prepare(ert_node *node, ert_err *err) {
+  if (is_s8(node)) return ert_global_pool_s8_prepare(node, err, 1);
   return global_prepare(node, err, "global_max_pool");
 }
-void ert_global_max_pool_eval(const ert_node *node, ert_exec *ex) { global_eval(node, ex, 1); }
+void ert_global_max_pool_eval(const ert_node *node, ert_exec *ex) {
+  if (is_s8(node))
+    ert_global_pool_s8__ref(node, ex, 1);
+  else
+    global_eval(node, ex, 1);
+}
