@@ -33,3 +33,4 @@ def test_op_codes_unique():
     codes = [c for c, _ in pairs]
     names = [n for _, n in pairs]
     assert len(set(codes)) == len(codes) and len(set(names)) == len(names)
+    assert [int(c) for c in codes] == sorted(int(c) for c in codes), "codes must ascend (ops.c binary search)"

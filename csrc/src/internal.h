@@ -90,7 +90,8 @@ typedef void (*ert_task_fn)(void *arg, size_t begin, size_t end);
 void ert_parallel_for(ert_exec *ex, size_t n, ert_task_fn fn, void *arg);
 
 typedef struct ert_op_impl {
-  const char *name;
+  uint32_t code;
+  char name[24];         /* inline: no relocation per entry in shared builds */
   edgert_status (*prepare)(ert_node *node, ert_err *err);
   void (*eval)(const ert_node *node, ert_exec *ex);
 } ert_op_impl;
