@@ -40,7 +40,8 @@ PACKAGE = ROOT / "edgert"
 # (PRELINK_FLAGS), so using it needs no LTO-capable compiler.
 BASE_CFLAGS = ["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-fPIC", "-pthread",
                "-ffunction-sections", "-fdata-sections", "-fno-asynchronous-unwind-tables",
-               "-fno-unwind-tables", "-flto=auto"]
+               "-fno-unwind-tables", "-flto=auto", "-fno-math-errno", "-fno-trapping-math",
+               "-fno-semantic-interposition", "-fmerge-all-constants"]
 PRELINK_FLAGS = "-flinker-output=nolto-rel"
 OPT_COLD = "-Os"
 # Pages up to 16 KB (Raspberry Pi 5 kernels use 16 KB pages). No RELRO segment: its page

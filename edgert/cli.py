@@ -97,7 +97,7 @@ def main() -> None:
 @click.option("--quantize", type=click.Choice(["int8", "fp16", "dynamic"]), default=None,
               help="int8: integer kernels (needs --calibration); fp16: float16 weights; dynamic: int8 weights.")
 @click.option("--calibration-method", type=click.Choice(["minmax", "percentile", "entropy", "mse"]),
-              default="minmax", show_default=True)
+              default="percentile", show_default=True)
 @click.option("--keep-fp32", multiple=True, metavar="NODE", help="Keep this node float in int8 (repeatable).")
 @click.option("--sqnr-target", type=float, default=None, metavar="DB",
               help="Keep the worst int8 layers float until every output reaches this SQNR.")

@@ -39,7 +39,7 @@ def convert(model, output: str | os.PathLike | None = None, input_shapes: dict[s
             input_values: dict[str, Any] | None = None, optimize: bool = True, *, sparse: bool | str = True,
             prune: float | None = None, prune_method: str = "magnitude", prune_scope: str = "layer",
             prune_exclude: Any = (), calibration: Any = None, report: str | os.PathLike | None = None,
-            quantize: str | None = None, calibration_method: str = "minmax", keep_fp32: Any = (),
+            quantize: str | None = None, calibration_method: str = "percentile", keep_fp32: Any = (),
             sqnr_target: float | None = None, calibration_samples: int | None = None,
             progress: bool | None = None) -> bytes:
     """Converts an ONNX model to the .edgert format and returns the file's bytes; also
@@ -73,7 +73,9 @@ def convert(model, output: str | os.PathLike | None = None, input_shapes: dict[s
     if quantize in (None, "int8"):
         from .quant import qdq as qdq_import
         model, qdq = qdq_import.strip(model)
-    g = build_graph(model, input_shapes, values, optimize)
+    g = build_graph(model, input_shapes, values, optimize and qdq is None)
+    if qdq is not None and optimize:
+        g.metadata["passes"] = qdq_import.optimize(g)
     if prune:
         from .prune import prune_with_report
         prune_with_report(g, prune, prune_method, prune_scope, prune_exclude, calibration, report)

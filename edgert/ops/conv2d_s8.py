@@ -17,7 +17,11 @@ conv2d (int8)
              y = clamp(y_zp + requant(acc, mult[m], shift), out_min, out_max)
              (requant: edgert/quant/fixedpoint.py). The sum is exact: prepare requires
              K * 255 * 128 + |bias| < 2**31 with K = C/group * kH * kW.
-    scratch: 0 for depthwise (C/group == 1); otherwise SLOTS slots of
+    scratch: depthwise (C/group == 1): SLOTS slots of align64(2 * R * sW * L) bytes, an
+             int16 copy of the R rows and Q columns of one input plane that the windows
+             reach (R = (OH-1)*sH + (kH-1)*dH + 1, Q likewise), each row split into sW
+             phases of L = ceil(Q / sW) values; or 0 (direct loops) when 2 * R * sW * L
+             exceeds DW_PAD_MAX. Otherwise SLOTS slots of
              align64(min(PB, OH*OW) * K * 2) + align64(MR * K * 2) bytes (an int16
              im2col block of PB pixels and MR weight rows widened to int16).
 """
@@ -31,7 +35,7 @@ from ..quant.fixedpoint import requant, saturate
 
 S8 = np.dtype(np.int8)
 I32 = np.dtype(np.int32)
-PB, MR, SLOTS = 64, 4, 4
+PB, MR, SLOTS, DW_PAD_MAX = 64, 4, 4, 1 << 20
 TERM_MAX = 255 * 128  # largest |(x - x_zp) * w|
 
 
@@ -110,7 +114,10 @@ def pack(node, graph):
 def scratch(node, graph) -> int:
     g = geometry(node, graph)
     if g["cg"] == 1:
-        return 0
+        rows = (g["oh"] - 1) * g["sh"] + (g["kh"] - 1) * g["dh"] + 1
+        cols = (g["ow"] - 1) * g["sw"] + (g["kw"] - 1) * g["dw"] + 1
+        one = 2 * rows * g["sw"] * -(-cols // g["sw"])
+        return 0 if one > DW_PAD_MAX else SLOTS * ((one + 63) // 64 * 64)
     pb = min(PB, g["oh"] * g["ow"])
     return SLOTS * ((pb * g["k"] * 2 + 63) // 64 * 64 + (MR * g["k"] * 2 + 63) // 64 * 64)
 

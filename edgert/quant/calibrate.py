@@ -115,10 +115,26 @@ def float_tensors(g: Graph) -> list[str]:
     return [t for t in dict.fromkeys(names) if g.tensors[t].dtype == np.float32 and not g.tensors[t].is_const]
 
 
+def _channel_sum(v: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """(per-channel sum in float64, values per channel) of v."""
+    v = np.asarray(v, np.float64)
+    if v.ndim >= 3:
+        axes = (0,) + tuple(range(2, v.ndim))
+        return v.sum(axis=axes), v.size // v.shape[1]
+    if v.ndim == 2:
+        return v.sum(axis=0), v.shape[0]
+    return None
+
+
 def observe(g: Graph, feeds: list[dict[str, np.ndarray]], method: str, progress: bool | None = None,
-            tensors: list[str] | None = None) -> dict[str, tuple[float, float]]:
-    """Runs g on every feed and returns the observed range of each float tensor."""
+            tensors: list[str] | None = None,
+            means: dict[str, np.ndarray] | None = None) -> dict[str, tuple[float, float]]:
+    """Runs g on every feed and returns the observed range of each float tensor. For each
+    key of `means`, fills in the tensor's mean per channel (axis 1 of a rank >= 3
+    tensor, the last axis of a matrix) over all samples."""
     names = tensors if tensors is not None else float_tensors(g)
+    sums: dict[str, np.ndarray] = {}
+    counts: dict[str, int] = {}
     sess, outs = exposed_session(g, names)
     observers = {t: Observer(method) for t in names}
     passes = 2 if observers and next(iter(observers.values())).needs_histogram else 1
@@ -134,11 +150,22 @@ def observe(g: Graph, feeds: list[dict[str, np.ndarray]], method: str, progress:
                     continue
                 if p == 0:
                     ob.update_range(v)
+                    if means is not None and t in means:
+                        m = _channel_sum(v)
+                        if m is not None:
+                            sums[t] = sums.get(t, 0.0) + m[0]
+                            counts[t] = counts.get(t, 0) + m[1]
                 else:
                     ob.update_hist(v)
             done += 1
             bar.update(done)
     sess.close()
+    if means is not None:
+        for t in list(means):
+            if t in sums and counts[t]:
+                means[t] = sums[t] / counts[t]
+            else:
+                del means[t]
     # Graph outputs keep their full range: clipping them (logits) would change results.
     return {t: (ob.lo, ob.hi) if t in g.outputs and np.isfinite(ob.lo) else ob.range()
             for t, ob in observers.items()}

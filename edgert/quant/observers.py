@@ -6,7 +6,8 @@ percentile  the 0.01 and 99.99 percentiles (outliers clipped), from a histogram.
 entropy     the range whose 8-bit quantization loses the least information: the
             Kullback-Leibler divergence between the histogram and its quantized copy
             is minimized over clipping thresholds (one-sided for non-negative tensors,
-            symmetric around 0 otherwise).
+            symmetric around 0 otherwise). The bin holding 0 is left out: exact zeros
+            (a ReLU's spike) quantize exactly and would otherwise dominate.
 mse         the range minimizing the expected squared error of quantize-dequantize
             (rounding plus clipping) over the histogram.
 

@@ -19,7 +19,7 @@ from .weights import to_dynamic, to_fp16
 REPORT_SAMPLES = 64
 
 
-def quantize_graph(g: Graph, mode: str, calibration: Any = None, method: str = "minmax", keep_fp32=(),
+def quantize_graph(g: Graph, mode: str, calibration: Any = None, method: str = "percentile", keep_fp32=(),
                    sqnr_target: float | None = None, report: str | os.PathLike | None = None,
                    progress: bool | None = None, max_samples: int | None = None, qdq=None,
                    merge_report: bool = False) -> tuple[Graph, dict]:
@@ -45,6 +45,7 @@ def quantize_graph(g: Graph, mode: str, calibration: Any = None, method: str = "
         raise ConversionError(f"calibration method must be one of {', '.join(METHODS)}, got {method!r}")
     keep = set(keep_fp32 or ())
     feeds = None
+    means = None
     weights = biases = None
     if qdq is not None:
         qparams = dict(qdq.qparams)
@@ -55,10 +56,11 @@ def quantize_graph(g: Graph, mode: str, calibration: Any = None, method: str = "
             raise ConversionError("int8 quantization needs calibration data (--calibration DATA)")
         prepare_for_int8(g, keep)
         feeds = batches(g, load_calibration(calibration), max_samples)
-        ranges = observe(g, feeds, method, progress)
+        means = {n.inputs[0]: None for n in g.nodes if n.op in ANCHORS and n.inputs}
+        ranges = observe(g, feeds, method, progress, means=means)
         qparams = qparams_from_ranges(ranges)
         summary = {"quantize": "int8", "calibration_method": method, "calibration_samples": len(feeds)}
-    res = quantize_int8(g, qparams, keep, weights, biases, qdq is not None)
+    res = quantize_int8(g, qparams, keep, weights, biases, qdq is not None, means)
     sq = None
     if sqnr_target is not None or report is not None:
         if feeds is None:
@@ -77,7 +79,7 @@ def quantize_graph(g: Graph, mode: str, calibration: Any = None, method: str = "
                 if name is None:
                     break
                 keep.add(name)
-                res = quantize_int8(g, qparams, keep, weights, biases, qdq is not None)
+                res = quantize_int8(g, qparams, keep, weights, biases, qdq is not None, means)
                 sq = measure(g, res, sample)
             summary["sqnr_target_db"] = sqnr_target
     summary["int8_nodes"] = len(res.int8_nodes)

@@ -36,6 +36,30 @@ class QdqParams:
     biases: dict[str, np.ndarray]
 
 
+# Passes that merge an op with the activation after it: a QDQ model states the
+# quantization of the tensor between them, which the merged op would lose.
+_FUSIONS = {"fuse_activation", "fuse_hard_swish", "fuse_silu", "fuse_gelu"}
+
+
+def optimize(g, max_rounds: int = 8) -> list[str]:
+    """The converter's pass pipeline without the activation fusions, for a stripped QDQ
+    model: each tensor the model quantizes stays a tensor."""
+    from ..passes import PIPELINE
+
+    applied: list[str] = []
+    for _ in range(max_rounds):
+        changed = False
+        for p in PIPELINE:
+            name = p.__name__.rsplit(".", 1)[-1]
+            if name not in _FUSIONS and p.run(g):
+                changed = True
+                applied.append(name)
+        if not changed:
+            break
+    g.toposort()
+    return applied
+
+
 def _load(model):
     import onnx
 

@@ -68,7 +68,7 @@ class Result:
 
 class _Rewriter:
     def __init__(self, g: Graph, qparams: dict[str, tuple[float, int]], keep_fp32, weights, biases,
-                 fake_quant: bool):
+                 fake_quant: bool, means: dict[str, np.ndarray] | None = None):
         self.src = g
         self.g = Graph()
         self.g.tensors = {k: dataclasses.replace(t) for k, t in g.tensors.items()}
@@ -89,6 +89,7 @@ class _Rewriter:
         self.float_computed: set[str] = set(g.inputs)
         self.fake: dict[str, str] = {}
         self.consumers = g.consumers()
+        self.means = dict(means or {})
 
     # ---- helpers -------------------------------------------------------------------
 
@@ -202,6 +203,27 @@ class _Rewriter:
                 return ov.astype(np.int32)
         return fp.bias_values(b, s_in, s_w, n)
 
+    def corrected_bias(self, b: np.ndarray | None, w: np.ndarray, wq: np.ndarray, sw: np.ndarray, x: str,
+                       group: int) -> np.ndarray | None:
+        """Bias correction: the float bias minus the mean shift that weight rounding
+        causes, (w_q * s_w - w) . E[x] per output channel, E[x] the input's calibrated
+        per-channel mean (a window's taps share their channel's mean)."""
+        mean = self.means.get(x)
+        if mean is None:
+            return b
+        m = w.shape[0]
+        shape = (-1,) + (1,) * (w.ndim - 1)
+        err = wq.astype(np.float64) * np.asarray(sw, np.float64).reshape(shape) - w.astype(np.float64)
+        err = err.reshape(m, err.shape[1], -1).sum(axis=2)  # [M, C/group]
+        cg = err.shape[1]
+        if mean.size != cg * group:
+            return b
+        mg = m // group
+        xm = np.asarray(mean, np.float64).reshape(group, cg)
+        delta = np.einsum("gmc,gc->gm", err.reshape(group, mg, cg), xm).reshape(m)
+        base = np.zeros(m) if b is None else np.asarray(b, np.float64).reshape(m)
+        return (base - delta).astype(np.float32)
+
     def has_int8_input(self, node: Node, idx=None) -> bool:
         idx = range(len(node.inputs)) if idx is None else idx
         return any(node.inputs[i] in self.int8_of and not self.g.tensors[node.inputs[i]].is_const
@@ -224,6 +246,7 @@ class _Rewriter:
         (sx, zx), (sy, zy) = self.qp(x), self.qp(y)
         wq, sw = self.weight(w, W.astype(np.float32), 0)
         m = W.shape[0]
+        B = self.corrected_bias(B, W, wq, sw, x, int(a.get("group", 1)))
         qp, shift = fp.channel_params(self.bias(b, B, sx, sw, m), sx, sw, sy)
         lo, hi = fp.clamp_range(zy, sy, act, a.get("act_a"), a.get("act_b"))
         attrs = {k: v for k, v in a.items() if k not in ("act", "act_a", "act_b")}
@@ -259,6 +282,7 @@ class _Rewriter:
         (sx, zx), (sy, zy) = self.qp(x), self.qp(y)
         layout = None if tb else (lambda q: q.T)
         wq, sw = self.weight(w, wnk.astype(np.float32), 0, layout if alpha == 1.0 else (lambda q: q[:0]))
+        bias = self.corrected_bias(bias, wnk, wq, sw, x, 1)
         qp, shift = fp.channel_params(self.bias(c, bias, sx, sw, n), sx, sw, sy)
         lo, hi = fp.clamp_range(zy, sy, act, a.get("act_a"), a.get("act_b"))
         attrs = dict(trans_b=True, a_zp=zx, y_zp=zy, out_min=lo, out_max=hi, shift=shift)
@@ -426,12 +450,14 @@ def _quant(s: float, z: int) -> Quant:
 
 def quantize_int8(g: Graph, qparams: dict[str, tuple[float, int]], keep_fp32=(),
                   weights: dict[str, WeightOverride] | None = None,
-                  biases: dict[str, np.ndarray] | None = None, fake_quant: bool = False) -> Result:
+                  biases: dict[str, np.ndarray] | None = None, fake_quant: bool = False,
+                  means: dict[str, np.ndarray] | None = None) -> Result:
     """The int8 form of float graph g. qparams: {float tensor: (scale, zero point)};
     tensors without an entry stay float (and so do the nodes that need them).
     fake_quant (QDQ import): float nodes read the tensors the model quantizes through a
-    quantize/dequantize pair, as the model's own semantics say."""
-    return _Rewriter(g, qparams, keep_fp32, weights, biases, fake_quant).run()
+    quantize/dequantize pair, as the model's own semantics say. means: per-channel
+    means of conv2d/gemm inputs, for bias correction."""
+    return _Rewriter(g, qparams, keep_fp32, weights, biases, fake_quant, means).run()
 
 
 def qparams_from_ranges(ranges: dict[str, tuple[float, float]]) -> dict[str, tuple[float, int]]:

@@ -89,3 +89,18 @@ def test_rejects_activation_and_bad_table():
         run_node("conv2d", [(x, False), (w, True), (qp[:1], True)], base)
     with pytest.raises(OpUnsupported):
         run_node("conv2d", [(x, False), (w, True), (qp, True)], dict(base, shift=63))
+
+
+def test_depthwise_direct_path():
+    # planes whose reached extent exceeds the padded-copy limit run the direct loops
+    from edgert.ops.conv2d_s8 import DW_PAD_MAX
+
+    rng = np.random.default_rng(11)
+    side = int((DW_PAD_MAX / 2) ** 0.5) + 3
+    x = rand_s8(rng, (1, 2, side, side))
+    w = rand_s8(rng, (2, 1, 3, 3))
+    qp, shift = rand_qp(rng, 2)
+    attrs = dict(group=2, kernel=[3, 3], pads=[1, 0, 1, 2], x_zp=-9, y_zp=4, out_min=-128, out_max=127,
+                 shift=shift)
+    got, want = run_node("conv2d", [(x, False), (w, True), (qp, True)], attrs, threads=2)
+    assert_same(got, want, "direct depthwise")

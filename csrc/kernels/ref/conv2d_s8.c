@@ -15,7 +15,7 @@ enum {
   P_GROUP, P_KH, P_KW, P_SH, P_SW, P_DH, P_DW, P_PT, P_PL, P_PB, P_PR, P_RANK1D, P_ACT,
   P_XZP = P_ACT + 3, P_YZP, P_LO, P_HI, P_SHIFT, P_COUNT
 };
-enum { S8_PB = 64, S8_MR = 4, S8_SLOTS = 4, S8_DW_CHUNK = 256 };
+enum { S8_PB = 64, S8_MR = 4, S8_SLOTS = 4, S8_DW_CHUNK = 256, S8_DW_PAD_MAX = 1 << 20 };
 #define TERM_MAX (255 * 128)
 
 typedef struct geom {
@@ -72,6 +72,27 @@ static size_t col_bytes(const geom *g) {
 
 static size_t im2col_scratch(const geom *g) {
   return (size_t)S8_SLOTS * (col_bytes(g) + align64((size_t)S8_MR * (size_t)g->k * 2u));
+}
+
+/* Rows and columns of the input the windows reach, from (-pt, -pl). */
+static int64_t dw_rows(const geom *g) {
+  return (int64_t)(g->oh - 1) * g->sh + (int64_t)(g->kh - 1) * g->dh + 1;
+}
+static int64_t dw_cols(const geom *g) {
+  return (int64_t)(g->ow - 1) * g->sw + (int64_t)(g->kw - 1) * g->dw + 1;
+}
+
+/* Values per phase of a copied row: each row is stored as sw phases (column c at phase
+ * c % sw, index c / sw), so that the taps of strided windows read contiguous runs. */
+static int64_t dw_plen(const geom *g) { return (dw_cols(g) + g->sw - 1) / g->sw; }
+
+/* Scratch of the depthwise path: S8_SLOTS int16 copies of the reached part of one input
+ * plane (x - x_zp, 0 outside the image), or 0 (direct path) when one copy would exceed
+ * S8_DW_PAD_MAX bytes. edgert/ops/conv2d_s8.py mirrors this. */
+static size_t dw_scratch(const geom *g) {
+  const int64_t bytes = dw_rows(g) * g->sw * dw_plen(g) * 2;
+  if (bytes > S8_DW_PAD_MAX) return 0;
+  return (size_t)S8_SLOTS * align64((size_t)bytes);
 }
 
 edgert_status ert_conv2d_s8_prepare(ert_node *node, ert_err *err) {
@@ -132,7 +153,7 @@ edgert_status ert_conv2d_s8_prepare(ert_node *node, ert_err *err) {
     return st;
   geom g;
   read_geom(node, &g);
-  const size_t need = g.cg == 1 ? 0 : im2col_scratch(&g);
+  const size_t need = g.cg == 1 ? dw_scratch(&g) : im2col_scratch(&g);
   if (node->scratch_bytes < need)
     return ert_fail(err, EDGERT_ERR_PARAM, "conv2d '%s': needs %zu scratch bytes, has %zu",
                     nm(node), need, node->scratch_bytes);
@@ -162,28 +183,87 @@ typedef struct job {
   size_t slot_bytes, tasks, nslots, blocks;
 } job;
 
-/* Adds w * (x - x_zp) over the valid taps of one kernel row to acc[0..n), the outputs
- * ox0 .. ox0+n of output row oy. */
-static void dw_row(const geom *g, const int8_t *row, const int8_t *wr, int32_t ox0, int32_t n,
-                   int32_t *acc) {
-  for (int32_t kx = 0; kx < g->kw; kx++) {
-    const int64_t off = (int64_t)kx * g->dw - g->pl;
-    int32_t lo, hi;
-    valid_range(off + (int64_t)ox0 * g->sw, g->sw, g->w, n, &lo, &hi);
-    /* |(x - x_zp) * w| <= 255 * 128 fits int16: 16-bit products, 32-bit sums */
-    const int16_t wv = wr[kx], zp = (int16_t)g->xzp;
-    const int8_t *src = row + off + (int64_t)ox0 * g->sw;
-    if (g->sw == 1) {
-      for (int32_t i = lo; i < hi; i++) acc[i] += (int16_t)(wv * (int16_t)(src[i] - zp));
-    } else {
-      for (int32_t i = lo; i < hi; i++)
-        acc[i] += (int16_t)(wv * (int16_t)(src[(int64_t)i * g->sw] - zp));
+static void dw_fill(const geom *g, const int8_t *x, int16_t *buf) {
+  const int64_t rows = dw_rows(g), cols = dw_cols(g), plen = dw_plen(g), sw = g->sw;
+  const int64_t row_len = sw * plen;
+  const int16_t zp = (int16_t)g->xzp;
+  int32_t lo, hi; /* columns c with 0 <= c - pl < w */
+  valid_range(-(int64_t)g->pl, 1, g->w, cols, &lo, &hi);
+  for (int64_t r = 0; r < rows; r++) {
+    int16_t *d = buf + r * row_len;
+    const int64_t iy = r - g->pt;
+    if (iy < 0 || iy >= g->h) {
+      for (int64_t c = 0; c < row_len; c++) d[c] = 0;
+      continue;
+    }
+    const int8_t *src = x + iy * g->w - g->pl;
+    for (int64_t ph = 0; ph < sw; ph++) { /* columns ph, ph + sw, ... */
+      int16_t *dp = d + ph * plen;
+      const int64_t i0 = lo > ph ? (lo - ph + sw - 1) / sw : 0;
+      const int64_t i1 = hi > ph ? (hi - ph + sw - 1) / sw : 0;
+      const int8_t *sp = src + ph;
+      for (int64_t i = 0; i < i0; i++) dp[i] = 0;
+      for (int64_t i = i0; i < i1; i++) dp[i] = (int16_t)(sp[i * sw] - zp);
+      for (int64_t i = i1 > i0 ? i1 : i0; i < plen; i++) dp[i] = 0;
     }
   }
 }
 
-static void dw_plane(const geom *g, const int8_t *x, const int8_t *w, const int32_t *qp,
-                     int8_t *y) {
+/* acc[i] += sum over T taps of w[t] * tp[t][i], i < n: a whole window per output,
+ * for the common 3x3 and 5x5 kernels (|(x - x_zp) * w| <= 255 * 128: 16-bit products,
+ * 32-bit sums). */
+#define DW_TAPS_S8(NAME, T)                                                             \
+  static void NAME(int32_t *acc, const int16_t *const *tp, const int16_t *w, int32_t n) { \
+    for (int32_t i = 0; i < n; i++) {                                                   \
+      int32_t s = acc[i];                                                               \
+      for (int t = 0; t < (T); t++) s += (int16_t)(w[t] * tp[t][i]);                     \
+      acc[i] = s;                                                                       \
+    }                                                                                   \
+  }
+DW_TAPS_S8(dw_taps9, 9)
+DW_TAPS_S8(dw_taps25, 25)
+
+/* One output plane from the padded copy: per output row, taps accumulate contiguous
+ * runs. */
+static void dw_plane_padded(const geom *g, const int16_t *buf, const int8_t *w,
+                            const int32_t *qp, int8_t *y) {
+  const int64_t plen = dw_plen(g), row_len = g->sw * plen;
+  int32_t acc[S8_DW_CHUNK];
+  for (int32_t oy = 0; oy < g->oh; oy++) {
+    for (int32_t ox0 = 0; ox0 < g->ow; ox0 += S8_DW_CHUNK) {
+      const int32_t n = g->ow - ox0 < S8_DW_CHUNK ? g->ow - ox0 : S8_DW_CHUNK;
+      for (int32_t i = 0; i < n; i++) acc[i] = qp[0];
+      const int16_t *tp[25];
+      int16_t wt[25];
+      const int32_t taps = g->kh * g->kw;
+      for (int32_t ky = 0; ky < g->kh; ky++) {
+        const int16_t *row =
+            buf + ((int64_t)oy * g->sh + (int64_t)ky * g->dh) * row_len + ox0;
+        for (int32_t kx = 0; kx < g->kw; kx++) {
+          const int16_t wv = w[ky * g->kw + kx];
+          const int64_t c = (int64_t)kx * g->dw; /* column of output 0's tap */
+          const int16_t *src = row + (c % g->sw) * plen + c / g->sw;
+          if (taps == 9 || taps == 25) {
+            tp[ky * g->kw + kx] = src;
+            wt[ky * g->kw + kx] = wv;
+          } else {
+            for (int32_t i = 0; i < n; i++) acc[i] += (int16_t)(wv * src[i]);
+          }
+        }
+      }
+      if (taps == 9)
+        dw_taps9(acc, tp, wt, n);
+      else if (taps == 25)
+        dw_taps25(acc, tp, wt, n);
+      ert_requant_row(acc, (size_t)n, qp[1], g->shift, g->yzp, g->lo, g->hi,
+                      y + (size_t)oy * (size_t)g->ow + (size_t)ox0);
+    }
+  }
+}
+
+/* Direct path (planes too large to copy): valid taps only. */
+static void dw_plane_direct(const geom *g, const int8_t *x, const int8_t *w, const int32_t *qp,
+                            int8_t *y) {
   int32_t acc[S8_DW_CHUNK];
   for (int32_t oy = 0; oy < g->oh; oy++) {
     const int64_t iy0 = (int64_t)oy * g->sh - g->pt;
@@ -192,37 +272,87 @@ static void dw_plane(const geom *g, const int8_t *x, const int8_t *w, const int3
     for (int32_t ox0 = 0; ox0 < g->ow; ox0 += S8_DW_CHUNK) {
       const int32_t n = g->ow - ox0 < S8_DW_CHUNK ? g->ow - ox0 : S8_DW_CHUNK;
       for (int32_t i = 0; i < n; i++) acc[i] = qp[0];
-      for (int32_t ky = ky0; ky < ky1; ky++)
-        dw_row(g, x + (size_t)(iy0 + (int64_t)ky * g->dh) * (size_t)g->w,
-               w + (size_t)ky * (size_t)g->kw, ox0, n, acc);
+      for (int32_t ky = ky0; ky < ky1; ky++) {
+        const int8_t *row = x + (size_t)(iy0 + (int64_t)ky * g->dh) * (size_t)g->w;
+        for (int32_t kx = 0; kx < g->kw; kx++) {
+          const int64_t off = (int64_t)kx * g->dw - g->pl + (int64_t)ox0 * g->sw;
+          int32_t lo, hi;
+          valid_range(off, g->sw, g->w, n, &lo, &hi);
+          const int16_t wv = w[ky * g->kw + kx], zp = (int16_t)g->xzp;
+          for (int32_t i = lo; i < hi; i++)
+            acc[i] += (int16_t)(wv * (int16_t)(row[off + (int64_t)i * g->sw] - zp));
+        }
+      }
       ert_requant_row(acc, (size_t)n, qp[1], g->shift, g->yzp, g->lo, g->hi,
                       y + (size_t)oy * (size_t)g->ow + (size_t)ox0);
     }
   }
 }
 
-static void dw_task(void *arg, size_t begin, size_t end) {
-  const job *j = (const job *)arg;
+/* Planes p0 .. p1 (image, output channel); buf: a padded copy slot, or NULL. */
+static void dw_planes(const job *j, size_t p0, size_t p1, int16_t *buf) {
   const geom *g = j->g;
   const size_t plane_in = (size_t)g->h * (size_t)g->w, plane_out = (size_t)g->oh * (size_t)g->ow;
   const size_t khw = (size_t)g->kh * (size_t)g->kw;
-  for (size_t p = begin; p < end; p++) {
+  size_t filled = (size_t)-1;
+  for (size_t p = p0; p < p1; p++) {
     const size_t n = p / (size_t)g->m, oc = p % (size_t)g->m;
-    const size_t ic = oc / (size_t)g->mg;
-    dw_plane(g, j->x + (n * (size_t)g->c + ic) * plane_in, j->w + oc * khw, j->qp + 2 * oc,
-             j->y + p * plane_out);
+    const size_t in_plane = n * (size_t)g->c + oc / (size_t)g->mg;
+    const int8_t *x = j->x + in_plane * plane_in;
+    if (buf == NULL) {
+      dw_plane_direct(g, x, j->w + oc * khw, j->qp + 2 * oc, j->y + p * plane_out);
+      continue;
+    }
+    if (filled != in_plane) { /* a channel multiplier > 1 reuses the copy */
+      dw_fill(g, x, buf);
+      filled = in_plane;
+    }
+    dw_plane_padded(g, buf, j->w + oc * khw, j->qp + 2 * oc, j->y + p * plane_out);
   }
+}
+
+static void dw_task(void *arg, size_t begin, size_t end) {
+  const job *j = (const job *)arg;
+  const size_t planes = (size_t)j->g->n * (size_t)j->g->m;
+  if (j->scratch == NULL) {
+    dw_planes(j, begin, end, NULL);
+    return;
+  }
+  for (size_t s = begin; s < end; s++)
+    dw_planes(j, s * planes / j->nslots, (s + 1) * planes / j->nslots,
+              (int16_t *)(void *)(j->scratch + s * j->slot_bytes));
 }
 
 /* ---- im2col blocks ------------------------------------------------------------------ */
 
 /* col[p][k] for pixels p0 .. p0+pb of one image and group: x - x_zp, 0 outside. */
 static void gather(const geom *g, const int8_t *x, int32_t p0, int32_t pb, int16_t *col) {
-  const size_t plane = (size_t)g->h * (size_t)g->w;
+  const size_t plane = (size_t)g->h * (size_t)g->w, k = (size_t)g->k;
+  const int16_t zp = (int16_t)g->xzp;
+  if (g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->pt == 0 && g->pl == 0 &&
+      g->oh == g->h && g->ow == g->w) { /* pointwise: pixel p is input position p */
+    for (int32_t ci = 0; ci < g->cg; ci++) {
+      const int8_t *src = x + (size_t)ci * plane + (size_t)p0;
+      for (int32_t i = 0; i < pb; i++) col[(size_t)i * k + (size_t)ci] = (int16_t)(src[i] - zp);
+    }
+    return;
+  }
   for (int32_t i = 0; i < pb; i++) {
     const int32_t p = p0 + i, oy = p / g->ow, ox = p % g->ow;
     const int64_t iy0 = (int64_t)oy * g->sh - g->pt, ix0 = (int64_t)ox * g->sw - g->pl;
-    int16_t *dst = col + (size_t)i * (size_t)g->k;
+    int16_t *dst = col + (size_t)i * k;
+    if (iy0 >= 0 && iy0 + (int64_t)(g->kh - 1) * g->dh < g->h && ix0 >= 0 &&
+        ix0 + (int64_t)(g->kw - 1) * g->dw < g->w) { /* the window is inside the image */
+      for (int32_t ci = 0; ci < g->cg; ci++) {
+        const int8_t *xc = x + (size_t)ci * plane + (size_t)iy0 * (size_t)g->w + (size_t)ix0;
+        for (int32_t ky = 0; ky < g->kh; ky++) {
+          const int8_t *r = xc + (size_t)ky * (size_t)g->dh * (size_t)g->w;
+          for (int32_t kx = 0; kx < g->kw; kx++)
+            *dst++ = (int16_t)(r[(size_t)kx * (size_t)g->dw] - zp);
+        }
+      }
+      continue;
+    }
     for (int32_t ci = 0; ci < g->cg; ci++) {
       const int8_t *xc = x + (size_t)ci * plane;
       for (int32_t ky = 0; ky < g->kh; ky++) {
@@ -316,7 +446,11 @@ void ert_conv2d_s8__ref(const ert_node *node, ert_exec *ex) {
   j.y = (int8_t *)node->out[0]->data;
   if ((size_t)g.n * (size_t)g.m * (size_t)g.oh * (size_t)g.ow == 0) return;
   if (g.cg == 1) {
-    ert_parallel_for(ex, (size_t)g.n * (size_t)g.m, dw_task, &j);
+    const size_t planes = (size_t)g.n * (size_t)g.m, need = dw_scratch(&g);
+    j.scratch = need ? (char *)node->scratch : NULL;
+    j.slot_bytes = need / S8_SLOTS;
+    j.nslots = planes < S8_SLOTS ? planes : S8_SLOTS;
+    ert_parallel_for(ex, j.scratch ? j.nslots : planes, dw_task, &j);
     return;
   }
   j.scratch = (char *)node->scratch;

@@ -57,13 +57,16 @@ static inline size_t channel_of(const q_job *j, size_t i) {
   return j->count == 1 ? 0 : (i / j->inner) % j->count;
 }
 
-/* Round half to even, independent of the floating-point rounding mode. */
-static inline float round_even(float v) {
-  if (!(fabsf(v) < 8388608.0f)) return v;
-  float r = floorf(v);
-  const float d = v - r;
-  if (d > 0.5f || (d == 0.5f && fmodf(r, 2.0f) != 0.0f)) r += 1.0f;
-  return r;
+/* x / s rounded half to even, plus z, clamped to [qmin, qmax]; NaN gives z. The
+ * quotient is first clamped to +-2^22, where adding and subtracting 1.5 * 2^23 rounds
+ * it to an integer (half to even, in the default rounding mode, which the library
+ * never changes); the clamp does not change the saturated result. */
+static inline float quantize_one(float x, float s, float z, float qmin, float qmax) {
+  float v = x / s;
+  v = v > 4194304.0f ? 4194304.0f : (v < -4194304.0f ? -4194304.0f : v);
+  v = (v + 12582912.0f) - 12582912.0f;
+  v = v == v ? v + z : z;
+  return v < qmin ? qmin : (v > qmax ? qmax : v);
 }
 
 /* ---- quantize_linear ------------------------------------------------------- */
@@ -86,13 +89,17 @@ static void quantize_task(void *arg, size_t begin, size_t end) {
   const int u8 = node->out[0]->dtype == EDGERT_UINT8;
   const float qmin = u8 ? 0.0f : -128.0f, qmax = u8 ? 255.0f : 127.0f;
   const uint32_t count = (uint32_t)j->count;
+  if (count == 1 && !u8) { /* per tensor, int8: a loop compilers vectorize */
+    const float s = ert_pf(node, 2), z = (float)ert_pi(node, 3);
+    int8_t *y = (int8_t *)node->out[0]->data;
+    for (size_t i = begin; i < end; i++)
+      y[i] = (int8_t)(int32_t)quantize_one(x[i], s, z, qmin, qmax);
+    return;
+  }
   for (size_t i = begin; i < end; i++) {
     const uint32_t c = (uint32_t)channel_of(j, i);
-    const float s = ert_pf(node, 2 + c);
-    const float z = (float)ert_pi(node, 2 + count + c);
-    float v = round_even(x[i] / s) + z;
-    if (v != v) v = z;
-    v = v < qmin ? qmin : (v > qmax ? qmax : v);
+    const float v = quantize_one(x[i], ert_pf(node, 2 + c), (float)ert_pi(node, 2 + count + c),
+                                 qmin, qmax);
     if (u8)
       ((uint8_t *)node->out[0]->data)[i] = (uint8_t)(int32_t)v;
     else
