@@ -2,7 +2,6 @@
 must be rejected cleanly at convert time (never converted and computed wrongly)."""
 from __future__ import annotations
 
-import os
 
 import pytest
 

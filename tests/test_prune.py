@@ -2,13 +2,11 @@
 pruning on tiny graphs and the digits CNN, sensitivity choice, the report and the CLI."""
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import sys
 
 import numpy as np
-import pytest
 from onnx import helper
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -179,8 +177,6 @@ def test_cli_convert_prune(tmp_path):
 
 
 def test_magnitude_50_with_int8():
-    if "quantize" not in inspect.signature(converter.convert).parameters:
-        pytest.skip("int8 quantization (convert(quantize=...)) is not available yet")
     base = _digits_accuracy(edgert.convert(DIGITS), limit=360)
     data = edgert.convert(DIGITS, prune=0.5, quantize="int8", calibration=os.path.join(DATA, "digits_calib.npz"))
     assert _digits_accuracy(data, limit=360) >= base - 0.01

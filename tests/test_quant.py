@@ -156,7 +156,7 @@ def test_qdq_import_matches_onnxruntime(tmp_path):
     # integer requantization and float rounding disagree only near half steps; such a
     # one-step difference inside the network can reach the output as two steps
     d_exact, d_fused = [], []
-    for k in range(40):
+    for _ in range(40):
         x = rng.standard_normal((1, 3, 10, 10)).astype(np.float32)
         got = sess.run(None, {"x": x})[0]
         d_exact.append(np.abs(got - exact.run(None, {"x": x})[0]) / step)

@@ -241,7 +241,6 @@ def test_corrupt_csr_rejected_by_prepare():
 
 # ---- the model pruned during training ---------------------------------------------
 
-@pytest.mark.skipif(not os.path.exists(SPARSE_MODEL), reason="digits_sparse90.onnx not generated")
 def test_digits_sparse90_smaller_same_outputs():
     d = np.load(os.path.join(ROOT, "edgert", "data", "digits_test.npz"))
     x = d["input"][:40]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
