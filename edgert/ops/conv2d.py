@@ -128,29 +128,36 @@ def _scratch(node, graph) -> int:
     return sgemm_scratch_bytes(g["mg"], hw, g["cg"] * g["kh"] * g["kw"], True)
 
 
-def conv_reference(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, group: int, strides, dilations,
-                   pads) -> np.ndarray:
-    """numpy NCHW convolution (float64 accumulation); pads [top, left, bottom, right]."""
+def conv_sum(x: np.ndarray, w: np.ndarray, group: int, strides, dilations, pads, dtype=np.float64) -> np.ndarray:
+    """numpy NCHW convolution accumulated in `dtype` (float64, or int64 for exact integer
+    sums), zero padding; pads [top, left, bottom, right]."""
     n, c, h, wd = x.shape
     m, cg, kh, kw = w.shape
     sh, sw = strides
     dh, dw = dilations
     pt, pl, pb, pr = pads
-    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    xp = np.pad(x.astype(dtype), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
     oh = (h + pt + pb - (dh * (kh - 1) + 1)) // sh + 1
     ow = (wd + pl + pr - (dw * (kw - 1) + 1)) // sw + 1
-    y = np.zeros((n, m, oh, ow), np.float64)
+    y = np.zeros((n, m, oh, ow), dtype)
     mg = m // group
-    w64 = w.astype(np.float64)
+    wd_ = w.astype(dtype)
     for g in range(group):
         xs = xp[:, g * cg:(g + 1) * cg]
-        ws = w64[g * mg:(g + 1) * mg]
+        ws = wd_[g * mg:(g + 1) * mg]
         for ky in range(kh):
             for kx in range(kw):
                 patch = xs[:, :, ky * dh: ky * dh + sh * (oh - 1) + 1: sh, kx * dw: kx * dw + sw * (ow - 1) + 1: sw]
                 y[:, g * mg:(g + 1) * mg] += np.einsum("nchw,mc->nmhw", patch, ws[:, :, ky, kx])
+    return y
+
+
+def conv_reference(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, group: int, strides, dilations,
+                   pads) -> np.ndarray:
+    """numpy NCHW convolution (float64 accumulation); pads [top, left, bottom, right]."""
+    y = conv_sum(x, w, group, strides, dilations, pads)
     if b is not None:
-        y += b.astype(np.float64).reshape(1, m, 1, 1)
+        y += b.astype(np.float64).reshape(1, -1, 1, 1)
     return y.astype(np.float32)
 
 
