@@ -56,13 +56,11 @@ def pool_out_size(size: int, k: int, s: int, d: int, p0: int, p1: int, ceil_mode
     return out
 
 
-def _geometry(node, graph) -> dict:
+def window_geometry(node, graph) -> dict:
+    """Checked window sizes of a pooling node, whatever its dtype: n c h w kh kw sh sw dh
+    dw pads ceil_mode rank1d oh ow, and extra (count_include_pad for avg_pool2d, else 0)."""
     a = node.attrs
-    if len(node.inputs) != 1 or not node.inputs[0]:
-        raise OpUnsupported(f"{node.op} takes one input")
     x = graph.tensors[node.inputs[0]]
-    if x.dtype != F32:
-        raise OpUnsupported(f"{node.op}: dtype {x.dtype} is not supported (float32)")
     rank1d = bool(a.get("rank1d", False))
     if len(x.shape) != (3 if rank1d else 4):
         raise OpUnsupported(f"{node.op}: input must have rank {3 if rank1d else 4}")
@@ -81,15 +79,24 @@ def _geometry(node, graph) -> dict:
     ow = pool_out_size(w, kw, sw, dw, pads[1], pads[3], ceil_mode)
     if oh < 1 or ow < 1:
         raise OpUnsupported(f"{node.op}: the window is larger than the padded input")
-    extra = 0
-    if node.op == "avg_pool2d":
-        extra = int(bool(a.get("count_include_pad", False)))
-    elif node.op == "lp_pool2d":
-        extra = int(a.get("p", 2))
-        if extra < 1 or extra != a.get("p", 2):
-            raise OpUnsupported(f"lp_pool2d: p must be an integer >= 1, got {a.get('p')}")
+    extra = int(bool(a.get("count_include_pad", False))) if node.op == "avg_pool2d" else 0
     return dict(n=n, c=c, h=h, w=w, kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, pads=pads, ceil_mode=ceil_mode,
                 rank1d=rank1d, oh=oh, ow=ow, extra=extra)
+
+
+def _geometry(node, graph) -> dict:
+    a = node.attrs
+    if len(node.inputs) != 1 or not node.inputs[0]:
+        raise OpUnsupported(f"{node.op} takes one input")
+    x = graph.tensors[node.inputs[0]]
+    if x.dtype != F32:
+        raise OpUnsupported(f"{node.op}: dtype {x.dtype} is not supported (float32)")
+    g = window_geometry(node, graph)
+    if node.op == "lp_pool2d":
+        g["extra"] = int(a.get("p", 2))
+        if g["extra"] < 1 or g["extra"] != a.get("p", 2):
+            raise OpUnsupported(f"lp_pool2d: p must be an integer >= 1, got {a.get('p')}")
+    return g
 
 
 def _infer(node, graph):

@@ -23,7 +23,7 @@ import math
 import numpy as np
 
 from . import OpUnsupported
-from .pool import pool_out_size
+from .pool import pool_out_size, window_geometry
 from ..quant.fixedpoint import requant, round_div, saturate
 
 S8 = np.dtype(np.int8)
@@ -41,31 +41,9 @@ def _zp(node, key: str) -> int:
 
 
 def geometry(node, graph) -> dict:
-    a = node.attrs
-    x = graph.tensors[node.inputs[0]]
-    rank1d = bool(a.get("rank1d", False))
-    if len(x.shape) != (3 if rank1d else 4):
-        raise OpUnsupported(f"{node.op}: input must have rank {3 if rank1d else 4}")
     if node.op == "lp_pool2d":
         raise OpUnsupported("lp_pool2d has no int8 form")
-    kh, kw = (int(v) for v in a["kernel"])
-    sh, sw = (int(v) for v in a.get("strides", (1, 1)))
-    dh, dw = (int(v) for v in a.get("dilations", (1, 1)))
-    pads = tuple(int(v) for v in a.get("pads", (0, 0, 0, 0)))
-    ceil_mode = bool(a.get("ceil_mode", False))
-    if len(pads) != 4 or min(pads) < 0 or min(kh, kw, sh, sw, dh, dw) < 1:
-        raise OpUnsupported(f"{node.op}: kernel, strides, dilations must be >= 1 and pads >= 0")
-    if rank1d and (kh, sh, dh, pads[0], pads[2]) != (1, 1, 1, 0, 0):
-        raise OpUnsupported(f"{node.op}: the 1-D form needs a height-1 window")
-    n, c = x.shape[0], x.shape[1]
-    h, w = (1, x.shape[2]) if rank1d else (x.shape[2], x.shape[3])
-    oh = pool_out_size(h, kh, sh, dh, pads[0], pads[2], ceil_mode)
-    ow = pool_out_size(w, kw, sw, dw, pads[1], pads[3], ceil_mode)
-    if oh < 1 or ow < 1:
-        raise OpUnsupported(f"{node.op}: the window is larger than the padded input")
-    extra = int(bool(a.get("count_include_pad", False))) if node.op == "avg_pool2d" else 0
-    return dict(n=n, c=c, h=h, w=w, kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, pads=pads, ceil_mode=ceil_mode,
-                rank1d=rank1d, oh=oh, ow=ow, extra=extra)
+    return window_geometry(node, graph)
 
 
 def infer(node, graph):
