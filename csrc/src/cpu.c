@@ -21,7 +21,7 @@
 #define ERT_HWCAP_DOTPROD 0ul
 #endif
 
-ert_kernels ert_cpu = {"ref", NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+ert_kernels ert_cpu = {.isa = "ref"};
 
 static int force_ref(void) {
   const char *v = getenv("EDGERT_FORCE_REF");
@@ -29,7 +29,7 @@ static int force_ref(void) {
 }
 
 void ert_cpu_select(void) {
-  ert_kernels k = {"ref", NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+  ert_kernels k = {.isa = "ref"};
 #if defined(ERT_NEON_KERNELS) && defined(ERT_HAVE_AUXV)
   const unsigned long hw = getauxval(AT_HWCAP);
   if (!force_ref() && (hw & ERT_HWCAP_NEON)) {
@@ -41,6 +41,10 @@ void ert_cpu_select(void) {
     k.dw5_s1 = ert_conv2d_dw5s1_f32__neon;
     k.dw5_s2 = ert_conv2d_dw5s2_f32__neon;
     k.act_apply = ert_act_apply_f32__neon;
+    /* int8 kernels */
+    if (ERT_HWCAP_DOTPROD != 0 && (hw & ERT_HWCAP_DOTPROD)) {
+      /* dot-product (sdot) int8 kernels */
+    }
   }
 #else
   (void)force_ref;

@@ -41,6 +41,7 @@ typedef struct ert_kernels {
   ert_sgemm_rows_fn sgemm_rows;
   ert_dw_row_fn dw3_s1, dw3_s2, dw5_s1, dw5_s2;
   ert_act_fn act_apply;
+  /* int8 entries */
 } ert_kernels;
 
 /* Filled by a load-time constructor in cpu.c; read-only afterwards. */
