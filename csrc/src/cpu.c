@@ -34,16 +34,31 @@ void ert_cpu_select(void) {
   const unsigned long hw = getauxval(AT_HWCAP);
   if (!force_ref() && (hw & ERT_HWCAP_NEON)) {
     k.isa = (ERT_HWCAP_DOTPROD != 0 && (hw & ERT_HWCAP_DOTPROD)) ? "neon+dotprod" : "neon";
-    k.sgemm_tile = ert_sgemm_tile_f32__neon;
     k.sgemm_rows = ert_sgemm_rows_f32__neon;
+#if defined(__aarch64__)
+    k.sgemm_rows6 = ert_sgemm_rows6_f32__neon;
+#endif
     k.dw3_s1 = ert_conv2d_dw3s1_f32__neon;
     k.dw3_s2 = ert_conv2d_dw3s2_f32__neon;
     k.dw5_s1 = ert_conv2d_dw5s1_f32__neon;
     k.dw5_s2 = ert_conv2d_dw5s2_f32__neon;
     k.act_apply = ert_act_apply_f32__neon;
+    k.binary_f32 = ert_binary_f32__neon;
+    k.softmax_row = ert_softmax_row_f32__neon;
     /* int8 kernels */
+    k.qgemm_s8 = ert_qgemm_s8__neon;
+    k.pack_w_s8 = ert_pack_w_s8__neon;
+    k.quads_s8 = ert_quads_s8__neon;
+    k.dw_taps_s16 = ert_dw_taps_s16__neon;
+    k.widen_s8 = ert_widen_s8__neon;
+    k.gemv_s8 = ert_gemv_s8__neon;
+    k.requant_row = ert_requant_row__neon;
     if (ERT_HWCAP_DOTPROD != 0 && (hw & ERT_HWCAP_DOTPROD)) {
       /* dot-product (sdot) int8 kernels */
+#if defined(__aarch64__)
+      k.qgemm_s8 = ert_qgemm_s8__dot;
+      k.gemv_s8 = ert_gemv_s8__dot;
+#endif
     }
   }
 #else

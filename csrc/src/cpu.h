@@ -7,15 +7,21 @@
  * environment variable EDGERT_FORCE_REF=1 before the library loads keeps them NULL.
  *
  * Contracts (each NEON kernel is tested against them by csrc/tests/kernel_test.c):
- *   sgemm_tile  tile[4][16] = sum over k < kc of a[k*4 + i] * b[k*16 + j]
- *               (a: packed A panel, b: packed B panel; see ref/sgemm.c). kc >= 1.
- *   sgemm_rows  tile[4][16] = sum over k < kc of rows[i][k] * b[k*16 + j]: the same with
- *               A read in place from four row pointers (which may repeat). kc >= 1.
+ *   sgemm_rows  r[i][j] = sum over k < kc of rows[i][k] * b[k*16 + j], i < 4, j < 16 (A
+ *               read in place from four row pointers, which may repeat; b a packed B
+ *               panel, see ref/sgemm.c), stored into C as ert_sgemm_store says. kc >= 1.
+ *   sgemm_rows6 the same for six rows (rows[0..6), i < 6).
  *   dwK_sS      y[i] = bias + sum over ky, kx < K of w[ky*K + kx] * rows[ky][i*S + kx*d]
  *               for i < n (K = 3 or 5, S = 1 or 2): the interior of one depthwise KxK
  *               output row; reads nothing outside the taps' span.
  *   act_apply   ert_act_apply(act, x, count) for the kinds it handles, returning 1;
  *               returns 0 (x untouched) for the others.
+ *   binary_f32  o[i] = A op B for i < n, op an ERT_BIN_* code, where A is a[i] when sa
+ *               else a[0] (B likewise; o may be a or b), then act (NULL: none) as
+ *               ert_act_apply; returns 1, or 0 (o untouched) for ops or activation kinds
+ *               it does not handle.
+ *   softmax_row y[j] = exp(x[j] - max x) / sum over t of exp(x[t] - max x), j < n (n >= 1;
+ *               y may be x); within 1e-6 relative of the reference.
  * The f32 NEON kernels may differ from the reference by rounding only (fused or
  * reassociated multiply-adds); the tests bound that at 1e-5 relative to the operands'
  * magnitude. */
@@ -27,21 +33,63 @@
 
 #include "internal.h"
 
-typedef void (*ert_sgemm_tile_fn)(int32_t kc, const float *a, const float *b, float *tile);
-typedef void (*ert_sgemm_rows_fn)(int32_t kc, const float *const *rows, const float *b,
-                                  float *tile);
+/* How sgemm_rows stores its 4x16 result r: C(i, j) = c[i*ldc + j] becomes
+ * alpha*r[i][j] + (init ? (bias ? bias[i] : 0) : C(i, j)), then act (NULL: none; else
+ * one of relu, clip, hard_sigmoid, hard_swish, leaky_relu, as ert_act_apply). */
+typedef struct ert_sgemm_store {
+  ptrdiff_t ldc;
+  const float *bias;
+  const ert_act_params *act;
+  float alpha;
+  int init;
+} ert_sgemm_store;
+
+typedef void (*ert_sgemm_rows_fn)(int32_t kc, const float *const *rows, const float *b, float *c,
+                                  const ert_sgemm_store *st);
 typedef void (*ert_dw_row_fn)(float *y, const float *const *rows, const float *w, int32_t n,
                               int32_t d, float bias);
 
 typedef int (*ert_act_fn)(const ert_act_params *act, float *x, size_t count);
 
+enum { ERT_BIN_ADD, ERT_BIN_SUB, ERT_BIN_MUL, ERT_BIN_DIV }; /* binary_f32 ops */
+typedef int (*ert_binary_f32_fn)(int op, float *o, const float *a, const float *b, size_t n,
+                                 int sa, int sb, const ert_act_params *act);
+typedef void (*ert_softmax_row_fn)(const float *x, float *y, size_t n);
+
 typedef struct ert_kernels {
   const char *isa;             /* "ref", "neon" or "neon+dotprod": what was selected */
-  ert_sgemm_tile_fn sgemm_tile;
-  ert_sgemm_rows_fn sgemm_rows;
+  ert_sgemm_rows_fn sgemm_rows, sgemm_rows6;
   ert_dw_row_fn dw3_s1, dw3_s2, dw5_s1, dw5_s2;
   ert_act_fn act_apply;
-  /* int8 entries */
+  ert_binary_f32_fn binary_f32;
+  ert_softmax_row_fn softmax_row;
+  /* int8 entries (integer results: the kernels must match the reference exactly)
+   *   qgemm_s8    acc[r*lda + i] = bias[r] + sum over q < kq, j < 4 of
+   *               col[4*np*q + 4*i + j] * wq[16*q + 4*r + j], for r < 4 and i < np: the
+   *               conv2d_s8 im2col block in quads of taps (ref/conv2d_s8.c); sdot when the
+   *               CPU has dotprod.
+   *   pack_w_s8   wq[16*q + 4*r + j] = r < rows && t < k ? w[r*ld + t] : 0 with t = 4q + j,
+   *               for q < ceil(k/4), r < 4; wsum[r] = sum over t of those (rows <= 4).
+   *   quads_s8    dst[4*np*q + 4*i + j] = t < k && i < n ? src[t*ld + i] : 0 with t = 4q + j,
+   *               for q < ceil(k/4) and i < np (n <= np): rows in that quad layout.
+   *   dw_taps_s16 acc[i] = bias + sum over t < taps of w[t] * base[off[t] + i], i < n (the
+   *               taps' products fit int16).
+   *   widen_s8    d[i] = s[i*stride] - zp, i < n (stride >= 1; reads only those bytes).
+   *   gemv_s8     acc[c] = sum over i < k of (a[i] - azp) * b[c*k + i], c < n; sdot when the
+   *               CPU has dotprod.
+   *   requant_row ert_requant_row (quant_s8.h). */
+  void (*qgemm_s8)(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
+                   const int32_t *bias, int32_t *acc, int32_t lda);
+  void (*pack_w_s8)(int8_t *wq, int32_t *wsum, const int8_t *w, size_t ld, int32_t rows,
+                    int32_t k);
+  void (*quads_s8)(int8_t *dst, const int8_t *src, size_t ld, int32_t k, int32_t n, int32_t np);
+  void (*dw_taps_s16)(int32_t *acc, const int16_t *base, const ptrdiff_t *off, const int16_t *w,
+                      int32_t n, int32_t taps, int32_t bias);
+  void (*widen_s8)(int16_t *d, const int8_t *s, int32_t n, int32_t stride, int32_t zp);
+  void (*gemv_s8)(int32_t k, int32_t n, const int8_t *a, int32_t azp, const int8_t *b,
+                  int32_t *acc);
+  void (*requant_row)(const int32_t *acc, size_t n, int32_t mult, int32_t shift, int32_t zp,
+                      int32_t lo, int32_t hi, int8_t *y);
 } ert_kernels;
 
 /* Filled by a load-time constructor in cpu.c; read-only afterwards. */
@@ -51,8 +99,10 @@ extern ert_kernels ert_cpu;
 void ert_cpu_select(void);
 
 /* NEON kernels (csrc/kernels/neon), present when ERT_NEON_KERNELS is defined. */
-void ert_sgemm_tile_f32__neon(int32_t kc, const float *a, const float *b, float *tile);
-void ert_sgemm_rows_f32__neon(int32_t kc, const float *const *rows, const float *b, float *tile);
+void ert_sgemm_rows_f32__neon(int32_t kc, const float *const *rows, const float *b, float *c,
+                              const ert_sgemm_store *st);
+void ert_sgemm_rows6_f32__neon(int32_t kc, const float *const *rows, const float *b, float *c,
+                               const ert_sgemm_store *st); /* aarch64 only */
 void ert_conv2d_dw3s1_f32__neon(float *y, const float *const *rows, const float *w, int32_t n,
                                 int32_t d, float bias);
 void ert_conv2d_dw3s2_f32__neon(float *y, const float *const *rows, const float *w, int32_t n,
@@ -62,5 +112,27 @@ void ert_conv2d_dw5s1_f32__neon(float *y, const float *const *rows, const float 
 void ert_conv2d_dw5s2_f32__neon(float *y, const float *const *rows, const float *w, int32_t n,
                                 int32_t d, float bias);
 int ert_act_apply_f32__neon(const ert_act_params *act, float *x, size_t count);
+int ert_binary_f32__neon(int op, float *o, const float *a, const float *b, size_t n, int sa, int sb,
+                         const ert_act_params *act);
+void ert_softmax_row_f32__neon(const float *x, float *y, size_t n);
+
+/* int8 NEON kernels (kernels/neon/quant_s8.c); the __dot ones on aarch64 only. */
+void ert_qgemm_s8__neon(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
+                        const int32_t *bias, int32_t *acc, int32_t lda);
+void ert_qgemm_s8__dot(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
+                       const int32_t *bias, int32_t *acc, int32_t lda);
+void ert_pack_w_s8__neon(int8_t *wq, int32_t *wsum, const int8_t *w, size_t ld, int32_t rows,
+                         int32_t k);
+void ert_quads_s8__neon(int8_t *dst, const int8_t *src, size_t ld, int32_t k, int32_t n,
+                        int32_t np);
+void ert_dw_taps_s16__neon(int32_t *acc, const int16_t *base, const ptrdiff_t *off,
+                           const int16_t *w, int32_t n, int32_t taps, int32_t bias);
+void ert_widen_s8__neon(int16_t *d, const int8_t *s, int32_t n, int32_t stride, int32_t zp);
+void ert_gemv_s8__neon(int32_t k, int32_t n, const int8_t *a, int32_t azp, const int8_t *b,
+                       int32_t *acc);
+void ert_gemv_s8__dot(int32_t k, int32_t n, const int8_t *a, int32_t azp, const int8_t *b,
+                      int32_t *acc);
+void ert_requant_row__neon(const int32_t *acc, size_t n, int32_t mult, int32_t shift, int32_t zp,
+                           int32_t lo, int32_t hi, int8_t *y);
 
 #endif /* ERT_CPU_H_ */

@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "../kernels/ref/quant_s8.h"
 #include "../kernels/ref/sgemm.h"
 #include "cpu.h"
 
@@ -45,43 +46,35 @@ static void expect_close(const char *what, double got, double want, double scale
   if (failures++ < 20) fprintf(stderr, "FAIL %s %s: got %.9g want %.9g\n", what, ctx, got, want);
 }
 
-static void test_sgemm_tile(void) {
-  if (ert_cpu.sgemm_tile == NULL) return;
-  static const int32_t kcs[] = {1, 2, 3, 4, 7, 8, 15, 16, 17, 64, 255, 256};
-  unsigned seed = 1;
-  for (size_t t = 0; t < sizeof kcs / sizeof kcs[0]; ++t) {
-    const int32_t kc = kcs[t];
-    float *a = guarded((size_t)kc * 4), *b = guarded((size_t)kc * 16);
-    float tile[64];
-    for (int32_t i = 0; i < kc * 4; ++i) a[i] = frand(&seed);
-    for (int32_t i = 0; i < kc * 16; ++i) b[i] = frand(&seed);
-    for (int i = 0; i < 64; ++i) tile[i] = NAN; /* must be overwritten */
-    ert_cpu.sgemm_tile(kc, a, b, tile);
-    char ctx[64];
-    snprintf(ctx, sizeof ctx, "kc=%d", (int)kc);
-    for (int i = 0; i < 4; ++i)
-      for (int j = 0; j < 16; ++j) {
-        double want = 0.0, scale = 0.0;
-        for (int32_t k = 0; k < kc; ++k) {
-          want += (double)a[k * 4 + i] * b[k * 16 + j];
-          scale += fabs((double)a[k * 4 + i] * b[k * 16 + j]);
-        }
-        expect_close("sgemm_tile", tile[i * 16 + j], want, scale, ctx);
-      }
-  }
+/* The activation of the reference (ert_act_apply with the reference table). */
+static float ref_act(const ert_act_params *act, float v) {
+  if (act == NULL) return v;
+  const ert_kernels keep = ert_cpu;
+  ert_cpu = (ert_kernels){.isa = "ref"};
+  ert_act_apply(act, &v, 1);
+  ert_cpu = keep;
+  return v;
 }
 
-static void test_sgemm_rows(void) {
-  if (ert_cpu.sgemm_rows == NULL) return;
+/* sgemm_rows (R = 4) and sgemm_rows6 (R = 6): every store mode (bias or not, alpha,
+ * accumulate, each inline activation) into C rows of pitch 19; columns 16..18 must stay
+ * untouched. */
+static void test_sgemm_rows(ert_sgemm_rows_fn fn, int R, const char *name) {
+  if (fn == NULL) return;
   static const int32_t kcs[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 64, 255, 256};
+  const ert_act_params acts[] = {{ERT_ACT_HARD_SWISH, 0, 0}, {ERT_ACT_RELU, 0, 0},
+                                 {ERT_ACT_CLIP, -0.5f, 0.5f}, {ERT_ACT_HARD_SIGMOID, 0.2f, 0.5f},
+                                 {ERT_ACT_LEAKY_RELU, 0.1f, 0}};
+  enum { LDC = 19 };
   unsigned seed = 5;
   for (size_t t = 0; t < sizeof kcs / sizeof kcs[0]; ++t)
-    for (int repeat = 0; repeat < 2; ++repeat) {
+    for (int mode = 0; mode < 8; ++mode) {
       const int32_t kc = kcs[t];
-      const float *rows[4];
-      for (int i = 0; i < 4; ++i) {
+      const int repeat = mode & 1; /* rows past the end repeat the last one */
+      const float *rows[6];
+      for (int i = 0; i < R; ++i) {
         if (repeat && i >= 2) {
-          rows[i] = rows[1]; /* rows past the end repeat the last one */
+          rows[i] = rows[1];
           continue;
         }
         float *r = guarded((size_t)kc);
@@ -90,20 +83,38 @@ static void test_sgemm_rows(void) {
       }
       float *b = guarded((size_t)kc * 16);
       for (int32_t i = 0; i < kc * 16; ++i) b[i] = frand(&seed);
-      float tile[64];
-      for (int i = 0; i < 64; ++i) tile[i] = NAN;
-      ert_cpu.sgemm_rows(kc, rows, b, tile);
+      float bias[6], *c = guarded((size_t)R * LDC), c0[6 * LDC];
+      for (int i = 0; i < R; ++i) bias[i] = frand(&seed);
+      for (int i = 0; i < R * LDC; ++i) c[i] = c0[i] = mode == 0 ? NAN : frand(&seed);
+      ert_sgemm_store st = {LDC, NULL, NULL, 1.0f, 1};
+      if (mode >= 2) {
+        st.init = mode % 3 != 0;
+        st.bias = mode % 2 ? bias : NULL;
+        st.alpha = mode >= 4 ? 0.5f : 1.0f;
+        st.act = &acts[mode % 5];
+      }
+      fn(kc, rows, b, c, &st);
       char ctx[64];
-      snprintf(ctx, sizeof ctx, "kc=%d repeat=%d", (int)kc, repeat);
-      for (int i = 0; i < 4; ++i)
+      snprintf(ctx, sizeof ctx, "kc=%d mode=%d", (int)kc, mode);
+      for (int i = 0; i < R; ++i) {
         for (int j = 0; j < 16; ++j) {
-          double want = 0.0, scale = 0.0;
+          double r = 0.0, scale = 0.0;
           for (int32_t k = 0; k < kc; ++k) {
-            want += (double)rows[i][k] * b[k * 16 + j];
+            r += (double)rows[i][k] * b[k * 16 + j];
             scale += fabs((double)rows[i][k] * b[k * 16 + j]);
           }
-          expect_close("sgemm_rows", tile[i * 16 + j], want, scale, ctx);
+          const double base = st.init ? (st.bias ? st.bias[i] : 0.0) : c0[i * LDC + j];
+          const double pre = st.alpha * r + base;
+          const float want = ref_act(st.act, (float)pre);
+          expect_close(name, c[i * LDC + j], want,
+                       2.0 * (fabs(st.alpha) * scale + fabs(base)), ctx);
         }
+        for (int j = 16; j < LDC; ++j) {
+          ++checks;
+          if (memcmp(&c[i * LDC + j], &c0[i * LDC + j], sizeof(float)) != 0 && failures++ < 20)
+            fprintf(stderr, "FAIL %s %s: wrote column %d\n", name, ctx, j);
+        }
+      }
     }
 }
 
@@ -159,7 +170,7 @@ static void test_act(const ert_kernels *opt) {
         x0[i] = i < sizeof special / sizeof special[0] ? special[(i + t) % 10] : 8.0f * frand(&seed);
         x1[i] = x0[i];
       }
-      ert_cpu = (ert_kernels){"ref", NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+      ert_cpu = (ert_kernels){.isa = "ref"};
       ert_act_apply(&acts[t], x0, count);
       ert_cpu = *opt;
       if (!opt->act_apply(&acts[t], x1, count)) continue; /* not handled: the reference runs */
@@ -172,6 +183,281 @@ static void test_act(const ert_kernels *opt) {
         if (!same_nan && !close && failures++ < 20)
           fprintf(stderr, "FAIL act %s i=%zu: got %.9g want %.9g\n", ctx, i, x1[i], x0[i]);
       }
+    }
+}
+
+/* ---- int8 entries: exact equality with the contracts (cpu.h) ---- */
+
+/* bytes whose end touches a PROT_NONE page */
+static void *guarded_s8(size_t bytes) {
+  return (char *)(void *)guarded((bytes + sizeof(float) - 1) / sizeof(float)) +
+         ((sizeof(float) - bytes % sizeof(float)) % sizeof(float));
+}
+
+/* Mostly the extremes -128 / 127 (or lo / hi), else random in [lo, hi]. */
+static int32_t irand(unsigned *s, int32_t lo, int32_t hi) {
+  *s = *s * 1103515245u + 12345u;
+  const unsigned v = *s >> 8;
+  if (v % 4 == 0) return lo;
+  if (v % 4 == 1) return hi;
+  return lo + (int32_t)((v >> 2) % (unsigned)(hi - lo + 1));
+}
+
+static void expect_eq(const char *what, long long got, long long want, const char *ctx) {
+  ++checks;
+  if (got == want) return;
+  if (failures++ < 20) fprintf(stderr, "FAIL %s %s: got %lld want %lld\n", what, ctx, got, want);
+}
+
+static void test_qgemm_s8(const ert_kernels *opt) {
+  if (opt->qgemm_s8 == NULL) return;
+  static const int32_t kqs[] = {1, 2, 3, 4, 7, 64, 65};
+  static const int32_t nps[] = {1, 3, 4, 5, 7, 8, 9, 12, 15, 16, 17, 20, 24, 31, 32, 33, 63, 64};
+  unsigned seed = 21;
+  for (size_t a = 0; a < sizeof kqs / sizeof kqs[0]; ++a)
+    for (size_t b = 0; b < sizeof nps / sizeof nps[0]; ++b) {
+      const int32_t kq = kqs[a], np = nps[b], lda = np + 3;
+      int8_t *col = guarded_s8((size_t)kq * 4u * (size_t)np), *wq = guarded_s8((size_t)kq * 16u);
+      for (int32_t i = 0; i < kq * 4 * np; ++i) col[i] = (int8_t)irand(&seed, -128, 127);
+      for (int32_t i = 0; i < kq * 16; ++i) wq[i] = (int8_t)irand(&seed, -128, 127);
+      int32_t *acc = malloc(sizeof(int32_t) * (size_t)(4 * lda)), bias[4];
+      for (int r = 0; r < 4; ++r) bias[r] = irand(&seed, -(INT32_MAX - kq * 4 * 16384), INT32_MAX - kq * 4 * 16384);
+      for (int32_t i = 0; i < 4 * lda; ++i) acc[i] = 0x5a5a5a5a;
+      opt->qgemm_s8(kq, np, col, wq, bias, acc, lda);
+      char ctx[64];
+      snprintf(ctx, sizeof ctx, "kq=%d np=%d", (int)kq, (int)np);
+      for (int r = 0; r < 4; ++r) {
+        for (int32_t i = 0; i < np; ++i) {
+          long long want = bias[r];
+          for (int32_t t = 0; t < 4 * kq; ++t)
+            want += (long long)col[(t / 4) * 4 * np + 4 * i + t % 4] * wq[16 * (t / 4) + 4 * r + t % 4];
+          expect_eq("qgemm_s8", acc[r * lda + i], want, ctx);
+        }
+        for (int32_t i = np; i < lda; ++i) expect_eq("qgemm_s8 past np", acc[r * lda + i], 0x5a5a5a5a, ctx);
+      }
+      free(acc);
+    }
+}
+
+static void test_quads_s8(const ert_kernels *opt) {
+  if (opt->quads_s8 == NULL) return;
+  unsigned seed = 22;
+  for (int32_t k = 1; k <= 9; ++k)
+    for (int32_t n = 1; n <= 40; n += (n < 18 ? 1 : 7))
+      for (int32_t pad = 0; pad <= 7; pad += 7) {
+        const int32_t np = n + pad;
+        const size_t ld = (size_t)n + 5u, kp = (size_t)(k + 3) / 4u * 4u;
+        int8_t *src = guarded_s8((size_t)(k - 1) * ld + (size_t)n); /* the last row ends at the page */
+        for (size_t i = 0; i < (size_t)(k - 1) * ld + (size_t)n; ++i) src[i] = (int8_t)irand(&seed, -128, 127);
+        int8_t *dst = guarded_s8(kp * (size_t)np);
+        memset(dst, 0x5a, kp * (size_t)np);
+        opt->quads_s8(dst, src, ld, k, n, np);
+        char ctx[64];
+        snprintf(ctx, sizeof ctx, "k=%d n=%d np=%d", (int)k, (int)n, (int)np);
+        for (size_t t = 0; t < kp; ++t)
+          for (int32_t i = 0; i < np; ++i)
+            expect_eq("quads_s8", dst[(t / 4) * 4 * (size_t)np + 4 * (size_t)i + t % 4],
+                      t < (size_t)k && i < n ? src[t * ld + (size_t)i] : 0, ctx);
+      }
+}
+
+static void test_pack_w_s8(const ert_kernels *opt) {
+  if (opt->pack_w_s8 == NULL) return;
+  unsigned seed = 27;
+  for (int32_t k = 1; k <= 70; k += (k < 20 ? 1 : 7))
+    for (int32_t rows = 1; rows <= 4; ++rows) {
+      const size_t ld = (size_t)k + 3u, kq = (size_t)(k + 3) / 4u;
+      int8_t *w = guarded_s8((size_t)(rows - 1) * ld + (size_t)k); /* the last row ends at the page */
+      for (size_t i = 0; i < (size_t)(rows - 1) * ld + (size_t)k; ++i) w[i] = (int8_t)irand(&seed, -128, 127);
+      int8_t *wq = guarded_s8(16u * kq);
+      int32_t wsum[4];
+      memset(wq, 0x5a, 16u * kq);
+      opt->pack_w_s8(wq, wsum, w, ld, rows, k);
+      char ctx[64];
+      snprintf(ctx, sizeof ctx, "k=%d rows=%d", (int)k, (int)rows);
+      for (int32_t r = 0; r < 4; ++r) {
+        long long sum = 0;
+        for (size_t t = 0; t < 4u * kq; ++t) {
+          const int want = r < rows && t < (size_t)k ? w[(size_t)r * ld + t] : 0;
+          sum += want;
+          expect_eq("pack_w_s8", wq[16u * (t / 4) + 4u * (size_t)r + t % 4], want, ctx);
+        }
+        expect_eq("pack_w_s8 sum", wsum[r], sum, ctx);
+      }
+    }
+}
+
+static void test_dw_taps_s16(const ert_kernels *opt) {
+  if (opt->dw_taps_s16 == NULL) return;
+  unsigned seed = 23;
+  for (int32_t taps = 9; taps <= 25; taps += 16)
+    for (int32_t n = 1; n <= 40; ++n) {
+      /* taps at scattered offsets of one buffer that ends at the page (the last tap last) */
+      const size_t span = (size_t)taps * (size_t)(n + 3);
+      int16_t *buf = guarded_s8(sizeof(int16_t) * span);
+      for (size_t i = 0; i < span; ++i) buf[i] = (int16_t)irand(&seed, -255, 255);
+      ptrdiff_t off[25];
+      int16_t w[25];
+      const int16_t *tp[25];
+      for (int32_t t = 0; t < taps; ++t) {
+        off[t] = (ptrdiff_t)(((size_t)t * 7u) % (size_t)taps) * (n + 3) + (n + 3 - n);
+        tp[t] = buf + off[t];
+        w[t] = (int16_t)irand(&seed, -128, 127);
+      }
+      const int32_t bias = irand(&seed, -(INT32_MAX - taps * 255 * 128), INT32_MAX - taps * 255 * 128);
+      int32_t *acc = guarded_s8(sizeof(int32_t) * (size_t)n);
+      opt->dw_taps_s16(acc, buf, off, w, n, taps, bias);
+      char ctx[64];
+      snprintf(ctx, sizeof ctx, "taps=%d n=%d", (int)taps, (int)n);
+      for (int32_t i = 0; i < n; ++i) {
+        long long want = bias;
+        for (int32_t t = 0; t < taps; ++t) want += (long long)w[t] * tp[t][i];
+        expect_eq("dw_taps_s16", acc[i], want, ctx);
+      }
+    }
+}
+
+static void test_widen_s8(const ert_kernels *opt) {
+  if (opt->widen_s8 == NULL) return;
+  static const int32_t zps[] = {-128, 0, 127};
+  unsigned seed = 24;
+  for (int32_t stride = 1; stride <= 3; ++stride)
+    for (int32_t n = 1; n <= 40; ++n)
+      for (size_t z = 0; z < 3; ++z) {
+        const size_t len = (size_t)(n - 1) * (size_t)stride + 1u;
+        int8_t *src = guarded_s8(len);
+        for (size_t i = 0; i < len; ++i) src[i] = (int8_t)irand(&seed, -128, 127);
+        int16_t *d = guarded_s8(sizeof(int16_t) * (size_t)n);
+        opt->widen_s8(d, src, n, stride, zps[z]);
+        char ctx[64];
+        snprintf(ctx, sizeof ctx, "stride=%d n=%d zp=%d", (int)stride, (int)n, (int)zps[z]);
+        for (int32_t i = 0; i < n; ++i) expect_eq("widen_s8", d[i], src[(size_t)i * (size_t)stride] - zps[z], ctx);
+      }
+}
+
+static void test_gemv_s8(const ert_kernels *opt) {
+  if (opt->gemv_s8 == NULL) return;
+  static const int32_t ks[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 100, 256, 257};
+  static const int32_t zps[] = {-128, 0, 5, 127};
+  unsigned seed = 25;
+  for (size_t a = 0; a < sizeof ks / sizeof ks[0]; ++a)
+    for (int32_t n = 1; n <= 9; n += (n < 9 ? 1 : 0) + (n == 9)) {
+      const int32_t k = ks[a], azp = zps[(a + (size_t)n) % 4];
+      int8_t *x = guarded_s8((size_t)k), *b = guarded_s8((size_t)k * (size_t)n);
+      for (int32_t i = 0; i < k; ++i) x[i] = (int8_t)irand(&seed, -128, 127);
+      for (int32_t i = 0; i < k * n; ++i) b[i] = (int8_t)irand(&seed, -128, 127);
+      int32_t *acc = guarded_s8(sizeof(int32_t) * (size_t)n);
+      opt->gemv_s8(k, n, x, azp, b, acc);
+      char ctx[64];
+      snprintf(ctx, sizeof ctx, "k=%d n=%d azp=%d", (int)k, (int)n, (int)azp);
+      for (int32_t c = 0; c < n; ++c) {
+        long long want = 0;
+        for (int32_t i = 0; i < k; ++i) want += (long long)(x[i] - azp) * b[c * k + i];
+        expect_eq("gemv_s8", acc[c], want, ctx);
+      }
+    }
+}
+
+static void test_requant_row(const ert_kernels *opt) {
+  if (opt->requant_row == NULL) return;
+  static const int32_t mults[] = {0, 1, 12345, 1 << 30, INT32_MAX};
+  static const int32_t shifts[] = {1, 2, 15, 31, 32, 40, 47, 61, 62};
+  static const int32_t zps[] = {-128, 0, 127};
+  unsigned seed = 26;
+  for (size_t a = 0; a < sizeof mults / sizeof mults[0]; ++a)
+    for (size_t b = 0; b < sizeof shifts / sizeof shifts[0]; ++b)
+      for (size_t z = 0; z < 3; ++z)
+        for (int range = 0; range < 2; ++range)
+          for (size_t n = 1; n <= 19; n += 3) {
+            const int32_t zp = zps[z], lo = range ? zp : -128, hi = range ? (zp < 120 ? zp + 7 : 127) : 127;
+            int32_t *acc = guarded_s8(sizeof(int32_t) * n);
+            for (size_t i = 0; i < n; ++i) {
+              const int32_t e = 1 << (i % 31);
+              acc[i] = (i % 5 == 0) ? (i % 2 ? INT32_MAX : -INT32_MAX)
+                       : (i % 5 == 1) ? ((i % 2 ? 1 : -1) * e + (i % 3 == 0 ? 1 : 0))
+                                      : irand(&seed, -INT32_MAX, INT32_MAX) >> (i % 24);
+            }
+            int8_t *y = guarded_s8(n);
+            opt->requant_row(acc, n, mults[a], shifts[b], zp, lo, hi, y);
+            char ctx[96];
+            snprintf(ctx, sizeof ctx, "mult=%d shift=%d zp=%d [%d,%d] n=%zu", (int)mults[a], (int)shifts[b],
+                     (int)zp, (int)lo, (int)hi, n);
+            for (size_t i = 0; i < n; ++i)
+              expect_eq("requant_row", y[i], ert_clamp_s8(zp + ert_requant(acc[i], mults[a], shifts[b]), lo, hi),
+                        ctx);
+          }
+}
+
+/* binary_f32: each op and operand layout (row, scalar A, scalar B, in place) on lengths
+ * around the vector width and the 512-element chunks, plain and with an activation; the
+ * result must be the IEEE operation (then the reference activation), nothing written
+ * past n, and unhandled activations refused with the output untouched. */
+static void test_binary(const ert_kernels *opt) {
+  if (opt->binary_f32 == NULL) return;
+  static const size_t lens[] = {0, 1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 511, 512, 513, 1100};
+  const ert_act_params acts[] = {{ERT_ACT_NONE, 0, 0}, {ERT_ACT_HARD_SWISH, 0, 0},
+                                 {ERT_ACT_CLIP, -0.25f, 0.25f}, {ERT_ACT_SIGMOID, 0, 0}};
+  unsigned seed = 13;
+  for (int op = ERT_BIN_ADD; op <= ERT_BIN_DIV; ++op)
+    for (size_t t = 0; t < sizeof lens / sizeof lens[0]; ++t)
+      for (int layout = 0; layout < 4; ++layout)
+        for (size_t ai = 0; ai < sizeof acts / sizeof acts[0]; ++ai) {
+          const size_t n = lens[t];
+          const int sa = layout != 1, sb = layout != 2;
+          float *a = guarded(n + 1), *b = guarded(n + 1), *o = guarded(n + 1);
+          for (size_t i = 0; i <= n; ++i) {
+            a[i] = frand(&seed);
+            b[i] = frand(&seed) + 1.5f;
+            o[i] = NAN;
+          }
+          float *out = layout == 3 ? a : o; /* in place over A */
+          float want[1200], mag[1200];
+          for (size_t i = 0; i < n; ++i) {
+            const float x = a[sa ? i : 0], y = b[sb ? i : 0];
+            const float v = op == ERT_BIN_ADD ? x + y : op == ERT_BIN_SUB ? x - y
+                          : op == ERT_BIN_MUL ? x * y : x / y;
+            want[i] = ref_act(&acts[ai], v);
+            mag[i] = fabsf(v) + fabsf(want[i]);
+          }
+          const float keep = out[n];
+          const int handled = opt->binary_f32(op, out, a, b, n, sa, sb, ai ? &acts[ai] : NULL);
+          char ctx[64];
+          snprintf(ctx, sizeof ctx, "op=%d n=%zu layout=%d act=%d", op, n, layout,
+                   (int)acts[ai].kind);
+          ++checks;
+          if (acts[ai].kind == ERT_ACT_SIGMOID ? handled != 0 : (handled == 0 && op != ERT_BIN_DIV)) {
+            if (failures++ < 20) fprintf(stderr, "FAIL binary %s: returned %d\n", ctx, handled);
+            continue;
+          }
+          if (!handled) continue;
+          for (size_t i = 0; i < n; ++i) expect_close("binary", out[i], want[i], mag[i], ctx);
+          ++checks;
+          if (memcmp(&keep, &out[n], sizeof keep) != 0 && failures++ < 20)
+            fprintf(stderr, "FAIL binary %s: wrote past n\n", ctx);
+        }
+}
+
+/* softmax_row against a double-precision softmax, in place and not, on lengths around
+ * the vector width, with -inf entries and large spreads. */
+static void test_softmax(const ert_kernels *opt) {
+  if (opt->softmax_row == NULL) return;
+  static const size_t lens[] = {1, 2, 3, 4, 5, 7, 8, 9, 12, 13, 16, 17, 40, 101, 1000, 6625};
+  unsigned seed = 17;
+  static double want[6625];
+  for (size_t t = 0; t < sizeof lens / sizeof lens[0]; ++t)
+    for (int mode = 0; mode < 3; ++mode) {
+      const size_t n = lens[t];
+      float *x = guarded(n), *y = guarded(n);
+      for (size_t i = 0; i < n; ++i) x[i] = (mode == 2 ? 60.0f : 6.0f) * frand(&seed);
+      if (mode == 2 && n > 2) x[n / 2] = -INFINITY;
+      double mx = x[0], sum = 0.0;
+      for (size_t i = 0; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
+      for (size_t i = 0; i < n; ++i) sum += want[i] = exp((double)x[i] - mx);
+      float *out = mode == 1 ? x : y;
+      opt->softmax_row(x, out, n);
+      char ctx[64];
+      snprintf(ctx, sizeof ctx, "n=%zu mode=%d", n, mode);
+      for (size_t i = 0; i < n; ++i) expect_close("softmax", out[i], want[i] / sum, want[i] / sum + 1e-20, ctx);
     }
 }
 
@@ -194,7 +480,7 @@ static void locate(const void *ctx, size_t p, const float **a, const float **b, 
 
 /* A is row-major [m][k] (read in place by the driver) or, with a_t, column-major (packed). */
 static void run_sgemm(int32_t m, int32_t n, int32_t k, int a_t, const float *a, const float *b,
-                      const float *bias, float *c, void *scratch) {
+                      const float *bias, float *c, void *scratch, int variant) {
   mat_ctx q = {a, b, bias, c};
   ert_sgemm g;
   memset(&g, 0, sizeof g);
@@ -207,6 +493,12 @@ static void run_sgemm(int32_t m, int32_t n, int32_t k, int a_t, const float *a, 
   g.csb = 1;
   g.ldc = n;
   g.alpha = 1.0f;
+  /* variants: 1 alpha and hard_swish, 2 accumulate and relu, 3 sigmoid (not inline) */
+  static const ert_act_params hswish = {ERT_ACT_HARD_SWISH, 0, 0}, relu = {ERT_ACT_RELU, 0, 0},
+                              sigm = {ERT_ACT_SIGMOID, 0, 0};
+  if (variant == 1) g.alpha = 0.75f, g.act = &hswish;
+  if (variant == 2) g.accumulate = 1, g.act = &relu;
+  if (variant == 3) g.act = &sigm;
   g.batch = 1;
   g.locate = locate;
   g.ctx = &q;
@@ -214,15 +506,17 @@ static void run_sgemm(int32_t m, int32_t n, int32_t k, int a_t, const float *a, 
 }
 
 static void test_sgemm_driver(const ert_kernels *opt) {
-  if (opt->sgemm_tile == NULL && opt->sgemm_rows == NULL) return;
-  static const int32_t ms[] = {2, 3, 4, 5, 8, 17, 64, 65};
+  if (opt->sgemm_rows == NULL) return;
+  static const int32_t ms[] = {2, 3, 4, 5, 6, 7, 8, 12, 17, 32, 64, 65};
   static const int32_t ns[] = {2, 15, 16, 17, 33, 128, 129};
   static const int32_t ks[] = {1, 3, 16, 255, 256, 257};
   unsigned seed = 3;
   for (size_t im = 0; im < sizeof ms / sizeof ms[0]; ++im)
     for (size_t in = 0; in < sizeof ns / sizeof ns[0]; ++in)
       for (size_t ik = 0; ik < sizeof ks / sizeof ks[0]; ++ik)
-        for (int a_t = 0; a_t < 2; ++a_t) {
+        for (int mode = 0; mode < 5; ++mode) {
+          const int a_t = mode == 1, variant = mode < 2 ? 0 : mode - 1;
+          if (variant && (ik % 2 == 0 || im % 2 == 0)) continue; /* a subset suffices */
           const int32_t m = ms[im], n = ns[in], k = ks[ik];
           float *a = malloc(sizeof(float) * (size_t)(m * k)), *b = malloc(sizeof(float) * (size_t)(k * n));
           float *bias = malloc(sizeof(float) * (size_t)m);
@@ -233,12 +527,14 @@ static void test_sgemm_driver(const ert_kernels *opt) {
           for (int32_t i = 0; i < m * k; ++i) a[i] = frand(&seed);
           for (int32_t i = 0; i < k * n; ++i) b[i] = frand(&seed);
           for (int32_t i = 0; i < m; ++i) bias[i] = frand(&seed);
-          ert_cpu = (ert_kernels){"ref", NULL, NULL, NULL, NULL, NULL, NULL, NULL};
-          run_sgemm(m, n, k, a_t, a, b, bias, c0, scratch);
+          for (int32_t i = 0; i < m * n; ++i) c0[i] = c1[i] = frand(&seed);
+          ert_cpu = (ert_kernels){.isa = "ref"};
+          run_sgemm(m, n, k, a_t, a, b, bias, c0, scratch, variant);
           ert_cpu = *opt;
-          run_sgemm(m, n, k, a_t, a, b, bias, c1, scratch);
-          char ctx[64];
-          snprintf(ctx, sizeof ctx, "m=%d n=%d k=%d a_t=%d", (int)m, (int)n, (int)k, a_t);
+          run_sgemm(m, n, k, a_t, a, b, bias, c1, scratch, variant);
+          char ctx[80];
+          snprintf(ctx, sizeof ctx, "m=%d n=%d k=%d a_t=%d variant=%d", (int)m, (int)n, (int)k,
+                   a_t, variant);
           for (int32_t i = 0; i < m * n; ++i) expect_close("sgemm", c1[i], c0[i], (double)k + 1.0, ctx);
           free(a), free(b), free(bias), free(c0), free(c1), free(scratch);
         }
@@ -256,15 +552,28 @@ int main(int argc, char **argv) {
   }
   const ert_kernels opt = ert_cpu;
   printf("kernels: %s\n", opt.isa);
-  test_sgemm_tile();
-  test_sgemm_rows();
+  test_sgemm_rows(opt.sgemm_rows, 4, "sgemm_rows");
+  test_sgemm_rows(opt.sgemm_rows6, 6, "sgemm_rows6");
   test_dw(opt.dw3_s1, 3, 1, "dw3_s1");
   test_dw(opt.dw3_s2, 3, 2, "dw3_s2");
   test_dw(opt.dw5_s1, 5, 1, "dw5_s1");
   test_dw(opt.dw5_s2, 5, 2, "dw5_s2");
   test_sgemm_driver(&opt);
   test_act(&opt);
+  test_binary(&opt);
+  test_softmax(&opt);
   ert_cpu = opt;
+  test_qgemm_s8(&opt);
+  test_quads_s8(&opt);
+  test_pack_w_s8(&opt);
+  test_dw_taps_s16(&opt);
+  test_widen_s8(&opt);
+  test_gemv_s8(&opt);
+  test_requant_row(&opt);
+#if defined(ERT_NEON_KERNELS) && defined(__aarch64__)
+  printf("int8 dot products: %s\n", opt.qgemm_s8 == ert_qgemm_s8__dot && opt.gemv_s8 == ert_gemv_s8__dot
+                                          ? "sdot" : "no sdot");
+#endif
   printf("%d checks, %d failures\n", checks, failures);
   if (expect != NULL && strcmp(expect, opt.isa) != 0) {
     fprintf(stderr, "FAIL expected kernels %s, selected %s\n", expect, opt.isa);

@@ -1,22 +1,23 @@
 /* act.c (NEON): the clamp-like fused activations of ert_act_apply (src/common.c).
- * Comparisons and selects mirror the reference expressions, so NaN inputs give the same
- * results; hard_swish multiplies by 1/6 where the reference divides by 6 (at most one
- * rounding apart). Kinds that need exp/tanh/erf return 0: the caller runs the
- * reference code. */
-#include <arm_neon.h>
+ * Results match the reference's comparisons, NaN included: relu maps NaN to 0 (fmaxnm on
+ * aarch64, a compare-and-select on 32-bit ARM), the clamps keep NaN (fmax/fmin return
+ * NaN for a NaN operand); zeros may differ in sign only. hard_swish multiplies by 1/6
+ * where the reference divides by 6 (at most one rounding apart). Kinds that need
+ * exp/tanh/erf return 0: the caller runs the reference code. */
+#include "neon_f32.h"
 
-#include "cpu.h"
-
+static inline float32x4_t v_relu(float32x4_t v) {
 #if defined(__aarch64__)
-#define VMLA(acc, x, y) vfmaq_f32((acc), (x), (y))
+  return vmaxnmq_f32(v, vdupq_n_f32(0.0f));
 #else
-#define VMLA(acc, x, y) vmlaq_f32((acc), (x), (y))
+  const float32x4_t zero = vdupq_n_f32(0.0f);
+  return vbslq_f32(vcgtq_f32(v, zero), v, zero);
 #endif
+}
 
-/* x < lo ? lo : x, then v > hi ? hi : v (the reference's order of tests) */
-static inline float32x4_t clamp(float32x4_t x, float32x4_t lo, float32x4_t hi) {
-  const float32x4_t v = vbslq_f32(vcltq_f32(x, lo), lo, x);
-  return vbslq_f32(vcgtq_f32(v, hi), hi, v);
+/* max(x, lo) then min(., hi): NaN stays NaN, as x < lo ? lo : x then v > hi ? hi : v */
+static inline float32x4_t v_clamp(float32x4_t x, float32x4_t lo, float32x4_t hi) {
+  return vminq_f32(vmaxq_f32(x, lo), hi);
 }
 
 static inline float clamp1(float x, float lo, float hi) {
@@ -24,50 +25,65 @@ static inline float clamp1(float x, float lo, float hi) {
   return v > hi ? hi : v;
 }
 
-int ert_act_apply_f32__neon(const ert_act_params *act, float *x, size_t count) {
+/* Rows of n floats: VEXPR(v) on four at a time (two vectors per step), SEXPR(s) on the
+ * rest. */
+#define ACT_ROWS(VEXPR, SEXPR)                                       \
+  for (int32_t r = 0; r < rows; ++r, x += ld) {                      \
+    size_t i = 0;                                                    \
+    for (; i + 8 <= n; i += 8) {                                     \
+      const float32x4_t v0 = vld1q_f32(x + i), v1 = vld1q_f32(x + i + 4); \
+      vst1q_f32(x + i, VEXPR(v0));                                   \
+      vst1q_f32(x + i + 4, VEXPR(v1));                               \
+    }                                                                \
+    if (i + 4 <= n) {                                                \
+      const float32x4_t v0 = vld1q_f32(x + i);                       \
+      vst1q_f32(x + i, VEXPR(v0));                                   \
+      i += 4;                                                        \
+    }                                                                \
+    for (; i < n; ++i) {                                             \
+      const float s = x[i];                                          \
+      x[i] = (SEXPR);                                                \
+    }                                                                \
+  }
+
+int ert_act_rows_f32__neon(const ert_act_params *act, float *x, ptrdiff_t ld, int32_t rows,
+                           size_t n) {
   const float a = act->a, b = act->b;
   const float32x4_t zero = vdupq_n_f32(0.0f), one = vdupq_n_f32(1.0f);
-  size_t i = 0;
+  const float32x4_t va = vdupq_n_f32(a), vb = vdupq_n_f32(b);
   switch (act->kind) {
     case ERT_ACT_RELU:
-      for (; i + 4 <= count; i += 4) {
-        const float32x4_t v = vld1q_f32(x + i);
-        vst1q_f32(x + i, vbslq_f32(vcgtq_f32(v, zero), v, zero));
-      }
-      for (; i < count; ++i) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+#define V(v) v_relu(v)
+      ACT_ROWS(V, s > 0.0f ? s : 0.0f)
+#undef V
       return 1;
-    case ERT_ACT_CLIP: {
-      const float32x4_t lo = vdupq_n_f32(a), hi = vdupq_n_f32(b);
-      for (; i + 4 <= count; i += 4) vst1q_f32(x + i, clamp(vld1q_f32(x + i), lo, hi));
-      for (; i < count; ++i) x[i] = clamp1(x[i], a, b);
+    case ERT_ACT_CLIP:
+#define V(v) v_clamp((v), va, vb)
+      ACT_ROWS(V, clamp1(s, a, b))
+#undef V
       return 1;
-    }
-    case ERT_ACT_HARD_SIGMOID: {
-      const float32x4_t va = vdupq_n_f32(a), vb = vdupq_n_f32(b);
-      for (; i + 4 <= count; i += 4)
-        vst1q_f32(x + i, clamp(VMLA(vb, va, vld1q_f32(x + i)), zero, one));
-      for (; i < count; ++i) x[i] = clamp1(a * x[i] + b, 0.0f, 1.0f);
+    case ERT_ACT_HARD_SIGMOID:
+#define V(v) v_clamp(ERT_VMLA(vb, va, (v)), zero, one)
+      ACT_ROWS(V, clamp1(a * s + b, 0.0f, 1.0f))
+#undef V
       return 1;
-    }
     case ERT_ACT_HARD_SWISH: {
       const float32x4_t sixth = vdupq_n_f32(1.0f / 6.0f), half = vdupq_n_f32(0.5f);
-      for (; i + 4 <= count; i += 4) {
-        const float32x4_t v = vld1q_f32(x + i);
-        vst1q_f32(x + i, vmulq_f32(v, clamp(VMLA(half, v, sixth), zero, one)));
-      }
-      for (; i < count; ++i) x[i] = x[i] * clamp1(x[i] / 6.0f + 0.5f, 0.0f, 1.0f);
+#define V(v) vmulq_f32((v), v_clamp(ERT_VMLA(half, (v), sixth), zero, one))
+      ACT_ROWS(V, s * clamp1(s / 6.0f + 0.5f, 0.0f, 1.0f))
+#undef V
       return 1;
     }
-    case ERT_ACT_LEAKY_RELU: {
-      const float32x4_t va = vdupq_n_f32(a);
-      for (; i + 4 <= count; i += 4) {
-        const float32x4_t v = vld1q_f32(x + i);
-        vst1q_f32(x + i, vbslq_f32(vcltq_f32(v, zero), vmulq_f32(va, v), v));
-      }
-      for (; i < count; ++i) x[i] = x[i] < 0.0f ? a * x[i] : x[i];
+    case ERT_ACT_LEAKY_RELU:
+#define V(v) vbslq_f32(vcltq_f32((v), zero), vmulq_f32(va, (v)), (v))
+      ACT_ROWS(V, s < 0.0f ? a * s : s)
+#undef V
       return 1;
-    }
     default:
       return 0;
   }
+}
+
+int ert_act_apply_f32__neon(const ert_act_params *act, float *x, size_t count) {
+  return ert_act_rows_f32__neon(act, x, 0, 1, count);
 }

@@ -1,79 +1,180 @@
-/* sgemm.c (NEON): the 4x16 SGEMM micro-kernels, contracts in src/cpu.h (the reference is
- * micro_body in ref/sgemm.c): A from a packed panel, or from four rows read in place. */
-#include <arm_neon.h>
+/* sgemm.c (NEON): the 4x16 SGEMM micro-kernel, contract in src/cpu.h (sgemm_rows; the
+ * reference is micro_rows and store_tile in ref/sgemm.c): A read from four row pointers,
+ * B from a packed panel, the result stored into C with bias, alpha and the clamp-like
+ * activations. */
+#include "neon_f32.h"
 
-#include "cpu.h"
+/* C row of 4 vectors at p: alpha*v + (init ? bias : p) */
+#define PUT(p, v, base_of) vst1q_f32((p), ERT_VMLA(base_of(p), (v), alpha))
 
 #if defined(__aarch64__)
 
-/* 16 accumulators c<row><quarter> stay in registers (24 of 32 with A and B). One step k
- * loads the four B quarters and adds row i's A value, lane Li of vector Ai, times them. */
-#define DECLARE_ACC                                                         \
-  float32x4_t c00 = vdupq_n_f32(0.0f), c01 = c00, c02 = c00, c03 = c00;     \
-  float32x4_t c10 = c00, c11 = c00, c12 = c00, c13 = c00;                   \
-  float32x4_t c20 = c00, c21 = c00, c22 = c00, c23 = c00;                   \
-  float32x4_t c30 = c00, c31 = c00, c32 = c00, c33 = c00
+/* 16 accumulators stay in v16..v31 (the caller-saved registers the assembly loop names),
+ * A in v0..v3, B in v4..v7. One step of four k loads four A values per row, and per k
+ * the four B quarters with two paired loads; row i, quarter q accumulates B quarter q
+ * times lane k of row i's A vector. */
+#define FMLA_ROW(C0, C1, C2, C3, A, L)                                                      \
+  "fmla " C0 ".4s, v4.4s, " A ".s[" L "]\n\tfmla " C1 ".4s, v5.4s, " A ".s[" L "]\n\t"    \
+  "fmla " C2 ".4s, v6.4s, " A ".s[" L "]\n\tfmla " C3 ".4s, v7.4s, " A ".s[" L "]\n\t"
+#define FMLA_K(L)                                                                           \
+  "ldp q4, q5, [%[b]], #32\n\tldp q6, q7, [%[b]], #32\n\t"                                 \
+  FMLA_ROW("v16", "v17", "v18", "v19", "v0", L) FMLA_ROW("v20", "v21", "v22", "v23", "v1", L) \
+  FMLA_ROW("v24", "v25", "v26", "v27", "v2", L) FMLA_ROW("v28", "v29", "v30", "v31", "v3", L)
 
-#define STEP(bk, A0, L0, A1, L1, A2, L2, A3, L3)                            \
-  do {                                                                      \
-    const float32x4_t b0 = vld1q_f32(bk), b1 = vld1q_f32((bk) + 4);         \
-    const float32x4_t b2 = vld1q_f32((bk) + 8), b3 = vld1q_f32((bk) + 12);  \
-    c00 = vfmaq_laneq_f32(c00, b0, A0, L0);                                 \
-    c01 = vfmaq_laneq_f32(c01, b1, A0, L0);                                 \
-    c02 = vfmaq_laneq_f32(c02, b2, A0, L0);                                 \
-    c03 = vfmaq_laneq_f32(c03, b3, A0, L0);                                 \
-    c10 = vfmaq_laneq_f32(c10, b0, A1, L1);                                 \
-    c11 = vfmaq_laneq_f32(c11, b1, A1, L1);                                 \
-    c12 = vfmaq_laneq_f32(c12, b2, A1, L1);                                 \
-    c13 = vfmaq_laneq_f32(c13, b3, A1, L1);                                 \
-    c20 = vfmaq_laneq_f32(c20, b0, A2, L2);                                 \
-    c21 = vfmaq_laneq_f32(c21, b1, A2, L2);                                 \
-    c22 = vfmaq_laneq_f32(c22, b2, A2, L2);                                 \
-    c23 = vfmaq_laneq_f32(c23, b3, A2, L2);                                 \
-    c30 = vfmaq_laneq_f32(c30, b0, A3, L3);                                 \
-    c31 = vfmaq_laneq_f32(c31, b1, A3, L3);                                 \
-    c32 = vfmaq_laneq_f32(c32, b2, A3, L3);                                 \
-    c33 = vfmaq_laneq_f32(c33, b3, A3, L3);                                 \
-  } while (0)
-
-#define STORE_ACC(t)                                                          \
-  do {                                                                        \
-    vst1q_f32((t) + 0, c00), vst1q_f32((t) + 4, c01), vst1q_f32((t) + 8, c02); \
-    vst1q_f32((t) + 12, c03), vst1q_f32((t) + 16, c10), vst1q_f32((t) + 20, c11); \
-    vst1q_f32((t) + 24, c12), vst1q_f32((t) + 28, c13), vst1q_f32((t) + 32, c20); \
-    vst1q_f32((t) + 36, c21), vst1q_f32((t) + 40, c22), vst1q_f32((t) + 44, c23); \
-    vst1q_f32((t) + 48, c30), vst1q_f32((t) + 52, c31), vst1q_f32((t) + 56, c32); \
-    vst1q_f32((t) + 60, c33);                                                 \
-  } while (0)
-
-void ert_sgemm_tile_f32__neon(int32_t kc, const float *a, const float *b, float *tile) {
-  DECLARE_ACC;
-  for (int32_t k = 0; k < kc; ++k, a += 4, b += 16) {
-    const float32x4_t av = vld1q_f32(a);
-    STEP(b, av, 0, av, 1, av, 2, av, 3);
+void ert_sgemm_rows_f32__neon(int32_t kc, const float *const *rows, const float *b, float *c,
+                              const ert_sgemm_store *st) {
+  const float *r0 = rows[0], *r1 = rows[1], *r2 = rows[2], *r3 = rows[3];
+  uint64_t n4 = (uint64_t)kc >> 2, n1 = (uint64_t)kc & 3u;
+  /* zeroed by the assembly (outputs only: in-out operands would exceed GCC's limit) */
+  register float32x4_t c00 __asm__("v16"), c01 __asm__("v17"), c02 __asm__("v18");
+  register float32x4_t c03 __asm__("v19"), c10 __asm__("v20"), c11 __asm__("v21");
+  register float32x4_t c12 __asm__("v22"), c13 __asm__("v23"), c20 __asm__("v24");
+  register float32x4_t c21 __asm__("v25"), c22 __asm__("v26"), c23 __asm__("v27");
+  register float32x4_t c30 __asm__("v28"), c31 __asm__("v29"), c32 __asm__("v30");
+  register float32x4_t c33 __asm__("v31");
+  __asm__(
+      "movi v16.4s, #0\n\tmovi v17.4s, #0\n\tmovi v18.4s, #0\n\tmovi v19.4s, #0\n\t"
+      "movi v20.4s, #0\n\tmovi v21.4s, #0\n\tmovi v22.4s, #0\n\tmovi v23.4s, #0\n\t"
+      "movi v24.4s, #0\n\tmovi v25.4s, #0\n\tmovi v26.4s, #0\n\tmovi v27.4s, #0\n\t"
+      "movi v28.4s, #0\n\tmovi v29.4s, #0\n\tmovi v30.4s, #0\n\tmovi v31.4s, #0\n\t"
+      "cbz %[n4], 2f\n"
+      "1:\n\t"
+      "ldr q0, [%[r0]], #16\n\tldr q1, [%[r1]], #16\n\t"
+      "ldr q2, [%[r2]], #16\n\tldr q3, [%[r3]], #16\n\t"
+      FMLA_K("0") FMLA_K("1") FMLA_K("2") FMLA_K("3")
+      "subs %[n4], %[n4], #1\n\t"
+      "b.ne 1b\n"
+      "2:\n\t"
+      "cbz %[n1], 4f\n"
+      "3:\n\t"
+      "ldr s0, [%[r0]], #4\n\tldr s1, [%[r1]], #4\n\t"
+      "ldr s2, [%[r2]], #4\n\tldr s3, [%[r3]], #4\n\t"
+      FMLA_K("0")
+      "subs %[n1], %[n1], #1\n\t"
+      "b.ne 3b\n"
+      "4:\n"
+      : "=&w"(c00), "=&w"(c01), "=&w"(c02), "=&w"(c03), "=&w"(c10), "=&w"(c11), "=&w"(c12),
+        "=&w"(c13), "=&w"(c20), "=&w"(c21), "=&w"(c22), "=&w"(c23), "=&w"(c30), "=&w"(c31),
+        "=&w"(c32), "=&w"(c33), [r0] "+r"(r0), [r1] "+r"(r1), [r2] "+r"(r2), [r3] "+r"(r3),
+        [b] "+r"(b), [n4] "+r"(n4), [n1] "+r"(n1)
+      :
+      : "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "cc", "memory");
+  const float32x4_t alpha = vdupq_n_f32(st->alpha);
+  const ptrdiff_t ldc = st->ldc;
+  float *p0 = c, *p1 = c + ldc, *p2 = c + 2 * ldc, *p3 = c + 3 * ldc;
+  if (st->init) {
+    const float *bias = st->bias;
+    const float32x4_t b0 = vdupq_n_f32(bias ? bias[0] : 0.0f), b1 = vdupq_n_f32(bias ? bias[1] : 0.0f);
+    const float32x4_t b2 = vdupq_n_f32(bias ? bias[2] : 0.0f), b3 = vdupq_n_f32(bias ? bias[3] : 0.0f);
+#define B0(p) b0
+#define B1(p) b1
+#define B2(p) b2
+#define B3(p) b3
+    PUT(p0, c00, B0), PUT(p0 + 4, c01, B0), PUT(p0 + 8, c02, B0), PUT(p0 + 12, c03, B0);
+    PUT(p1, c10, B1), PUT(p1 + 4, c11, B1), PUT(p1 + 8, c12, B1), PUT(p1 + 12, c13, B1);
+    PUT(p2, c20, B2), PUT(p2 + 4, c21, B2), PUT(p2 + 8, c22, B2), PUT(p2 + 12, c23, B2);
+    PUT(p3, c30, B3), PUT(p3 + 4, c31, B3), PUT(p3 + 8, c32, B3), PUT(p3 + 12, c33, B3);
+  } else {
+    PUT(p0, c00, vld1q_f32), PUT(p0 + 4, c01, vld1q_f32), PUT(p0 + 8, c02, vld1q_f32);
+    PUT(p0 + 12, c03, vld1q_f32), PUT(p1, c10, vld1q_f32), PUT(p1 + 4, c11, vld1q_f32);
+    PUT(p1 + 8, c12, vld1q_f32), PUT(p1 + 12, c13, vld1q_f32), PUT(p2, c20, vld1q_f32);
+    PUT(p2 + 4, c21, vld1q_f32), PUT(p2 + 8, c22, vld1q_f32), PUT(p2 + 12, c23, vld1q_f32);
+    PUT(p3, c30, vld1q_f32), PUT(p3 + 4, c31, vld1q_f32), PUT(p3 + 8, c32, vld1q_f32);
+    PUT(p3 + 12, c33, vld1q_f32);
   }
-  STORE_ACC(tile);
+  if (st->act != NULL) ert_act_rows_f32__neon(st->act, c, ldc, 4, 16);
 }
 
-/* Four k at a time: one load per row gives four steps' A values. */
-void ert_sgemm_rows_f32__neon(int32_t kc, const float *const *rows, const float *b, float *tile) {
-  const float *r0 = rows[0], *r1 = rows[1], *r2 = rows[2], *r3 = rows[3];
-  DECLARE_ACC;
-  int32_t k = 0;
-  for (; k + 4 <= kc; k += 4, b += 64) {
-    const float32x4_t a0 = vld1q_f32(r0 + k), a1 = vld1q_f32(r1 + k);
-    const float32x4_t a2 = vld1q_f32(r2 + k), a3 = vld1q_f32(r3 + k);
-    STEP(b, a0, 0, a1, 0, a2, 0, a3, 0);
-    STEP(b + 16, a0, 1, a1, 1, a2, 1, a3, 1);
-    STEP(b + 32, a0, 2, a1, 2, a2, 2, a3, 2);
-    STEP(b + 48, a0, 3, a1, 3, a2, 3, a3, 3);
+/* The 6x16 tile: 24 accumulators in v8..v31, A in v0..v5 (four k per load), B in v6, v7
+ * (half a k step per paired load). The operands are the row array, b and kc (the
+ * accumulators use up GCC's operand limit), so the assembly loads the row pointers into
+ * x9..x14 itself. */
+#define FMLA6(A, L)                                                                        \
+  "ldp q6, q7, [x15], #32\n\t"                                                             \
+  "fmla v8.4s, v6.4s, " A "0.s[" L "]\n\tfmla v9.4s, v7.4s, " A "0.s[" L "]\n\t"          \
+  "fmla v12.4s, v6.4s, " A "1.s[" L "]\n\tfmla v13.4s, v7.4s, " A "1.s[" L "]\n\t"        \
+  "fmla v16.4s, v6.4s, " A "2.s[" L "]\n\tfmla v17.4s, v7.4s, " A "2.s[" L "]\n\t"        \
+  "fmla v20.4s, v6.4s, " A "3.s[" L "]\n\tfmla v21.4s, v7.4s, " A "3.s[" L "]\n\t"        \
+  "fmla v24.4s, v6.4s, " A "4.s[" L "]\n\tfmla v25.4s, v7.4s, " A "4.s[" L "]\n\t"        \
+  "fmla v28.4s, v6.4s, " A "5.s[" L "]\n\tfmla v29.4s, v7.4s, " A "5.s[" L "]\n\t"        \
+  "ldp q6, q7, [x15], #32\n\t"                                                             \
+  "fmla v10.4s, v6.4s, " A "0.s[" L "]\n\tfmla v11.4s, v7.4s, " A "0.s[" L "]\n\t"        \
+  "fmla v14.4s, v6.4s, " A "1.s[" L "]\n\tfmla v15.4s, v7.4s, " A "1.s[" L "]\n\t"        \
+  "fmla v18.4s, v6.4s, " A "2.s[" L "]\n\tfmla v19.4s, v7.4s, " A "2.s[" L "]\n\t"        \
+  "fmla v22.4s, v6.4s, " A "3.s[" L "]\n\tfmla v23.4s, v7.4s, " A "3.s[" L "]\n\t"        \
+  "fmla v26.4s, v6.4s, " A "4.s[" L "]\n\tfmla v27.4s, v7.4s, " A "4.s[" L "]\n\t"        \
+  "fmla v30.4s, v6.4s, " A "5.s[" L "]\n\tfmla v31.4s, v7.4s, " A "5.s[" L "]\n\t"
+#define ZERO8(a, b, c, d, e, f, g, h)                                                      \
+  "movi v" a ".4s, #0\n\tmovi v" b ".4s, #0\n\tmovi v" c ".4s, #0\n\tmovi v" d ".4s, #0\n\t" \
+  "movi v" e ".4s, #0\n\tmovi v" f ".4s, #0\n\tmovi v" g ".4s, #0\n\tmovi v" h ".4s, #0\n\t"
+
+void ert_sgemm_rows6_f32__neon(int32_t kc, const float *const *rows, const float *b, float *c,
+                               const ert_sgemm_store *st) {
+  register float32x4_t c00 __asm__("v8"), c01 __asm__("v9"), c02 __asm__("v10");
+  register float32x4_t c03 __asm__("v11"), c10 __asm__("v12"), c11 __asm__("v13");
+  register float32x4_t c12 __asm__("v14"), c13 __asm__("v15"), c20 __asm__("v16");
+  register float32x4_t c21 __asm__("v17"), c22 __asm__("v18"), c23 __asm__("v19");
+  register float32x4_t c30 __asm__("v20"), c31 __asm__("v21"), c32 __asm__("v22");
+  register float32x4_t c33 __asm__("v23"), c40 __asm__("v24"), c41 __asm__("v25");
+  register float32x4_t c42 __asm__("v26"), c43 __asm__("v27"), c50 __asm__("v28");
+  register float32x4_t c51 __asm__("v29"), c52 __asm__("v30"), c53 __asm__("v31");
+  __asm__(
+      ZERO8("8", "9", "10", "11", "12", "13", "14", "15")
+      ZERO8("16", "17", "18", "19", "20", "21", "22", "23")
+      ZERO8("24", "25", "26", "27", "28", "29", "30", "31")
+      "ldp x9, x10, [%[rows]]\n\tldp x11, x12, [%[rows], #16]\n\tldp x13, x14, [%[rows], #32]\n\t"
+      "mov x15, %[b]\n\t"
+      "lsr x16, %[kc], #2\n\t"
+      "and x17, %[kc], #3\n\t"
+      "cbz x16, 2f\n"
+      "1:\n\t"
+      "ldr q0, [x9], #16\n\tldr q1, [x10], #16\n\tldr q2, [x11], #16\n\t"
+      "ldr q3, [x12], #16\n\tldr q4, [x13], #16\n\tldr q5, [x14], #16\n\t"
+      FMLA6("v", "0") FMLA6("v", "1") FMLA6("v", "2") FMLA6("v", "3")
+      "subs x16, x16, #1\n\t"
+      "b.ne 1b\n"
+      "2:\n\t"
+      "cbz x17, 4f\n"
+      "3:\n\t"
+      "ldr s0, [x9], #4\n\tldr s1, [x10], #4\n\tldr s2, [x11], #4\n\t"
+      "ldr s3, [x12], #4\n\tldr s4, [x13], #4\n\tldr s5, [x14], #4\n\t"
+      FMLA6("v", "0")
+      "subs x17, x17, #1\n\t"
+      "b.ne 3b\n"
+      "4:\n"
+      : "=&w"(c00), "=&w"(c01), "=&w"(c02), "=&w"(c03), "=&w"(c10), "=&w"(c11), "=&w"(c12),
+        "=&w"(c13), "=&w"(c20), "=&w"(c21), "=&w"(c22), "=&w"(c23), "=&w"(c30), "=&w"(c31),
+        "=&w"(c32), "=&w"(c33), "=&w"(c40), "=&w"(c41), "=&w"(c42), "=&w"(c43), "=&w"(c50),
+        "=&w"(c51), "=&w"(c52), "=&w"(c53)
+      : [rows] "r"(rows), [b] "r"(b), [kc] "r"((uint64_t)(uint32_t)kc)
+      : "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "x9", "x10", "x11", "x12", "x13",
+        "x14", "x15", "x16", "x17", "cc", "memory");
+  const float32x4_t alpha = vdupq_n_f32(st->alpha);
+  const ptrdiff_t ldc = st->ldc;
+  float *p0 = c, *p1 = c + ldc, *p2 = p1 + ldc, *p3 = p2 + ldc, *p4 = p3 + ldc, *p5 = p4 + ldc;
+  if (st->init) {
+    const float *bias = st->bias;
+    const float32x4_t b0 = vdupq_n_f32(bias ? bias[0] : 0.0f), b1 = vdupq_n_f32(bias ? bias[1] : 0.0f);
+    const float32x4_t b2 = vdupq_n_f32(bias ? bias[2] : 0.0f), b3 = vdupq_n_f32(bias ? bias[3] : 0.0f);
+    const float32x4_t b4 = vdupq_n_f32(bias ? bias[4] : 0.0f), b5 = vdupq_n_f32(bias ? bias[5] : 0.0f);
+#define B4(p) b4
+#define B5(p) b5
+    PUT(p0, c00, B0), PUT(p0 + 4, c01, B0), PUT(p0 + 8, c02, B0), PUT(p0 + 12, c03, B0);
+    PUT(p1, c10, B1), PUT(p1 + 4, c11, B1), PUT(p1 + 8, c12, B1), PUT(p1 + 12, c13, B1);
+    PUT(p2, c20, B2), PUT(p2 + 4, c21, B2), PUT(p2 + 8, c22, B2), PUT(p2 + 12, c23, B2);
+    PUT(p3, c30, B3), PUT(p3 + 4, c31, B3), PUT(p3 + 8, c32, B3), PUT(p3 + 12, c33, B3);
+    PUT(p4, c40, B4), PUT(p4 + 4, c41, B4), PUT(p4 + 8, c42, B4), PUT(p4 + 12, c43, B4);
+    PUT(p5, c50, B5), PUT(p5 + 4, c51, B5), PUT(p5 + 8, c52, B5), PUT(p5 + 12, c53, B5);
+  } else {
+#define LD(p) vld1q_f32(p)
+    PUT(p0, c00, LD), PUT(p0 + 4, c01, LD), PUT(p0 + 8, c02, LD), PUT(p0 + 12, c03, LD);
+    PUT(p1, c10, LD), PUT(p1 + 4, c11, LD), PUT(p1 + 8, c12, LD), PUT(p1 + 12, c13, LD);
+    PUT(p2, c20, LD), PUT(p2 + 4, c21, LD), PUT(p2 + 8, c22, LD), PUT(p2 + 12, c23, LD);
+    PUT(p3, c30, LD), PUT(p3 + 4, c31, LD), PUT(p3 + 8, c32, LD), PUT(p3 + 12, c33, LD);
+    PUT(p4, c40, LD), PUT(p4 + 4, c41, LD), PUT(p4 + 8, c42, LD), PUT(p4 + 12, c43, LD);
+    PUT(p5, c50, LD), PUT(p5 + 4, c51, LD), PUT(p5 + 8, c52, LD), PUT(p5 + 12, c53, LD);
   }
-  for (; k < kc; ++k, b += 16) {
-    const float ak[4] = {r0[k], r1[k], r2[k], r3[k]};
-    const float32x4_t av = vld1q_f32(ak);
-    STEP(b, av, 0, av, 1, av, 2, av, 3);
-  }
-  STORE_ACC(tile);
+  if (st->act != NULL) ert_act_rows_f32__neon(st->act, c, ldc, 6, 16);
 }
 
 #else /* 32-bit ARM: 16 q registers, so the tile is done as two 4x8 halves */
@@ -96,29 +197,11 @@ void ert_sgemm_rows_f32__neon(int32_t kc, const float *const *rows, const float 
     c31 = vmlaq_lane_f32(c31, b1, D3, L3);                            \
   } while (0)
 
-#define STORE_HALF(t)                                                      \
-  do {                                                                     \
-    vst1q_f32((t) + 0, c00), vst1q_f32((t) + 4, c01);                      \
-    vst1q_f32((t) + 16, c10), vst1q_f32((t) + 20, c11);                    \
-    vst1q_f32((t) + 32, c20), vst1q_f32((t) + 36, c21);                    \
-    vst1q_f32((t) + 48, c30), vst1q_f32((t) + 52, c31);                    \
-  } while (0)
-
-void ert_sgemm_tile_f32__neon(int32_t kc, const float *a, const float *b, float *tile) {
-  for (int half = 0; half < 2; ++half) {
-    const float *ak = a, *bk = b + 8 * half;
-    DECLARE_HALF;
-    for (int32_t k = 0; k < kc; ++k, ak += 4, bk += 16) {
-      const float32x4_t av = vld1q_f32(ak);
-      const float32x2_t lo = vget_low_f32(av), hi = vget_high_f32(av);
-      STEP_HALF(bk, lo, 0, lo, 1, hi, 0, hi, 1);
-    }
-    STORE_HALF(tile + 8 * half);
-  }
-}
-
-void ert_sgemm_rows_f32__neon(int32_t kc, const float *const *rows, const float *b, float *tile) {
+void ert_sgemm_rows_f32__neon(int32_t kc, const float *const *rows, const float *b, float *c,
+                              const ert_sgemm_store *st) {
   const float *r0 = rows[0], *r1 = rows[1], *r2 = rows[2], *r3 = rows[3];
+  const float32x4_t alpha = vdupq_n_f32(st->alpha);
+  const ptrdiff_t ldc = st->ldc;
   for (int half = 0; half < 2; ++half) {
     const float *bk = b + 8 * half;
     DECLARE_HALF;
@@ -135,8 +218,23 @@ void ert_sgemm_rows_f32__neon(int32_t kc, const float *const *rows, const float 
       const float32x2_t lo = vget_low_f32(av), hi = vget_high_f32(av);
       STEP_HALF(bk, lo, 0, lo, 1, hi, 0, hi, 1);
     }
-    STORE_HALF(tile + 8 * half);
+    float *p0 = c + 8 * half, *p1 = p0 + ldc, *p2 = p1 + ldc, *p3 = p2 + ldc;
+    if (st->init) {
+      const float *bias = st->bias;
+#define BI(i) vdupq_n_f32(bias ? bias[i] : 0.0f)
+#define B0(p) BI(0)
+#define B1(p) BI(1)
+#define B2(p) BI(2)
+#define B3(p) BI(3)
+      PUT(p0, c00, B0), PUT(p0 + 4, c01, B0), PUT(p1, c10, B1), PUT(p1 + 4, c11, B1);
+      PUT(p2, c20, B2), PUT(p2 + 4, c21, B2), PUT(p3, c30, B3), PUT(p3 + 4, c31, B3);
+    } else {
+      PUT(p0, c00, vld1q_f32), PUT(p0 + 4, c01, vld1q_f32), PUT(p1, c10, vld1q_f32);
+      PUT(p1 + 4, c11, vld1q_f32), PUT(p2, c20, vld1q_f32), PUT(p2 + 4, c21, vld1q_f32);
+      PUT(p3, c30, vld1q_f32), PUT(p3 + 4, c31, vld1q_f32);
+    }
   }
+  if (st->act != NULL) ert_act_rows_f32__neon(st->act, c, ldc, 4, 16);
 }
 
 #endif

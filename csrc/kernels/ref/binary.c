@@ -7,7 +7,9 @@
  * that the innermost remaining dimension is, for each input, either contiguous
  * (stride 1) or broadcast (stride 0). The element loops then see whole rows:
  * same-shape operands, a scalar operand, and per-channel patterns such as
- * [N,C,H,W] + [1,C,1,1] (rows of H*W against one value) run as plain loops.
+ * [N,C,H,W] + [1,C,1,1] (rows of H*W against one value) run as plain loops. Only the
+ * common float32 ops have rows of their own; every other op and dtype goes element by
+ * element through values widened to int64 (or float), which keeps the library small.
  *
  * Integer arithmetic wraps (two's complement); integer division truncates toward
  * zero, and division or remainder by zero gives 0 (ONNX leaves it undefined).
@@ -24,15 +26,18 @@
 #include "quant_s8.h"
 
 #define BIN_PAR_MIN ((size_t)1 << 15)
+
+/* The per-element operations of the rare paths stay out of line (code size). */
+#if defined(__GNUC__)
+#define ERT_NOINLINE __attribute__((noinline))
+#else
+#define ERT_NOINLINE
+#endif
 #define BIN_MAX_IN 3
 
-/* Inner loop over n output elements: each input pointer advances by its flag (1) or
- * stays (0). */
-typedef void (*ew_fn)(void *o, const void *a, const void *b, const void *c, size_t n, int sa,
-                      int sb, int sc);
-
 typedef struct bc_plan {
-  int64_t fn;    /* index in the op's kernel table */
+  int32_t op;    /* B_* code (variant included) */
+  int32_t slot;  /* S_* of the inputs; for where, the element size */
   int64_t n_in;
   int64_t rank;  /* >= 1 */
   int64_t dims[EDGERT_MAX_DIMS];
@@ -43,6 +48,23 @@ typedef struct bc_plan {
 _Static_assert(sizeof(bc_plan) <= sizeof(((ert_node *)0)->opdata), "plan must fit opdata");
 
 enum { S_F32, S_U8, S_I8, S_I16, S_I32, S_I64, S_BOOL, NSLOT };
+
+#define M_F32 (1u << S_F32)
+#define M_BOOL (1u << S_BOOL)
+#define M_INTS ((1u << S_U8) | (1u << S_I8) | (1u << S_I16) | (1u << S_I32) | (1u << S_I64))
+#define M_NUMERIC (M_F32 | M_INTS)
+#define M_ALL (M_NUMERIC | M_BOOL)
+
+/* Element operations. The float32 fast rows cover B_ADD..B_PRELU; B_EQ..B_GE give bool
+ * outputs; and/or/xor on bool run as the bitwise ops on 0/1 values. Variants (mod's
+ * fmod flag, bitshift's direction) are consecutive codes. */
+enum {
+  B_ADD, B_SUB, B_MUL, B_DIV, B_MIN, B_MAX, B_PRELU,
+  B_POW, B_MOD0, B_MOD1,
+  B_AND, B_OR, B_XOR, B_SHL, B_SHR,
+  B_EQ, B_LT, B_LE, B_GT, B_GE,
+  B_WHERE
+};
 
 static int slot_of(int32_t dtype) {
   switch (dtype) {
@@ -59,64 +81,7 @@ static int slot_of(int32_t dtype) {
 
 static const char *nname(const ert_node *n) { return n->name ? n->name : ""; }
 
-/* ---- element loops ----------------------------------------------------------- */
-
-/* Defines fname computing EXPR (of x, y; elem_t is the input type, uelem_t an unsigned
- * type at least as wide, for wrapping arithmetic) into TO. */
-#define EW_LOOP(fname, T, U, TO, EXPR)                                                  \
-  static void fname(void *o_, const void *a_, const void *b_, const void *c_, size_t n,  \
-                    int sa, int sb, int sc) {                                           \
-    typedef T elem_t;                                                                   \
-    typedef U uelem_t;                                                                  \
-    (void)sizeof(elem_t);                                                               \
-    (void)sizeof(uelem_t);                                                              \
-    (void)c_;                                                                           \
-    (void)sc;                                                                           \
-    TO *o = (TO *)o_;                                                                   \
-    const T *pa = (const T *)a_, *pb = (const T *)b_;                                   \
-    if (sa && sb) {                                                                     \
-      for (size_t i = 0; i < n; i++) {                                                  \
-        const T x = pa[i], y = pb[i];                                                   \
-        o[i] = (TO)(EXPR);                                                              \
-      }                                                                                 \
-    } else if (sa) {                                                                    \
-      const T y = pb[0];                                                                \
-      for (size_t i = 0; i < n; i++) {                                                  \
-        const T x = pa[i];                                                              \
-        o[i] = (TO)(EXPR);                                                              \
-      }                                                                                 \
-    } else if (sb) {                                                                    \
-      const T x = pa[0];                                                                \
-      for (size_t i = 0; i < n; i++) {                                                  \
-        const T y = pb[i];                                                              \
-        o[i] = (TO)(EXPR);                                                              \
-      }                                                                                 \
-    } else {                                                                            \
-      const T x = pa[0], y = pb[0];                                                     \
-      const TO r = (TO)(EXPR);                                                          \
-      for (size_t i = 0; i < n; i++) o[i] = r;                                          \
-    }                                                                                   \
-  }
-
-#define SAME(T) T
-#define BOOLOUT(T) uint8_t
-
-#define FOR_SIGNED(name, OUT, EXPR)                      \
-  EW_LOOP(name##_i8, int8_t, unsigned, OUT(int8_t), EXPR)    \
-  EW_LOOP(name##_i16, int16_t, unsigned, OUT(int16_t), EXPR) \
-  EW_LOOP(name##_i32, int32_t, uint32_t, OUT(int32_t), EXPR) \
-  EW_LOOP(name##_i64, int64_t, uint64_t, OUT(int64_t), EXPR)
-#define FOR_UNSIGNED(name, OUT, EXPR) EW_LOOP(name##_u8, uint8_t, unsigned, OUT(uint8_t), EXPR)
-#define FOR_F32(name, OUT, EXPR) EW_LOOP(name##_f32, float, float, OUT(float), EXPR)
-#define FOR_BOOL(name, EXPR) EW_LOOP(name##_bool, uint8_t, unsigned, uint8_t, EXPR)
-
-/* Tables indexed by slot (S_F32 ...). */
-#define TABLE_NUMERIC(name) {name##_f32, name##_u8, name##_i8, name##_i16, name##_i32, name##_i64, NULL}
-#define TABLE_ALL(name) \
-  {name##_f32, name##_u8, name##_i8, name##_i16, name##_i32, name##_i64, name##_bool}
-#define TABLE_INTS(name) {NULL, name##_u8, name##_i8, name##_i16, name##_i32, name##_i64, NULL}
-#define TABLE_F32(name) {name##_f32, NULL, NULL, NULL, NULL, NULL, NULL}
-#define TABLE_BOOL(name) {NULL, NULL, NULL, NULL, NULL, NULL, name##_bool}
+/* ---- element operations -------------------------------------------------------- */
 
 /* x ** e for integers, wrapping; negative exponents truncate 1/x^-e toward zero. */
 static int64_t ipow(int64_t x, int64_t e) {
@@ -134,7 +99,7 @@ static int64_t ipow(int64_t x, int64_t e) {
 }
 
 /* Remainder with the sign of the divisor (x - floor(x / y) * y), as ONNX Mod fmod=0. */
-static inline float fmod_floor_f(float x, float y) {
+static float fmod_floor_f(float x, float y) {
   float r = fmodf(x, y);
   if (r != 0.0f) {
     if ((r < 0.0f) != (y < 0.0f)) r += y;
@@ -147,113 +112,171 @@ static inline float fmod_floor_f(float x, float y) {
 static inline float max_f(float x, float y) { return (x > y || x != x) ? x : y; }
 static inline float min_f(float x, float y) { return (x < y || x != x) ? x : y; }
 
-/* Arithmetic. */
-FOR_F32(add, SAME, x + y)
-FOR_SIGNED(add, SAME, (uelem_t)x + (uelem_t)y)
-FOR_UNSIGNED(add, SAME, (uelem_t)x + (uelem_t)y)
-FOR_F32(sub, SAME, x - y)
-FOR_SIGNED(sub, SAME, (uelem_t)x - (uelem_t)y)
-FOR_UNSIGNED(sub, SAME, (uelem_t)x - (uelem_t)y)
-FOR_F32(mul, SAME, x * y)
-FOR_SIGNED(mul, SAME, (uelem_t)x * (uelem_t)y)
-FOR_UNSIGNED(mul, SAME, (uelem_t)x * (uelem_t)y)
-FOR_F32(div, SAME, x / y)
-FOR_SIGNED(div, SAME, y == 0 ? 0 : (y == -1 ? (elem_t)((uelem_t)0 - (uelem_t)x) : x / y))
-FOR_UNSIGNED(div, SAME, y == 0 ? 0 : x / y)
-FOR_F32(pow, SAME, powf(x, y))
-FOR_SIGNED(pow, SAME, ipow((int64_t)x, (int64_t)y))
-FOR_UNSIGNED(pow, SAME, ipow((int64_t)x, (int64_t)y))
-FOR_F32(min, SAME, min_f(x, y))
-FOR_SIGNED(min, SAME, x < y ? x : y)
-FOR_UNSIGNED(min, SAME, x < y ? x : y)
-FOR_F32(max, SAME, max_f(x, y))
-FOR_SIGNED(max, SAME, x > y ? x : y)
-FOR_UNSIGNED(max, SAME, x > y ? x : y)
-/* mod: variant 0 (fmod=0) takes the divisor's sign, variant 1 (fmod=1) the dividend's. */
-FOR_F32(mod0, SAME, fmod_floor_f(x, y))
-FOR_SIGNED(mod0, SAME,
-           (y == 0 || y == -1) ? 0
-           : ((x % y != 0 && ((x % y < 0) != (y < 0))) ? x % y + y : x % y))
-FOR_UNSIGNED(mod0, SAME, y == 0 ? 0 : x % y)
-FOR_F32(mod1, SAME, fmodf(x, y))
-FOR_SIGNED(mod1, SAME, (y == 0 || y == -1) ? 0 : x % y)
-FOR_UNSIGNED(mod1, SAME, y == 0 ? 0 : x % y)
-FOR_F32(prelu, SAME, x < 0.0f ? x * y : x)
-
-/* Comparisons (bool output). */
-FOR_F32(equal, BOOLOUT, x == y)
-FOR_SIGNED(equal, BOOLOUT, x == y)
-FOR_UNSIGNED(equal, BOOLOUT, x == y)
-FOR_BOOL(equal, (x != 0) == (y != 0))
-#define COMPARISON(name, OPER)               \
-  FOR_F32(name, BOOLOUT, x OPER y)           \
-  FOR_SIGNED(name, BOOLOUT, x OPER y)        \
-  FOR_UNSIGNED(name, BOOLOUT, x OPER y)
-COMPARISON(less, <)
-COMPARISON(less_or_equal, <=)
-COMPARISON(greater, >)
-COMPARISON(greater_or_equal, >=)
-
-/* Logic on bool, bitwise on integers. */
-FOR_BOOL(and, (x != 0) & (y != 0))
-FOR_BOOL(or, (x != 0) | (y != 0))
-FOR_BOOL(xor, (x != 0) ^ (y != 0))
-FOR_SIGNED(bitwise_and, SAME, x & y)
-FOR_UNSIGNED(bitwise_and, SAME, x & y)
-FOR_SIGNED(bitwise_or, SAME, x | y)
-FOR_UNSIGNED(bitwise_or, SAME, x | y)
-FOR_SIGNED(bitwise_xor, SAME, x ^ y)
-FOR_UNSIGNED(bitwise_xor, SAME, x ^ y)
-
-/* Shifts: variant 0 left, 1 right (arithmetic for signed types). A shift amount that
- * is negative or not below the bit width leaves only the sign fill: -1 for a right
- * shift of a negative value, else 0. */
-#define WIDTH ((int64_t)(8 * sizeof(elem_t)))
-FOR_SIGNED(shl, SAME, (y < 0 || y >= WIDTH) ? 0 : (elem_t)((uelem_t)x << y))
-FOR_UNSIGNED(shl, SAME, (y >= WIDTH) ? 0 : (elem_t)((uelem_t)x << y))
-FOR_SIGNED(shr, SAME,
-           (y < 0 || y >= WIDTH) ? (x < 0 ? -1 : 0) : (x < 0 ? ~(elem_t)(~x >> y) : x >> y))
-FOR_UNSIGNED(shr, SAME, (y >= WIDTH) ? 0 : x >> y)
-
-static const ew_fn add_fns[] = TABLE_NUMERIC(add);
-static const ew_fn sub_fns[] = TABLE_NUMERIC(sub);
-static const ew_fn mul_fns[] = TABLE_NUMERIC(mul);
-static const ew_fn div_fns[] = TABLE_NUMERIC(div);
-static const ew_fn pow_fns[] = TABLE_NUMERIC(pow);
-static const ew_fn min_fns[] = TABLE_NUMERIC(min);
-static const ew_fn max_fns[] = TABLE_NUMERIC(max);
-static const ew_fn mod_fns[] = {mod0_f32, mod0_u8, mod0_i8, mod0_i16, mod0_i32, mod0_i64, NULL,
-                                mod1_f32, mod1_u8, mod1_i8, mod1_i16, mod1_i32, mod1_i64, NULL};
-static const ew_fn prelu_fns[] = TABLE_F32(prelu);
-static const ew_fn equal_fns[] = TABLE_ALL(equal);
-static const ew_fn less_fns[] = TABLE_NUMERIC(less);
-static const ew_fn less_or_equal_fns[] = TABLE_NUMERIC(less_or_equal);
-static const ew_fn greater_fns[] = TABLE_NUMERIC(greater);
-static const ew_fn greater_or_equal_fns[] = TABLE_NUMERIC(greater_or_equal);
-static const ew_fn and_fns[] = TABLE_BOOL(and);
-static const ew_fn or_fns[] = TABLE_BOOL(or);
-static const ew_fn xor_fns[] = TABLE_BOOL(xor);
-static const ew_fn bitwise_and_fns[] = TABLE_INTS(bitwise_and);
-static const ew_fn bitwise_or_fns[] = TABLE_INTS(bitwise_or);
-static const ew_fn bitwise_xor_fns[] = TABLE_INTS(bitwise_xor);
-static const ew_fn bitshift_fns[] = {NULL, shl_u8, shl_i8, shl_i16, shl_i32, shl_i64, NULL,
-                                     NULL, shr_u8, shr_i8, shr_i16, shr_i32, shr_i64, NULL};
-
-/* where: by element size; a is the bool condition, b and c the values. */
-#define WHERE_LOOP(fname, T)                                                             \
-  static void fname(void *o_, const void *a_, const void *b_, const void *c_, size_t n,  \
-                    int sa, int sb, int sc) {                                           \
-    T *o = (T *)o_;                                                                     \
-    const uint8_t *cond = (const uint8_t *)a_;                                          \
-    const T *x = (const T *)b_, *y = (const T *)c_;                                     \
-    const size_t ka = (size_t)sa, kb = (size_t)sb, kc = (size_t)sc;                     \
-    for (size_t i = 0; i < n; i++) o[i] = cond[i * ka] ? x[i * kb] : y[i * kc];         \
+/* float32 ops with a float32 result (B_ADD..B_MOD1). */
+ERT_NOINLINE static float f32_op(int op, float x, float y) {
+  switch (op) {
+    case B_ADD: return x + y;
+    case B_SUB: return x - y;
+    case B_MUL: return x * y;
+    case B_DIV: return x / y;
+    case B_MIN: return min_f(x, y);
+    case B_MAX: return max_f(x, y);
+    case B_PRELU: return x < 0.0f ? x * y : x;
+    case B_POW: return powf(x, y);
+    case B_MOD0: return fmod_floor_f(x, y);
+    default: return fmodf(x, y);
   }
-WHERE_LOOP(where_1, uint8_t)
-WHERE_LOOP(where_2, uint16_t)
-WHERE_LOOP(where_4, uint32_t)
-WHERE_LOOP(where_8, uint64_t)
-static const ew_fn where_fns[] = {where_1, where_2, NULL, where_4, NULL, NULL, NULL, where_8};
+}
+
+/* Integer ops on values widened to int64 (sign- or zero-extended from `bits`); the
+ * caller keeps the low `bits` bits, which is the wrapping result of the narrow type.
+ * Division and remainder by 0 give 0; by -1 they wrap (x / -1 == -x, x % -1 == 0).
+ * Shifts by a negative amount or not below the width leave only the sign fill. */
+ERT_NOINLINE static int64_t int_op(int op, int64_t x, int64_t y, int bits) {
+  const uint64_t ux = (uint64_t)x, uy = (uint64_t)y;
+  switch (op) {
+    case B_ADD: return (int64_t)(ux + uy);
+    case B_SUB: return (int64_t)(ux - uy);
+    case B_MUL: return (int64_t)(ux * uy);
+    case B_DIV: return y == 0 ? 0 : (y == -1 ? (int64_t)(0 - ux) : x / y);
+    case B_MIN: return x < y ? x : y;
+    case B_MAX: return x > y ? x : y;
+    case B_POW: return ipow(x, y);
+    case B_MOD0:
+    case B_MOD1: {
+      if (y == 0 || y == -1) return 0;
+      const int64_t r = x % y;
+      return (op == B_MOD0 && r != 0 && ((r < 0) != (y < 0))) ? r + y : r;
+    }
+    case B_AND: return x & y;
+    case B_OR: return x | y;
+    case B_XOR: return x ^ y;
+    case B_SHL: return (y < 0 || y >= bits) ? 0 : (int64_t)(ux << y);
+    default: /* B_SHR */
+      if (y < 0 || y >= bits) return x < 0 ? -1 : 0;
+      return x < 0 ? ~(~x >> y) : x >> y;
+  }
+}
+
+/* Comparisons (B_EQ..B_GE); NaN compares false. */
+#define CMP(op, x, y)                                                               \
+  ((op) == B_EQ ? (x) == (y)                                                        \
+   : (op) == B_LT ? (x) < (y)                                                       \
+   : (op) == B_LE ? (x) <= (y)                                                      \
+   : (op) == B_GT ? (x) > (y) : (x) >= (y))
+
+static int64_t load_int(const void *p, int slot) {
+  switch (slot) {
+    case S_U8: return *(const uint8_t *)p;
+    case S_I8: return *(const int8_t *)p;
+    case S_I16: return *(const int16_t *)p;
+    case S_I32: return *(const int32_t *)p;
+    case S_I64: return *(const int64_t *)p;
+    default: return *(const uint8_t *)p != 0; /* bool */
+  }
+}
+
+/* Stores the low bits of v (two's complement truncation). */
+static void store_int(void *p, int slot, int64_t v) {
+  const uint64_t u = (uint64_t)v;
+  switch (slot) {
+    case S_I16: *(uint16_t *)p = (uint16_t)u; break;
+    case S_I32: *(uint32_t *)p = (uint32_t)u; break;
+    case S_I64: *(uint64_t *)p = u; break;
+    default: *(uint8_t *)p = (uint8_t)u; break;
+  }
+}
+
+static const uint8_t slot_size[NSLOT] = {4, 1, 1, 2, 4, 8, 1};
+
+/* Any op, any dtype, element by element; a, b advance by their flags. */
+static void generic_row(int op, int slot, char *o, const char *a, const char *b, size_t n,
+                        int sa, int sb) {
+  const size_t es = slot_size[slot];
+  const size_t ka = sa ? es : 0, kb = sb ? es : 0;
+  if (slot == S_F32) {
+    uint8_t *ob = (uint8_t *)o;
+#define F32_CMP_ROW(OPER)                             \
+  for (size_t i = 0; i < n; i++, a += ka, b += kb)    \
+    ob[i] = *(const float *)a OPER *(const float *)b; \
+  break;
+    switch (op) {
+      case B_EQ: F32_CMP_ROW(==)
+      case B_LT: F32_CMP_ROW(<)
+      case B_LE: F32_CMP_ROW(<=)
+      case B_GT: F32_CMP_ROW(>)
+      case B_GE: F32_CMP_ROW(>=)
+#undef F32_CMP_ROW
+      default:
+        for (size_t i = 0; i < n; i++, a += ka, b += kb)
+          ((float *)o)[i] = f32_op(op, *(const float *)a, *(const float *)b);
+        break;
+    }
+    return;
+  }
+  const size_t ko = op >= B_EQ ? 1 : es;
+  const int bits = (int)(8 * es);
+  for (size_t i = 0; i < n; i++, a += ka, b += kb, o += ko) {
+    const int64_t x = load_int(a, slot), y = load_int(b, slot);
+    if (op >= B_EQ)
+      *(uint8_t *)o = CMP(op, x, y);
+    else
+      store_int(o, slot, int_op(op, x, y, bits));
+  }
+}
+
+/* float32 rows of the common ops, with at least one input contiguous. */
+#define F32_ROWS(EXPR)                                             \
+  do {                                                             \
+    if (sa && sb) {                                                \
+      for (size_t i = 0; i < n; i++) {                             \
+        const float x = a[i], y = b[i];                            \
+        o[i] = (EXPR);                                             \
+      }                                                            \
+    } else if (sa) {                                               \
+      const float y = b[0];                                        \
+      for (size_t i = 0; i < n; i++) {                             \
+        const float x = a[i];                                      \
+        o[i] = (EXPR);                                             \
+      }                                                            \
+    } else {                                                       \
+      const float x = a[0];                                        \
+      for (size_t i = 0; i < n; i++) {                             \
+        const float y = b[i];                                      \
+        o[i] = (EXPR);                                             \
+      }                                                            \
+    }                                                              \
+  } while (0)
+
+static void f32_row(int op, float *o, const float *a, const float *b, size_t n, int sa, int sb) {
+  switch (op) {
+    case B_ADD: F32_ROWS(x + y); break;
+    case B_SUB: F32_ROWS(x - y); break;
+    case B_MUL: F32_ROWS(x * y); break;
+    case B_DIV: F32_ROWS(x / y); break;
+    case B_MIN: F32_ROWS(min_f(x, y)); break;
+    case B_MAX: F32_ROWS(max_f(x, y)); break;
+    default: F32_ROWS(x < 0.0f ? x * y : x); break; /* B_PRELU */
+  }
+}
+
+/* where: by element size es; a is the bool condition, b and c the values. */
+#define WHERE_ROW(T)                                                                     \
+  do {                                                                                   \
+    T *oo = (T *)o;                                                                      \
+    const T *x = (const T *)b, *y = (const T *)c;                                        \
+    for (size_t i = 0; i < n; i++) oo[i] = a[i * ka] ? x[i * kb] : y[i * kc];            \
+  } while (0)
+
+static void where_row(size_t es, void *o, const uint8_t *a, const void *b, const void *c,
+                      size_t n, size_t ka, size_t kb, size_t kc) {
+  switch (es) {
+    case 1: WHERE_ROW(uint8_t); break;
+    case 2: WHERE_ROW(uint16_t); break;
+    case 4: WHERE_ROW(uint32_t); break;
+    default: WHERE_ROW(uint64_t); break;
+  }
+}
 
 /* ---- broadcast plan ---------------------------------------------------------- */
 
@@ -332,11 +355,22 @@ static edgert_status plan_build(const ert_node *node, ert_err *err, bc_plan *p) 
 
 typedef struct bc_job {
   bc_plan plan;
-  ew_fn fn;
   char *out;
   const char *in[BIN_MAX_IN];
   ert_act_params act;
 } bc_job;
+
+/* One row piece of n output elements; each input advances (flag 1) or stays (0). */
+static void bc_row(const bc_plan *p, void *o, const void *const *in, size_t n, int sa, int sb,
+                   int sc) {
+  if (p->op == B_WHERE)
+    where_row((size_t)p->slot, o, (const uint8_t *)in[0], in[1], in[2], n, (size_t)sa,
+              (size_t)sb, (size_t)sc);
+  else if (p->slot == S_F32 && p->op <= B_PRELU && (sa || sb))
+    f32_row(p->op, (float *)o, (const float *)in[0], (const float *)in[1], n, sa, sb);
+  else
+    generic_row(p->op, p->slot, (char *)o, (const char *)in[0], (const char *)in[1], n, sa, sb);
+}
 
 /* Computes output elements [begin, end) row piece by row piece. */
 static void bc_task(void *arg, size_t begin, size_t end) {
@@ -362,8 +396,8 @@ static void bc_task(void *arg, size_t begin, size_t end) {
       ptr[k] = j->in[k] + (size_t)(base[k] + (int64_t)col * p->strides[k][r - 1]) *
                               (size_t)p->esize[k];
     void *o = j->out + pos * osz;
-    j->fn(o, ptr[0], ptr[1], ptr[2], n, p->strides[0][r - 1] != 0,
-          n_in > 1 && p->strides[1][r - 1] != 0, n_in > 2 && p->strides[2][r - 1] != 0);
+    bc_row(p, o, ptr, n, p->strides[0][r - 1] != 0, n_in > 1 && p->strides[1][r - 1] != 0,
+           n_in > 2 && p->strides[2][r - 1] != 0);
     if (j->act.kind != ERT_ACT_NONE) ert_act_apply(&j->act, (float *)o, n);
     pos += n;
     col = 0;
@@ -378,20 +412,16 @@ static void bc_task(void *arg, size_t begin, size_t end) {
   }
 }
 
-static void bc_run(const ert_node *node, ert_exec *ex, const ew_fn *table,
-                   const ert_act_params *act) {
+/* act: parameter words 0..2 hold a fused activation (add only). */
+static void bc_run(const ert_node *node, ert_exec *ex, bool act) {
   bc_job j;
   memcpy(&j.plan, node->opdata, sizeof j.plan);
-  j.fn = table[j.plan.fn];
   j.out = (char *)node->out[0]->data;
   for (int k = 0; k < BIN_MAX_IN; k++)
     j.in[k] = k < (int)j.plan.n_in ? (const char *)node->in[k]->data : NULL;
-  if (act != NULL) {
-    j.act = *act;
-  } else {
-    j.act.kind = ERT_ACT_NONE;
-    j.act.a = j.act.b = 0.0f;
-  }
+  j.act.kind = act ? ert_pi(node, 0) : ERT_ACT_NONE;
+  j.act.a = act ? ert_pf(node, 1) : 0.0f;
+  j.act.b = act ? ert_pf(node, 2) : 0.0f;
   const size_t n = node->out[0]->numel;
   if (n >= BIN_PAR_MIN)
     ert_parallel_for(ex, n, bc_task, &j);
@@ -399,10 +429,10 @@ static void bc_run(const ert_node *node, ert_exec *ex, const ew_fn *table,
     bc_task(&j, 0, n);
 }
 
-/* Two inputs of one dtype with a kernel in `table` (n_variants blocks of NSLOT
- * entries, the block chosen by parameter word 0 when n_variants > 1), an output of
- * that dtype or bool, at least n_params parameter words. */
-static edgert_status bin_prepare(ert_node *node, ert_err *err, const ew_fn *table,
+/* Two inputs of one dtype among `dtypes` (a mask of 1 << S_*), an output of that dtype
+ * or bool, at least n_params parameter words; with n_variants > 1, parameter word 0
+ * selects op + word. */
+static edgert_status bin_prepare(ert_node *node, ert_err *err, int op, unsigned dtypes,
                                  int n_variants, bool bool_out, uint32_t n_params) {
   edgert_status st = ert_check_arity(node, err, 2, 2, 1, 1);
   if (st != EDGERT_OK) return st;
@@ -420,7 +450,7 @@ static edgert_status bin_prepare(ert_node *node, ert_err *err, const ew_fn *tabl
       return ert_fail(err, EDGERT_ERR_PARAM, "node '%s': parameter 0 is %d, must be below %d",
                       nname(node), variant, n_variants);
   }
-  if (slot < 0 || table[variant * NSLOT + slot] == NULL)
+  if (slot < 0 || !(dtypes & (1u << slot)))
     return ert_fail(err, EDGERT_ERR_UNSUPPORTED, "node '%s': dtype %s is not supported",
                     nname(node), ert_dtype_name(a->dtype));
   st = ert_check_dtype(node, err, node->out[0], bool_out ? EDGERT_BOOL : a->dtype);
@@ -428,40 +458,41 @@ static edgert_status bin_prepare(ert_node *node, ert_err *err, const ew_fn *tabl
   bc_plan p;
   st = plan_build(node, err, &p);
   if (st != EDGERT_OK) return st;
-  p.fn = variant * NSLOT + slot;
+  p.op = op + variant;
+  p.slot = slot;
   memcpy(node->opdata, &p, sizeof p);
   return EDGERT_OK;
 }
 
-#define BINARY_OP(name, table, n_variants, bool_out, n_params)                 \
-  edgert_status ert_##name##_prepare(ert_node *node, ert_err *err) {           \
-    return bin_prepare(node, err, table, n_variants, bool_out, n_params);      \
-  }                                                                            \
-  void ert_##name##_eval(const ert_node *node, ert_exec *ex) { bc_run(node, ex, table, NULL); }
+#define BINARY_OP(name, op, dtypes, n_variants, bool_out, n_params)               \
+  edgert_status ert_##name##_prepare(ert_node *node, ert_err *err) {             \
+    return bin_prepare(node, err, op, dtypes, n_variants, bool_out, n_params);   \
+  }                                                                              \
+  void ert_##name##_eval(const ert_node *node, ert_exec *ex) { bc_run(node, ex, false); }
 
-BINARY_OP(sub, sub_fns, 1, false, 0)
-BINARY_OP(div, div_fns, 1, false, 0)
-BINARY_OP(pow, pow_fns, 1, false, 0)
-BINARY_OP(min, min_fns, 1, false, 0)
-BINARY_OP(max, max_fns, 1, false, 0)
-BINARY_OP(mod, mod_fns, 2, false, 1)
-BINARY_OP(equal, equal_fns, 1, true, 0)
-BINARY_OP(less, less_fns, 1, true, 0)
-BINARY_OP(less_or_equal, less_or_equal_fns, 1, true, 0)
-BINARY_OP(greater, greater_fns, 1, true, 0)
-BINARY_OP(greater_or_equal, greater_or_equal_fns, 1, true, 0)
-BINARY_OP(and, and_fns, 1, false, 0)
-BINARY_OP(or, or_fns, 1, false, 0)
-BINARY_OP(xor, xor_fns, 1, false, 0)
-BINARY_OP(bitshift, bitshift_fns, 2, false, 1)
-BINARY_OP(bitwise_and, bitwise_and_fns, 1, false, 0)
-BINARY_OP(bitwise_or, bitwise_or_fns, 1, false, 0)
-BINARY_OP(bitwise_xor, bitwise_xor_fns, 1, false, 0)
+BINARY_OP(sub, B_SUB, M_NUMERIC, 1, false, 0)
+BINARY_OP(div, B_DIV, M_NUMERIC, 1, false, 0)
+BINARY_OP(pow, B_POW, M_NUMERIC, 1, false, 0)
+BINARY_OP(min, B_MIN, M_NUMERIC, 1, false, 0)
+BINARY_OP(max, B_MAX, M_NUMERIC, 1, false, 0)
+BINARY_OP(mod, B_MOD0, M_NUMERIC, 2, false, 1)
+BINARY_OP(equal, B_EQ, M_ALL, 1, true, 0)
+BINARY_OP(less, B_LT, M_NUMERIC, 1, true, 0)
+BINARY_OP(less_or_equal, B_LE, M_NUMERIC, 1, true, 0)
+BINARY_OP(greater, B_GT, M_NUMERIC, 1, true, 0)
+BINARY_OP(greater_or_equal, B_GE, M_NUMERIC, 1, true, 0)
+BINARY_OP(and, B_AND, M_BOOL, 1, false, 0)
+BINARY_OP(or, B_OR, M_BOOL, 1, false, 0)
+BINARY_OP(xor, B_XOR, M_BOOL, 1, false, 0)
+BINARY_OP(bitshift, B_SHL, M_INTS, 2, false, 1)
+BINARY_OP(bitwise_and, B_AND, M_INTS, 1, false, 0)
+BINARY_OP(bitwise_or, B_OR, M_INTS, 1, false, 0)
+BINARY_OP(bitwise_xor, B_XOR, M_INTS, 1, false, 0)
 
 /* mul: with parameter words, the quantized int8 form (binary_s8.c). */
 edgert_status ert_mul_prepare(ert_node *node, ert_err *err) {
   if (node->n_params > 0) return ert_mul_s8_prepare(node, err);
-  return bin_prepare(node, err, mul_fns, 1, false, 0);
+  return bin_prepare(node, err, B_MUL, M_NUMERIC, 1, false, 0);
 }
 
 void ert_mul_eval(const ert_node *node, ert_exec *ex) {
@@ -469,14 +500,14 @@ void ert_mul_eval(const ert_node *node, ert_exec *ex) {
     ert_mul_s8__ref(node, ex);
     return;
   }
-  bc_run(node, ex, mul_fns, NULL);
+  bc_run(node, ex, false);
 }
 
 /* add: parameter words 0..2 are a fused activation (float32 only); more words make
  * the quantized int8 form (binary_s8.c). */
 edgert_status ert_add_prepare(ert_node *node, ert_err *err) {
   if (node->n_params > 3) return ert_add_s8_prepare(node, err);
-  edgert_status st = bin_prepare(node, err, add_fns, 1, false, 3);
+  edgert_status st = bin_prepare(node, err, B_ADD, M_NUMERIC, 1, false, 3);
   if (st != EDGERT_OK) return st;
   ert_act_params act;
   st = ert_act_read(node, 0, &act, err);
@@ -493,23 +524,20 @@ void ert_add_eval(const ert_node *node, ert_exec *ex) {
     ert_add_s8__ref(node, ex);
     return;
   }
-  ert_act_params act;
-  act.kind = ert_pi(node, 0);
-  act.a = ert_pf(node, 1);
-  act.b = ert_pf(node, 2);
-  bc_run(node, ex, add_fns, &act);
+  bc_run(node, ex, true);
 }
 
 /* prelu: the slope broadcasts to x (the output has x's shape). */
 edgert_status ert_prelu_prepare(ert_node *node, ert_err *err) {
-  edgert_status st = bin_prepare(node, err, prelu_fns, 1, false, 0);
+  edgert_status st = bin_prepare(node, err, B_PRELU, M_F32, 1, false, 0);
   if (st != EDGERT_OK) return st;
   return ert_check_same_shape(node, err, node->in[0], node->out[0]);
 }
 
-void ert_prelu_eval(const ert_node *node, ert_exec *ex) { bc_run(node, ex, prelu_fns, NULL); }
+void ert_prelu_eval(const ert_node *node, ert_exec *ex) { bc_run(node, ex, false); }
 
-/* where: condition (bool), x, y (one dtype, any) broadcast together. */
+/* where: condition (bool), x, y (one dtype, any of 1, 2, 4 or 8 bytes) broadcast
+ * together. */
 edgert_status ert_where_prepare(ert_node *node, ert_err *err) {
   edgert_status st = ert_check_arity(node, err, 3, 3, 1, 1);
   if (st != EDGERT_OK) return st;
@@ -517,7 +545,7 @@ edgert_status ert_where_prepare(ert_node *node, ert_err *err) {
   if (st != EDGERT_OK) return st;
   const int32_t dt = node->in[1]->dtype;
   const size_t es = ert_dtype_size(dt);
-  if (es == 0 || es > 8 || where_fns[es - 1] == NULL)
+  if (es != 1 && es != 2 && es != 4 && es != 8)
     return ert_fail(err, EDGERT_ERR_UNSUPPORTED, "node '%s': dtype %s is not supported",
                     nname(node), ert_dtype_name(dt));
   st = ert_check_dtype(node, err, node->in[2], dt);
@@ -527,9 +555,10 @@ edgert_status ert_where_prepare(ert_node *node, ert_err *err) {
   bc_plan p;
   st = plan_build(node, err, &p);
   if (st != EDGERT_OK) return st;
-  p.fn = (int64_t)es - 1;
+  p.op = B_WHERE;
+  p.slot = (int32_t)es;
   memcpy(node->opdata, &p, sizeof p);
   return EDGERT_OK;
 }
 
-void ert_where_eval(const ert_node *node, ert_exec *ex) { bc_run(node, ex, where_fns, NULL); }
+void ert_where_eval(const ert_node *node, ert_exec *ex) { bc_run(node, ex, false); }

@@ -65,95 +65,63 @@ static inline uint16_t float_to_half(float f) {
 
 /* ---- element conversions ----------------------------------------------------- */
 
-/* float to integer: trunc toward zero, saturate, NaN -> 0. lo/hi are the target's range
- * as floats chosen so that every value at or above hi is saturated. */
-static inline int64_t f2i(float v, float lo_f, float hi_f, int64_t lo, int64_t hi) {
-  if (v != v) return 0;
-  if (v <= lo_f) return lo;
-  if (v >= hi_f) return hi;
-  return (int64_t)v; /* in range: the conversion truncates */
-}
+enum { C_F32, C_F16, C_U8, C_I8, C_I16, C_I32, C_I64, C_BOOL, C_COUNT };
 
-/* Read one element as float (float types) or int64 (integer types and bool). */
-#define LOAD_f32(p, i) ((float)((const float *)(p))[i])
-#define LOAD_f16(p, i) half_to_float(((const uint16_t *)(p))[i])
-#define LOAD_u8(p, i) ((int64_t)((const uint8_t *)(p))[i])
-#define LOAD_i8(p, i) ((int64_t)((const int8_t *)(p))[i])
-#define LOAD_i16(p, i) ((int64_t)((const int16_t *)(p))[i])
-#define LOAD_i32(p, i) ((int64_t)((const int32_t *)(p))[i])
-#define LOAD_i64(p, i) ((int64_t)((const int64_t *)(p))[i])
-#define LOAD_b8(p, i) ((int64_t)(((const uint8_t *)(p))[i] != 0))
-
-static inline int64_t wrap_i8(int64_t v) { return (int8_t)(uint8_t)(uint64_t)v; }
-static inline int64_t wrap_i16(int64_t v) { return (int16_t)(uint16_t)(uint64_t)v; }
-static inline int64_t wrap_i32(int64_t v) { return (int32_t)(uint32_t)(uint64_t)v; }
-
-/* Conversions of a loaded value (float or int64) to each target type. */
-#define TO_f32(v) _Generic((v), float: (v), default: (float)(v))
-#define TO_f16(v) float_to_half(TO_f32(v))
-#define TO_b8(v) ((uint8_t)((v) != 0))
-#define TO_u8(v) _Generic((v), float: (uint8_t)f2i_u8(v), default: (uint8_t)(uint64_t)(v))
-#define TO_i8(v) _Generic((v), float: (int8_t)f2i_i8(v), default: (int8_t)wrap_i8(v))
-#define TO_i16(v) _Generic((v), float: (int16_t)f2i_i16(v), default: (int16_t)wrap_i16(v))
-#define TO_i32(v) _Generic((v), float: (int32_t)f2i_i32(v), default: (int32_t)wrap_i32(v))
-#define TO_i64(v) _Generic((v), float: f2i_i64(v), default: (int64_t)(v))
-
-/* Float bounds: the largest float below 2^31 is 2147483520, so hi_f = 2^31 catches
- * exactly the values that do not fit; likewise 2^63 for int64. */
-static inline int64_t f2i_u8(float v) { return f2i(v, 0.0f, 255.0f, 0, 255); }
-static inline int64_t f2i_i8(float v) { return f2i(v, -128.0f, 127.0f, -128, 127); }
-static inline int64_t f2i_i16(float v) { return f2i(v, -32768.0f, 32767.0f, -32768, 32767); }
-static inline int64_t f2i_i32(float v) {
-  return f2i(v, -2147483648.0f, 2147483648.0f, INT32_MIN, INT32_MAX);
-}
-static inline int64_t f2i_i64(float v) {
-  return f2i(v, -9223372036854775808.0f, 9223372036854775808.0f, INT64_MIN, INT64_MAX);
-}
+/* Integer targets' ranges (C_U8..C_I64), with float bounds chosen so that every value
+ * at or above hi_f saturates: the largest float below 2^31 is 2147483520, so hi_f =
+ * 2^31 catches exactly the values that do not fit; likewise 2^63 for int64. */
+static const float int_lo_f[C_COUNT] = {0, 0, 0.0f, -128.0f, -32768.0f, -2147483648.0f,
+                                        -9223372036854775808.0f, 0};
+static const float int_hi_f[C_COUNT] = {0, 0, 255.0f, 127.0f, 32767.0f, 2147483648.0f,
+                                        9223372036854775808.0f, 0};
+static const int64_t int_lo[C_COUNT] = {0, 0, 0, -128, -32768, INT32_MIN, INT64_MIN, 0};
+static const int64_t int_hi[C_COUNT] = {0, 0, 255, 127, 32767, INT32_MAX, INT64_MAX, 0};
 
 typedef struct cast_job {
   const void *x;
   void *y;
+  int src, dst; /* C_* */
 } cast_job;
 
-typedef void (*cast_fn)(void *arg, size_t begin, size_t end);
-
-/* One task per (source, target) pair. */
-#define CAST_TASK(src, dst, DT)                                               \
-  static void cast_##src##_##dst(void *arg, size_t begin, size_t end) {        \
-    const cast_job *j = (const cast_job *)arg;                                 \
-    DT *y = (DT *)j->y;                                                        \
-    for (size_t i = begin; i < end; i++) y[i] = TO_##dst(LOAD_##src(j->x, i)); \
+/* Each element is read as a float (float types) or an int64 (integers and bool, which
+ * reads as 0 or 1), then converted to the target. */
+static void cast_task(void *arg, size_t begin, size_t end) {
+  const cast_job *j = (const cast_job *)arg;
+  const int src = j->src, dst = j->dst;
+  const bool from_float = src <= C_F16;
+  for (size_t i = begin; i < end; i++) {
+    float f = 0.0f;
+    int64_t v = 0;
+    switch (src) {
+      case C_F32: f = ((const float *)j->x)[i]; break;
+      case C_F16: f = half_to_float(((const uint16_t *)j->x)[i]); break;
+      case C_U8: v = ((const uint8_t *)j->x)[i]; break;
+      case C_I8: v = ((const int8_t *)j->x)[i]; break;
+      case C_I16: v = ((const int16_t *)j->x)[i]; break;
+      case C_I32: v = ((const int32_t *)j->x)[i]; break;
+      case C_I64: v = ((const int64_t *)j->x)[i]; break;
+      default: v = ((const uint8_t *)j->x)[i] != 0; break;
+    }
+    if (dst <= C_F16 && !from_float) f = (float)v; /* rounds to nearest even */
+    if (dst == C_BOOL) {
+      ((uint8_t *)j->y)[i] = from_float ? f != 0.0f : v != 0;
+      continue;
+    }
+    if (dst > C_F16 && from_float)
+      v = f != f ? 0 : (f <= int_lo_f[dst] ? int_lo[dst] : (f >= int_hi_f[dst] ? int_hi[dst] : (int64_t)f));
+    /* integer targets keep the low bits (two's complement wrap) */
+    const uint64_t u = (uint64_t)v;
+    switch (dst) {
+      case C_F32: ((float *)j->y)[i] = f; break;
+      case C_F16: ((uint16_t *)j->y)[i] = float_to_half(f); break;
+      case C_U8:
+      case C_I8: ((uint8_t *)j->y)[i] = (uint8_t)u; break;
+      case C_I16: ((uint16_t *)j->y)[i] = (uint16_t)u; break;
+      case C_I32: ((uint32_t *)j->y)[i] = (uint32_t)u; break;
+      default: ((uint64_t *)j->y)[i] = u; break;
+    }
   }
-
-#define CAST_FROM(src)              \
-  CAST_TASK(src, f32, float)        \
-  CAST_TASK(src, f16, uint16_t)     \
-  CAST_TASK(src, u8, uint8_t)       \
-  CAST_TASK(src, i8, int8_t)        \
-  CAST_TASK(src, i16, int16_t)      \
-  CAST_TASK(src, i32, int32_t)      \
-  CAST_TASK(src, i64, int64_t)      \
-  CAST_TASK(src, b8, uint8_t)
-
-CAST_FROM(f32)
-CAST_FROM(f16)
-CAST_FROM(u8)
-CAST_FROM(i8)
-CAST_FROM(i16)
-CAST_FROM(i32)
-CAST_FROM(i64)
-CAST_FROM(b8)
-
-#define CAST_ROW(src)                                                                 \
-  {cast_##src##_f32, cast_##src##_f16, cast_##src##_u8, cast_##src##_i8, cast_##src##_i16, \
-   cast_##src##_i32, cast_##src##_i64, cast_##src##_b8}
-
-enum { C_F32, C_F16, C_U8, C_I8, C_I16, C_I32, C_I64, C_BOOL, C_COUNT };
-
-static const cast_fn cast_table[C_COUNT][C_COUNT] = {
-    CAST_ROW(f32), CAST_ROW(f16), CAST_ROW(u8),  CAST_ROW(i8),
-    CAST_ROW(i16), CAST_ROW(i32), CAST_ROW(i64), CAST_ROW(b8),
-};
+}
 
 static int cast_slot(int32_t dtype) {
   switch (dtype) {
@@ -193,11 +161,11 @@ edgert_status ert_cast_prepare(ert_node *node, ert_err *err) {
 }
 
 void ert_cast_eval(const ert_node *node, ert_exec *ex) {
-  cast_job j = {node->in[0]->data, node->out[0]->data};
-  const cast_fn fn = cast_table[node->opdata[0]][node->opdata[1]];
+  cast_job j = {node->in[0]->data, node->out[0]->data, (int)node->opdata[0],
+                (int)node->opdata[1]};
   const size_t n = node->out[0]->numel;
   if (n >= CAST_PAR_MIN)
-    ert_parallel_for(ex, n, fn, &j);
+    ert_parallel_for(ex, n, cast_task, &j);
   else if (n > 0)
-    fn(&j, 0, n);
+    cast_task(&j, 0, n);
 }

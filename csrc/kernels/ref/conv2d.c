@@ -366,7 +366,8 @@ static void dw_fill(const conv_geom *g, const dw_pad *p, const float *x, float *
       int32_t i = 0;
       for (; i < a; ++i) dp[i] = 0.0f;
       if (sw == 1) {
-        for (; i < b; ++i) dp[i] = src[i + off];
+        if (b > i) memcpy(dp + i, src + i + off, (size_t)(b - i) * sizeof(float));
+        i = b > i ? b : i;
       } else if (sw == 2) {
         for (; i < b; ++i) dp[i] = src[2 * (ptrdiff_t)i + off];
       } else {
@@ -437,6 +438,8 @@ static void dw_plane_padded(const conv_geom *g, const dw_pad *p, const ptrdiff_t
 ERT_SIMD_CLONES
 static void finish(const ert_act_params *act, float *y, size_t count) {
   const float a = act->a, b = act->b;
+  if (act->kind != ERT_ACT_NONE && ert_cpu.act_apply != NULL && ert_cpu.act_apply(act, y, count))
+    return; /* the optimized kernel of cpu.h */
   switch ((ert_act)act->kind) {
     case ERT_ACT_NONE:
       break;

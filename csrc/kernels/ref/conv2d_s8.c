@@ -8,7 +8,16 @@
  * pixel-major) and widens S8_MR weight rows to int16 beside it in its scratch slot, so
  * that outputs are int16 dot products, two pixels by S8_MR channels at a time (the
  * form compilers turn into multiply-add-pairs instructions).
+ *
+ * With the SIMD entries of ert_cpu (cpu.h), the im2col block is gathered as raw int8 in
+ * quads of taps (x_zp for padding) and multiplied by ert_cpu.qgemm_s8; since
+ * sum (x - x_zp) w = sum x w - x_zp sum w, the bias absorbs -x_zp sum w and the
+ * accumulators are the reference's exactly (no intermediate exceeds int32: prepare
+ * bounds k * 255 * 128 + |bias|).
  */
+#include <string.h>
+
+#include "cpu.h"
 #include "quant_s8.h"
 
 enum {
@@ -203,7 +212,10 @@ static void dw_fill(const geom *g, const int8_t *x, int16_t *buf) {
       const int64_t i1 = hi > ph ? (hi - ph + sw - 1) / sw : 0;
       const int8_t *sp = src + ph;
       for (int64_t i = 0; i < i0; i++) dp[i] = 0;
-      for (int64_t i = i0; i < i1; i++) dp[i] = (int16_t)(sp[i * sw] - zp);
+      if (ert_cpu.widen_s8 != NULL && i1 > i0)
+        ert_cpu.widen_s8(dp + i0, sp + i0 * sw, (int32_t)(i1 - i0), (int32_t)sw, zp);
+      else
+        for (int64_t i = i0; i < i1; i++) dp[i] = (int16_t)(sp[i * sw] - zp);
       for (int64_t i = i1 > i0 ? i1 : i0; i < plen; i++) dp[i] = 0;
     }
   }
@@ -229,32 +241,41 @@ static void dw_plane_padded(const geom *g, const int16_t *buf, const int8_t *w,
                             const int32_t *qp, int8_t *y) {
   const int64_t plen = dw_plen(g), row_len = g->sw * plen;
   int32_t acc[S8_DW_CHUNK];
+  ptrdiff_t off[25]; /* tap offsets from an output row's first input */
+  int16_t wk[25];
+  for (int32_t t = 0; t < g->kh * g->kw && t < 25; t++) {
+    wk[t] = w[t];
+    const int64_t c = (int64_t)(t % g->kw) * g->dw; /* column of output 0's tap */
+    off[t] = (ptrdiff_t)((int64_t)(t / g->kw) * g->dh * row_len + (c % g->sw) * plen + c / g->sw);
+  }
   for (int32_t oy = 0; oy < g->oh; oy++) {
     for (int32_t ox0 = 0; ox0 < g->ow; ox0 += S8_DW_CHUNK) {
       const int32_t n = g->ow - ox0 < S8_DW_CHUNK ? g->ow - ox0 : S8_DW_CHUNK;
-      for (int32_t i = 0; i < n; i++) acc[i] = qp[0];
       const int16_t *tp[25];
-      int16_t wt[25];
       const int32_t taps = g->kh * g->kw;
-      for (int32_t ky = 0; ky < g->kh; ky++) {
-        const int16_t *row =
-            buf + ((int64_t)oy * g->sh + (int64_t)ky * g->dh) * row_len + ox0;
-        for (int32_t kx = 0; kx < g->kw; kx++) {
-          const int16_t wv = w[ky * g->kw + kx];
-          const int64_t c = (int64_t)kx * g->dw; /* column of output 0's tap */
-          const int16_t *src = row + (c % g->sw) * plen + c / g->sw;
-          if (taps == 9 || taps == 25) {
-            tp[ky * g->kw + kx] = src;
-            wt[ky * g->kw + kx] = wv;
-          } else {
-            for (int32_t i = 0; i < n; i++) acc[i] += (int16_t)(wv * src[i]);
+      if ((taps == 9 || taps == 25) && ert_cpu.dw_taps_s16 != NULL) {
+        ert_cpu.dw_taps_s16(acc, buf + (int64_t)oy * g->sh * row_len + ox0, off, wk, n, taps,
+                            qp[0]);
+      } else {
+        for (int32_t i = 0; i < n; i++) acc[i] = qp[0];
+        for (int32_t ky = 0; ky < g->kh; ky++) {
+          const int16_t *row =
+              buf + ((int64_t)oy * g->sh + (int64_t)ky * g->dh) * row_len + ox0;
+          for (int32_t kx = 0; kx < g->kw; kx++) {
+            const int16_t wv = w[ky * g->kw + kx];
+            const int64_t c = (int64_t)kx * g->dw; /* column of output 0's tap */
+            const int16_t *src = row + (c % g->sw) * plen + c / g->sw;
+            if (taps == 9 || taps == 25)
+              tp[ky * g->kw + kx] = src;
+            else
+              for (int32_t i = 0; i < n; i++) acc[i] += (int16_t)(wv * src[i]);
           }
         }
+        if (taps == 9)
+          dw_taps9(acc, tp, wk, n);
+        else if (taps == 25)
+          dw_taps25(acc, tp, wk, n);
       }
-      if (taps == 9)
-        dw_taps9(acc, tp, wt, n);
-      else if (taps == 25)
-        dw_taps25(acc, tp, wt, n);
       ert_requant_row(acc, (size_t)n, qp[1], g->shift, g->yzp, g->lo, g->hi,
                       y + (size_t)oy * (size_t)g->ow + (size_t)ox0);
     }
@@ -424,14 +445,80 @@ static void block(const job *j, size_t t, int16_t *col, int16_t *wbuf) {
   }
 }
 
+/* The SIMD block: col[4*np*q + 4*i + j] = tap 4q + j of pixel i < pb (raw x, x_zp
+ * outside the image, 0 past k; pixels pb .. np are 0), in the slot's im2col part
+ * (ceil(k/4)*4*pb <= 2*k*pb bytes for k >= 2; np rounds pb up to 8 when that fits); the
+ * packed weights wq (16*ceil(k/4) <= 8*k bytes) in its weight part. */
+static void gather_q(const geom *g, const int8_t *x, int32_t p0, int32_t pb, int32_t np,
+                     int8_t *col) {
+  const size_t plane = (size_t)g->h * (size_t)g->w, np4 = (size_t)np * 4u;
+  const int32_t kp = (g->k + 3) & ~3;
+  if (g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->pt == 0 && g->pl == 0 &&
+      g->oh == g->h && g->ow == g->w) {
+    ert_cpu.quads_s8(col, x + p0, plane, g->cg, pb, np);
+    return;
+  }
+  for (int32_t q = 0; q < kp / 4; q++)
+    memset(col + (size_t)q * np4 + (size_t)pb * 4u, 0, (size_t)(np - pb) * 4u);
+  for (int32_t i = 0; i < pb; i++) {
+    const int32_t p = p0 + i, oy = p / g->ow, ox = p % g->ow;
+    const int64_t iy0 = (int64_t)oy * g->sh - g->pt, ix0 = (int64_t)ox * g->sw - g->pl;
+    int8_t *dst = col + (size_t)i * 4u;
+    int32_t t = 0;
+    for (int32_t ci = 0; ci < g->cg; ci++)
+      for (int32_t ky = 0; ky < g->kh; ky++) {
+        const int64_t iy = iy0 + (int64_t)ky * g->dh;
+        const int8_t *r = x + (size_t)ci * plane + (size_t)iy * (size_t)g->w;
+        for (int32_t kx = 0; kx < g->kw; kx++, t++) {
+          const int64_t ix = ix0 + (int64_t)kx * g->dw;
+          dst[(size_t)(t >> 2) * np4 + (size_t)(t & 3)] =
+              (iy >= 0 && iy < g->h && ix >= 0 && ix < g->w) ? r[ix] : (int8_t)g->xzp;
+        }
+      }
+    for (; t < kp; t++) dst[(size_t)(t >> 2) * np4 + (size_t)(t & 3)] = 0;
+  }
+}
+
+static void block_q(const job *j, size_t t, int8_t *col, int8_t *wq) {
+  const geom *g = j->g;
+  const size_t per_image = (size_t)g->group * j->blocks;
+  const size_t n = t / per_image, grp = (t % per_image) / j->blocks, b = t % j->blocks;
+  const int32_t p_total = g->oh * g->ow, p0 = (int32_t)b * S8_PB;
+  const int32_t pb = p_total - p0 < S8_PB ? p_total - p0 : S8_PB;
+  const size_t plane = (size_t)g->h * (size_t)g->w, k = (size_t)g->k;
+  const int32_t kq = (g->k + 3) / 4, np8 = (pb + 7) & ~7;
+  const int32_t np = (size_t)kq * 4u * (size_t)np8 <= col_bytes(g) ? np8 : pb;
+  gather_q(g, j->x + (n * (size_t)g->c + grp * (size_t)g->cg) * plane, p0, pb, np, col);
+  for (int32_t m0 = 0; m0 < g->mg; m0 += S8_MR) {
+    const int32_t mr = g->mg - m0 < S8_MR ? g->mg - m0 : S8_MR;
+    const size_t oc0 = grp * (size_t)g->mg + (size_t)m0;
+    int32_t wsum[S8_MR], bias[S8_MR] = {0, 0, 0, 0};
+    ert_cpu.pack_w_s8(wq, wsum, j->w + oc0 * k, k, mr, g->k);
+    for (int32_t r = 0; r < mr; r++) bias[r] = j->qp[2 * (oc0 + (size_t)r)] - g->xzp * wsum[r];
+    int32_t acc[S8_MR][S8_PB + 1];
+    ert_cpu.qgemm_s8(kq, np, col, wq, bias, &acc[0][0], S8_PB + 1);
+    for (int32_t r = 0; r < mr; r++) {
+      const int32_t *qp = j->qp + 2 * (oc0 + (size_t)r);
+      ert_requant_row(acc[r], (size_t)pb, qp[1], g->shift, g->yzp, g->lo, g->hi,
+                      j->y + (n * (size_t)g->m + oc0 + (size_t)r) * (size_t)p_total + (size_t)p0);
+    }
+  }
+}
+
 static void im2col_task(void *arg, size_t begin, size_t end) {
   const job *j = (const job *)arg;
+  const int simd = ert_cpu.qgemm_s8 != NULL && ert_cpu.quads_s8 != NULL && ert_cpu.pack_w_s8 != NULL;
   for (size_t s = begin; s < end; s++) {
     char *slot = j->scratch + s * j->slot_bytes;
     int16_t *col = (int16_t *)(void *)slot;
     int16_t *wbuf = (int16_t *)(void *)(slot + col_bytes(j->g));
     const size_t t0 = s * j->tasks / j->nslots, t1 = (s + 1) * j->tasks / j->nslots;
-    for (size_t t = t0; t < t1; t++) block(j, t, col, wbuf);
+    for (size_t t = t0; t < t1; t++) {
+      if (simd)
+        block_q(j, t, (int8_t *)(void *)col, (int8_t *)(void *)wbuf);
+      else
+        block(j, t, col, wbuf);
+    }
   }
 }
 

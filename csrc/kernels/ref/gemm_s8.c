@@ -3,8 +3,10 @@
  *
  * Work is split into tasks of one row of A by a block of GS8_NB columns; each scratch
  * slot holds the current row as int16 (a - a_zp), so that every output is one dot
- * product (contiguous when B is stored [N, K], the layout the quantizer writes).
+ * product (contiguous when B is stored [N, K], the layout the quantizer writes). With
+ * B [N, K] and ert_cpu.gemv_s8 (cpu.h), a block's dot products are one call on A's row.
  */
+#include "cpu.h"
 #include "quant_s8.h"
 
 enum { P_TA, P_TB, P_ALPHA, P_BETA, P_ACT, P_AZP = 7, P_YZP, P_LO, P_HI, P_SHIFT, P_COUNT };
@@ -77,6 +79,16 @@ static void run_slot(void *arg, size_t begin, size_t end) {
     for (size_t t = t0; t < t1; t++) {
       const size_t r = t / j->blocks, c0 = (t % j->blocks) * GS8_NB;
       const size_t c1 = c0 + GS8_NB < (size_t)j->n ? c0 + GS8_NB : (size_t)j->n;
+      if (j->tb && ert_cpu.gemv_s8 != NULL) {
+        int32_t acc[GS8_NB];
+        ert_cpu.gemv_s8(j->k, (int32_t)(c1 - c0), a + r * k, j->azp, b + c0 * k, acc);
+        for (size_t c = c0; c < c1; c++) {
+          const int32_t *q = qp + 2 * c;
+          y[r * (size_t)j->n + c] = ert_clamp_s8(
+              j->yzp + ert_requant((int64_t)q[0] + acc[c - c0], q[1], j->shift), j->lo, j->hi);
+        }
+        continue;
+      }
       if (r != cur) {
         for (size_t i = 0; i < k; i++) row[i] = (int16_t)((int32_t)a[r * k + i] - j->azp);
         cur = r;

@@ -2,6 +2,7 @@
  * average / max pooling over every spatial dimension. Parameters and exact semantics:
  * edgert/ops/pool.py. */
 #include <math.h>
+#include <string.h>
 
 #include "quant_s8.h"
 #include "sgemm.h" /* ERT_SIMD_CLONES */
@@ -219,11 +220,16 @@ static void pool_row_separable(const pool_geom *g, int kind, const float *x, int
       const float *r0 = x + (size_t)(iy0 + ky_lo * g->dh) * g->w + c0 + tl;
       float *tt = tmp + tl;
       const int32_t nt = th - tl;
-      for (t = 0; t < nt; ++t) tt[t] = pool_f(r0[t], p);
+      if (p == 0)
+        memcpy(tt, r0, (size_t)nt * sizeof(float));
+      else
+        for (t = 0; t < nt; ++t) tt[t] = pool_f(r0[t], p);
       for (int32_t ky = ky_lo + 1; ky < ky_hi; ++ky) {
         const float *r = x + (size_t)(iy0 + ky * g->dh) * g->w + c0 + tl;
         if (is_max) {
           for (t = 0; t < nt; ++t) tt[t] = r[t] > tt[t] ? r[t] : tt[t];
+        } else if (p == 0) {
+          for (t = 0; t < nt; ++t) tt[t] += r[t];
         } else {
           for (t = 0; t < nt; ++t) tt[t] += pool_f(r[t], p);
         }
@@ -401,24 +407,31 @@ static void global_worker(void *arg, size_t begin, size_t end) {
   const global_job *j = arg;
   for (size_t p = begin; p < end; ++p) {
     const float *x = j->x + p * j->size;
-    float acc[8];
+    const size_t n = j->size;
+    /* four independent partial results, kept in registers */
     size_t i = 0;
     if (j->is_max) {
-      float m = -INFINITY;
-      for (size_t t = 0; t < 8; ++t) acc[t] = -INFINITY;
-      for (; i + 8 <= j->size; i += 8)
-        for (size_t t = 0; t < 8; ++t) acc[t] = x[i + t] > acc[t] ? x[i + t] : acc[t];
-      for (size_t t = 0; t < 8; ++t) m = acc[t] > m ? acc[t] : m;
-      for (; i < j->size; ++i) m = x[i] > m ? x[i] : m;
-      j->y[p] = m;
+      float m0 = -INFINITY, m1 = m0, m2 = m0, m3 = m0;
+      for (; i + 4 <= n; i += 4) {
+        m0 = x[i] > m0 ? x[i] : m0;
+        m1 = x[i + 1] > m1 ? x[i + 1] : m1;
+        m2 = x[i + 2] > m2 ? x[i + 2] : m2;
+        m3 = x[i + 3] > m3 ? x[i + 3] : m3;
+      }
+      for (; i < n; ++i) m0 = x[i] > m0 ? x[i] : m0;
+      m0 = m1 > m0 ? m1 : m0;
+      m2 = m3 > m2 ? m3 : m2;
+      j->y[p] = m2 > m0 ? m2 : m0;
     } else {
-      float s = 0.0f;
-      for (size_t t = 0; t < 8; ++t) acc[t] = 0.0f;
-      for (; i + 8 <= j->size; i += 8)
-        for (size_t t = 0; t < 8; ++t) acc[t] += x[i + t];
-      for (size_t t = 0; t < 8; ++t) s += acc[t];
-      for (; i < j->size; ++i) s += x[i];
-      j->y[p] = s / (float)j->size;
+      float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+      for (; i + 4 <= n; i += 4) {
+        s0 += x[i];
+        s1 += x[i + 1];
+        s2 += x[i + 2];
+        s3 += x[i + 3];
+      }
+      for (; i < n; ++i) s0 += x[i];
+      j->y[p] = ((s0 + s1) + (s2 + s3)) / (float)n;
     }
   }
 }

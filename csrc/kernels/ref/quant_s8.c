@@ -1,6 +1,8 @@
 /* quant_s8.c: prepare checks shared by the int8 kernels (quant_s8.h). */
 #include "quant_s8.h"
 
+#include "cpu.h"
+
 static const char *nm(const ert_node *n) { return n->name ? n->name : ""; }
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && \
@@ -15,6 +17,10 @@ static const char *nm(const ert_node *n) { return n->name ? n->name : ""; }
  * 2^62 >> shift is then taken back off. */
 ROW_CLONES void ert_requant_row(const int32_t *acc, size_t n, int32_t mult, int32_t shift,
                                 int32_t zp, int32_t lo, int32_t hi, int8_t *y) {
+  if (ert_cpu.requant_row != NULL) {
+    ert_cpu.requant_row(acc, n, mult, shift, zp, lo, hi, y);
+    return;
+  }
   const uint64_t bias = (uint64_t)1 << 62, rnd = (uint64_t)1 << (shift - 1);
   const int64_t base = (int64_t)(bias >> shift) - zp;
   for (size_t i = 0; i < n; i++) {

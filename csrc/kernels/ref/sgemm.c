@@ -7,7 +7,7 @@
 #define NR ERT_SGEMM_NR
 #define KC ERT_SGEMM_KC
 
-_Static_assert(ERT_SGEMM_MR == 4, "micro_kernel and pack_a are written for 4 rows");
+_Static_assert(ERT_SGEMM_MR == 4, "micro_rows is written for 4 rows");
 _Static_assert(ERT_SGEMM_MC % ERT_SGEMM_MR == 0 && ERT_SGEMM_NC % ERT_SGEMM_NR == 0,
                "task blocks are whole panels");
 
@@ -43,20 +43,20 @@ size_t ert_sgemm_scratch_bytes(int64_t m, int64_t n, int64_t k, int im2col) {
 
 /* ---- micro-kernel ------------------------------------------------------------------- */
 
-/* tile[i][j] = sum over k < kc of r_i[k*cs] * b[k][j], i < MR, j < NR, where b is a
- * packed B panel (NR values per k). Written with one accumulator row per tile row so
- * compilers keep the tile in vector registers. */
-ERT_INLINE void micro_body(int32_t kc, const float *r0, const float *r1, const float *r2,
-                              const float *r3, ptrdiff_t cs, const float *restrict b,
-                              float *restrict tile) {
+/* tile[i][j] = sum over k < kc of rows[i][k] * b[k][j], i < MR, j < NR, where b is a
+ * packed B panel (NR values per k) and the rows are A's, read in place or packed row by
+ * row. Written with one accumulator row per tile row so compilers keep the tile in
+ * vector registers. */
+ERT_INLINE void micro_rows(int32_t kc, const float *const *rows, const float *restrict b,
+                           float *restrict tile) {
+  const float *r0 = rows[0], *r1 = rows[1], *r2 = rows[2], *r3 = rows[3];
   float c0[NR] = {0}, c1[NR] = {0}, c2[NR] = {0}, c3[NR] = {0};
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC unroll 1 /* unrolling k only spills the tile */
 #endif
   for (int32_t k = 0; k < kc; ++k) {
     const float *bk = b + (size_t)k * NR;
-    const ptrdiff_t o = (ptrdiff_t)k * cs;
-    const float a0 = r0[o], a1 = r1[o], a2 = r2[o], a3 = r3[o];
+    const float a0 = r0[k], a1 = r1[k], a2 = r2[k], a3 = r3[k];
     for (int j = 0; j < NR; ++j) {
       const float bj = bk[j];
       c0[j] += a0 * bj;
@@ -71,18 +71,6 @@ ERT_INLINE void micro_body(int32_t kc, const float *r0, const float *r1, const f
     tile[2 * NR + j] = c2[j];
     tile[3 * NR + j] = c3[j];
   }
-}
-
-/* A from a packed panel: MR values per k. */
-ERT_INLINE void micro_packed(int32_t kc, const float *a, const float *restrict b,
-                             float *restrict tile) {
-  micro_body(kc, a, a + 1, a + 2, a + 3, MR, b, tile);
-}
-
-/* A from four rows read in place (row-major A needs no packing). */
-ERT_INLINE void micro_rows(int32_t kc, const float *const *rows, const float *restrict b,
-                       float *restrict tile) {
-  micro_body(kc, rows[0], rows[1], rows[2], rows[3], 1, b, tile);
 }
 
 /* ---- epilogue ----------------------------------------------------------------------- */
@@ -164,36 +152,14 @@ ERT_INLINE void store_tile(const ert_sgemm *g, const float *tile, float *c, int3
 
 /* ---- packing ------------------------------------------------------------------------ */
 
-/* A rows [i0, i0+mlen), depth [k0, k0+kc) into MR-row panels, zero-padded rows. */
+/* A rows [i0, i0+mlen), depth [k0, k0+kc) row by row: row i at dst + i*kc (used when
+ * A's rows are not contiguous). */
 ERT_INLINE void pack_a(const ert_sgemm *g, const float *a, int32_t i0, int32_t mlen, int32_t k0,
-                   int32_t kc, float *dst) {
-  for (int32_t q = 0; q < mlen; q += MR) {
-    const int32_t mr = min_i32(MR, mlen - q);
-    float *d = dst + (size_t)q * kc;
-    const float *src = a + (ptrdiff_t)(i0 + q) * g->rsa + (ptrdiff_t)k0 * g->csa;
-    if (mr == MR && g->csa == 1) {
-      const float *s0 = src, *s1 = src + g->rsa, *s2 = src + 2 * g->rsa, *s3 = src + 3 * g->rsa;
-      for (int32_t k = 0; k < kc; ++k) {
-        d[4 * k + 0] = s0[k];
-        d[4 * k + 1] = s1[k];
-        d[4 * k + 2] = s2[k];
-        d[4 * k + 3] = s3[k];
-      }
-    } else if (mr == MR && g->rsa == 1) {
-      for (int32_t k = 0; k < kc; ++k) {
-        const float *sk = src + (ptrdiff_t)k * g->csa;
-        d[4 * k + 0] = sk[0];
-        d[4 * k + 1] = sk[1];
-        d[4 * k + 2] = sk[2];
-        d[4 * k + 3] = sk[3];
-      }
-    } else {
-      for (int32_t k = 0; k < kc; ++k)
-        for (int32_t ii = 0; ii < MR; ++ii)
-          d[(size_t)k * MR + ii] =
-              ii < mr ? src[(ptrdiff_t)ii * g->rsa + (ptrdiff_t)k * g->csa] : 0.0f;
-    }
-  }
+                       int32_t kc, float *dst) {
+  const float *src = a + (ptrdiff_t)i0 * g->rsa + (ptrdiff_t)k0 * g->csa;
+  for (int32_t k = 0; k < kc; ++k)
+    for (int32_t i = 0; i < mlen; ++i)
+      dst[(size_t)i * kc + k] = src[(ptrdiff_t)i * g->rsa + (ptrdiff_t)k * g->csa];
 }
 
 /* Row k of a B block, line[0..nlen), into the NR-column panels at dst (depth kc). */
@@ -203,7 +169,7 @@ ERT_INLINE void scatter_line(const float *line, int32_t nlen, int32_t k, int32_t
     float *dk = dst + (size_t)jr * kc + (size_t)k * NR;
     const float *src = line + jr;
     if (nr == NR) {
-      for (int32_t jj = 0; jj < NR; ++jj) dk[jj] = src[jj];
+      memcpy(dk, src, NR * sizeof(float));
     } else {
       int32_t jj = 0;
       for (; jj < nr; ++jj) dk[jj] = src[jj];
@@ -249,8 +215,8 @@ ERT_INLINE void gather_row(float *d, const float *row, int32_t ox, int32_t n, in
   int32_t u = 0;
   for (; u < a; ++u) d[u] = 0.0f;
   if (sw == 1) {
-    const ptrdiff_t base = (ptrdiff_t)ox + off;
-    for (; u < b; ++u) d[u] = row[base + u];
+    if (b > u) memcpy(d + u, row + (ptrdiff_t)ox + off + u, (size_t)(b - u) * sizeof(float));
+    u = b;
   } else {
     const ptrdiff_t base = (ptrdiff_t)ox * sw + off;
     for (; u < b; ++u) d[u] = row[base + (ptrdiff_t)u * sw];
@@ -343,7 +309,7 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
   const float *a = NULL, *b = NULL, *bias = NULL;
   float *c = NULL;
   g->locate(g->ctx, p, &a, &b, &c, &bias);
-  float tile[MR * NR];
+  float tile[6 * NR];
   for (int32_t k0 = 0; k0 < g->k; k0 += KC) {
     const int32_t kc = min_i32(KC, g->k - k0);
     const int first = k0 == 0, last = k0 + kc >= g->k;
@@ -351,33 +317,50 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
       pack_b_im2col(g->im2col, b, k0, kc, j0, nlen, bp);
     else
       pack_b_matrix(g, b, k0, kc, j0, nlen, bp);
-    for (int32_t i0 = m0; i0 < m1; i0 += jb->mc) {
-      const int32_t mlen = min_i32(jb->mc, m1 - i0);
-      /* optimized tiles of cpu.h: sgemm_rows reads A in place, sgemm_tile packed A */
-      const ert_sgemm_tile_fn opt = ert_cpu.sgemm_tile;
-      const ert_sgemm_rows_fn opt_rows = ert_cpu.sgemm_rows;
-      const int in_place = g->csa == 1 && (opt == NULL || opt_rows != NULL);
+    /* the optimized tiles of cpu.h store whole tiles into C themselves */
+    const ert_sgemm_rows_fn opt = ert_cpu.sgemm_rows, opt6 = opt ? ert_cpu.sgemm_rows6 : NULL;
+    ert_sgemm_store st = {g->ldc, NULL, last && act_inline(g->act) ? g->act : NULL, g->alpha,
+                          first && !g->accumulate};
+    if (st.act != NULL && st.act->kind == ERT_ACT_NONE) st.act = NULL;
+    const ert_sgemm_store raw = {NR, NULL, NULL, 1.0f, 1};
+    /* A rows in place (all rows of the part as one block), or packed row by row per
+     * block of mc rows */
+    const int in_place = g->csa == 1;
+    const int32_t mstep = in_place && m1 > m0 ? m1 - m0 : jb->mc;
+    for (int32_t i0 = m0; i0 < m1; i0 += mstep) {
+      const int32_t mlen = min_i32(mstep, m1 - i0);
+      const float *arows = in_place ? a + (ptrdiff_t)i0 * g->rsa + k0 : ap;
+      const ptrdiff_t lda = in_place ? g->rsa : kc;
       if (!in_place) pack_a(g, a, i0, mlen, k0, kc, ap);
+      /* with a 6-row kernel: n6 tiles of 6 rows first, as many as leave whole 4-row tiles */
+      int32_t n6 = opt6 ? mlen / 6 : 0;
+      for (int32_t t = n6; t >= 0; --t)
+        if ((mlen - 6 * t) % MR == 0) {
+          n6 = t;
+          break;
+        }
       for (int32_t jr = 0; jr < nlen; jr += NR) {
         const int32_t nr = min_i32(NR, nlen - jr);
-        for (int32_t ir = 0; ir < mlen; ir += MR) {
-          const int32_t mr = min_i32(MR, mlen - ir);
-          if (in_place) {
-            /* rows past the end repeat the last row; their results are dropped */
-            const float *rows[MR];
-            for (int32_t ii = 0; ii < MR; ++ii)
-              rows[ii] = a + (ptrdiff_t)(i0 + ir + (ii < mr ? ii : mr - 1)) * g->rsa + k0;
-            if (opt_rows != NULL)
-              opt_rows(kc, rows, bp + (size_t)jr * kc, tile);
-            else
-              micro_rows(kc, rows, bp + (size_t)jr * kc, tile);
-          } else if (opt != NULL) {
-            opt(kc, ap + (size_t)ir * kc, bp + (size_t)jr * kc, tile);
-          } else {
-            micro_packed(kc, ap + (size_t)ir * kc, bp + (size_t)jr * kc, tile);
+        int32_t step;
+        for (int32_t ir = 0, t = 0; ir < mlen; ir += step, ++t) {
+          step = t < n6 ? 6 : MR;
+          const int32_t mr = min_i32(step, mlen - ir);
+          /* rows past the end repeat the last row; their results are dropped */
+          const float *rows[6];
+          for (int32_t ii = 0; ii < step; ++ii)
+            rows[ii] = arows + (ptrdiff_t)(ir + (ii < mr ? ii : mr - 1)) * lda;
+          float *ct = c + (ptrdiff_t)(i0 + ir) * g->ldc + j0 + jr;
+          const ert_sgemm_rows_fn fn = step == 6 ? opt6 : opt;
+          if (fn != NULL && mr == step && nr == NR) {
+            st.bias = bias ? bias + i0 + ir : NULL;
+            fn(kc, rows, bp + (size_t)jr * kc, ct, &st);
+            continue;
           }
-          store_tile(g, tile, c + (ptrdiff_t)(i0 + ir) * g->ldc + j0 + jr, mr, nr,
-                     bias ? bias + i0 + ir : NULL, first, last);
+          if (fn != NULL)
+            fn(kc, rows, bp + (size_t)jr * kc, tile, &raw);
+          else
+            micro_rows(kc, rows, bp + (size_t)jr * kc, tile);
+          store_tile(g, tile, ct, mr, nr, bias ? bias + i0 + ir : NULL, first, last);
         }
       }
       if (last && !act_inline(g->act))

@@ -9,14 +9,15 @@
  * Blocked path: tasks are (problem, column block, part of the rows); per depth block
  * of KC, a task packs its B block into NR-column panels (k-major) once and runs every
  * MR-row panel of its rows over it with an MR x NR register-tiled micro-kernel. A is
- * read in place when its rows are contiguous (csa == 1), else packed into MR-row
- * panels per row block. Scratch is ERT_SGEMM_SLOTS slots (packed A block + packed B
+ * read in place when its rows are contiguous (csa == 1), else packed row by row per
+ * row block. Scratch is ERT_SGEMM_SLOTS slots (packed A block + packed B
  * block); at most that many tasks run at once. When M == 1 or N == 1 (and B is a
  * matrix) a matrix-vector path is used instead and no scratch is needed. Bias,
  * alpha and the fused activation are applied as tiles are stored.
  *
- * Optimized micro-kernels of csrc/src/cpu.h (ert_cpu.sgemm_rows / sgemm_tile) replace
- * the portable one when the CPU has them; tiles then follow their contracts.
+ * The optimized micro-kernel of csrc/src/cpu.h (ert_cpu.sgemm_rows) replaces the
+ * portable one when the CPU has it: it stores whole tiles into C with bias, alpha and
+ * the inline activations itself; partial tiles go through a tile buffer.
  *
  * Scratch contract (the converter computes the same number: edgert/ops/gemm.py,
  * sgemm_scratch_bytes): ert_sgemm_scratch_bytes(M, N, K, im2col) bytes, 64-aligned.

@@ -50,106 +50,105 @@ edgert_status ert_topk_prepare(ert_node *node, ert_err *err) {
   return EDGERT_OK;
 }
 
-/* Defines topk_<NAME>: one line x[t*s], t < n, into vals/idx at stride s.
- * BETTER(a, b): position a ranks strictly before position b. */
-#define ERT_TOPK_IMPL(NAME, T, GREATER)                                                 \
-  static int better_##NAME(const T *x, int64_t s, int largest, int32_t a, int32_t b) { \
-    const T va = x[a * s], vb = x[b * s];                                               \
-    if (largest ? GREATER(va, vb) : GREATER(vb, va)) return 1;                          \
-    if (largest ? GREATER(vb, va) : GREATER(va, vb)) return 0;                          \
-    return a < b;                                                                       \
-  }                                                                                     \
-  static void topk_##NAME(const T *x, int64_t s, int64_t n, int64_t k, int largest,    \
-                          int32_t *heap, T *vals, int64_t *idx) {                      \
-    int64_t m = 0;                                                                      \
-    for (int64_t i = 0; i < n; i++) {                                                   \
-      int64_t j;                                                                        \
-      if (m < k) {                                                                      \
-        j = m++;                                                                        \
-        heap[j] = (int32_t)i;                                                           \
-        while (j > 0) { /* sift up: the root holds the worst */                         \
-          const int64_t p = (j - 1) / 2;                                                \
-          if (!better_##NAME(x, s, largest, heap[p], heap[j])) break;                   \
-          const int32_t tmp = heap[p];                                                  \
-          heap[p] = heap[j];                                                            \
-          heap[j] = tmp;                                                                \
-          j = p;                                                                        \
-        }                                                                               \
-        continue;                                                                       \
-      }                                                                                 \
-      if (k == 0 || !better_##NAME(x, s, largest, (int32_t)i, heap[0])) continue;       \
-      heap[0] = (int32_t)i;                                                             \
-      sift_##NAME(x, s, largest, heap, m);                                              \
-    }                                                                                   \
-    for (int64_t t = m - 1; t >= 0; t--) { /* worst first, written from the back */     \
-      vals[t * s] = x[(int64_t)heap[0] * s];                                            \
-      idx[t * s] = heap[0];                                                             \
-      heap[0] = heap[t];                                                                \
-      sift_##NAME(x, s, largest, heap, t);                                              \
-    }                                                                                   \
+/* One line along the axis: element t at x + t * s * es. */
+typedef struct tk_line {
+  const char *x;
+  int64_t s;
+  size_t es;
+  int32_t dtype;
+  int largest;
+} tk_line;
+
+/* Element a is greater than element b; NaN is greater than every number, two NaNs
+ * are equal. */
+static int greater(const tk_line *L, int32_t a, int32_t b) {
+  const char *pa = L->x + (size_t)((int64_t)a * L->s) * L->es;
+  const char *pb = L->x + (size_t)((int64_t)b * L->s) * L->es;
+  switch (L->dtype) {
+    case EDGERT_FLOAT32: {
+      const float va = *(const float *)pa, vb = *(const float *)pb;
+      return va != va ? vb == vb : va > vb;
+    }
+    case EDGERT_UINT8: return *(const uint8_t *)pa > *(const uint8_t *)pb;
+    case EDGERT_INT8: return *(const int8_t *)pa > *(const int8_t *)pb;
+    case EDGERT_INT16: return *(const int16_t *)pa > *(const int16_t *)pb;
+    case EDGERT_INT32: return *(const int32_t *)pa > *(const int32_t *)pb;
+    default: return *(const int64_t *)pa > *(const int64_t *)pb;
   }
+}
+
+/* Position a ranks strictly before position b. */
+static int better(const tk_line *L, int32_t a, int32_t b) {
+  if (L->largest ? greater(L, a, b) : greater(L, b, a)) return 1;
+  if (L->largest ? greater(L, b, a) : greater(L, a, b)) return 0;
+  return a < b;
+}
 
 /* Sift-down from the root of a heap of `size` positions (worst at the root). */
-#define ERT_TOPK_SIFT(NAME, T)                                                              \
-  static int better_##NAME(const T *x, int64_t s, int largest, int32_t a, int32_t b);      \
-  static void sift_##NAME(const T *x, int64_t s, int largest, int32_t *heap, int64_t size) { \
-    int64_t j = 0;                                                                          \
-    for (;;) {                                                                              \
-      const int64_t l = 2 * j + 1, r = l + 1;                                               \
-      int64_t w = j;                                                                        \
-      if (l < size && better_##NAME(x, s, largest, heap[w], heap[l])) w = l;                \
-      if (r < size && better_##NAME(x, s, largest, heap[w], heap[r])) w = r;                \
-      if (w == j) return;                                                                   \
-      const int32_t tmp = heap[w];                                                          \
-      heap[w] = heap[j];                                                                    \
-      heap[j] = tmp;                                                                        \
-      j = w;                                                                                \
-    }                                                                                       \
+static void sift(const tk_line *L, int32_t *heap, int64_t size) {
+  int64_t j = 0;
+  for (;;) {
+    const int64_t l = 2 * j + 1, r = l + 1;
+    int64_t w = j;
+    if (l < size && better(L, heap[w], heap[l])) w = l;
+    if (r < size && better(L, heap[w], heap[r])) w = r;
+    if (w == j) return;
+    const int32_t tmp = heap[w];
+    heap[w] = heap[j];
+    heap[j] = tmp;
+    j = w;
   }
+}
 
-#define ERT_NUM_GREATER(a, b) ((a) > (b))
-/* NaN is greater than every number; two NaNs are equal. */
-#define ERT_F32_GREATER(a, b) (((a) != (a)) ? ((b) == (b)) : ((a) > (b)))
-
-ERT_TOPK_SIFT(f32, float)
-ERT_TOPK_IMPL(f32, float, ERT_F32_GREATER)
-ERT_TOPK_SIFT(u8, uint8_t)
-ERT_TOPK_IMPL(u8, uint8_t, ERT_NUM_GREATER)
-ERT_TOPK_SIFT(i8, int8_t)
-ERT_TOPK_IMPL(i8, int8_t, ERT_NUM_GREATER)
-ERT_TOPK_SIFT(i16, int16_t)
-ERT_TOPK_IMPL(i16, int16_t, ERT_NUM_GREATER)
-ERT_TOPK_SIFT(i32, int32_t)
-ERT_TOPK_IMPL(i32, int32_t, ERT_NUM_GREATER)
-ERT_TOPK_SIFT(i64, int64_t)
-ERT_TOPK_IMPL(i64, int64_t, ERT_NUM_GREATER)
+/* One line of n elements into vals/idx (at stride L->s). */
+static void topk_line(const tk_line *L, int64_t n, int64_t k, int32_t *heap, char *vals,
+                      int64_t *idx) {
+  int64_t m = 0;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t j;
+    if (m < k) {
+      j = m++;
+      heap[j] = (int32_t)i;
+      while (j > 0) { /* sift up: the root holds the worst */
+        const int64_t p = (j - 1) / 2;
+        if (!better(L, heap[p], heap[j])) break;
+        const int32_t tmp = heap[p];
+        heap[p] = heap[j];
+        heap[j] = tmp;
+        j = p;
+      }
+      continue;
+    }
+    if (k == 0 || !better(L, (int32_t)i, heap[0])) continue;
+    heap[0] = (int32_t)i;
+    sift(L, heap, m);
+  }
+  for (int64_t t = m - 1; t >= 0; t--) { /* worst first, written from the back */
+    memcpy(vals + (size_t)(t * L->s) * L->es, L->x + (size_t)((int64_t)heap[0] * L->s) * L->es,
+           L->es);
+    idx[t * L->s] = heap[0];
+    heap[0] = heap[t];
+    sift(L, heap, t);
+  }
+}
 
 void ert_topk_eval(const ert_node *node, ert_exec *ex) {
   (void)ex;
   const ert_tensor *x = node->in[0], *v = node->out[0], *ix = node->out[1];
   const int64_t outer = node->opdata[0], n = node->opdata[1], inner = node->opdata[2];
   const int64_t k = ert_pi(node, 1);
-  const int largest = ert_pi(node, 2) != 0;
   int32_t *heap = (int32_t *)node->scratch;
   if (v->numel == 0) return;
+  tk_line L;
+  L.s = inner;
+  L.es = ert_dtype_size(x->dtype);
+  L.dtype = x->dtype;
+  L.largest = ert_pi(node, 2) != 0;
   for (int64_t o = 0; o < outer; o++)
     for (int64_t i = 0; i < inner; i++) {
       const int64_t in_at = o * n * inner + i, out_at = o * k * inner + i;
-      int64_t *idx = (int64_t *)ix->data + out_at;
-      switch (x->dtype) {
-#define ERT_TOPK_CASE(CODE, NAME, T)                                                       \
-  case CODE:                                                                               \
-    topk_##NAME((const T *)x->data + in_at, inner, n, k, largest, heap, (T *)v->data + out_at, \
-                idx);                                                                      \
-    break;
-        ERT_TOPK_CASE(EDGERT_FLOAT32, f32, float)
-        ERT_TOPK_CASE(EDGERT_UINT8, u8, uint8_t)
-        ERT_TOPK_CASE(EDGERT_INT8, i8, int8_t)
-        ERT_TOPK_CASE(EDGERT_INT16, i16, int16_t)
-        ERT_TOPK_CASE(EDGERT_INT32, i32, int32_t)
-        default:
-          ERT_TOPK_CASE(EDGERT_INT64, i64, int64_t)
-#undef ERT_TOPK_CASE
-      }
+      L.x = (const char *)x->data + (size_t)in_at * L.es;
+      topk_line(&L, n, k, heap, (char *)v->data + (size_t)out_at * L.es,
+                (int64_t *)ix->data + out_at);
     }
 }

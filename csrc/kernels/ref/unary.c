@@ -6,8 +6,8 @@
  * the input element at the same index is read, so out->data may equal in[0]->data.
  *
  * float32 math uses the float C functions (expf, tanhf, erff, ...). The f32 ops are
- * listed once in UNARY_F32_OPS below; each entry expands to its element loop and its
- * prepare/eval pair.
+ * listed once in UNARY_F32_OPS below and share one task (a loop per op);
+ * integer abs, neg, sign and clip share one task over int64 values.
  */
 #include <math.h>
 #include <string.h>
@@ -24,6 +24,8 @@ typedef struct unary_job {
   float a, b;    /* float parameter words 0 and 1 (0 when absent) */
   int32_t k, k2; /* the same words read as ints */
   int64_t lo, hi; /* integer clip bounds, already clamped to the dtype's range */
+  int op;         /* U_* */
+  int32_t dtype;  /* of the input, for the integer tasks */
 } unary_job;
 
 static void run_job(ert_exec *ex, size_t n, ert_task_fn fn, unary_job *job) {
@@ -111,12 +113,16 @@ static inline float gelu_f(float v, int32_t approximate) {
 
 static inline float clampf01(float v) { return v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v); }
 
-/* ---- float32-only ops ------------------------------------------------------ */
+/* ---- float32 ops ------------------------------------------------------------- */
 
 /* X(name, parameter words, expression of v (the element), a, b (float words 0, 1) and
- * k (word 0 as int)). */
+ * k (word 0 as int)). abs, neg and sign also take signed integers, clip integers too
+ * (further below). */
 #define UNARY_F32_OPS(X)                                                        \
   X(relu, 0, v < 0.0f ? 0.0f : v)                                               \
+  X(leaky_relu, 1, v < 0.0f ? a * v : v)                                        \
+  X(hard_sigmoid, 2, clampf01(a * v + b))                                       \
+  X(hard_swish, 0, v * clampf01(v * (1.0f / 6.0f) + 0.5f))                      \
   X(sigmoid, 0, sigmoid_f(v))                                                   \
   X(tanh, 0, tanhf(v))                                                          \
   X(exp, 0, expf(v))                                                            \
@@ -143,116 +149,147 @@ static inline float clampf01(float v) { return v < 0.0f ? 0.0f : (v > 1.0f ? 1.0
   X(elu, 1, v < 0.0f ? a * expm1f(v) : v)                                       \
   X(selu, 2, v > 0.0f ? b * v : b * a * expm1f(v))                              \
   X(celu, 1, v > 0.0f ? v : a * expm1f(v / a))                                  \
-  X(leaky_relu, 1, v < 0.0f ? a * v : v)                                        \
   X(thresholded_relu, 1, v > a ? v : 0.0f)                                      \
-  X(hard_sigmoid, 2, clampf01(a * v + b))                                       \
-  X(hard_swish, 0, v * clampf01(v * (1.0f / 6.0f) + 0.5f))                      \
   X(gelu, 1, gelu_f(v, k))                                                      \
   X(silu, 0, v * sigmoid_f(v))                                                  \
   X(mish, 0, v * tanhf(softplus_f(v)))                                          \
-  X(shrink, 2, v < -a ? v + b : (v > a ? v - b : 0.0f))
+  X(shrink, 2, v < -a ? v + b : (v > a ? v - b : 0.0f))                         \
+  X(abs, 0, fabsf(v))                                                           \
+  X(neg, 0, -v)                                                                 \
+  X(sign, 0, v > 0.0f ? 1.0f : (v < 0.0f ? -1.0f : v))
 
-#define UNARY_F32_DEFINE(name, nparams, expr)                                    \
-  static void name##_f32_task(void *arg, size_t begin, size_t end) {             \
-    const unary_job *j = (const unary_job *)arg;                                 \
-    const float *x = (const float *)j->x;                                        \
-    float *y = (float *)j->y;                                                    \
-    const float a = j->a, b = j->b;                                              \
-    const int32_t k = j->k;                                                      \
-    (void)a;                                                                     \
-    (void)b;                                                                     \
-    (void)k;                                                                     \
-    for (size_t i = begin; i < end; i++) {                                       \
-      const float v = x[i];                                                      \
-      y[i] = (expr);                                                             \
-    }                                                                            \
-  }                                                                              \
-  edgert_status ert_##name##_prepare(ert_node *node, ert_err *err) {             \
-    if (node->n_in == 2) return ert_lut_s8_prepare(node, err); /* int8 table */  \
-    edgert_status st = check_unary(node, err, F32_ONLY, EDGERT_FLOAT32, nparams); \
-    if (st != EDGERT_OK) return st;                                              \
-    return check_f32_params(node, err, #name);                                   \
-  }                                                                              \
-  void ert_##name##_eval(const ert_node *node, ert_exec *ex) {                   \
-    if (node->n_in == 2) {                                                       \
-      ert_lut_s8__ref(node, ex);                                                 \
-      return;                                                                    \
-    }                                                                            \
-    unary_job j = job_of(node);                                                  \
-    run_job(ex, node->out[0]->numel, name##_f32_task, &j);                       \
+#define U_ENUM(name, nparams, expr) U_##name,
+enum { UNARY_F32_OPS(U_ENUM) U_COUNT };
+#undef U_ENUM
+
+static const uint8_t f32_nparams[U_COUNT] = {
+#define U_NPARAMS(name, nparams, expr) nparams,
+    UNARY_F32_OPS(U_NPARAMS)
+#undef U_NPARAMS
+};
+
+/* One loop per op (a switch per element would cost more than the cheap ops). */
+static void f32_task(void *arg, size_t begin, size_t end) {
+  const unary_job *j = (const unary_job *)arg;
+  const float *x = (const float *)j->x;
+  float *y = (float *)j->y;
+  const float a = j->a, b = j->b;
+  const int32_t k = j->k;
+  (void)k;
+  switch (j->op) {
+#define U_LOOP(name, nparams, expr)           \
+  case U_##name:                              \
+    for (size_t i = begin; i < end; i++) {    \
+      const float v = x[i];                   \
+      y[i] = (expr);                          \
+    }                                         \
+    break;
+    UNARY_F32_OPS(U_LOOP)
+#undef U_LOOP
   }
+}
 
 /* Op-specific parameter ranges of the f32 ops. */
-static edgert_status check_f32_params(const ert_node *node, ert_err *err, const char *op) {
+static edgert_status check_f32_params(const ert_node *node, ert_err *err, int op) {
   const char *nm = node->name ? node->name : "";
-  if (strcmp(op, "gelu") == 0 && ert_pi(node, 0) != 0 && ert_pi(node, 0) != 1)
+  if (op == U_gelu && ert_pi(node, 0) != 0 && ert_pi(node, 0) != 1)
     return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (gelu): approximate must be 0 or 1, got %d",
                     nm, (int)ert_pi(node, 0));
-  if (strcmp(op, "celu") == 0 && ert_pf(node, 0) == 0.0f)
+  if (op == U_celu && ert_pf(node, 0) == 0.0f)
     return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (celu): alpha must not be 0", nm);
   return EDGERT_OK;
 }
 
-UNARY_F32_OPS(UNARY_F32_DEFINE)
+/* float32 ops; with a second input, the int8 table form (lut.c). */
+static edgert_status f32_prepare(ert_node *node, ert_err *err, int op) {
+  if (node->n_in == 2) return ert_lut_s8_prepare(node, err);
+  edgert_status st = check_unary(node, err, F32_ONLY, EDGERT_FLOAT32, f32_nparams[op]);
+  if (st != EDGERT_OK) return st;
+  return check_f32_params(node, err, op);
+}
 
-/* ---- abs, neg, sign: float32 and signed integers --------------------------- */
+static void f32_eval(const ert_node *node, ert_exec *ex, int op) {
+  if (node->n_in == 2) {
+    ert_lut_s8__ref(node, ex);
+    return;
+  }
+  unary_job j = job_of(node);
+  j.op = op;
+  run_job(ex, node->out[0]->numel, f32_task, &j);
+}
 
-/* X(name, float expression, integer expression); v is the element, elem_t its type
- * and uelem_t the matching unsigned type (integer negation wraps, as two's
- * complement). */
-#define SIGNED_OPS(X)                                                              \
-  X(abs, fabsf(v), v < 0 ? (elem_t)((uelem_t)0 - (uelem_t)v) : v)                  \
-  X(neg, -v, (elem_t)((uelem_t)0 - (uelem_t)v))                                    \
-  X(sign, v > 0.0f ? 1.0f : (v < 0.0f ? -1.0f : v),                                \
-    (elem_t)(v > 0 ? 1 : (v < 0 ? -1 : 0)))
+#define UNARY_F32_DEFINE(name, nparams, expr)                          \
+  edgert_status ert_##name##_prepare(ert_node *node, ert_err *err) {   \
+    return f32_prepare(node, err, U_##name);                           \
+  }                                                                    \
+  void ert_##name##_eval(const ert_node *node, ert_exec *ex) { f32_eval(node, ex, U_##name); }
 
-#define SIGNED_INT_TASK(name, iexpr, T, U, sfx)                       \
-  static void name##_##sfx##_task(void *arg, size_t begin, size_t end) { \
-    typedef T elem_t;                                                 \
-    typedef U uelem_t;                                                \
-    (void)sizeof(uelem_t);                                            \
-    const unary_job *j = (const unary_job *)arg;                      \
-    const elem_t *x = (const elem_t *)j->x;                           \
-    elem_t *y = (elem_t *)j->y;                                       \
-    for (size_t i = begin; i < end; i++) {                            \
-      const elem_t v = x[i];                                          \
-      y[i] = (iexpr);                                                 \
-    }                                                                 \
+#define UNARY_F32_ONLY(X)                                                                   \
+  X(relu) X(leaky_relu) X(hard_sigmoid) X(hard_swish) X(sigmoid) X(tanh) X(exp) X(log)    \
+  X(sqrt) X(reciprocal) X(floor) X(ceil) X(round) X(erf) X(sin) X(cos) X(tan) X(asin)      \
+  X(acos) X(atan) X(sinh) X(cosh) X(asinh) X(acosh) X(atanh) X(softplus) X(softsign)       \
+  X(elu) X(selu) X(celu) X(thresholded_relu) X(gelu) X(silu) X(mish) X(shrink)
+#define UNARY_F32_WRAP(name) UNARY_F32_DEFINE(name, 0, 0)
+UNARY_F32_ONLY(UNARY_F32_WRAP)
+
+/* ---- abs, neg, sign: float32 and signed integers; clip: float32 and integers ---- */
+
+static int64_t load_int(const void *x, int32_t dtype, size_t i) {
+  switch (dtype) {
+    case EDGERT_UINT8: return ((const uint8_t *)x)[i];
+    case EDGERT_INT8: return ((const int8_t *)x)[i];
+    case EDGERT_INT16: return ((const int16_t *)x)[i];
+    case EDGERT_INT32: return ((const int32_t *)x)[i];
+    default: return ((const int64_t *)x)[i];
+  }
+}
+
+/* Stores the low bits of v (two's complement truncation: integer negation wraps). */
+static void store_int(void *y, int32_t dtype, size_t i, int64_t v) {
+  const uint64_t u = (uint64_t)v;
+  switch (dtype) {
+    case EDGERT_UINT8:
+    case EDGERT_INT8: ((uint8_t *)y)[i] = (uint8_t)u; break;
+    case EDGERT_INT16: ((uint16_t *)y)[i] = (uint16_t)u; break;
+    case EDGERT_INT32: ((uint32_t *)y)[i] = (uint32_t)u; break;
+    default: ((uint64_t *)y)[i] = u; break;
+  }
+}
+
+/* j->op: U_abs, U_neg, U_sign, or U_COUNT for clip to [j->lo, j->hi]. */
+static void int_task(void *arg, size_t begin, size_t end) {
+  const unary_job *j = (const unary_job *)arg;
+  for (size_t i = begin; i < end; i++) {
+    const int64_t v = load_int(j->x, j->dtype, i);
+    int64_t r;
+    switch (j->op) {
+      case U_abs: r = v < 0 ? (int64_t)(0 - (uint64_t)v) : v; break;
+      case U_neg: r = (int64_t)(0 - (uint64_t)v); break;
+      case U_sign: r = v > 0 ? 1 : (v < 0 ? -1 : 0); break;
+      default: /* clip: lo first, then hi (hi wins when lo > hi) */
+        r = v < j->lo ? j->lo : v;
+        r = r > j->hi ? j->hi : r;
+        break;
+    }
+    store_int(j->y, j->dtype, i, r);
+  }
+}
+
+#define SIGNED_DEFINE(name)                                                         \
+  edgert_status ert_##name##_prepare(ert_node *node, ert_err *err) {                \
+    return check_unary(node, err, SIGNED_NUMERIC, 0, 0);                            \
+  }                                                                                 \
+  void ert_##name##_eval(const ert_node *node, ert_exec *ex) {                      \
+    unary_job j = job_of(node);                                                     \
+    j.op = U_##name;                                                                \
+    j.dtype = node->in[0]->dtype;                                                   \
+    run_job(ex, node->out[0]->numel, j.dtype == EDGERT_FLOAT32 ? f32_task : int_task, \
+            &j);                                                                    \
   }
 
-#define SIGNED_DEFINE(name, fexpr, iexpr)                                        \
-  static void name##_f32_task(void *arg, size_t begin, size_t end) {             \
-    const unary_job *j = (const unary_job *)arg;                                 \
-    const float *x = (const float *)j->x;                                        \
-    float *y = (float *)j->y;                                                    \
-    for (size_t i = begin; i < end; i++) {                                       \
-      const float v = x[i];                                                      \
-      y[i] = (fexpr);                                                            \
-    }                                                                            \
-  }                                                                              \
-  SIGNED_INT_TASK(name, iexpr, int8_t, uint8_t, i8)                              \
-  SIGNED_INT_TASK(name, iexpr, int16_t, uint16_t, i16)                           \
-  SIGNED_INT_TASK(name, iexpr, int32_t, uint32_t, i32)                           \
-  SIGNED_INT_TASK(name, iexpr, int64_t, uint64_t, i64)                           \
-  edgert_status ert_##name##_prepare(ert_node *node, ert_err *err) {             \
-    return check_unary(node, err, SIGNED_NUMERIC, 0, 0);                         \
-  }                                                                              \
-  void ert_##name##_eval(const ert_node *node, ert_exec *ex) {                   \
-    unary_job j = job_of(node);                                                  \
-    ert_task_fn fn = name##_f32_task;                                            \
-    switch (node->in[0]->dtype) {                                                \
-      case EDGERT_INT8: fn = name##_i8_task; break;                              \
-      case EDGERT_INT16: fn = name##_i16_task; break;                            \
-      case EDGERT_INT32: fn = name##_i32_task; break;                            \
-      case EDGERT_INT64: fn = name##_i64_task; break;                            \
-      default: break;                                                            \
-    }                                                                            \
-    run_job(ex, node->out[0]->numel, fn, &j);                                    \
-  }
-
-SIGNED_OPS(SIGNED_DEFINE)
-
-/* ---- clip: float32 and integers -------------------------------------------- */
+SIGNED_DEFINE(abs)
+SIGNED_DEFINE(neg)
+SIGNED_DEFINE(sign)
 
 static void clip_f32_task(void *arg, size_t begin, size_t end) {
   const unary_job *j = (const unary_job *)arg;
@@ -265,25 +302,6 @@ static void clip_f32_task(void *arg, size_t begin, size_t end) {
     y[i] = v > hi ? hi : v;
   }
 }
-
-#define CLIP_INT_TASK(T, sfx)                                          \
-  static void clip_##sfx##_task(void *arg, size_t begin, size_t end) { \
-    const unary_job *j = (const unary_job *)arg;                       \
-    const T *x = (const T *)j->x;                                      \
-    T *y = (T *)j->y;                                                  \
-    const T lo = (T)j->lo, hi = (T)j->hi;                              \
-    for (size_t i = begin; i < end; i++) {                             \
-      T v = x[i];                                                      \
-      v = v < lo ? lo : v;                                             \
-      y[i] = v > hi ? hi : v;                                          \
-    }                                                                  \
-  }
-
-CLIP_INT_TASK(uint8_t, u8)
-CLIP_INT_TASK(int8_t, i8)
-CLIP_INT_TASK(int16_t, i16)
-CLIP_INT_TASK(int32_t, i32)
-CLIP_INT_TASK(int64_t, i64)
 
 static int64_t word_pair_i64(const ert_node *node, uint32_t k) {
   const uint64_t u = (uint64_t)node->params[k] | ((uint64_t)node->params[k + 1] << 32);
@@ -301,18 +319,21 @@ edgert_status ert_clip_prepare(ert_node *node, ert_err *err) {
 void ert_clip_eval(const ert_node *node, ert_exec *ex) {
   unary_job j = job_of(node);
   int64_t tmin = 0, tmax = 0;
-  ert_task_fn fn = clip_f32_task;
-  switch (node->in[0]->dtype) {
-    case EDGERT_UINT8: fn = clip_u8_task; tmin = 0; tmax = UINT8_MAX; break;
-    case EDGERT_INT8: fn = clip_i8_task; tmin = INT8_MIN; tmax = INT8_MAX; break;
-    case EDGERT_INT16: fn = clip_i16_task; tmin = INT16_MIN; tmax = INT16_MAX; break;
-    case EDGERT_INT32: fn = clip_i32_task; tmin = INT32_MIN; tmax = INT32_MAX; break;
-    case EDGERT_INT64: fn = clip_i64_task; tmin = INT64_MIN; tmax = INT64_MAX; break;
-    default: break;
+  j.op = U_COUNT;
+  j.dtype = node->in[0]->dtype;
+  switch (j.dtype) {
+    case EDGERT_FLOAT32:
+      run_job(ex, node->out[0]->numel, clip_f32_task, &j);
+      return;
+    case EDGERT_UINT8: tmin = 0; tmax = UINT8_MAX; break;
+    case EDGERT_INT8: tmin = INT8_MIN; tmax = INT8_MAX; break;
+    case EDGERT_INT16: tmin = INT16_MIN; tmax = INT16_MAX; break;
+    case EDGERT_INT32: tmin = INT32_MIN; tmax = INT32_MAX; break;
+    default: tmin = INT64_MIN; tmax = INT64_MAX; break;
   }
   j.lo = clamp_i64(word_pair_i64(node, 2), tmin, tmax);
   j.hi = clamp_i64(word_pair_i64(node, 4), tmin, tmax);
-  run_job(ex, node->out[0]->numel, fn, &j);
+  run_job(ex, node->out[0]->numel, int_task, &j);
 }
 
 /* ---- not, isnan, isinf, copy ---------------------------------------------- */

@@ -1,0 +1,347 @@
+/* quant_s8.c (NEON): the int8 hot loops, contracts in src/cpu.h (int8 entries). They
+ * are integer arithmetic, so they must give exactly the reference's results: every sum
+ * here is the reference's sum in another order, and int32 addition is associative and
+ * commutative modulo 2^32, where the true values (bounded by prepare) lie anyway.
+ *
+ * The __dot functions use the dot-product instructions (sdot): they are built for
+ * armv8.2-a+dotprod whatever the target's flags, and cpu.c selects them only when the
+ * CPU reports the feature. */
+#include <arm_neon.h>
+#include <stddef.h>
+
+#include "../ref/quant_s8.h"
+#include "cpu.h"
+
+/* Channel r's weight of tap j of quad q: wq[16q + 4r + j] (the qgemm layout). */
+static int32_t quad_dot(int32_t kq, size_t np4, const int8_t *c, const int8_t *w) {
+  int32_t s = 0;
+  for (int32_t q = 0; q < kq; ++q, c += np4, w += 16)
+    for (int j = 0; j < 4; ++j) s += (int32_t)c[j] * w[j];
+  return s;
+}
+
+/* The tail of qgemm: pixels i0 .. np one at a time. */
+static void qgemm_tail(int32_t kq, int32_t np, int32_t i0, const int8_t *col, const int8_t *wq,
+                       const int32_t *bias, int32_t *acc, int32_t lda) {
+  const size_t np4 = (size_t)np * 4u;
+  for (int32_t i = i0; i < np; ++i)
+    for (int r = 0; r < 4; ++r)
+      acc[(size_t)r * (size_t)lda + (size_t)i] =
+          bias[r] + quad_dot(kq, np4, col + (size_t)i * 4u, wq + 4 * r);
+}
+
+/* a[v*4 + r] += pixels 4v..4v+3 (of eight) times channel r's tap j (lane j of w_r). */
+#define MLA_TAP(a, x, j)                                                        \
+  do {                                                                          \
+    const int16x4_t xl_ = vget_low_s16(x), xh_ = vget_high_s16(x);             \
+    a[0] = vmlal_lane_s16(a[0], xl_, w0, j);                                    \
+    a[1] = vmlal_lane_s16(a[1], xl_, w1, j);                                    \
+    a[2] = vmlal_lane_s16(a[2], xl_, w2, j);                                    \
+    a[3] = vmlal_lane_s16(a[3], xl_, w3, j);                                    \
+    a[4] = vmlal_lane_s16(a[4], xh_, w0, j);                                    \
+    a[5] = vmlal_lane_s16(a[5], xh_, w1, j);                                    \
+    a[6] = vmlal_lane_s16(a[6], xh_, w2, j);                                    \
+    a[7] = vmlal_lane_s16(a[7], xh_, w3, j);                                    \
+  } while (0)
+
+/* P pixels (a multiple of 8) from i: each quad of eight pixels is de-interleaved by
+ * vld4 into its four taps, widened to int16 and multiplied by lane. */
+static inline __attribute__((always_inline)) void qgemm_tile(int32_t kq, int32_t np, int32_t i,
+                                                             const int8_t *col, const int8_t *wq,
+                                                             const int32_t *bias, int32_t *acc,
+                                                             int32_t lda, const int P) {
+  int32x4_t a[16];
+  for (int v = 0; v < 16; ++v) a[v] = vdupq_n_s32(bias[v % 4]);
+  const int8_t *c = col + (size_t)i * 4u;
+  const size_t np4 = (size_t)np * 4u;
+  for (int32_t q = 0; q < kq; ++q, c += np4) {
+    const int8x16_t w8 = vld1q_s8(wq + 16 * q);
+    const int16x8_t wl = vmovl_s8(vget_low_s8(w8)), wh = vmovl_s8(vget_high_s8(w8));
+    const int16x4_t w0 = vget_low_s16(wl), w1 = vget_high_s16(wl);
+    const int16x4_t w2 = vget_low_s16(wh), w3 = vget_high_s16(wh);
+#pragma GCC unroll 2
+    for (int h = 0; h < P / 8; ++h) {
+      const int8x8x4_t x = vld4_s8(c + 32 * h);
+      int32x4_t *ah = a + 8 * h;
+      MLA_TAP(ah, vmovl_s8(x.val[0]), 0);
+      MLA_TAP(ah, vmovl_s8(x.val[1]), 1);
+      MLA_TAP(ah, vmovl_s8(x.val[2]), 2);
+      MLA_TAP(ah, vmovl_s8(x.val[3]), 3);
+    }
+  }
+#pragma GCC unroll 4
+  for (int v = 0; v < P / 4; ++v)
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r)
+      vst1q_s32(acc + (size_t)r * (size_t)lda + (size_t)i + 4u * (size_t)v, a[4 * v + r]);
+}
+
+void ert_qgemm_s8__neon(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
+                        const int32_t *bias, int32_t *acc, int32_t lda) {
+  int32_t i = 0;
+#if defined(__aarch64__)
+  for (; i + 16 <= np; i += 16) qgemm_tile(kq, np, i, col, wq, bias, acc, lda, 16);
+#endif
+  for (; i + 8 <= np; i += 8) qgemm_tile(kq, np, i, col, wq, bias, acc, lda, 8);
+  qgemm_tail(kq, np, i, col, wq, bias, acc, lda);
+}
+
+void ert_pack_w_s8__neon(int8_t *wq, int32_t *wsum, const int8_t *w, size_t ld, int32_t rows,
+                         int32_t k) {
+  const int32_t kq = (k + 3) / 4;
+  int32x4_t s = vdupq_n_s32(0);
+  int32_t q = 0;
+  if (rows == 4)
+    for (; 4 * q + 16 <= k; q += 4) { /* four quads of four rows: a 4x4 transpose of words */
+      int32x4x4_t v;
+      for (int r = 0; r < 4; ++r) v.val[r] = vreinterpretq_s32_s8(vld1q_s8(w + (size_t)r * ld + 4 * q));
+      vst4q_s32((int32_t *)(void *)(wq + 16 * q), v);
+    }
+  for (; q < kq; ++q)
+    for (int r = 0; r < 4; ++r)
+      for (int j = 0; j < 4; ++j)
+        wq[16 * q + 4 * r + j] = r < rows && 4 * q + j < k ? w[(size_t)r * ld + (size_t)(4 * q + j)] : 0;
+  for (q = 0; q < kq; ++q) { /* lane r: sum of channel r's bytes */
+    const int16x8_t h = vpaddlq_s8(vld1q_s8(wq + 16 * q));
+    s = vaddq_s32(s, vpaddlq_s16(h));
+  }
+  vst1q_s32(wsum, s);
+}
+
+void ert_quads_s8__neon(int8_t *dst, const int8_t *src, size_t ld, int32_t k, int32_t n,
+                        int32_t np) {
+  const int32_t kq = (k + 3) / 4;
+  const size_t np4 = (size_t)np * 4u;
+  for (int32_t q = 0; q < kq; ++q) {
+    const int8_t *row[4];
+    for (int j = 0; j < 4; ++j) row[j] = 4 * q + j < k ? src + (size_t)(4 * q + j) * ld : NULL;
+    int8_t *d = dst + (size_t)q * np4;
+    int32_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      int8x16x4_t v;
+      for (int j = 0; j < 4; ++j) v.val[j] = row[j] ? vld1q_s8(row[j] + i) : vdupq_n_s8(0);
+      vst4q_s8(d + 4 * i, v);
+    }
+    for (; i < np; ++i)
+      for (int j = 0; j < 4; ++j) d[4 * i + j] = row[j] && i < n ? row[j][i] : 0;
+  }
+}
+
+/* 8 outputs from i, T taps unrolled (the weights by lane from wv). */
+#define DW8(T)                                                                           \
+  for (; i + 8 <= n; i += 8) {                                                           \
+    int32x4_t a0 = vdupq_n_s32(bias), a1 = a0;                                           \
+    _Pragma("GCC unroll 25") for (int t = 0; t < (T); ++t) {                             \
+      const int16x8_t x = vld1q_s16(base + off[t] + i);                                  \
+      a0 = vmlal_lane_s16(a0, vget_low_s16(x), wv[t / 4], t % 4);                        \
+      a1 = vmlal_lane_s16(a1, vget_high_s16(x), wv[t / 4], t % 4);                       \
+    }                                                                                    \
+    vst1q_s32(acc + i, a0);                                                              \
+    vst1q_s32(acc + i + 4, a1);                                                          \
+  }
+
+void ert_dw_taps_s16__neon(int32_t *acc, const int16_t *base, const ptrdiff_t *off,
+                           const int16_t *w, int32_t n, int32_t taps, int32_t bias) {
+  int32_t i = 0;
+  if (taps == 9 || taps == 25) {
+    int16_t wp[28] = {0};
+    for (int32_t t = 0; t < taps; ++t) wp[t] = w[t];
+    int16x4_t wv[7];
+    for (int v = 0; v < 7; ++v) wv[v] = vld1_s16(wp + 4 * v);
+    if (taps == 9) {
+      DW8(9)
+    } else {
+      DW8(25)
+    }
+  }
+  for (; i + 8 <= n; i += 8) {
+    int32x4_t a = vdupq_n_s32(bias), b = a;
+    for (int32_t t = 0; t < taps; ++t) {
+      const int16x8_t x = vld1q_s16(base + off[t] + i);
+      a = vmlal_n_s16(a, vget_low_s16(x), w[t]);
+      b = vmlal_n_s16(b, vget_high_s16(x), w[t]);
+    }
+    vst1q_s32(acc + i, a);
+    vst1q_s32(acc + i + 4, b);
+  }
+  for (; i + 4 <= n; i += 4) {
+    int32x4_t a = vdupq_n_s32(bias);
+    for (int32_t t = 0; t < taps; ++t) a = vmlal_n_s16(a, vld1_s16(base + off[t] + i), w[t]);
+    vst1q_s32(acc + i, a);
+  }
+  for (; i < n; ++i) {
+    int32_t s = bias;
+    for (int32_t t = 0; t < taps; ++t) s += (int32_t)w[t] * base[off[t] + i];
+    acc[i] = s;
+  }
+}
+
+void ert_widen_s8__neon(int16_t *d, const int8_t *s, int32_t n, int32_t stride, int32_t zp) {
+  const int8x8_t z = vdup_n_s8((int8_t)zp);
+  int32_t i = 0;
+  if (stride == 1)
+    for (; i + 8 <= n; i += 8) vst1q_s16(d + i, vsubl_s8(vld1_s8(s + i), z));
+  else if (stride == 2) /* vld2 reads s[2i .. 2i+15]: the last one used is s[2(n-1)] */
+    for (; i + 9 <= n; i += 8) vst1q_s16(d + i, vsubl_s8(vld2_s8(s + 2 * i).val[0], z));
+  for (; i < n; ++i) d[i] = (int16_t)(s[(size_t)i * (size_t)stride] - zp);
+}
+
+/* [sum a, sum b, sum c, sum d] */
+static inline int32x4_t hsum4(int32x4_t a, int32x4_t b, int32x4_t c, int32x4_t d) {
+#if defined(__aarch64__)
+  return vpaddq_s32(vpaddq_s32(a, b), vpaddq_s32(c, d));
+#else
+  const int32x2_t ab = vpadd_s32(vadd_s32(vget_low_s32(a), vget_high_s32(a)),
+                                 vadd_s32(vget_low_s32(b), vget_high_s32(b)));
+  const int32x2_t cd = vpadd_s32(vadd_s32(vget_low_s32(c), vget_high_s32(c)),
+                                 vadd_s32(vget_low_s32(d), vget_high_s32(d)));
+  return vcombine_s32(ab, cd);
+#endif
+}
+
+static int32_t gemv_col(int32_t k, int32_t i0, const int8_t *a, int32_t azp, const int8_t *b) {
+  int32_t s = 0;
+  for (int32_t i = i0; i < k; ++i) s += ((int32_t)a[i] - azp) * b[i];
+  return s;
+}
+
+void ert_gemv_s8__neon(int32_t k, int32_t n, const int8_t *a, int32_t azp, const int8_t *b,
+                       int32_t *acc) {
+  const int8x8_t z = vdup_n_s8((int8_t)azp);
+  const size_t ks = (size_t)k;
+  int32_t c = 0;
+  for (; c + 4 <= n; c += 4) {
+    const int8_t *b0 = b + (size_t)c * ks, *b1 = b0 + ks, *b2 = b1 + ks, *b3 = b2 + ks;
+    int32x4_t s0 = vdupq_n_s32(0), s1 = s0, s2 = s0, s3 = s0;
+    int32_t i = 0;
+    for (; i + 8 <= k; i += 8) {
+      const int16x8_t x = vsubl_s8(vld1_s8(a + i), z);
+      const int16x4_t xl = vget_low_s16(x), xh = vget_high_s16(x);
+      const int16x8_t y0 = vmovl_s8(vld1_s8(b0 + i)), y1 = vmovl_s8(vld1_s8(b1 + i));
+      const int16x8_t y2 = vmovl_s8(vld1_s8(b2 + i)), y3 = vmovl_s8(vld1_s8(b3 + i));
+      s0 = vmlal_s16(vmlal_s16(s0, xl, vget_low_s16(y0)), xh, vget_high_s16(y0));
+      s1 = vmlal_s16(vmlal_s16(s1, xl, vget_low_s16(y1)), xh, vget_high_s16(y1));
+      s2 = vmlal_s16(vmlal_s16(s2, xl, vget_low_s16(y2)), xh, vget_high_s16(y2));
+      s3 = vmlal_s16(vmlal_s16(s3, xl, vget_low_s16(y3)), xh, vget_high_s16(y3));
+    }
+    int32x4_t r = hsum4(s0, s1, s2, s3);
+    if (i < k) {
+      const int32_t t[4] = {gemv_col(k, i, a, azp, b0), gemv_col(k, i, a, azp, b1),
+                            gemv_col(k, i, a, azp, b2), gemv_col(k, i, a, azp, b3)};
+      r = vaddq_s32(r, vld1q_s32(t));
+    }
+    vst1q_s32(acc + c, r);
+  }
+  for (; c < n; ++c) acc[c] = gemv_col(k, 0, a, azp, b + (size_t)c * ks);
+}
+
+/* clamp(zp + requant(a, mult, shift), lo, hi) for four lanes: the exact 64-bit product,
+ * then SRSHL by -shift, which adds 2^(shift-1) and shifts right arithmetically without
+ * intermediate overflow, i.e. floor((a*mult + 2^(shift-1)) / 2^shift). The saturating
+ * narrowing to int32 and the saturating add of zp are monotonic and keep values beyond
+ * int32 beyond [lo, hi] on the same side, so the clamp gives the reference's value. */
+static inline int32x4_t rq4(int32x4_t a, int32x2_t m, int64x2_t sh, int32x4_t z, int32x4_t lo,
+                            int32x4_t hi) {
+  const int64x2_t p0 = vrshlq_s64(vmull_s32(vget_low_s32(a), m), sh);
+  const int64x2_t p1 = vrshlq_s64(vmull_s32(vget_high_s32(a), m), sh);
+  const int32x4_t r = vqaddq_s32(vcombine_s32(vqmovn_s64(p0), vqmovn_s64(p1)), z);
+  return vminq_s32(vmaxq_s32(r, lo), hi);
+}
+
+void ert_requant_row__neon(const int32_t *acc, size_t n, int32_t mult, int32_t shift, int32_t zp,
+                           int32_t lo, int32_t hi, int8_t *y) {
+  const int32x2_t m = vdup_n_s32(mult);
+  const int64x2_t sh = vdupq_n_s64(-(int64_t)shift);
+  const int32x4_t z = vdupq_n_s32(zp), vl = vdupq_n_s32(lo), vh = vdupq_n_s32(hi);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const int32x4_t r0 = rq4(vld1q_s32(acc + i), m, sh, z, vl, vh);
+    const int32x4_t r1 = rq4(vld1q_s32(acc + i + 4), m, sh, z, vl, vh);
+    vst1_s8(y + i, vmovn_s16(vcombine_s16(vmovn_s32(r0), vmovn_s32(r1))));
+  }
+  for (; i + 4 <= n; i += 4) {
+    const int32x4_t r = rq4(vld1q_s32(acc + i), m, sh, z, vl, vh);
+    const int8x8_t b = vmovn_s16(vcombine_s16(vmovn_s32(r), vmovn_s32(r)));
+    vst1_lane_s32((int32_t *)(void *)(y + i), vreinterpret_s32_s8(b), 0);
+  }
+  for (; i < n; ++i) y[i] = ert_clamp_s8(zp + ert_requant(acc[i], mult, shift), lo, hi);
+}
+
+#if defined(__aarch64__)
+#define DOT __attribute__((target("arch=armv8.2-a+dotprod")))
+
+/* a[4r + v] += pixels 4v..4v+3 of the quad vector x_v, dotted with channel r's taps. */
+DOT void ert_qgemm_s8__dot(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
+                           const int32_t *bias, int32_t *acc, int32_t lda) {
+  const size_t np4 = (size_t)np * 4u;
+  int32_t i = 0;
+  for (; i + 16 <= np; i += 16) {
+    int32x4_t a[16];
+    for (int v = 0; v < 16; ++v) a[v] = vdupq_n_s32(bias[v % 4]);
+    const int8_t *c = col + (size_t)i * 4u;
+    for (int32_t q = 0; q < kq; ++q, c += np4) {
+      const int8x16_t w = vld1q_s8(wq + 16 * q);
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) {
+        const int8x16_t x = vld1q_s8(c + 16 * v);
+        a[4 * v + 0] = vdotq_laneq_s32(a[4 * v + 0], x, w, 0);
+        a[4 * v + 1] = vdotq_laneq_s32(a[4 * v + 1], x, w, 1);
+        a[4 * v + 2] = vdotq_laneq_s32(a[4 * v + 2], x, w, 2);
+        a[4 * v + 3] = vdotq_laneq_s32(a[4 * v + 3], x, w, 3);
+      }
+    }
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v)
+#pragma GCC unroll 4
+      for (int r = 0; r < 4; ++r)
+        vst1q_s32(acc + (size_t)r * (size_t)lda + (size_t)i + 4u * (size_t)v, a[4 * v + r]);
+  }
+  for (; i + 4 <= np; i += 4) {
+    int32x4_t a0 = vdupq_n_s32(bias[0]), a1 = vdupq_n_s32(bias[1]);
+    int32x4_t a2 = vdupq_n_s32(bias[2]), a3 = vdupq_n_s32(bias[3]);
+    const int8_t *c = col + (size_t)i * 4u;
+    for (int32_t q = 0; q < kq; ++q, c += np4) {
+      const int8x16_t w = vld1q_s8(wq + 16 * q), x = vld1q_s8(c);
+      a0 = vdotq_laneq_s32(a0, x, w, 0);
+      a1 = vdotq_laneq_s32(a1, x, w, 1);
+      a2 = vdotq_laneq_s32(a2, x, w, 2);
+      a3 = vdotq_laneq_s32(a3, x, w, 3);
+    }
+    vst1q_s32(acc + i, a0);
+    vst1q_s32(acc + (size_t)lda + (size_t)i, a1);
+    vst1q_s32(acc + 2 * (size_t)lda + (size_t)i, a2);
+    vst1q_s32(acc + 3 * (size_t)lda + (size_t)i, a3);
+  }
+  qgemm_tail(kq, np, i, col, wq, bias, acc, lda);
+}
+
+/* sum (a - azp) b = sum a b - azp sum b: both sums by sdot (sum b against ones). */
+DOT void ert_gemv_s8__dot(int32_t k, int32_t n, const int8_t *a, int32_t azp, const int8_t *b,
+                          int32_t *acc) {
+  const int8x16_t ones = vdupq_n_s8(1);
+  const size_t ks = (size_t)k;
+  int32_t c = 0;
+  for (; c + 4 <= n; c += 4) {
+    const int8_t *b0 = b + (size_t)c * ks, *b1 = b0 + ks, *b2 = b1 + ks, *b3 = b2 + ks;
+    int32x4_t s0 = vdupq_n_s32(0), s1 = s0, s2 = s0, s3 = s0, u0 = s0, u1 = s0, u2 = s0, u3 = s0;
+    int32_t i = 0;
+    for (; i + 16 <= k; i += 16) {
+      const int8x16_t x = vld1q_s8(a + i);
+      const int8x16_t y0 = vld1q_s8(b0 + i), y1 = vld1q_s8(b1 + i);
+      const int8x16_t y2 = vld1q_s8(b2 + i), y3 = vld1q_s8(b3 + i);
+      s0 = vdotq_s32(s0, x, y0), u0 = vdotq_s32(u0, ones, y0);
+      s1 = vdotq_s32(s1, x, y1), u1 = vdotq_s32(u1, ones, y1);
+      s2 = vdotq_s32(s2, x, y2), u2 = vdotq_s32(u2, ones, y2);
+      s3 = vdotq_s32(s3, x, y3), u3 = vdotq_s32(u3, ones, y3);
+    }
+    int32x4_t r = vmlsq_n_s32(hsum4(s0, s1, s2, s3), hsum4(u0, u1, u2, u3), azp);
+    if (i < k) {
+      const int32_t t[4] = {gemv_col(k, i, a, azp, b0), gemv_col(k, i, a, azp, b1),
+                            gemv_col(k, i, a, azp, b2), gemv_col(k, i, a, azp, b3)};
+      r = vaddq_s32(r, vld1q_s32(t));
+    }
+    vst1q_s32(acc + c, r);
+  }
+  for (; c < n; ++c) acc[c] = gemv_col(k, 0, a, azp, b + (size_t)c * ks);
+}
+#endif
