@@ -53,11 +53,17 @@ void ert_cpu_select(void) {
     k.widen_s8 = ert_widen_s8__neon;
     k.gemv_s8 = ert_gemv_s8__neon;
     k.requant_row = ert_requant_row__neon;
+    k.qgemm_s8_p = ert_qgemm_s8_p__neon;
+    k.binary_s8 = ert_binary_s8__neon;
+#if defined(__aarch64__)
+    k.lut_s8 = ert_lut_s8__neon;
+#endif
     if (ERT_HWCAP_DOTPROD != 0 && (hw & ERT_HWCAP_DOTPROD)) {
       /* dot-product (sdot) int8 kernels */
 #if defined(__aarch64__)
       k.qgemm_s8 = ert_qgemm_s8__dot;
       k.gemv_s8 = ert_gemv_s8__dot;
+      k.qgemm_s8_p = NULL; /* sdot does four products per lane */
 #endif
     }
   }

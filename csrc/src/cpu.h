@@ -21,7 +21,7 @@
  *               ert_act_apply; returns 1, or 0 (o untouched) for ops or activation kinds
  *               it does not handle.
  *   softmax_row y[j] = exp(x[j] - max x) / sum over t of exp(x[t] - max x), j < n (n >= 1;
- *               y may be x); within 1e-6 relative of the reference.
+ *               y may be x); each value within 1e-5 relative of the exact softmax.
  * The f32 NEON kernels may differ from the reference by rounding only (fused or
  * reassociated multiply-adds); the tests bound that at 1e-5 relative to the operands'
  * magnitude. */
@@ -77,7 +77,14 @@ typedef struct ert_kernels {
    *   widen_s8    d[i] = s[i*stride] - zp, i < n (stride >= 1; reads only those bytes).
    *   gemv_s8     acc[c] = sum over i < k of (a[i] - azp) * b[c*k + i], c < n; sdot when the
    *               CPU has dotprod.
-   *   requant_row ert_requant_row (quant_s8.h). */
+   *   requant_row ert_requant_row (quant_s8.h).
+ *   qgemm_s8_p  qgemm_s8 for weights wq in [-127, 127] only (pairs of int8 products
+ *               summed in int16, exact only then): conv2d_s8 uses it for nodes whose
+ *               constant W prepare found free of -128 (no dotprod: sdot is faster).
+ *   binary_s8   one row of int8 add (op 0) or mul (op 1), ref/binary_s8.c: p = {a_zp, b_zp,
+ *               y_zp, ma, mb, shift, lo, hi} (mul: ma is the multiplier), for i < n with
+ *               A = a[sa ? i : 0], B = b[sb ? i : 0] (sa, sb in {0, 1}; y may be a or b).
+ *   lut_s8      y[i] = t[x[i] + 128], i < n (y may be x); aarch64 only. */
   void (*qgemm_s8)(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
                    const int32_t *bias, int32_t *acc, int32_t lda);
   void (*pack_w_s8)(int8_t *wq, int32_t *wsum, const int8_t *w, size_t ld, int32_t rows,
@@ -90,6 +97,11 @@ typedef struct ert_kernels {
                   int32_t *acc);
   void (*requant_row)(const int32_t *acc, size_t n, int32_t mult, int32_t shift, int32_t zp,
                       int32_t lo, int32_t hi, int8_t *y);
+  void (*qgemm_s8_p)(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
+                     const int32_t *bias, int32_t *acc, int32_t lda);
+  void (*binary_s8)(int op, const int32_t *p, const int8_t *a, const int8_t *b, int8_t *y,
+                    size_t n, int sa, int sb);
+  void (*lut_s8)(const int8_t *t, const int8_t *x, int8_t *y, size_t n);
 } ert_kernels;
 
 /* Filled by a load-time constructor in cpu.c; read-only afterwards. */
@@ -134,5 +146,11 @@ void ert_gemv_s8__dot(int32_t k, int32_t n, const int8_t *a, int32_t azp, const 
                       int32_t *acc);
 void ert_requant_row__neon(const int32_t *acc, size_t n, int32_t mult, int32_t shift, int32_t zp,
                            int32_t lo, int32_t hi, int8_t *y);
+void ert_qgemm_s8_p__neon(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
+                          const int32_t *bias, int32_t *acc, int32_t lda);
+/* kernels/neon/ew_s8.c; lut_s8 on aarch64 only. */
+void ert_binary_s8__neon(int op, const int32_t *p, const int8_t *a, const int8_t *b, int8_t *y,
+                         size_t n, int sa, int sb);
+void ert_lut_s8__neon(const int8_t *t, const int8_t *x, int8_t *y, size_t n);
 
 #endif /* ERT_CPU_H_ */

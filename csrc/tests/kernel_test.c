@@ -209,8 +209,12 @@ static void expect_eq(const char *what, long long got, long long want, const cha
   if (failures++ < 20) fprintf(stderr, "FAIL %s %s: got %lld want %lld\n", what, ctx, got, want);
 }
 
-static void test_qgemm_s8(const ert_kernels *opt) {
-  if (opt->qgemm_s8 == NULL) return;
+typedef void (*qgemm_fn)(int32_t, int32_t, const int8_t *, const int8_t *, const int32_t *, int32_t *,
+                         int32_t);
+
+/* qgemm_s8 (weights in [wmin, 127]) */
+static void test_qgemm_fn(qgemm_fn fn, int32_t wmin, const char *name) {
+  if (fn == NULL) return;
   static const int32_t kqs[] = {1, 2, 3, 4, 7, 64, 65};
   static const int32_t nps[] = {1, 3, 4, 5, 7, 8, 9, 12, 15, 16, 17, 20, 24, 31, 32, 33, 63, 64};
   unsigned seed = 21;
@@ -219,11 +223,11 @@ static void test_qgemm_s8(const ert_kernels *opt) {
       const int32_t kq = kqs[a], np = nps[b], lda = np + 3;
       int8_t *col = guarded_s8((size_t)kq * 4u * (size_t)np), *wq = guarded_s8((size_t)kq * 16u);
       for (int32_t i = 0; i < kq * 4 * np; ++i) col[i] = (int8_t)irand(&seed, -128, 127);
-      for (int32_t i = 0; i < kq * 16; ++i) wq[i] = (int8_t)irand(&seed, -128, 127);
+      for (int32_t i = 0; i < kq * 16; ++i) wq[i] = (int8_t)irand(&seed, wmin, 127);
       int32_t *acc = malloc(sizeof(int32_t) * (size_t)(4 * lda)), bias[4];
       for (int r = 0; r < 4; ++r) bias[r] = irand(&seed, -(INT32_MAX - kq * 4 * 16384), INT32_MAX - kq * 4 * 16384);
       for (int32_t i = 0; i < 4 * lda; ++i) acc[i] = 0x5a5a5a5a;
-      opt->qgemm_s8(kq, np, col, wq, bias, acc, lda);
+      fn(kq, np, col, wq, bias, acc, lda);
       char ctx[64];
       snprintf(ctx, sizeof ctx, "kq=%d np=%d", (int)kq, (int)np);
       for (int r = 0; r < 4; ++r) {
@@ -231,11 +235,74 @@ static void test_qgemm_s8(const ert_kernels *opt) {
           long long want = bias[r];
           for (int32_t t = 0; t < 4 * kq; ++t)
             want += (long long)col[(t / 4) * 4 * np + 4 * i + t % 4] * wq[16 * (t / 4) + 4 * r + t % 4];
-          expect_eq("qgemm_s8", acc[r * lda + i], want, ctx);
+          expect_eq(name, acc[r * lda + i], want, ctx);
         }
-        for (int32_t i = np; i < lda; ++i) expect_eq("qgemm_s8 past np", acc[r * lda + i], 0x5a5a5a5a, ctx);
+        for (int32_t i = np; i < lda; ++i) expect_eq(name, acc[r * lda + i], 0x5a5a5a5a, ctx);
       }
       free(acc);
+    }
+}
+
+static void test_qgemm_s8(const ert_kernels *opt) {
+  test_qgemm_fn(opt->qgemm_s8, -128, "qgemm_s8");
+  test_qgemm_fn(opt->qgemm_s8_p, -127, "qgemm_s8_p");
+}
+
+/* binary_s8: add and mul rows, same shape and either operand broadcast, in place, on
+ * lengths around the vector widths, zero points and ranges at the ends, multipliers up to
+ * the limits, shifts 1 .. 31. */
+static void test_binary_s8(const ert_kernels *opt) {
+  if (opt->binary_s8 == NULL) return;
+  static const int32_t shifts[] = {1, 2, 7, 13, 15, 16, 20, 24, 29, 30, 31};
+  static const int32_t zps[] = {-128, 0, 127};
+  static const size_t ns[] = {1, 7, 8, 9, 15, 16, 17, 31, 40, 64, 65};
+  unsigned seed = 31;
+  for (int op = 0; op < 2; ++op)
+    for (size_t si = 0; si < sizeof shifts / sizeof shifts[0]; ++si)
+      for (int layout = 0; layout < 4; ++layout) /* same, b scalar, a scalar, in place */
+        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ++ni) {
+          const size_t n = ns[ni];
+          const int sa = layout != 2, sb = layout != 1;
+          const int32_t mlim = op == 0 ? (1 << 15) - 1 : (1 << 14) - 1;
+          int32_t p[8];
+          p[0] = zps[irand(&seed, 0, 2)], p[1] = zps[irand(&seed, 0, 2)], p[2] = zps[irand(&seed, 0, 2)];
+          p[3] = irand(&seed, 0, mlim), p[4] = irand(&seed, 0, mlim), p[5] = shifts[si];
+          if (ni % 3 == 0) p[6] = -128, p[7] = 127;
+          else p[6] = p[2], p[7] = p[2] < 120 ? p[2] + 7 : 127;
+          int8_t *a = guarded_s8(sa ? n : 1), *b = guarded_s8(sb ? n : 1), *y = guarded_s8(n);
+          int8_t a0[80], b0[80];
+          for (size_t i = 0; i < (sa ? n : 1); ++i) a[i] = a0[i] = (int8_t)irand(&seed, -128, 127);
+          for (size_t i = 0; i < (sb ? n : 1); ++i) b[i] = b0[i] = (int8_t)irand(&seed, -128, 127);
+          int8_t *out = layout == 3 ? a : y;
+          opt->binary_s8(op, p, a, b, out, n, sa, sb);
+          char ctx[112];
+          snprintf(ctx, sizeof ctx, "op=%d layout=%d n=%zu zp=%d,%d,%d m=%d,%d shift=%d [%d,%d]", op,
+                   layout, n, (int)p[0], (int)p[1], (int)p[2], (int)p[3], (int)p[4], (int)p[5],
+                   (int)p[6], (int)p[7]);
+          for (size_t i = 0; i < n; ++i) {
+            const int64_t da = a0[sa ? i : 0] - p[0], db = b0[sb ? i : 0] - p[1];
+            const int64_t v = op == 0 ? da * p[3] + db * p[4] : da * db * p[3];
+            const int64_t r = ert_floor_shift(v + ((int64_t)1 << (p[5] - 1)), p[5]);
+            expect_eq(op == 0 ? "binary_s8 add" : "binary_s8 mul", out[i], ert_clamp_s8(p[2] + r, p[6], p[7]),
+                      ctx);
+          }
+        }
+}
+
+/* lut_s8: every index, lengths around 16, in place. */
+static void test_lut_s8(const ert_kernels *opt) {
+  if (opt->lut_s8 == NULL) return;
+  unsigned seed = 32;
+  int8_t t[256];
+  for (int i = 0; i < 256; ++i) t[i] = (int8_t)irand(&seed, -128, 127);
+  for (size_t n = 1; n <= 300; n += (n < 40 ? 1 : 37))
+    for (int inplace = 0; inplace < 2; ++inplace) {
+      int8_t *x = guarded_s8(n), *y = inplace ? x : guarded_s8(n), x0[300];
+      for (size_t i = 0; i < n; ++i) x[i] = x0[i] = (int8_t)(n > 256 ? (int)i - 128 : irand(&seed, -128, 127));
+      opt->lut_s8(t, x, y, n);
+      char ctx[48];
+      snprintf(ctx, sizeof ctx, "n=%zu inplace=%d", n, inplace);
+      for (size_t i = 0; i < n; ++i) expect_eq("lut_s8", y[i], t[x0[i] + 128], ctx);
     }
 }
 
@@ -570,6 +637,8 @@ int main(int argc, char **argv) {
   test_widen_s8(&opt);
   test_gemv_s8(&opt);
   test_requant_row(&opt);
+  test_binary_s8(&opt);
+  test_lut_s8(&opt);
 #if defined(ERT_NEON_KERNELS) && defined(__aarch64__)
   printf("int8 dot products: %s\n", opt.qgemm_s8 == ert_qgemm_s8__dot && opt.gemv_s8 == ert_gemv_s8__dot
                                           ? "sdot" : "no sdot");

@@ -25,8 +25,8 @@ static inline float clamp1(float x, float lo, float hi) {
   return v > hi ? hi : v;
 }
 
-/* Rows of n floats: VEXPR(v) on four at a time (two vectors per step), SEXPR(s) on the
- * rest. */
+/* Rows of n floats: VEXPR(v) on eight at a time (two vectors per step), SEXPR(s) on
+ * the rest. */
 #define ACT_ROWS(VEXPR, SEXPR)                                       \
   for (int32_t r = 0; r < rows; ++r, x += ld) {                      \
     size_t i = 0;                                                    \
@@ -34,11 +34,6 @@ static inline float clamp1(float x, float lo, float hi) {
       const float32x4_t v0 = vld1q_f32(x + i), v1 = vld1q_f32(x + i + 4); \
       vst1q_f32(x + i, VEXPR(v0));                                   \
       vst1q_f32(x + i + 4, VEXPR(v1));                               \
-    }                                                                \
-    if (i + 4 <= n) {                                                \
-      const float32x4_t v0 = vld1q_f32(x + i);                       \
-      vst1q_f32(x + i, VEXPR(v0));                                   \
-      i += 4;                                                        \
     }                                                                \
     for (; i < n; ++i) {                                             \
       const float s = x[i];                                          \

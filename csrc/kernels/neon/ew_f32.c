@@ -108,32 +108,22 @@ void ert_softmax_row_f32__neon(const float *x, float *y, size_t n) {
   const float mx = vget_lane_f32(m2, 0);
 #endif
   const float32x4_t vm = vdupq_n_f32(mx);
-  float32x4_t s0 = vdupq_n_f32(0.0f), s1 = s0;
-  size_t i = 0;
-  for (; i + 8 <= body; i += 8) {
-    const float32x4_t e0 = v_exp_neg(vsubq_f32(vld1q_f32(x + i), vm));
-    const float32x4_t e1 = v_exp_neg(vsubq_f32(vld1q_f32(x + i + 4), vm));
-    vst1q_f32(y + i, e0);
-    vst1q_f32(y + i + 4, e1);
-    s0 = vaddq_f32(s0, e0);
-    s1 = vaddq_f32(s1, e1);
-  }
-  if (i < body) {
-    const float32x4_t e0 = v_exp_neg(vsubq_f32(vld1q_f32(x + i), vm));
-    vst1q_f32(y + i, e0);
-    s0 = vaddq_f32(s0, e0);
+  float32x4_t s0 = vdupq_n_f32(0.0f);
+  for (size_t i = 0; i < body; i += 4) {
+    const float32x4_t e = v_exp_neg(vsubq_f32(vld1q_f32(x + i), vm));
+    vst1q_f32(y + i, e);
+    s0 = vaddq_f32(s0, e);
   }
   float32x4_t et = vdupq_n_f32(0.0f);
   if (rest) {
     et = v_exp_neg(vsubq_f32(vld1q_f32(tail), vm));
-    s1 = vaddq_f32(s1, et);
+    s0 = vaddq_f32(s0, et);
   }
-  s0 = vaddq_f32(s0, s1);
   const float sum = (vgetq_lane_f32(s0, 0) + vgetq_lane_f32(s0, 1)) +
                     (vgetq_lane_f32(s0, 2) + vgetq_lane_f32(s0, 3));
   const float inv = 1.0f / sum;
   const float32x4_t vinv = vdupq_n_f32(inv);
-  for (i = 0; i < body; i += 4) vst1q_f32(y + i, vmulq_f32(vld1q_f32(y + i), vinv));
+  for (size_t i = 0; i < body; i += 4) vst1q_f32(y + i, vmulq_f32(vld1q_f32(y + i), vinv));
   if (rest) {
     vst1q_f32(tail, vmulq_f32(et, vinv));
     memcpy(y + body, tail, rest * sizeof(float));

@@ -86,6 +86,82 @@ void ert_qgemm_s8__neon(int32_t kq, int32_t np, const int8_t *col, const int8_t 
   qgemm_tail(kq, np, i, col, wq, bias, acc, lda);
 }
 
+/* The pair-accumulating form, for weights in [-127, 127] (qgemm_s8_p): for quads q and
+ * q+1 of two pixels, vmull_s8 + vmlal_s8 put x_q[j] w_q[j] + x_{q+1}[j] w_{q+1}[j] into
+ * the int16 lanes (|x| <= 128, |w| <= 127: each product within 16256, the pair within
+ * 32512, so the lane holds the exact sum), and vpadalq_s16 adds neighbouring lanes of the
+ * same pixel into int32. Accumulator a[r][v][h] holds [pixel p: taps 0+1, taps 2+3, pixel
+ * p+1: ...] for the pixels 4v + 2h, 4v + 2h + 1 of the tile; the last pairwise add gives
+ * one sum per pixel. V vectors of 4 pixels from i. */
+/* a += quads q (at c, w) and, when two, q + 1 (at c + np4, w + 16). */
+static inline __attribute__((always_inline)) void qgemm_p_step(int32x4_t a[4][2][2],
+                                                               const int8_t *c, size_t np4,
+                                                               const int8_t *w, const int V,
+                                                               const int two) {
+  int8x16_t x0[2], x1[2];
+  for (int v = 0; v < V; ++v) {
+    x0[v] = vld1q_s8(c + 16 * v);
+    x1[v] = two ? vld1q_s8(c + np4 + 16 * v) : vdupq_n_s8(0);
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r) {
+    const int8x16_t w0 = vreinterpretq_s8_s32(vld1q_dup_s32((const int32_t *)(const void *)(w + 4 * r)));
+    const int8x16_t w1 =
+        two ? vreinterpretq_s8_s32(vld1q_dup_s32((const int32_t *)(const void *)(w + 16 + 4 * r)))
+            : vdupq_n_s8(0);
+    for (int v = 0; v < V; ++v) {
+      int16x8_t l = vmull_s8(vget_low_s8(x0[v]), vget_low_s8(w0));
+#if defined(__aarch64__)
+      int16x8_t h = vmull_high_s8(x0[v], w0);
+      if (two) l = vmlal_s8(l, vget_low_s8(x1[v]), vget_low_s8(w1)), h = vmlal_high_s8(h, x1[v], w1);
+#else
+      int16x8_t h = vmull_s8(vget_high_s8(x0[v]), vget_high_s8(w0));
+      if (two)
+        l = vmlal_s8(l, vget_low_s8(x1[v]), vget_low_s8(w1)),
+        h = vmlal_s8(h, vget_high_s8(x1[v]), vget_high_s8(w1));
+#endif
+      a[r][v][0] = vpadalq_s16(a[r][v][0], l);
+      a[r][v][1] = vpadalq_s16(a[r][v][1], h);
+    }
+  }
+}
+
+static inline __attribute__((always_inline)) void qgemm_p_tile(int32_t kq, int32_t np, int32_t i,
+                                                               const int8_t *col, const int8_t *wq,
+                                                               const int32_t *bias, int32_t *acc,
+                                                               int32_t lda, const int V) {
+  int32x4_t a[4][2][2];
+  for (int r = 0; r < 4; ++r)
+    for (int v = 0; v < V; ++v) a[r][v][0] = a[r][v][1] = vdupq_n_s32(0);
+  const size_t np4 = (size_t)np * 4u;
+  const int8_t *c = col + (size_t)i * 4u;
+  int32_t q = 0;
+  for (; q + 2 <= kq; q += 2, c += 2 * np4) qgemm_p_step(a, c, np4, wq + 16 * q, V, 1);
+  if (q < kq) qgemm_p_step(a, c, np4, wq + 16 * q, V, 0);
+  for (int r = 0; r < 4; ++r)
+    for (int v = 0; v < V; ++v) {
+#if defined(__aarch64__)
+      const int32x4_t s = vpaddq_s32(a[r][v][0], a[r][v][1]);
+#else
+      const int32x4_t s =
+          vcombine_s32(vpadd_s32(vget_low_s32(a[r][v][0]), vget_high_s32(a[r][v][0])),
+                       vpadd_s32(vget_low_s32(a[r][v][1]), vget_high_s32(a[r][v][1])));
+#endif
+      vst1q_s32(acc + (size_t)r * (size_t)lda + (size_t)i + 4u * (size_t)v,
+                vaddq_s32(s, vdupq_n_s32(bias[r])));
+    }
+}
+
+void ert_qgemm_s8_p__neon(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
+                          const int32_t *bias, int32_t *acc, int32_t lda) {
+  int32_t i = 0;
+#if defined(__aarch64__)
+  for (; i + 8 <= np; i += 8) qgemm_p_tile(kq, np, i, col, wq, bias, acc, lda, 2);
+#endif
+  for (; i + 4 <= np; i += 4) qgemm_p_tile(kq, np, i, col, wq, bias, acc, lda, 1);
+  qgemm_tail(kq, np, i, col, wq, bias, acc, lda);
+}
+
 void ert_pack_w_s8__neon(int8_t *wq, int32_t *wsum, const int8_t *w, size_t ld, int32_t rows,
                          int32_t k) {
   const int32_t kq = (k + 3) / 4;

@@ -9,6 +9,7 @@
  * separate loops for the contiguous and broadcast cases so that they vectorize.
  * add may run in place (the output is input 0, of the same shape).
  */
+#include "cpu.h"
 #include "quant_s8.h"
 
 enum { OD_RANK = 0, OD_DIMS = 1, OD_SA = OD_DIMS + EDGERT_MAX_DIMS,
@@ -136,7 +137,17 @@ typedef struct rq {
     *yp = (int8_t)(r_ > hi ? hi : r_);                                  \
   } while (0)
 
+/* The row loops are compiled twice on x86-64 GCC/glibc: for AVX2 and for the baseline,
+ * chosen at load time (same integer results). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && \
+    !defined(ERT_NO_CLONES)
+#define ROW_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define ROW_CLONES
+#endif
+
 /* One output row of n elements; a and b advance by sa and sb (0 or 1, or any stride). */
+ROW_CLONES
 static void add_row(const rq *q, const int8_t *a, const int8_t *b, int8_t *y, int64_t n, int64_t sa,
                     int64_t sb) {
   ROW_LOCALS(q);
@@ -168,6 +179,7 @@ static void add_row(const rq *q, const int8_t *a, const int8_t *b, int8_t *y, in
   }
 }
 
+ROW_CLONES
 static void mul_row(const rq *q, const int8_t *a, const int8_t *b, int8_t *y, int64_t n, int64_t sa,
                     int64_t sb) {
   ROW_LOCALS(q);
@@ -202,7 +214,9 @@ static void mul_row(const rq *q, const int8_t *a, const int8_t *b, int8_t *y, in
 typedef void (*row_fn)(const rq *, const int8_t *, const int8_t *, int8_t *, int64_t, int64_t,
                        int64_t);
 
-static void run(const ert_node *node, const rq *q, row_fn row) {
+/* Rows run through ert_cpu.binary_s8 (op 0 add, 1 mul) when there is one and the row's
+ * strides are 0 or 1. */
+static void run(const ert_node *node, const rq *q, row_fn row, int op) {
   const int32_t r = (int32_t)node->opdata[OD_RANK];
   const int8_t *a = (const int8_t *)node->in[0]->data, *b = (const int8_t *)node->in[1]->data;
   int8_t *y = (int8_t *)node->out[0]->data;
@@ -217,8 +231,15 @@ static void run(const ert_node *node, const rq *q, row_fn row) {
   int64_t idx[EDGERT_MAX_DIMS] = {0};
   int64_t oa = 0, ob = 0;
   const size_t rows = node->out[0]->numel / (size_t)inner;
+  const int64_t ia = sa[r - 1], ib = sb[r - 1];
+  const int32_t p[8] = {q->azp, q->bzp, q->yzp, q->ma, q->mb, q->shift, q->lo, q->hi};
+  void (*simd)(int, const int32_t *, const int8_t *, const int8_t *, int8_t *, size_t, int, int) =
+      (ia | ib) >> 1 == 0 ? ert_cpu.binary_s8 : NULL;
   for (size_t k = 0; k < rows; k++) {
-    row(q, a + oa, b + ob, y + k * (size_t)inner, inner, sa[r - 1], sb[r - 1]);
+    if (simd != NULL)
+      simd(op, p, a + oa, b + ob, y + k * (size_t)inner, (size_t)inner, (int)ia, (int)ib);
+    else
+      row(q, a + oa, b + ob, y + k * (size_t)inner, inner, ia, ib);
     for (int32_t d = r - 2; d >= 0; d--) {
       oa += sa[d];
       ob += sb[d];
@@ -235,12 +256,12 @@ void ert_add_s8__ref(const ert_node *node, ert_exec *ex) {
   const uint32_t f = ADD_FIRST;
   rq q = {ert_pi(node, f), ert_pi(node, f + 1), ert_pi(node, f + 2), ert_pi(node, f + 3),
           ert_pi(node, f + 4), ert_pi(node, f + 5), ert_pi(node, f + 6), ert_pi(node, f + 7)};
-  run(node, &q, add_row);
+  run(node, &q, add_row, 0);
 }
 
 void ert_mul_s8__ref(const ert_node *node, ert_exec *ex) {
   (void)ex;
   rq q = {ert_pi(node, 0), ert_pi(node, 1), ert_pi(node, 2), ert_pi(node, 3), 0,
           ert_pi(node, 4), ert_pi(node, 5), ert_pi(node, 6)};
-  run(node, &q, mul_row);
+  run(node, &q, mul_row, 1);
 }

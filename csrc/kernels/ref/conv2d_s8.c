@@ -20,6 +20,21 @@
 #include "cpu.h"
 #include "quant_s8.h"
 
+/* The hot loops below are compiled twice on x86-64 GCC/glibc: for AVX2 (256-bit
+ * multiply-add pairs) and for the baseline, chosen at load time. Same source, same
+ * integer results. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && \
+    !defined(ERT_NO_CLONES)
+#define S8_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define S8_CLONES
+#endif
+#if defined(__GNUC__)
+#define S8_INLINE static inline __attribute__((always_inline))
+#else
+#define S8_INLINE static inline
+#endif
+
 enum {
   P_GROUP, P_KH, P_KW, P_SH, P_SW, P_DH, P_DW, P_PT, P_PL, P_PB, P_PR, P_RANK1D, P_ACT,
   P_XZP = P_ACT + 3, P_YZP, P_LO, P_HI, P_SHIFT, P_COUNT
@@ -160,6 +175,10 @@ edgert_status ert_conv2d_s8_prepare(ert_node *node, ert_err *err) {
   if ((st = ert_check_qrange(node, err, ert_pi(node, P_YZP), ert_pi(node, P_LO),
                              ert_pi(node, P_HI))) != EDGERT_OK)
     return st;
+  /* opdata[0]: W is constant and free of -128, so ert_cpu.qgemm_s8_p is exact for it */
+  node->opdata[0] = w->storage == ERT_STORAGE_CONST && w->data != NULL;
+  for (size_t i = 0; node->opdata[0] && i < w->numel; i++)
+    node->opdata[0] = ((const int8_t *)w->data)[i] != -128;
   geom g;
   read_geom(node, &g);
   const size_t need = g.cg == 1 ? dw_scratch(&g) : im2col_scratch(&g);
@@ -190,8 +209,10 @@ typedef struct job {
   int8_t *y;
   char *scratch;
   size_t slot_bytes, tasks, nslots, blocks;
+  int w_no_min; /* W has no -128 (opdata[0]) */
 } job;
 
+S8_CLONES
 static void dw_fill(const geom *g, const int8_t *x, int16_t *buf) {
   const int64_t rows = dw_rows(g), cols = dw_cols(g), plen = dw_plen(g), sw = g->sw;
   const int64_t row_len = sw * plen;
@@ -221,6 +242,13 @@ static void dw_fill(const geom *g, const int8_t *x, int16_t *buf) {
   }
 }
 
+/* The tap loop fully unrolled, so that the loop over outputs is vectorized. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define DW_UNROLL _Pragma("GCC unroll 32")
+#else
+#define DW_UNROLL
+#endif
+
 /* acc[i] += sum over T taps of w[t] * tp[t][i], i < n: a whole window per output,
  * for the common 3x3 and 5x5 kernels (|(x - x_zp) * w| <= 255 * 128: 16-bit products,
  * 32-bit sums). */
@@ -228,6 +256,7 @@ static void dw_fill(const geom *g, const int8_t *x, int16_t *buf) {
   static void NAME(int32_t *acc, const int16_t *const *tp, const int16_t *w, int32_t n) { \
     for (int32_t i = 0; i < n; i++) {                                                   \
       int32_t s = acc[i];                                                               \
+      DW_UNROLL                                                                         \
       for (int t = 0; t < (T); t++) s += (int16_t)(w[t] * tp[t][i]);                     \
       acc[i] = s;                                                                       \
     }                                                                                   \
@@ -237,6 +266,7 @@ DW_TAPS_S8(dw_taps25, 25)
 
 /* One output plane from the padded copy: per output row, taps accumulate contiguous
  * runs. */
+S8_CLONES
 static void dw_plane_padded(const geom *g, const int16_t *buf, const int8_t *w,
                             const int32_t *qp, int8_t *y) {
   const int64_t plen = dw_plen(g), row_len = g->sw * plen;
@@ -390,9 +420,10 @@ static void gather(const geom *g, const int8_t *x, int32_t p0, int32_t pb, int16
   }
 }
 
-/* out[r] = a . w_r and out[4 + r] = b . w_r for the S8_MR rows w_r of w (k apart). */
-static void dot_2x4(const int16_t *a, const int16_t *b, const int16_t *w, int32_t k,
-                    int32_t *out) {
+/* out[r] = a . w_r and out[4 + r] = b . w_r for the S8_MR rows w_r of w (k apart).
+ * Always inlined, so that it is built for the instruction set of block's clone. */
+S8_INLINE void dot_2x4(const int16_t *a, const int16_t *b, const int16_t *w, int32_t k,
+                       int32_t *out) {
   const int16_t *w0 = w, *w1 = w + k, *w2 = w + 2 * (size_t)k, *w3 = w + 3 * (size_t)k;
   int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, t0 = 0, t1 = 0, t2 = 0, t3 = 0;
   for (int32_t i = 0; i < k; i++) {
@@ -410,6 +441,7 @@ static void dot_2x4(const int16_t *a, const int16_t *b, const int16_t *w, int32_
   out[4] = t0, out[5] = t1, out[6] = t2, out[7] = t3;
 }
 
+S8_CLONES
 static void block(const job *j, size_t t, int16_t *col, int16_t *wbuf) {
   const geom *g = j->g;
   const size_t per_image = (size_t)g->group * j->blocks;
@@ -496,7 +528,8 @@ static void block_q(const job *j, size_t t, int8_t *col, int8_t *wq) {
     ert_cpu.pack_w_s8(wq, wsum, j->w + oc0 * k, k, mr, g->k);
     for (int32_t r = 0; r < mr; r++) bias[r] = j->qp[2 * (oc0 + (size_t)r)] - g->xzp * wsum[r];
     int32_t acc[S8_MR][S8_PB + 1];
-    ert_cpu.qgemm_s8(kq, np, col, wq, bias, &acc[0][0], S8_PB + 1);
+    (j->w_no_min && ert_cpu.qgemm_s8_p != NULL ? ert_cpu.qgemm_s8_p : ert_cpu.qgemm_s8)(
+        kq, np, col, wq, bias, &acc[0][0], S8_PB + 1);
     for (int32_t r = 0; r < mr; r++) {
       const int32_t *qp = j->qp + 2 * (oc0 + (size_t)r);
       ert_requant_row(acc[r], (size_t)pb, qp[1], g->shift, g->yzp, g->lo, g->hi,
@@ -531,6 +564,7 @@ void ert_conv2d_s8__ref(const ert_node *node, ert_exec *ex) {
   j.w = (const int8_t *)node->in[1]->data;
   j.qp = (const int32_t *)node->in[2]->data;
   j.y = (int8_t *)node->out[0]->data;
+  j.w_no_min = node->opdata[0] != 0;
   if ((size_t)g.n * (size_t)g.m * (size_t)g.oh * (size_t)g.ow == 0) return;
   if (g.cg == 1) {
     const size_t planes = (size_t)g.n * (size_t)g.m, need = dw_scratch(&g);

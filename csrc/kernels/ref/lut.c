@@ -1,5 +1,6 @@
 /* lut.c: int8 -> int8 table lookup, the int8 form of every float unary op
  * (edgert/ops/lut.py). y = table[x + 128]; may run in place. */
+#include "cpu.h"
 #include "quant_s8.h"
 
 #define LUT_PAR_MIN ((size_t)1 << 16)
@@ -24,6 +25,10 @@ static void lut_task(void *arg, size_t begin, size_t end) {
   const int8_t *x = (const int8_t *)node->in[0]->data;
   const int8_t *t = (const int8_t *)node->in[1]->data + 128;
   int8_t *y = (int8_t *)node->out[0]->data;
+  if (ert_cpu.lut_s8 != NULL) {
+    ert_cpu.lut_s8(t - 128, x + begin, y + begin, end - begin);
+    return;
+  }
   ERT_IVDEP
   for (size_t i = begin; i < end; i++) y[i] = t[x[i]];
 }

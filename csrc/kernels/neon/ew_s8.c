@@ -1,0 +1,119 @@
+/* ew_s8.c (NEON): int8 element-wise rows, contracts in src/cpu.h (binary_s8, lut_s8).
+ * Integer arithmetic: the results are the reference's (ref/binary_s8.c, ref/lut.c)
+ * byte for byte.
+ *
+ * binary_s8 computes v = (a - a_zp) ma + (b - b_zp) mb (add) or (a - a_zp)(b - b_zp) m
+ * (mul) exactly in int32 lanes (|v| < 2^25 resp. 2^30: 15- and 14-bit multipliers, so
+ * no lane wraps), then SRSHL by -shift, which the architecture defines as
+ * (v + 2^(shift-1)) >> shift on unbounded integers, i.e. the reference's
+ * floor((v + 2^(shift-1)) / 2^shift). The saturating narrowings to int16 and int8 and
+ * the saturating add of y_zp in int16 are monotonic and only move values that are
+ * beyond [-128, 127] (so beyond [lo, hi]) while keeping them on the same side, so the
+ * final clamp to [lo, hi] gives clamp(y_zp + r, lo, hi) exactly. */
+#include <arm_neon.h>
+#include <stddef.h>
+
+#include "../ref/quant_s8.h"
+#include "cpu.h"
+
+/* The reference's element (the tail). */
+static int8_t bin1(int op, const int32_t *p, int32_t a, int32_t b) {
+  const int64_t v = op == 0 ? (int64_t)(a - p[0]) * p[3] + (int64_t)(b - p[1]) * p[4]
+                            : (int64_t)(a - p[0]) * (b - p[1]) * p[3];
+  return ert_clamp_s8(p[2] + ert_floor_shift(v + ((int64_t)1 << (p[5] - 1)), p[5]), p[6], p[7]);
+}
+
+/* y = clamp(y_zp + (v >> shift, rounded), lo, hi) for 8 lanes v0:v1. */
+static inline int8x8_t finish8(int32x4_t v0, int32x4_t v1, int32x4_t nsh, int16x8_t yzp,
+                               int8x8_t lo, int8x8_t hi) {
+  const int16x8_t h = vcombine_s16(vqmovn_s32(vrshlq_s32(v0, nsh)), vqmovn_s32(vrshlq_s32(v1, nsh)));
+  return vmin_s8(vmax_s8(vqmovn_s16(vqaddq_s16(h, yzp)), lo), hi);
+}
+
+/* 8 lanes of v from the widened operands da, db (int16). */
+static inline __attribute__((always_inline)) void value8(int op, int16x8_t da, int16x8_t db,
+                                                         int16_t ma, int16_t mb, int32x4_t m,
+                                                         int32x4_t *v0, int32x4_t *v1) {
+  if (op == 0) {
+    *v0 = vmlal_n_s16(vmull_n_s16(vget_low_s16(da), ma), vget_low_s16(db), mb);
+    *v1 = vmlal_n_s16(vmull_n_s16(vget_high_s16(da), ma), vget_high_s16(db), mb);
+  } else {
+    *v0 = vmulq_s32(vmull_s16(vget_low_s16(da), vget_low_s16(db)), m);
+    *v1 = vmulq_s32(vmull_s16(vget_high_s16(da), vget_high_s16(db)), m);
+  }
+}
+
+static inline __attribute__((always_inline)) void binary_rows(int op, const int32_t *p,
+                                                              const int8_t *pa, const int8_t *pb,
+                                                              int8_t *y, size_t n, size_t ia,
+                                                              size_t ib, const int8_t *a,
+                                                              const int8_t *b) {
+  const int8x8_t azp = vdup_n_s8((int8_t)p[0]), bzp = vdup_n_s8((int8_t)p[1]);
+  const int16x8_t yzp = vdupq_n_s16((int16_t)p[2]);
+  const int16_t ma = (int16_t)p[3], mb = (int16_t)p[4];
+  const int32x4_t m = vdupq_n_s32(p[3]), nsh = vdupq_n_s32(-p[5]);
+  const int8x8_t lo = vdup_n_s8((int8_t)p[6]), hi = vdup_n_s8((int8_t)p[7]);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const int8x16_t xa = vld1q_s8(pa + i * ia), xb = vld1q_s8(pb + i * ib);
+    int32x4_t v0, v1, v2, v3;
+    value8(op, vsubl_s8(vget_low_s8(xa), azp), vsubl_s8(vget_low_s8(xb), bzp), ma, mb, m, &v0, &v1);
+    value8(op, vsubl_s8(vget_high_s8(xa), azp), vsubl_s8(vget_high_s8(xb), bzp), ma, mb, m, &v2,
+           &v3);
+    vst1q_s8(y + i, vcombine_s8(finish8(v0, v1, nsh, yzp, lo, hi), finish8(v2, v3, nsh, yzp, lo, hi)));
+  }
+  if (i + 8 <= n) {
+    int32x4_t v0, v1;
+    value8(op, vsubl_s8(vld1_s8(pa + i * ia), azp), vsubl_s8(vld1_s8(pb + i * ib), bzp), ma, mb, m,
+           &v0, &v1);
+    vst1_s8(y + i, finish8(v0, v1, nsh, yzp, lo, hi));
+    i += 8;
+  }
+  for (; i < n; ++i) y[i] = bin1(op, p, a[i * ia], b[i * ib]);
+}
+
+void ert_binary_s8__neon(int op, const int32_t *p, const int8_t *a, const int8_t *b, int8_t *y,
+                         size_t n, int sa, int sb) {
+  int8_t abuf[16], bbuf[16]; /* a broadcast operand: 16 copies, read at stride 0 */
+  const int8_t *pa = a, *pb = b;
+  if (!sa) {
+    vst1q_s8(abuf, vdupq_n_s8(a[0]));
+    pa = abuf;
+  }
+  if (!sb) {
+    vst1q_s8(bbuf, vdupq_n_s8(b[0]));
+    pb = bbuf;
+  }
+  const size_t ia = sa ? 1 : 0, ib = sb ? 1 : 0;
+  if (op == 0)
+    binary_rows(0, p, pa, pb, y, n, ia, ib, a, b);
+  else
+    binary_rows(1, p, pa, pb, y, n, ia, ib, a, b);
+}
+
+#if defined(__aarch64__)
+/* y[i] = t[x[i] + 128]: the index x + 128 is x ^ 0x80 as a byte; tbl looks it up in
+ * entries 0..63 (0 past them), then tbx in 64..127, 128..191 and 192..255 after
+ * subtracting 64 each time (indices of the earlier quarters wrap past 191 and are left
+ * alone). */
+void ert_lut_s8__neon(const int8_t *t, const int8_t *x, int8_t *y, size_t n) {
+  const uint8_t *tu = (const uint8_t *)t;
+  uint8x16x4_t q[4];
+  for (int k = 0; k < 4; ++k)
+    for (int j = 0; j < 4; ++j) q[k].val[j] = vld1q_u8(tu + 64 * k + 16 * j);
+  const uint8x16_t k80 = vdupq_n_u8(0x80), k64 = vdupq_n_u8(64);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    uint8x16_t ix = veorq_u8(vld1q_u8((const uint8_t *)x + i), k80);
+    uint8x16_t r = vqtbl4q_u8(q[0], ix);
+    ix = vsubq_u8(ix, k64);
+    r = vqtbx4q_u8(r, q[1], ix);
+    ix = vsubq_u8(ix, k64);
+    r = vqtbx4q_u8(r, q[2], ix);
+    ix = vsubq_u8(ix, k64);
+    r = vqtbx4q_u8(r, q[3], ix);
+    vst1q_u8((uint8_t *)y + i, r);
+  }
+  for (; i < n; ++i) y[i] = t[x[i] + 128];
+}
+#endif
