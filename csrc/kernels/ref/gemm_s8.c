@@ -103,17 +103,35 @@ static void run_slot(void *arg, size_t begin, size_t end) {
         for (size_t i = 0; i < k; i++) row[i] = (int16_t)((int32_t)a[r * k + i] - j->azp);
         cur = r;
       }
-      for (size_t c = c0; c < c1; c++) {
-        int32_t acc = 0;
+      int32_t acc[GS8_NB];
+      size_t c = c0;
+      if (j->tb) /* four columns per pass: one read of the row, one reduction per four */
+        for (; c + 4 <= c1; c += 4) {
+          const int8_t *b0 = b + c * k, *b1 = b0 + k, *b2 = b1 + k, *b3 = b2 + k;
+          int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+          for (size_t i = 0; i < k; i++) {
+            const int32_t u = row[i];
+            s0 += u * b0[i];
+            s1 += u * b1[i];
+            s2 += u * b2[i];
+            s3 += u * b3[i];
+          }
+          acc[c - c0] = s0, acc[c - c0 + 1] = s1, acc[c - c0 + 2] = s2, acc[c - c0 + 3] = s3;
+        }
+      for (; c < c1; c++) {
+        int32_t s = 0;
         if (j->tb) {
           const int8_t *bc = b + c * k;
-          for (size_t i = 0; i < k; i++) acc += (int32_t)row[i] * (int32_t)bc[i];
+          for (size_t i = 0; i < k; i++) s += (int32_t)row[i] * (int32_t)bc[i];
         } else {
-          for (size_t i = 0; i < k; i++) acc += (int32_t)row[i] * (int32_t)b[i * (size_t)j->n + c];
+          for (size_t i = 0; i < k; i++) s += (int32_t)row[i] * (int32_t)b[i * (size_t)j->n + c];
         }
+        acc[c - c0] = s;
+      }
+      for (c = c0; c < c1; c++) {
         const int32_t *q = qp + 2 * c;
-        y[r * (size_t)j->n + c] =
-            ert_clamp_s8(j->yzp + ert_requant((int64_t)q[0] + acc, q[1], j->shift), j->lo, j->hi);
+        y[r * (size_t)j->n + c] = ert_clamp_s8(
+            j->yzp + ert_requant((int64_t)q[0] + acc[c - c0], q[1], j->shift), j->lo, j->hi);
       }
     }
   }
