@@ -251,24 +251,27 @@ def _model_case(name: str, real_model):
 _host_cache: dict[str, tuple] = {}
 
 
+def _write_case(d: pathlib.Path, data: bytes, feeds: dict) -> tuple:
+    """Writes the converted model and its inputs into d and runs it on the host:
+    (model file, {input: npy path}, {output name: host output})."""
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / "model.edgert"
+    path.write_bytes(data)
+    sess = edgert.Session(data)
+    outs = sess.run(None, feeds)
+    inputs = {}
+    for k, v in feeds.items():
+        p = d / (re.sub(r"[^A-Za-z0-9._-]", "_", k) + ".in.npy")
+        np.save(p, v)
+        inputs[k] = p
+    return path, inputs, {o.name: v for o, v in zip(sess.get_outputs(), outs)}
+
+
 def _prepared(name: str, real_model, workdir: pathlib.Path):
     """(model file, {input: npy path}, {output name: host output}) for one model."""
     if name not in _host_cache:
         model, kwargs, feeds = _model_case(name, real_model)
-        d = workdir / name
-        d.mkdir(parents=True, exist_ok=True)
-        data = edgert.convert(model, None, **kwargs)
-        path = d / "model.edgert"
-        path.write_bytes(data)
-        sess = edgert.Session(data)
-        outs = sess.run(None, feeds)
-        inputs = {}
-        for k, v in feeds.items():
-            p = d / (re.sub(r"[^A-Za-z0-9._-]", "_", k) + ".in.npy")
-            np.save(p, v)
-            inputs[k] = p
-        ref = {o.name: v for o, v in zip(sess.get_outputs(), outs)}
-        _host_cache[name] = (path, inputs, ref)
+        _host_cache[name] = _write_case(workdir / name, edgert.convert(model, None, **kwargs), feeds)
     return _host_cache[name]
 
 
@@ -382,19 +385,8 @@ def _prepared_int8(name: str, real_model, workdir: pathlib.Path):
     """(model file, {input: npy path}, {output name: host output}) for one int8 model."""
     if name not in _host_int8:
         model, kwargs, feeds, calib = _int8_case(name, real_model)
-        d = workdir / f"{name}-int8"
-        d.mkdir(parents=True, exist_ok=True)
         data = edgert.convert(model, None, quantize="int8", calibration=calib, **kwargs)
-        path = d / "model.edgert"
-        path.write_bytes(data)
-        sess = edgert.Session(data)
-        outs = sess.run(None, feeds)
-        inputs = {}
-        for k, v in feeds.items():
-            p = d / (re.sub(r"[^A-Za-z0-9._-]", "_", k) + ".in.npy")
-            np.save(p, v)
-            inputs[k] = p
-        _host_int8[name] = (path, inputs, {o.name: v for o, v in zip(sess.get_outputs(), outs)})
+        _host_int8[name] = _write_case(workdir / f"{name}-int8", data, feeds)
     return _host_int8[name]
 
 

@@ -57,6 +57,7 @@ void ert_cpu_select(void) {
     k.binary_s8 = ert_binary_s8__neon;
 #if defined(__aarch64__)
     k.lut_s8 = ert_lut_s8__neon;
+    k.quantize_s8 = ert_quantize_s8__neon;
 #endif
     if (ERT_HWCAP_DOTPROD != 0 && (hw & ERT_HWCAP_DOTPROD)) {
       /* dot-product (sdot) int8 kernels */

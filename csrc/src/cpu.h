@@ -72,9 +72,11 @@ typedef struct ert_kernels {
    *               for q < ceil(k/4), r < 4; wsum[r] = sum over t of those (rows <= 4).
    *   quads_s8    dst[4*np*q + 4*i + j] = t < k && i < n ? src[t*ld + i] : 0 with t = 4q + j,
    *               for q < ceil(k/4) and i < np (n <= np): rows in that quad layout.
-   *   dw_taps_s16 acc[i] = bias + sum over t < taps of w[t] * base[off[t] + i], i < n (the
-   *               taps' products fit int16).
-   *   widen_s8    d[i] = s[i*stride] - zp, i < n (stride >= 1; reads only those bytes).
+   *   dw_taps_s16 acc[r*n + i] = bias + sum over t < taps of w[t] * base[r*rs + off[t] + i],
+   *               i < n, r < rows (the taps' products fit int16; rows >= 1).
+   *   widen_s8    for r < rows, in row r (d + r*ds, s + r*ss): d[pre + i] = s[i*stride] - zp
+   *               for i < n, d[i] = 0 for the other i < len (pre + n <= len, stride >= 1,
+   *               rows >= 1; reads only those bytes of s).
    *   gemv_s8     acc[c] = sum over i < k of (a[i] - azp) * b[c*k + i], c < n; sdot when the
    *               CPU has dotprod.
    *   requant_row ert_requant_row (quant_s8.h).
@@ -84,15 +86,19 @@ typedef struct ert_kernels {
  *   binary_s8   one row of int8 add (op 0) or mul (op 1), ref/binary_s8.c: p = {a_zp, b_zp,
  *               y_zp, ma, mb, shift, lo, hi} (mul: ma is the multiplier), for i < n with
  *               A = a[sa ? i : 0], B = b[sb ? i : 0] (sa, sb in {0, 1}; y may be a or b).
- *   lut_s8      y[i] = t[x[i] + 128], i < n (y may be x); aarch64 only. */
+ *   lut_s8      y[i] = t[x[i] + 128], i < n (y may be x); aarch64 only.
+ *   quantize_s8 y[i] = the per-tensor int8 quantize_linear of x[i] by scale s and zero point z
+ *               (ref/quantize.c, quantize_one), i < n: IEEE division, the same float steps;
+ *               aarch64 only. */
   void (*qgemm_s8)(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
                    const int32_t *bias, int32_t *acc, int32_t lda);
   void (*pack_w_s8)(int8_t *wq, int32_t *wsum, const int8_t *w, size_t ld, int32_t rows,
                     int32_t k);
   void (*quads_s8)(int8_t *dst, const int8_t *src, size_t ld, int32_t k, int32_t n, int32_t np);
   void (*dw_taps_s16)(int32_t *acc, const int16_t *base, const ptrdiff_t *off, const int16_t *w,
-                      int32_t n, int32_t taps, int32_t bias);
-  void (*widen_s8)(int16_t *d, const int8_t *s, int32_t n, int32_t stride, int32_t zp);
+                      int32_t n, int32_t taps, int32_t bias, int32_t rows, ptrdiff_t rs);
+  void (*widen_s8)(int16_t *d, const int8_t *s, int32_t pre, int32_t n, int32_t len, int32_t stride,
+                   int32_t zp, int32_t rows, ptrdiff_t ds, ptrdiff_t ss);
   void (*gemv_s8)(int32_t k, int32_t n, const int8_t *a, int32_t azp, const int8_t *b,
                   int32_t *acc);
   void (*requant_row)(const int32_t *acc, size_t n, int32_t mult, int32_t shift, int32_t zp,
@@ -102,6 +108,7 @@ typedef struct ert_kernels {
   void (*binary_s8)(int op, const int32_t *p, const int8_t *a, const int8_t *b, int8_t *y,
                     size_t n, int sa, int sb);
   void (*lut_s8)(const int8_t *t, const int8_t *x, int8_t *y, size_t n);
+  void (*quantize_s8)(const float *x, int8_t *y, size_t n, float s, float z);
 } ert_kernels;
 
 /* Filled by a load-time constructor in cpu.c; read-only afterwards. */
@@ -138,8 +145,10 @@ void ert_pack_w_s8__neon(int8_t *wq, int32_t *wsum, const int8_t *w, size_t ld, 
 void ert_quads_s8__neon(int8_t *dst, const int8_t *src, size_t ld, int32_t k, int32_t n,
                         int32_t np);
 void ert_dw_taps_s16__neon(int32_t *acc, const int16_t *base, const ptrdiff_t *off,
-                           const int16_t *w, int32_t n, int32_t taps, int32_t bias);
-void ert_widen_s8__neon(int16_t *d, const int8_t *s, int32_t n, int32_t stride, int32_t zp);
+                           const int16_t *w, int32_t n, int32_t taps, int32_t bias, int32_t rows,
+                           ptrdiff_t rs);
+void ert_widen_s8__neon(int16_t *d, const int8_t *s, int32_t pre, int32_t n, int32_t len,
+                        int32_t stride, int32_t zp, int32_t rows, ptrdiff_t ds, ptrdiff_t ss);
 void ert_gemv_s8__neon(int32_t k, int32_t n, const int8_t *a, int32_t azp, const int8_t *b,
                        int32_t *acc);
 void ert_gemv_s8__dot(int32_t k, int32_t n, const int8_t *a, int32_t azp, const int8_t *b,
@@ -152,5 +161,6 @@ void ert_qgemm_s8_p__neon(int32_t kq, int32_t np, const int8_t *col, const int8_
 void ert_binary_s8__neon(int op, const int32_t *p, const int8_t *a, const int8_t *b, int8_t *y,
                          size_t n, int sa, int sb);
 void ert_lut_s8__neon(const int8_t *t, const int8_t *x, int8_t *y, size_t n);
+void ert_quantize_s8__neon(const float *x, int8_t *y, size_t n, float s, float z);
 
 #endif /* ERT_CPU_H_ */

@@ -289,6 +289,46 @@ static void test_binary_s8(const ert_kernels *opt) {
         }
 }
 
+/* quantize_s8 against quantize_one of ref/quantize.c (restated here): values at and
+ * around the rounding halves, the clamps, +-2^22, infinities and NaN; scales that make
+ * the division inexact. */
+static float quantize_ref(float x, float s, float z) {
+  float v = x / s;
+  v = v > 4194304.0f ? 4194304.0f : (v < -4194304.0f ? -4194304.0f : v);
+  v = (v + 12582912.0f) - 12582912.0f;
+  v = v == v ? v + z : z;
+  return v < -128.0f ? -128.0f : (v > 127.0f ? 127.0f : v);
+}
+
+static void test_quantize_s8(const ert_kernels *opt) {
+  if (opt->quantize_s8 == NULL) return;
+  static const float scales[] = {1.0f, 0.1f, 0.0078125f, 3.0f, 1e-30f};
+  static const float zs[] = {-128.0f, 0.0f, 5.0f, 127.0f};
+  unsigned seed = 41;
+  for (size_t a = 0; a < 5; ++a)
+    for (size_t b = 0; b < 4; ++b)
+      for (size_t n = 1; n <= 41; n += 4) {
+        float *x = guarded(n);
+        int8_t *y = guarded_s8(n);
+        for (size_t i = 0; i < n; ++i) {
+          const int32_t r = irand(&seed, -300, 300);
+          switch (i % 7) {
+            case 0: x[i] = ((float)r + 0.5f) * scales[a]; break;
+            case 1: x[i] = (float)r * scales[a] * 1.0001f; break;
+            case 2: x[i] = i % 2 ? INFINITY : -INFINITY; break;
+            case 3: x[i] = i % 3 ? NAN : 4194305.0f * scales[a]; break;
+            case 4: x[i] = (float)r * 0.37f; break;
+            default: x[i] = ((float)r - 0.5f) * scales[a];
+          }
+        }
+        opt->quantize_s8(x, y, n, scales[a], zs[b]);
+        char ctx[64];
+        snprintf(ctx, sizeof ctx, "s=%g z=%g n=%zu", (double)scales[a], (double)zs[b], n);
+        for (size_t i = 0; i < n; ++i)
+          expect_eq("quantize_s8", y[i], (int32_t)quantize_ref(x[i], scales[a], zs[b]), ctx);
+      }
+}
+
 /* lut_s8: every index, lengths around 16, in place. */
 static void test_lut_s8(const ert_kernels *opt) {
   if (opt->lut_s8 == NULL) return;
@@ -356,50 +396,72 @@ static void test_pack_w_s8(const ert_kernels *opt) {
 
 static void test_dw_taps_s16(const ert_kernels *opt) {
   if (opt->dw_taps_s16 == NULL) return;
+  static const int32_t tapss[] = {9, 25, 4};
   unsigned seed = 23;
-  for (int32_t taps = 9; taps <= 25; taps += 16)
-    for (int32_t n = 1; n <= 40; ++n) {
-      /* taps at scattered offsets of one buffer that ends at the page (the last tap last) */
-      const size_t span = (size_t)taps * (size_t)(n + 3);
-      int16_t *buf = guarded_s8(sizeof(int16_t) * span);
-      for (size_t i = 0; i < span; ++i) buf[i] = (int16_t)irand(&seed, -255, 255);
-      ptrdiff_t off[25];
-      int16_t w[25];
-      const int16_t *tp[25];
-      for (int32_t t = 0; t < taps; ++t) {
-        off[t] = (ptrdiff_t)(((size_t)t * 7u) % (size_t)taps) * (n + 3) + (n + 3 - n);
-        tp[t] = buf + off[t];
-        w[t] = (int16_t)irand(&seed, -128, 127);
+  for (size_t ti = 0; ti < 3; ++ti)
+    for (int32_t rows = 1; rows <= 3; rows += 2)
+      for (int32_t n = 1; n <= 40; ++n) {
+        /* taps at scattered offsets of one buffer that ends at the page (the last tap of
+         * the last row last); rows rs = n + 2 apart */
+        const int32_t taps = tapss[ti];
+        const ptrdiff_t rs = n + 2;
+        const size_t span = (size_t)taps * (size_t)(n + 3) + (size_t)(rows - 1) * (size_t)rs;
+        int16_t *buf = guarded_s8(sizeof(int16_t) * span);
+        for (size_t i = 0; i < span; ++i) buf[i] = (int16_t)irand(&seed, -255, 255);
+        ptrdiff_t off[25];
+        int16_t w[25];
+        for (int32_t t = 0; t < taps; ++t) {
+          off[t] = (ptrdiff_t)(((size_t)t * 7u) % (size_t)taps) * (n + 3) + (n + 3 - n);
+          w[t] = (int16_t)irand(&seed, -128, 127);
+        }
+        const int32_t bias =
+            irand(&seed, -(INT32_MAX - taps * 255 * 128), INT32_MAX - taps * 255 * 128);
+        int32_t *acc = guarded_s8(sizeof(int32_t) * (size_t)n * (size_t)rows);
+        opt->dw_taps_s16(acc, buf, off, w, n, taps, bias, rows, rs);
+        char ctx[64];
+        snprintf(ctx, sizeof ctx, "taps=%d n=%d rows=%d", (int)taps, (int)n, (int)rows);
+        for (int32_t r = 0; r < rows; ++r)
+          for (int32_t i = 0; i < n; ++i) {
+            long long want = bias;
+            for (int32_t t = 0; t < taps; ++t) want += (long long)w[t] * buf[r * rs + off[t] + i];
+            expect_eq("dw_taps_s16", acc[r * n + i], want, ctx);
+          }
       }
-      const int32_t bias = irand(&seed, -(INT32_MAX - taps * 255 * 128), INT32_MAX - taps * 255 * 128);
-      int32_t *acc = guarded_s8(sizeof(int32_t) * (size_t)n);
-      opt->dw_taps_s16(acc, buf, off, w, n, taps, bias);
-      char ctx[64];
-      snprintf(ctx, sizeof ctx, "taps=%d n=%d", (int)taps, (int)n);
-      for (int32_t i = 0; i < n; ++i) {
-        long long want = bias;
-        for (int32_t t = 0; t < taps; ++t) want += (long long)w[t] * tp[t][i];
-        expect_eq("dw_taps_s16", acc[i], want, ctx);
-      }
-    }
 }
 
 static void test_widen_s8(const ert_kernels *opt) {
   if (opt->widen_s8 == NULL) return;
   static const int32_t zps[] = {-128, 0, 127};
+  static const int32_t pres[] = {0, 1, 2, 9};
   unsigned seed = 24;
   for (int32_t stride = 1; stride <= 3; ++stride)
-    for (int32_t n = 1; n <= 40; ++n)
-      for (size_t z = 0; z < 3; ++z) {
-        const size_t len = (size_t)(n - 1) * (size_t)stride + 1u;
-        int8_t *src = guarded_s8(len);
-        for (size_t i = 0; i < len; ++i) src[i] = (int8_t)irand(&seed, -128, 127);
-        int16_t *d = guarded_s8(sizeof(int16_t) * (size_t)n);
-        opt->widen_s8(d, src, n, stride, zps[z]);
-        char ctx[64];
-        snprintf(ctx, sizeof ctx, "stride=%d n=%d zp=%d", (int)stride, (int)n, (int)zps[z]);
-        for (int32_t i = 0; i < n; ++i) expect_eq("widen_s8", d[i], src[(size_t)i * (size_t)stride] - zps[z], ctx);
-      }
+    for (int32_t n = 0; n <= 40; ++n)
+      for (size_t pi = 0; pi < 4; ++pi)
+        for (int32_t post = 0; post <= 9; post += 3) {
+          /* two rows: rows ss = bytes + 1 apart in s, ds = len + 3 apart in d */
+          const int32_t pre = pres[pi], len = pre + n + post, rows = 2;
+          const int32_t zp = zps[(size_t)(n + post) % 3u];
+          const size_t bytes = n ? (size_t)(n - 1) * (size_t)stride + 1u : 1u;
+          const ptrdiff_t ss = (ptrdiff_t)bytes + 1, ds = len + 3;
+          int8_t *src = guarded_s8((size_t)ss + bytes);
+          for (size_t i = 0; i < (size_t)ss + bytes; ++i) src[i] = (int8_t)irand(&seed, -128, 127);
+          int16_t *d = guarded_s8(sizeof(int16_t) * (size_t)(ds + len + 1));
+          for (int32_t i = 0; i < ds + len + 1; ++i) d[i] = 0x5a5a;
+          opt->widen_s8(d, src, pre, n, len, stride, zp, rows, ds, ss);
+          char ctx[80];
+          snprintf(ctx, sizeof ctx, "stride=%d pre=%d n=%d len=%d zp=%d", (int)stride, (int)pre,
+                   (int)n, (int)len, (int)zp);
+          for (int32_t r = 0; r < rows; ++r) {
+            for (int32_t i = 0; i < len; ++i)
+              expect_eq("widen_s8", d[r * ds + i],
+                        i >= pre && i < pre + n
+                            ? src[r * ss + (ptrdiff_t)(i - pre) * stride] - zp
+                            : 0,
+                        ctx);
+            for (int32_t i = len; i < ds && r * ds + i < ds + len + 1; ++i)
+              expect_eq("widen_s8 (outside)", d[r * ds + i], 0x5a5a, ctx);
+          }
+        }
 }
 
 static void test_gemv_s8(const ert_kernels *opt) {
@@ -427,15 +489,15 @@ static void test_gemv_s8(const ert_kernels *opt) {
 
 static void test_requant_row(const ert_kernels *opt) {
   if (opt->requant_row == NULL) return;
-  static const int32_t mults[] = {0, 1, 12345, 1 << 30, INT32_MAX};
-  static const int32_t shifts[] = {1, 2, 15, 31, 32, 40, 47, 61, 62};
+  static const int32_t mults[] = {0, 1, 12345, 1 << 30, 1518500250, INT32_MAX};
+  static const int32_t shifts[] = {1, 2, 15, 30, 31, 32, 33, 40, 47, 61, 62};
   static const int32_t zps[] = {-128, 0, 127};
   unsigned seed = 26;
   for (size_t a = 0; a < sizeof mults / sizeof mults[0]; ++a)
     for (size_t b = 0; b < sizeof shifts / sizeof shifts[0]; ++b)
       for (size_t z = 0; z < 3; ++z)
         for (int range = 0; range < 2; ++range)
-          for (size_t n = 1; n <= 19; n += 3) {
+          for (size_t n = 1; n <= 40; n += (n < 16 ? 3 : 7)) {
             const int32_t zp = zps[z], lo = range ? zp : -128, hi = range ? (zp < 120 ? zp + 7 : 127) : 127;
             int32_t *acc = guarded_s8(sizeof(int32_t) * n);
             for (size_t i = 0; i < n; ++i) {
@@ -639,6 +701,7 @@ int main(int argc, char **argv) {
   test_requant_row(&opt);
   test_binary_s8(&opt);
   test_lut_s8(&opt);
+  test_quantize_s8(&opt);
 #if defined(ERT_NEON_KERNELS) && defined(__aarch64__)
   printf("int8 dot products: %s\n", opt.qgemm_s8 == ert_qgemm_s8__dot && opt.gemv_s8 == ert_gemv_s8__dot
                                           ? "sdot" : "no sdot");

@@ -152,11 +152,80 @@ static inline __attribute__((always_inline)) void qgemm_p_tile(int32_t kq, int32
     }
 }
 
+#if defined(__aarch64__)
+/* The 4x8 tile of qgemm_p_tile (V = 2) in assembly: accumulator [r][v][h] in v(16 + 4r +
+ * 2v + h); per pair of quads, the pixels by two ld1 and the eight channel words
+ * replicated by two ld4r; an odd last quad alone; then the pairwise adds, stored to
+ * s[8r + 4v .. +4) for the C epilogue. */
+#define P_GRP(A0, A1, X0, X1, W0, W1, T0, T1)                                              \
+  "smull  " T0 ".8h, " X0 ".8b, " W0 ".8b\n\t"                                             \
+  "smull2 " T1 ".8h, " X0 ".16b, " W0 ".16b\n\t"                                           \
+  "smlal  " T0 ".8h, " X1 ".8b, " W1 ".8b\n\t"                                             \
+  "smlal2 " T1 ".8h, " X1 ".16b, " W1 ".16b\n\t"                                           \
+  "sadalp " A0 ".4s, " T0 ".8h\n\t"                                                        \
+  "sadalp " A1 ".4s, " T1 ".8h\n\t"
+#define P_CH(A0, A1, A2, A3, W0, W1)                                                       \
+  P_GRP(A0, A1, "v0", "v2", W0, W1, "v12", "v13") P_GRP(A2, A3, "v1", "v3", W0, W1, "v14", "v15")
+#define P_ONE(A0, A1, X0, W0, T0, T1)                                                      \
+  "smull  " T0 ".8h, " X0 ".8b, " W0 ".8b\n\t"                                             \
+  "smull2 " T1 ".8h, " X0 ".16b, " W0 ".16b\n\t"                                           \
+  "sadalp " A0 ".4s, " T0 ".8h\n\t"                                                        \
+  "sadalp " A1 ".4s, " T1 ".8h\n\t"
+#define P_CH1(A0, A1, A2, A3, W0)                                                          \
+  P_ONE(A0, A1, "v0", W0, "v12", "v13") P_ONE(A2, A3, "v1", W0, "v14", "v15")
+
+static void qgemm_p_tile8(int32_t kq, int32_t np, int32_t i, const int8_t *col, const int8_t *wq,
+                          const int32_t *bias, int32_t *acc, int32_t lda) {
+  int32_t s[32];
+  const size_t np4 = (size_t)np * 4u;
+  const int8_t *c0 = col + (size_t)i * 4u, *c1 = c0 + np4, *w = wq;
+  const size_t stride2 = 2u * np4, odd = (size_t)kq & 1u;
+  size_t pairs = (size_t)kq / 2u;
+  __asm__ volatile(
+      "movi v16.4s, #0\n\tmovi v17.4s, #0\n\tmovi v18.4s, #0\n\tmovi v19.4s, #0\n\t"
+      "movi v20.4s, #0\n\tmovi v21.4s, #0\n\tmovi v22.4s, #0\n\tmovi v23.4s, #0\n\t"
+      "movi v24.4s, #0\n\tmovi v25.4s, #0\n\tmovi v26.4s, #0\n\tmovi v27.4s, #0\n\t"
+      "movi v28.4s, #0\n\tmovi v29.4s, #0\n\tmovi v30.4s, #0\n\tmovi v31.4s, #0\n\t"
+      "cbz %[n], 2f\n"
+      "1:\n\t"
+      "ld1 {v0.16b, v1.16b}, [%[c0]], %[st]\n\t"
+      "ld1 {v2.16b, v3.16b}, [%[c1]], %[st]\n\t"
+      "ld4r {v4.4s, v5.4s, v6.4s, v7.4s}, [%[w]], #16\n\t"
+      "ld4r {v8.4s, v9.4s, v10.4s, v11.4s}, [%[w]], #16\n\t"
+      P_CH("v16", "v17", "v18", "v19", "v4", "v8") P_CH("v20", "v21", "v22", "v23", "v5", "v9")
+      P_CH("v24", "v25", "v26", "v27", "v6", "v10") P_CH("v28", "v29", "v30", "v31", "v7", "v11")
+      "subs %[n], %[n], #1\n\t"
+      "b.ne 1b\n"
+      "2:\n\t"
+      "cbz %[odd], 3f\n\t"
+      "ld1 {v0.16b, v1.16b}, [%[c0]]\n\t"
+      "ld4r {v4.4s, v5.4s, v6.4s, v7.4s}, [%[w]]\n\t"
+      P_CH1("v16", "v17", "v18", "v19", "v4") P_CH1("v20", "v21", "v22", "v23", "v5")
+      P_CH1("v24", "v25", "v26", "v27", "v6") P_CH1("v28", "v29", "v30", "v31", "v7")
+      "3:\n\t"
+      "addp v16.4s, v16.4s, v17.4s\n\taddp v18.4s, v18.4s, v19.4s\n\t"
+      "addp v20.4s, v20.4s, v21.4s\n\taddp v22.4s, v22.4s, v23.4s\n\t"
+      "addp v24.4s, v24.4s, v25.4s\n\taddp v26.4s, v26.4s, v27.4s\n\t"
+      "addp v28.4s, v28.4s, v29.4s\n\taddp v30.4s, v30.4s, v31.4s\n\t"
+      "stp q16, q18, [%[s]]\n\tstp q20, q22, [%[s], #32]\n\t"
+      "stp q24, q26, [%[s], #64]\n\tstp q28, q30, [%[s], #96]\n\t"
+      : [c0] "+r"(c0), [c1] "+r"(c1), [w] "+r"(w), [n] "+r"(pairs)
+      : [st] "r"(stride2), [odd] "r"(odd), [s] "r"(s)
+      : "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13",
+        "v14", "v15", "v16", "v17", "v18", "v19", "v20", "v21", "v22", "v23", "v24", "v25",
+        "v26", "v27", "v28", "v29", "v30", "v31", "memory", "cc");
+  for (int r = 0; r < 4; ++r)
+    for (int v = 0; v < 2; ++v)
+      vst1q_s32(acc + (size_t)r * (size_t)lda + (size_t)i + 4u * (size_t)v,
+                vaddq_s32(vld1q_s32(s + 8 * r + 4 * v), vdupq_n_s32(bias[r])));
+}
+#endif
+
 void ert_qgemm_s8_p__neon(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
                           const int32_t *bias, int32_t *acc, int32_t lda) {
   int32_t i = 0;
 #if defined(__aarch64__)
-  for (; i + 8 <= np; i += 8) qgemm_p_tile(kq, np, i, col, wq, bias, acc, lda, 2);
+  for (; i + 8 <= np; i += 8) qgemm_p_tile8(kq, np, i, col, wq, bias, acc, lda);
 #endif
   for (; i + 4 <= np; i += 4) qgemm_p_tile(kq, np, i, col, wq, bias, acc, lda, 1);
   qgemm_tail(kq, np, i, col, wq, bias, acc, lda);
@@ -203,33 +272,43 @@ void ert_quads_s8__neon(int8_t *dst, const int8_t *src, size_t ld, int32_t k, in
   }
 }
 
-/* 8 outputs from i, T taps unrolled (the weights by lane from wv). */
-#define DW8(T)                                                                           \
-  for (; i + 8 <= n; i += 8) {                                                           \
+/* 8 (or 4) outputs from i of the row at ro, T taps unrolled (the weights by lane from
+ * wv). */
+#define DW8_AT(T, i)                                                                     \
+  do {                                                                                   \
     int32x4_t a0 = vdupq_n_s32(bias), a1 = a0;                                           \
     _Pragma("GCC unroll 25") for (int t = 0; t < (T); ++t) {                             \
-      const int16x8_t x = vld1q_s16(base + off[t] + i);                                  \
+      const int16x8_t x = vld1q_s16(tp[t] + ro + (i));                                \
       a0 = vmlal_lane_s16(a0, vget_low_s16(x), wv[t / 4], t % 4);                        \
       a1 = vmlal_lane_s16(a1, vget_high_s16(x), wv[t / 4], t % 4);                       \
     }                                                                                    \
-    vst1q_s32(acc + i, a0);                                                              \
-    vst1q_s32(acc + i + 4, a1);                                                          \
-  }
+    vst1q_s32(acc + (i), a0);                                                            \
+    vst1q_s32(acc + (i) + 4, a1);                                                        \
+  } while (0)
+#define DW4_AT(T, i)                                                                     \
+  do {                                                                                   \
+    int32x4_t a0 = vdupq_n_s32(bias);                                                    \
+    _Pragma("GCC unroll 25") for (int t = 0; t < (T); ++t)                               \
+      a0 = vmlal_lane_s16(a0, vld1_s16(tp[t] + ro + (i)), wv[t / 4], t % 4);          \
+    vst1q_s32(acc + (i), a0);                                                            \
+  } while (0)
+/* Rows of n >= 4 outputs: whole vectors, the last one ending at n (it may recompute
+ * outputs before it: the same values). */
+#define DW_ROW(T)                                                                        \
+  do {                                                                                   \
+    if (n >= 8) {                                                                        \
+      int32_t i_ = 0;                                                                    \
+      for (; i_ + 8 <= n; i_ += 8) DW8_AT(T, i_);                                        \
+      if (i_ < n) DW8_AT(T, n - 8);                                                      \
+    } else {                                                                             \
+      DW4_AT(T, 0);                                                                      \
+      if (n > 4) DW4_AT(T, n - 4);                                                       \
+    }                                                                                    \
+  } while (0)
 
-void ert_dw_taps_s16__neon(int32_t *acc, const int16_t *base, const ptrdiff_t *off,
-                           const int16_t *w, int32_t n, int32_t taps, int32_t bias) {
+static void dw_taps_row(int32_t *acc, const int16_t *base, const ptrdiff_t *off,
+                        const int16_t *w, int32_t n, int32_t taps, int32_t bias) {
   int32_t i = 0;
-  if (taps == 9 || taps == 25) {
-    int16_t wp[28] = {0};
-    for (int32_t t = 0; t < taps; ++t) wp[t] = w[t];
-    int16x4_t wv[7];
-    for (int v = 0; v < 7; ++v) wv[v] = vld1_s16(wp + 4 * v);
-    if (taps == 9) {
-      DW8(9)
-    } else {
-      DW8(25)
-    }
-  }
   for (; i + 8 <= n; i += 8) {
     int32x4_t a = vdupq_n_s32(bias), b = a;
     for (int32_t t = 0; t < taps; ++t) {
@@ -252,14 +331,62 @@ void ert_dw_taps_s16__neon(int32_t *acc, const int16_t *base, const ptrdiff_t *o
   }
 }
 
-void ert_widen_s8__neon(int16_t *d, const int8_t *s, int32_t n, int32_t stride, int32_t zp) {
+void ert_dw_taps_s16__neon(int32_t *acc, const int16_t *base, const ptrdiff_t *off,
+                           const int16_t *w, int32_t n, int32_t taps, int32_t bias, int32_t rows,
+                           ptrdiff_t rs) {
+  if ((taps == 9 || taps == 25) && n >= 4) {
+    int16_t wp[28] = {0};
+    for (int32_t t = 0; t < taps; ++t) wp[t] = w[t];
+    int16x4_t wv[7];
+    for (int v = 0; v < 7; ++v) wv[v] = vld1_s16(wp + 4 * v);
+    const int16_t *tp[25];
+    for (int32_t t = 0; t < taps; ++t) tp[t] = base + off[t];
+    ptrdiff_t ro = 0; /* the row's offset from base */
+    for (int32_t r = 0; r < rows; ++r, acc += n, ro += rs) {
+      if (taps == 9)
+        DW_ROW(9);
+      else
+        DW_ROW(25);
+    }
+    return;
+  }
+  for (int32_t r = 0; r < rows; ++r, acc += n, base += rs) dw_taps_row(acc, base, off, w, n, taps, bias);
+}
+
+/* Zeros first (whole vectors, the last ones overlapping), then the widened run over
+ * them; vector tails end exactly at the run's end. */
+static inline __attribute__((always_inline)) void widen_row(int16_t *d, const int8_t *s,
+                                                            int32_t pre, int32_t n, int32_t len,
+                                                            int32_t stride, int32_t zp) {
+  const int16x8_t zero = vdupq_n_s16(0);
+  const int32_t end = pre + n;
+  if (len >= 8) {
+    for (int32_t i = 0; i < pre; i += 8) vst1q_s16(d + (i + 8 <= len ? i : len - 8), zero);
+    for (int32_t i = len; i > end; i -= 8) vst1q_s16(d + (i - 8 >= 0 ? i - 8 : 0), zero);
+  } else {
+    for (int32_t i = 0; i < pre; ++i) d[i] = 0;
+    for (int32_t i = end; i < len; ++i) d[i] = 0;
+  }
+  d += pre;
   const int8x8_t z = vdup_n_s8((int8_t)zp);
   int32_t i = 0;
-  if (stride == 1)
+  if (stride == 1 && n >= 8) {
     for (; i + 8 <= n; i += 8) vst1q_s16(d + i, vsubl_s8(vld1_s8(s + i), z));
-  else if (stride == 2) /* vld2 reads s[2i .. 2i+15]: the last one used is s[2(n-1)] */
+    if (i < n) vst1q_s16(d + n - 8, vsubl_s8(vld1_s8(s + n - 8), z));
+    return;
+  }
+  if (stride == 2 && n >= 9) { /* vld2 at 2i reads s[2i .. 2i+15]: the last one used is s[2(n-1)] */
     for (; i + 9 <= n; i += 8) vst1q_s16(d + i, vsubl_s8(vld2_s8(s + 2 * i).val[0], z));
+    /* the last 8: odd lanes of s[2n-17 .. 2n-2] */
+    if (i < n) vst1q_s16(d + n - 8, vsubl_s8(vld2_s8(s + 2 * n - 17).val[1], z));
+    return;
+  }
   for (; i < n; ++i) d[i] = (int16_t)(s[(size_t)i * (size_t)stride] - zp);
+}
+
+void ert_widen_s8__neon(int16_t *d, const int8_t *s, int32_t pre, int32_t n, int32_t len,
+                        int32_t stride, int32_t zp, int32_t rows, ptrdiff_t ds, ptrdiff_t ss) {
+  for (int32_t r = 0; r < rows; ++r, d += ds, s += ss) widen_row(d, s, pre, n, len, stride, zp);
 }
 
 /* [sum a, sum b, sum c, sum d] */
@@ -324,8 +451,63 @@ static inline int32x4_t rq4(int32x4_t a, int32x2_t m, int64x2_t sh, int32x4_t z,
   return vminq_s32(vmaxq_s32(r, lo), hi);
 }
 
+/* Shifts >= 31 in 32-bit lanes. With P = a*mult = H*2^31 + L (0 <= L < 2^31), SQDMULH gives
+ * H = floor(P / 2^31) (it saturates only for two operands of -2^31, and mult >= 0); for
+ * shift s >= 32, floor((P + 2^(s-1)) / 2^s) = floor((H + 2^(s-32)) / 2^(s-31)) (adding
+ * L / 2^31 < 1 to an integer numerator leaves the floor), which is SRSHL of H by -(s-31).
+ * For s = 31 it is SQRDMULH: (2 a mult + 2^31) >> 32 = floor((P + 2^30) / 2^31). The
+ * result then saturates to int16, gets zp added (saturating), saturates to int8 and is
+ * clamped: every step is monotonic and exact on values that end inside [lo, hi], so the
+ * result is the reference's. */
+static inline int16x8_t rq8_hi(int32x4_t a0, int32x4_t a1, int32x4_t m, int32x4_t sh, int is31,
+                               int16x8_t z) {
+  int32x4_t r0, r1;
+  if (is31) {
+    r0 = vqrdmulhq_s32(a0, m), r1 = vqrdmulhq_s32(a1, m);
+  } else {
+    r0 = vrshlq_s32(vqdmulhq_s32(a0, m), sh), r1 = vrshlq_s32(vqdmulhq_s32(a1, m), sh);
+  }
+  return vqaddq_s16(vcombine_s16(vqmovn_s32(r0), vqmovn_s32(r1)), z);
+}
+
+static inline __attribute__((always_inline)) void rq16_hi(const int32_t *acc, int8_t *y,
+                                                          int32x4_t m, int32x4_t sh, int is31,
+                                                          int16x8_t z, int8x16_t vl, int8x16_t vh) {
+  const int16x8_t r0 = rq8_hi(vld1q_s32(acc), vld1q_s32(acc + 4), m, sh, is31, z);
+  const int16x8_t r1 = rq8_hi(vld1q_s32(acc + 8), vld1q_s32(acc + 12), m, sh, is31, z);
+  const int8x16_t b = vcombine_s8(vqmovn_s16(r0), vqmovn_s16(r1));
+  vst1q_s8(y, vminq_s8(vmaxq_s8(b, vl), vh));
+}
+
+static void requant_row_hi(const int32_t *acc, size_t n, int32_t mult, int32_t shift, int32_t zp,
+                           int32_t lo, int32_t hi, int8_t *y) {
+  const int32x4_t m = vdupq_n_s32(mult), sh = vdupq_n_s32(31 - shift);
+  const int16x8_t z = vdupq_n_s16((int16_t)zp);
+  const int8x16_t vl = vdupq_n_s8((int8_t)lo), vh = vdupq_n_s8((int8_t)hi);
+  size_t i = 0;
+  if (n >= 16) { /* the last 16 end at n (recomputing some: the same bytes) */
+    if (shift == 31) {
+      for (; i + 16 <= n; i += 16) rq16_hi(acc + i, y + i, m, sh, 1, z, vl, vh);
+      if (i < n) rq16_hi(acc + n - 16, y + n - 16, m, sh, 1, z, vl, vh);
+    } else {
+      for (; i + 16 <= n; i += 16) rq16_hi(acc + i, y + i, m, sh, 0, z, vl, vh);
+      if (i < n) rq16_hi(acc + n - 16, y + n - 16, m, sh, 0, z, vl, vh);
+    }
+    return;
+  }
+  for (; i + 8 <= n; i += 8) {
+    const int16x8_t r = rq8_hi(vld1q_s32(acc + i), vld1q_s32(acc + i + 4), m, sh, shift == 31, z);
+    vst1_s8(y + i, vmin_s8(vmax_s8(vqmovn_s16(r), vget_low_s8(vl)), vget_low_s8(vh)));
+  }
+  for (; i < n; ++i) y[i] = ert_clamp_s8(zp + ert_requant(acc[i], mult, shift), lo, hi);
+}
+
 void ert_requant_row__neon(const int32_t *acc, size_t n, int32_t mult, int32_t shift, int32_t zp,
                            int32_t lo, int32_t hi, int8_t *y) {
+  if (shift >= 31) {
+    requant_row_hi(acc, n, mult, shift, zp, lo, hi, y);
+    return;
+  }
   const int32x2_t m = vdup_n_s32(mult);
   const int64x2_t sh = vdupq_n_s64(-(int64_t)shift);
   const int32x4_t z = vdupq_n_s32(zp), vl = vdupq_n_s32(lo), vh = vdupq_n_s32(hi);

@@ -22,6 +22,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "cpu.h"
 #include "internal.h"
 #include "quant_s8.h"
 
@@ -396,9 +397,13 @@ static void bc_task(void *arg, size_t begin, size_t end) {
       ptr[k] = j->in[k] + (size_t)(base[k] + (int64_t)col * p->strides[k][r - 1]) *
                               (size_t)p->esize[k];
     void *o = j->out + pos * osz;
-    bc_row(p, o, ptr, n, p->strides[0][r - 1] != 0, n_in > 1 && p->strides[1][r - 1] != 0,
-           n_in > 2 && p->strides[2][r - 1] != 0);
-    if (j->act.kind != ERT_ACT_NONE) ert_act_apply(&j->act, (float *)o, n);
+    const int sa = p->strides[0][r - 1] != 0, sb = n_in > 1 && p->strides[1][r - 1] != 0;
+    if (!(p->slot == S_F32 && p->op <= B_DIV && (sa || sb) && ert_cpu.binary_f32 != NULL &&
+          ert_cpu.binary_f32(p->op - B_ADD + ERT_BIN_ADD, (float *)o, (const float *)ptr[0],
+                             (const float *)ptr[1], n, sa, sb, &j->act))) {
+      bc_row(p, o, ptr, n, sa, sb, n_in > 2 && p->strides[2][r - 1] != 0);
+      if (j->act.kind != ERT_ACT_NONE) ert_act_apply(&j->act, (float *)o, n);
+    }
     pos += n;
     col = 0;
     for (int d = r - 2; d >= 0; d--) {

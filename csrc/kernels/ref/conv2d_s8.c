@@ -219,25 +219,28 @@ static void dw_fill(const geom *g, const int8_t *x, int16_t *buf) {
   const int16_t zp = (int16_t)g->xzp;
   int32_t lo, hi; /* columns c with 0 <= c - pl < w */
   valid_range(-(int64_t)g->pl, 1, g->w, cols, &lo, &hi);
-  for (int64_t r = 0; r < rows; r++) {
-    int16_t *d = buf + r * row_len;
-    const int64_t iy = r - g->pt;
-    if (iy < 0 || iy >= g->h) {
-      for (int64_t c = 0; c < row_len; c++) d[c] = 0;
+  int32_t r0, r1; /* rows r with 0 <= r - pt < h */
+  valid_range(-(int64_t)g->pt, 1, g->h, rows, &r0, &r1);
+  if (r1 < r0) r1 = r0;
+  memset(buf, 0, (size_t)(r0 * row_len) * sizeof(int16_t));
+  memset(buf + r1 * row_len, 0, (size_t)((rows - r1) * row_len) * sizeof(int16_t));
+  if (r1 == r0) return;
+  const int8_t *src = x + ((int64_t)r0 - g->pt) * g->w - g->pl;
+  for (int64_t ph = 0; ph < sw; ph++) { /* columns ph, ph + sw, ... */
+    const int64_t i0 = lo > ph ? (lo - ph + sw - 1) / sw : 0;
+    int64_t i1 = hi > ph ? (hi - ph + sw - 1) / sw : 0;
+    if (i1 < i0) i1 = i0;
+    int16_t *dp = buf + r0 * row_len + ph * plen;
+    const int8_t *sp = src + ph;
+    if (ert_cpu.widen_s8 != NULL) {
+      ert_cpu.widen_s8(dp, sp + i0 * sw, (int32_t)i0, (int32_t)(i1 - i0), (int32_t)plen,
+                       (int32_t)sw, zp, r1 - r0, (ptrdiff_t)row_len, (ptrdiff_t)g->w);
       continue;
     }
-    const int8_t *src = x + iy * g->w - g->pl;
-    for (int64_t ph = 0; ph < sw; ph++) { /* columns ph, ph + sw, ... */
-      int16_t *dp = d + ph * plen;
-      const int64_t i0 = lo > ph ? (lo - ph + sw - 1) / sw : 0;
-      const int64_t i1 = hi > ph ? (hi - ph + sw - 1) / sw : 0;
-      const int8_t *sp = src + ph;
+    for (int64_t r = r0; r < r1; r++, dp += row_len, sp += g->w) {
       for (int64_t i = 0; i < i0; i++) dp[i] = 0;
-      if (ert_cpu.widen_s8 != NULL && i1 > i0)
-        ert_cpu.widen_s8(dp + i0, sp + i0 * sw, (int32_t)(i1 - i0), (int32_t)sw, zp);
-      else
-        for (int64_t i = i0; i < i1; i++) dp[i] = (int16_t)(sp[i * sw] - zp);
-      for (int64_t i = i1 > i0 ? i1 : i0; i < plen; i++) dp[i] = 0;
+      for (int64_t i = i0; i < i1; i++) dp[i] = (int16_t)(sp[i * sw] - zp);
+      for (int64_t i = i1; i < plen; i++) dp[i] = 0;
     }
   }
 }
@@ -278,14 +281,26 @@ static void dw_plane_padded(const geom *g, const int16_t *buf, const int8_t *w,
     const int64_t c = (int64_t)(t % g->kw) * g->dw; /* column of output 0's tap */
     off[t] = (ptrdiff_t)((int64_t)(t / g->kw) * g->dh * row_len + (c % g->sw) * plen + c / g->sw);
   }
+  const int32_t taps = g->kh * g->kw;
+  if ((taps == 9 || taps == 25) && ert_cpu.dw_taps_s16 != NULL && g->ow <= S8_DW_CHUNK) {
+    /* whole output rows, as many as acc holds per call */
+    const int32_t rmax = S8_DW_CHUNK / g->ow;
+    for (int32_t oy = 0; oy < g->oh; oy += rmax) {
+      const int32_t rows = g->oh - oy < rmax ? g->oh - oy : rmax;
+      ert_cpu.dw_taps_s16(acc, buf + (int64_t)oy * g->sh * row_len, off, wk, g->ow, taps, qp[0],
+                          rows, (ptrdiff_t)((int64_t)g->sh * row_len));
+      ert_requant_row(acc, (size_t)rows * (size_t)g->ow, qp[1], g->shift, g->yzp, g->lo, g->hi,
+                      y + (size_t)oy * (size_t)g->ow);
+    }
+    return;
+  }
   for (int32_t oy = 0; oy < g->oh; oy++) {
     for (int32_t ox0 = 0; ox0 < g->ow; ox0 += S8_DW_CHUNK) {
       const int32_t n = g->ow - ox0 < S8_DW_CHUNK ? g->ow - ox0 : S8_DW_CHUNK;
       const int16_t *tp[25];
-      const int32_t taps = g->kh * g->kw;
       if ((taps == 9 || taps == 25) && ert_cpu.dw_taps_s16 != NULL) {
         ert_cpu.dw_taps_s16(acc, buf + (int64_t)oy * g->sh * row_len + ox0, off, wk, n, taps,
-                            qp[0]);
+                            qp[0], 1, 0);
       } else {
         for (int32_t i = 0; i < n; i++) acc[i] = qp[0];
         for (int32_t ky = 0; ky < g->kh; ky++) {
@@ -492,11 +507,31 @@ static void gather_q(const geom *g, const int8_t *x, int32_t p0, int32_t pb, int
   }
   for (int32_t q = 0; q < kp / 4; q++)
     memset(col + (size_t)q * np4 + (size_t)pb * 4u, 0, (size_t)(np - pb) * 4u);
+  /* Small k: tap t of a window inside the image is src[off[t]] from the window's corner
+   * and goes to dst[pos[t]]. */
+  enum { TAB = 64 };
+  ptrdiff_t off[TAB];
+  size_t pos[TAB];
+  const int tab = g->k <= TAB;
+  if (tab)
+    for (int32_t t = 0; t < g->k; t++) {
+      const int32_t ci = t / (g->kh * g->kw), ky = t / g->kw % g->kh, kx = t % g->kw;
+      off[t] = (ptrdiff_t)((size_t)ci * plane + (size_t)ky * (size_t)g->dh * (size_t)g->w +
+                           (size_t)kx * (size_t)g->dw);
+    }
+  for (int32_t t = 0; tab && t < kp; t++) pos[t] = (size_t)(t >> 2) * np4 + (size_t)(t & 3);
   for (int32_t i = 0; i < pb; i++) {
     const int32_t p = p0 + i, oy = p / g->ow, ox = p % g->ow;
     const int64_t iy0 = (int64_t)oy * g->sh - g->pt, ix0 = (int64_t)ox * g->sw - g->pl;
     int8_t *dst = col + (size_t)i * 4u;
     int32_t t = 0;
+    if (tab && iy0 >= 0 && iy0 + (int64_t)(g->kh - 1) * g->dh < g->h && ix0 >= 0 &&
+        ix0 + (int64_t)(g->kw - 1) * g->dw < g->w) {
+      const int8_t *src = x + (size_t)iy0 * (size_t)g->w + (size_t)ix0;
+      for (; t < g->k; t++) dst[pos[t]] = src[off[t]];
+      for (; t < kp; t++) dst[pos[t]] = 0;
+      continue;
+    }
     for (int32_t ci = 0; ci < g->cg; ci++)
       for (int32_t ky = 0; ky < g->kh; ky++) {
         const int64_t iy = iy0 + (int64_t)ky * g->dh;
@@ -511,6 +546,43 @@ static void gather_q(const geom *g, const int8_t *x, int32_t p0, int32_t pb, int
   }
 }
 
+/* Blocks of fewer than 4 pixels (1x1 outputs): per pixel, the raw input column
+ * (x_zp outside the image) times every weight row by ert_cpu.gemv_s8, which subtracts
+ * x_zp itself. col holds k bytes (the slot's im2col part). */
+static void block_v(const job *j, size_t n, size_t grp, int32_t p0, int32_t pb, int8_t *col) {
+  const geom *g = j->g;
+  const size_t plane = (size_t)g->h * (size_t)g->w, k = (size_t)g->k;
+  const int32_t p_total = g->oh * g->ow;
+  const int8_t *x = j->x + (n * (size_t)g->c + grp * (size_t)g->cg) * plane;
+  for (int32_t i = 0; i < pb; i++) {
+    const int32_t p = p0 + i, oy = p / g->ow, ox = p % g->ow;
+    const int64_t iy0 = (int64_t)oy * g->sh - g->pt, ix0 = (int64_t)ox * g->sw - g->pl;
+    int8_t *dst = col;
+    for (int32_t ci = 0; ci < g->cg; ci++)
+      for (int32_t ky = 0; ky < g->kh; ky++) {
+        const int64_t iy = iy0 + (int64_t)ky * g->dh;
+        const int8_t *r = x + (size_t)ci * plane + (size_t)iy * (size_t)g->w;
+        for (int32_t kx = 0; kx < g->kw; kx++) {
+          const int64_t ix = ix0 + (int64_t)kx * g->dw;
+          *dst++ = (iy >= 0 && iy < g->h && ix >= 0 && ix < g->w) ? r[ix] : (int8_t)g->xzp;
+        }
+      }
+    enum { CH = 4 * (S8_PB + 1) };
+    int32_t acc[CH];
+    for (int32_t m0 = 0; m0 < g->mg; m0 += CH) {
+      const int32_t mc = g->mg - m0 < CH ? g->mg - m0 : CH;
+      const size_t oc0 = grp * (size_t)g->mg + (size_t)m0;
+      ert_cpu.gemv_s8(g->k, mc, col, g->xzp, j->w + oc0 * k, acc);
+      for (int32_t r = 0; r < mc; r++) {
+        const int32_t *qp = j->qp + 2 * (oc0 + (size_t)r);
+        const int32_t a = acc[r] + qp[0];
+        j->y[(n * (size_t)g->m + oc0 + (size_t)r) * (size_t)p_total + (size_t)p] =
+            ert_clamp_s8(g->yzp + ert_requant(a, qp[1], g->shift), g->lo, g->hi);
+      }
+    }
+  }
+}
+
 static void block_q(const job *j, size_t t, int8_t *col, int8_t *wq) {
   const geom *g = j->g;
   const size_t per_image = (size_t)g->group * j->blocks;
@@ -518,6 +590,10 @@ static void block_q(const job *j, size_t t, int8_t *col, int8_t *wq) {
   const int32_t p_total = g->oh * g->ow, p0 = (int32_t)b * S8_PB;
   const int32_t pb = p_total - p0 < S8_PB ? p_total - p0 : S8_PB;
   const size_t plane = (size_t)g->h * (size_t)g->w, k = (size_t)g->k;
+  if (pb < 4 && ert_cpu.gemv_s8 != NULL) {
+    block_v(j, n, grp, p0, pb, col);
+    return;
+  }
   const int32_t kq = (g->k + 3) / 4, np8 = (pb + 7) & ~7;
   const int32_t np = (size_t)kq * 4u * (size_t)np8 <= col_bytes(g) ? np8 : pb;
   gather_q(g, j->x + (n * (size_t)g->c + grp * (size_t)g->cg) * plane, p0, pb, np, col);

@@ -6,6 +6,7 @@
  */
 #include <math.h>
 
+#include "cpu.h"
 #include "internal.h"
 
 #define Q_PAR_MIN ((size_t)1 << 15)
@@ -92,6 +93,10 @@ static void quantize_task(void *arg, size_t begin, size_t end) {
   if (count == 1 && !u8) { /* per tensor, int8: a loop compilers vectorize */
     const float s = ert_pf(node, 2), z = (float)ert_pi(node, 3);
     int8_t *y = (int8_t *)node->out[0]->data;
+    if (ert_cpu.quantize_s8 != NULL) {
+      ert_cpu.quantize_s8(x + begin, y + begin, end - begin, s, z);
+      return;
+    }
     for (size_t i = begin; i < end; i++)
       y[i] = (int8_t)(int32_t)quantize_one(x[i], s, z, qmin, qmax);
     return;

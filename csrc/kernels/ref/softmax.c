@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "cpu.h"
 #include "internal.h"
 #include "quant_s8.h"
 
@@ -107,6 +108,10 @@ static void exp_sub_inplace(float *y, size_t n, float m) {
 }
 
 static void softmax_row(const float *x, float *y, size_t n) {
+  if (ert_cpu.softmax_row != NULL) {
+    ert_cpu.softmax_row(x, y, n);
+    return;
+  }
   float m = row_max(x, n);
   if (x == y)
     exp_sub_inplace(y, n, m);
