@@ -89,7 +89,8 @@ typedef struct ert_kernels {
  *   lut_s8      y[i] = t[x[i] + 128], i < n (y may be x); aarch64 only.
  *   quantize_s8 y[i] = the per-tensor int8 quantize_linear of x[i] by scale s and zero point z
  *               (ref/quantize.c, quantize_one), i < n: IEEE division, the same float steps;
- *               aarch64 only. */
+ *               aarch64 only.
+ *   dequantize_s8 y[i] = ((float)x[i] - z) * s, i < n (two IEEE operations, not fused). */
   void (*qgemm_s8)(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
                    const int32_t *bias, int32_t *acc, int32_t lda);
   void (*pack_w_s8)(int8_t *wq, int32_t *wsum, const int8_t *w, size_t ld, int32_t rows,
@@ -109,6 +110,7 @@ typedef struct ert_kernels {
                     size_t n, int sa, int sb);
   void (*lut_s8)(const int8_t *t, const int8_t *x, int8_t *y, size_t n);
   void (*quantize_s8)(const float *x, int8_t *y, size_t n, float s, float z);
+  void (*dequantize_s8)(const int8_t *x, float *y, size_t n, float s, float z);
 } ert_kernels;
 
 /* Filled by a load-time constructor in cpu.c; read-only afterwards. */
@@ -162,5 +164,6 @@ void ert_binary_s8__neon(int op, const int32_t *p, const int8_t *a, const int8_t
                          size_t n, int sa, int sb);
 void ert_lut_s8__neon(const int8_t *t, const int8_t *x, int8_t *y, size_t n);
 void ert_quantize_s8__neon(const float *x, int8_t *y, size_t n, float s, float z);
+void ert_dequantize_s8__neon(const int8_t *x, float *y, size_t n, float s, float z);
 
 #endif /* ERT_CPU_H_ */

@@ -329,6 +329,30 @@ static void test_quantize_s8(const ert_kernels *opt) {
       }
 }
 
+/* dequantize_s8: every int8 value, zero points at the ends, a few scales. */
+static void test_dequantize_s8(const ert_kernels *opt) {
+  if (opt->dequantize_s8 == NULL) return;
+  static const float scales[] = {1.0f, 0.1f, 0.0078125f, 3.0e-7f};
+  static const float zs[] = {-128.0f, 0.0f, 5.0f, 127.0f};
+  for (size_t a = 0; a < 4; ++a)
+    for (size_t b = 0; b < 4; ++b)
+      for (size_t n = 1; n <= 259; n += (n < 20 ? 1 : 79)) {
+        int8_t *x = guarded_s8(n);
+        float *y = guarded(n);
+        for (size_t i = 0; i < n; ++i) x[i] = (int8_t)(i * 37u + a);
+        opt->dequantize_s8(x, y, n, scales[a], zs[b]);
+        char ctx[64];
+        snprintf(ctx, sizeof ctx, "s=%g z=%g n=%zu", (double)scales[a], (double)zs[b], n);
+        for (size_t i = 0; i < n; ++i) {
+          const float want = ((float)x[i] - zs[b]) * scales[a];
+          ++checks;
+          if (memcmp(&y[i], &want, sizeof want) != 0 && failures++ < 20)
+            fprintf(stderr, "FAIL dequantize_s8 %s: i=%zu got %a want %a\n", ctx, i, (double)y[i],
+                    (double)want);
+        }
+      }
+}
+
 /* lut_s8: every index, lengths around 16, in place. */
 static void test_lut_s8(const ert_kernels *opt) {
   if (opt->lut_s8 == NULL) return;
@@ -466,7 +490,7 @@ static void test_widen_s8(const ert_kernels *opt) {
 
 static void test_gemv_s8(const ert_kernels *opt) {
   if (opt->gemv_s8 == NULL) return;
-  static const int32_t ks[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 100, 256, 257};
+  static const int32_t ks[] = {1, 2, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33, 100, 120, 256, 257};
   static const int32_t zps[] = {-128, 0, 5, 127};
   unsigned seed = 25;
   for (size_t a = 0; a < sizeof ks / sizeof ks[0]; ++a)
@@ -702,6 +726,7 @@ int main(int argc, char **argv) {
   test_binary_s8(&opt);
   test_lut_s8(&opt);
   test_quantize_s8(&opt);
+  test_dequantize_s8(&opt);
 #if defined(ERT_NEON_KERNELS) && defined(__aarch64__)
   printf("int8 dot products: %s\n", opt.qgemm_s8 == ert_qgemm_s8__dot && opt.gemv_s8 == ert_gemv_s8__dot
                                           ? "sdot" : "no sdot");

@@ -54,6 +54,33 @@ static inline __attribute__((always_inline)) void binary_rows(int op, const int3
   const int32x4_t m = vdupq_n_s32(p[3]), nsh = vdupq_n_s32(-p[5]);
   const int8x8_t lo = vdup_n_s8((int8_t)p[6]), hi = vdup_n_s8((int8_t)p[7]);
   size_t i = 0;
+#if defined(__aarch64__)
+  /* the same operations on 16 lanes with the _high forms (no lane moves) */
+  const int8x16_t azq = vdupq_n_s8((int8_t)p[0]), bzq = vdupq_n_s8((int8_t)p[1]);
+  const int8x16_t loq = vdupq_n_s8((int8_t)p[6]), hiq = vdupq_n_s8((int8_t)p[7]);
+  for (; i + 16 <= n; i += 16) {
+    const int8x16_t xa = vld1q_s8(pa + i * ia), xb = vld1q_s8(pb + i * ib);
+    const int16x8_t al = vsubl_s8(vget_low_s8(xa), azp), ah = vsubl_high_s8(xa, azq);
+    const int16x8_t bl = vsubl_s8(vget_low_s8(xb), bzp), bh = vsubl_high_s8(xb, bzq);
+    int32x4_t v0, v1, v2, v3;
+    if (op == 0) {
+      v0 = vmlal_n_s16(vmull_n_s16(vget_low_s16(al), ma), vget_low_s16(bl), mb);
+      v1 = vmlal_high_n_s16(vmull_high_n_s16(al, ma), bl, mb);
+      v2 = vmlal_n_s16(vmull_n_s16(vget_low_s16(ah), ma), vget_low_s16(bh), mb);
+      v3 = vmlal_high_n_s16(vmull_high_n_s16(ah, ma), bh, mb);
+    } else {
+      v0 = vmulq_s32(vmull_s16(vget_low_s16(al), vget_low_s16(bl)), m);
+      v1 = vmulq_s32(vmull_high_s16(al, bl), m);
+      v2 = vmulq_s32(vmull_s16(vget_low_s16(ah), vget_low_s16(bh)), m);
+      v3 = vmulq_s32(vmull_high_s16(ah, bh), m);
+    }
+    int16x8_t h0 = vqmovn_high_s32(vqmovn_s32(vrshlq_s32(v0, nsh)), vrshlq_s32(v1, nsh));
+    int16x8_t h1 = vqmovn_high_s32(vqmovn_s32(vrshlq_s32(v2, nsh)), vrshlq_s32(v3, nsh));
+    h0 = vqaddq_s16(h0, yzp), h1 = vqaddq_s16(h1, yzp);
+    const int8x16_t r = vqmovn_high_s16(vqmovn_s16(h0), h1);
+    vst1q_s8(y + i, vminq_s8(vmaxq_s8(r, loq), hiq));
+  }
+#endif
   for (; i + 16 <= n; i += 16) {
     const int8x16_t xa = vld1q_s8(pa + i * ia), xb = vld1q_s8(pb + i * ib);
     int32x4_t v0, v1, v2, v3;
@@ -117,6 +144,21 @@ void ert_lut_s8__neon(const int8_t *t, const int8_t *x, int8_t *y, size_t n) {
   for (; i < n; ++i) y[i] = t[x[i] + 128];
 }
 #endif
+
+/* dequantize_s8: exact int8 -> float conversion, then the subtraction and the
+ * multiplication as two separate IEEE operations, as the reference does. */
+void ert_dequantize_s8__neon(const int8_t *x, float *y, size_t n, float s, float z) {
+  const float32x4_t vs = vdupq_n_f32(s), vz = vdupq_n_f32(z);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const int16x8_t h = vmovl_s8(vld1_s8(x + i));
+    const float32x4_t a = vcvtq_f32_s32(vmovl_s16(vget_low_s16(h)));
+    const float32x4_t b = vcvtq_f32_s32(vmovl_s16(vget_high_s16(h)));
+    vst1q_f32(y + i, vmulq_f32(vsubq_f32(a, vz), vs));
+    vst1q_f32(y + i + 4, vmulq_f32(vsubq_f32(b, vz), vs));
+  }
+  for (; i < n; ++i) y[i] = ((float)x[i] - z) * s;
+}
 
 #if defined(__aarch64__)
 /* quantize_one of ref/quantize.c on four lanes, step for step: the division (IEEE, as

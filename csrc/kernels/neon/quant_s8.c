@@ -231,22 +231,44 @@ void ert_qgemm_s8_p__neon(int32_t kq, int32_t np, const int8_t *col, const int8_
   qgemm_tail(kq, np, i, col, wq, bias, acc, lda);
 }
 
+/* [sum a, sum b, sum c, sum d] (pack_w_s8's row sums) */
+static inline int32x4_t hsum4_(int32x4_t a, int32x4_t b, int32x4_t c, int32x4_t d) {
+#if defined(__aarch64__)
+  return vpaddq_s32(vpaddq_s32(a, b), vpaddq_s32(c, d));
+#else
+  const int32x2_t ab = vpadd_s32(vadd_s32(vget_low_s32(a), vget_high_s32(a)),
+                                 vadd_s32(vget_low_s32(b), vget_high_s32(b)));
+  const int32x2_t cd = vpadd_s32(vadd_s32(vget_low_s32(c), vget_high_s32(c)),
+                                 vadd_s32(vget_low_s32(d), vget_high_s32(d)));
+  return vcombine_s32(ab, cd);
+#endif
+}
+
 void ert_pack_w_s8__neon(int8_t *wq, int32_t *wsum, const int8_t *w, size_t ld, int32_t rows,
                          int32_t k) {
   const int32_t kq = (k + 3) / 4;
   int32x4_t s = vdupq_n_s32(0);
   int32_t q = 0;
-  if (rows == 4)
-    for (; 4 * q + 16 <= k; q += 4) { /* four quads of four rows: a 4x4 transpose of words */
+  if (rows == 4) { /* four quads of four rows: a 4x4 transpose of words; row sums beside */
+    int32x4_t rs0 = s, rs1 = s, rs2 = s, rs3 = s;
+    for (; 4 * q + 16 <= k; q += 4) {
       int32x4x4_t v;
-      for (int r = 0; r < 4; ++r) v.val[r] = vreinterpretq_s32_s8(vld1q_s8(w + (size_t)r * ld + 4 * q));
+      const int8x16_t x0 = vld1q_s8(w + 4 * q), x1 = vld1q_s8(w + ld + 4 * q);
+      const int8x16_t x2 = vld1q_s8(w + 2 * ld + 4 * q), x3 = vld1q_s8(w + 3 * ld + 4 * q);
+      v.val[0] = vreinterpretq_s32_s8(x0), v.val[1] = vreinterpretq_s32_s8(x1);
+      v.val[2] = vreinterpretq_s32_s8(x2), v.val[3] = vreinterpretq_s32_s8(x3);
       vst4q_s32((int32_t *)(void *)(wq + 16 * q), v);
+      rs0 = vpadalq_s16(rs0, vpaddlq_s8(x0)), rs1 = vpadalq_s16(rs1, vpaddlq_s8(x1));
+      rs2 = vpadalq_s16(rs2, vpaddlq_s8(x2)), rs3 = vpadalq_s16(rs3, vpaddlq_s8(x3));
     }
+    s = hsum4_(rs0, rs1, rs2, rs3);
+  }
+  const int32_t q0 = q; /* quads below q0 are summed in s */
   for (; q < kq; ++q)
     for (int r = 0; r < 4; ++r)
       for (int j = 0; j < 4; ++j)
         wq[16 * q + 4 * r + j] = r < rows && 4 * q + j < k ? w[(size_t)r * ld + (size_t)(4 * q + j)] : 0;
-  for (q = 0; q < kq; ++q) { /* lane r: sum of channel r's bytes */
+  for (q = q0; q < kq; ++q) { /* lane r: sum of channel r's bytes */
     const int16x8_t h = vpaddlq_s8(vld1q_s8(wq + 16 * q));
     s = vaddq_s32(s, vpaddlq_s16(h));
   }
@@ -573,17 +595,27 @@ DOT void ert_qgemm_s8__dot(int32_t kq, int32_t np, const int8_t *col, const int8
   qgemm_tail(kq, np, i, col, wq, bias, acc, lda);
 }
 
-/* sum (a - azp) b = sum a b - azp sum b: both sums by sdot (sum b against ones). */
+/* sum (a - azp) b = sum a b - azp sum b: both sums by sdot (sum b against ones). The
+ * last k % 16 elements (k >= 16): the 16 bytes ending at k with the lanes already counted
+ * masked off (in a and in the ones), so each product is counted once. */
+static const int8_t tail_mask[32] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                     -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+
 DOT void ert_gemv_s8__dot(int32_t k, int32_t n, const int8_t *a, int32_t azp, const int8_t *b,
                           int32_t *acc) {
   const int8x16_t ones = vdupq_n_s8(1);
   const size_t ks = (size_t)k;
+  const int32_t kv = k & ~15, rem = k - kv;
+  const int tail = rem > 0 && k >= 16;
+  const int8x16_t mask = vld1q_s8(tail_mask + rem);
+  const int8x16_t xt = tail ? vandq_s8(vld1q_s8(a + k - 16), mask) : vdupq_n_s8(0);
+  const int8x16_t ot = vandq_s8(ones, mask);
   int32_t c = 0;
   for (; c + 4 <= n; c += 4) {
     const int8_t *b0 = b + (size_t)c * ks, *b1 = b0 + ks, *b2 = b1 + ks, *b3 = b2 + ks;
     int32x4_t s0 = vdupq_n_s32(0), s1 = s0, s2 = s0, s3 = s0, u0 = s0, u1 = s0, u2 = s0, u3 = s0;
     int32_t i = 0;
-    for (; i + 16 <= k; i += 16) {
+    for (; i < kv; i += 16) {
       const int8x16_t x = vld1q_s8(a + i);
       const int8x16_t y0 = vld1q_s8(b0 + i), y1 = vld1q_s8(b1 + i);
       const int8x16_t y2 = vld1q_s8(b2 + i), y3 = vld1q_s8(b3 + i);
@@ -592,14 +624,35 @@ DOT void ert_gemv_s8__dot(int32_t k, int32_t n, const int8_t *a, int32_t azp, co
       s2 = vdotq_s32(s2, x, y2), u2 = vdotq_s32(u2, ones, y2);
       s3 = vdotq_s32(s3, x, y3), u3 = vdotq_s32(u3, ones, y3);
     }
+    if (tail) {
+      const int32_t o = k - 16;
+      const int8x16_t y0 = vld1q_s8(b0 + o), y1 = vld1q_s8(b1 + o);
+      const int8x16_t y2 = vld1q_s8(b2 + o), y3 = vld1q_s8(b3 + o);
+      s0 = vdotq_s32(s0, xt, y0), u0 = vdotq_s32(u0, ot, y0);
+      s1 = vdotq_s32(s1, xt, y1), u1 = vdotq_s32(u1, ot, y1);
+      s2 = vdotq_s32(s2, xt, y2), u2 = vdotq_s32(u2, ot, y2);
+      s3 = vdotq_s32(s3, xt, y3), u3 = vdotq_s32(u3, ot, y3);
+    }
     int32x4_t r = vmlsq_n_s32(hsum4(s0, s1, s2, s3), hsum4(u0, u1, u2, u3), azp);
-    if (i < k) {
-      const int32_t t[4] = {gemv_col(k, i, a, azp, b0), gemv_col(k, i, a, azp, b1),
-                            gemv_col(k, i, a, azp, b2), gemv_col(k, i, a, azp, b3)};
+    if (rem > 0 && !tail) {
+      const int32_t t[4] = {gemv_col(k, kv, a, azp, b0), gemv_col(k, kv, a, azp, b1),
+                            gemv_col(k, kv, a, azp, b2), gemv_col(k, kv, a, azp, b3)};
       r = vaddq_s32(r, vld1q_s32(t));
     }
     vst1q_s32(acc + c, r);
   }
-  for (; c < n; ++c) acc[c] = gemv_col(k, 0, a, azp, b + (size_t)c * ks);
+  for (; c < n; ++c) { /* one column: the same sums */
+    const int8_t *bc = b + (size_t)c * ks;
+    int32x4_t s0 = vdupq_n_s32(0), u0 = s0;
+    for (int32_t i = 0; i < kv; i += 16) {
+      const int8x16_t y = vld1q_s8(bc + i);
+      s0 = vdotq_s32(s0, vld1q_s8(a + i), y), u0 = vdotq_s32(u0, ones, y);
+    }
+    if (tail) {
+      const int8x16_t y = vld1q_s8(bc + k - 16);
+      s0 = vdotq_s32(s0, xt, y), u0 = vdotq_s32(u0, ot, y);
+    }
+    acc[c] = vaddvq_s32(s0) - azp * vaddvq_s32(u0) + (rem > 0 && !tail ? gemv_col(k, kv, a, azp, bc) : 0);
+  }
 }
 #endif

@@ -525,11 +525,20 @@ static void gather_q(const geom *g, const int8_t *x, int32_t p0, int32_t pb, int
     const int64_t iy0 = (int64_t)oy * g->sh - g->pt, ix0 = (int64_t)ox * g->sw - g->pl;
     int8_t *dst = col + (size_t)i * 4u;
     int32_t t = 0;
-    if (tab && iy0 >= 0 && iy0 + (int64_t)(g->kh - 1) * g->dh < g->h && ix0 >= 0 &&
-        ix0 + (int64_t)(g->kw - 1) * g->dw < g->w) {
+    if (iy0 >= 0 && iy0 + (int64_t)(g->kh - 1) * g->dh < g->h && ix0 >= 0 &&
+        ix0 + (int64_t)(g->kw - 1) * g->dw < g->w) { /* the window is inside the image */
       const int8_t *src = x + (size_t)iy0 * (size_t)g->w + (size_t)ix0;
-      for (; t < g->k; t++) dst[pos[t]] = src[off[t]];
-      for (; t < kp; t++) dst[pos[t]] = 0;
+      if (tab) {
+        for (; t < g->k; t++) dst[pos[t]] = src[off[t]];
+      } else {
+        for (int32_t ci = 0; ci < g->cg; ci++)
+          for (int32_t ky = 0; ky < g->kh; ky++) {
+            const int8_t *r = src + (size_t)ci * plane + (size_t)ky * (size_t)g->dh * (size_t)g->w;
+            for (int32_t kx = 0; kx < g->kw; kx++, t++)
+              dst[(size_t)(t >> 2) * np4 + (size_t)(t & 3)] = r[(size_t)kx * (size_t)g->dw];
+          }
+      }
+      for (; t < kp; t++) dst[(size_t)(t >> 2) * np4 + (size_t)(t & 3)] = 0;
       continue;
     }
     for (int32_t ci = 0; ci < g->cg; ci++)

@@ -141,6 +141,11 @@ static void dequantize_task(void *arg, size_t begin, size_t end) {
   const ert_tensor *x = node->in[0];
   float *y = (float *)node->out[0]->data;
   const uint32_t count = (uint32_t)j->count;
+  if (count == 1 && x->dtype == EDGERT_INT8 && ert_cpu.dequantize_s8 != NULL) {
+    ert_cpu.dequantize_s8((const int8_t *)x->data + begin, y + begin, end - begin,
+                          ert_pf(node, 2), (float)ert_pi(node, 3));
+    return;
+  }
   for (size_t i = begin; i < end; i++) {
     const uint32_t c = (uint32_t)channel_of(j, i);
     const float s = ert_pf(node, 2 + c);
