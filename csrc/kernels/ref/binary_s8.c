@@ -137,17 +137,8 @@ typedef struct rq {
     *yp = (int8_t)(r_ > hi ? hi : r_);                                  \
   } while (0)
 
-/* The row loops are compiled twice on x86-64 GCC/glibc: for AVX2 and for the baseline,
- * chosen at load time (same integer results). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && \
-    !defined(ERT_NO_CLONES)
-#define ROW_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define ROW_CLONES
-#endif
-
 /* One output row of n elements; a and b advance by sa and sb (0 or 1, or any stride). */
-ROW_CLONES
+ERT_S8_CLONES
 static void add_row(const rq *q, const int8_t *a, const int8_t *b, int8_t *y, int64_t n, int64_t sa,
                     int64_t sb) {
   ROW_LOCALS(q);
@@ -179,7 +170,7 @@ static void add_row(const rq *q, const int8_t *a, const int8_t *b, int8_t *y, in
   }
 }
 
-ROW_CLONES
+ERT_S8_CLONES
 static void mul_row(const rq *q, const int8_t *a, const int8_t *b, int8_t *y, int64_t n, int64_t sa,
                     int64_t sb) {
   ROW_LOCALS(q);

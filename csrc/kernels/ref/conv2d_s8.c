@@ -20,15 +20,6 @@
 #include "cpu.h"
 #include "quant_s8.h"
 
-/* The hot loops below are compiled twice on x86-64 GCC/glibc: for AVX2 (256-bit
- * multiply-add pairs) and for the baseline, chosen at load time. Same source, same
- * integer results. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && \
-    !defined(ERT_NO_CLONES)
-#define S8_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define S8_CLONES
-#endif
 #if defined(__GNUC__)
 #define S8_INLINE static inline __attribute__((always_inline))
 #else
@@ -212,7 +203,7 @@ typedef struct job {
   int w_no_min; /* W has no -128 (opdata[0]) */
 } job;
 
-S8_CLONES
+ERT_S8_CLONES
 static void dw_fill(const geom *g, const int8_t *x, int16_t *buf) {
   const int64_t rows = dw_rows(g), cols = dw_cols(g), plen = dw_plen(g), sw = g->sw;
   const int64_t row_len = sw * plen;
@@ -269,7 +260,7 @@ DW_TAPS_S8(dw_taps25, 25)
 
 /* One output plane from the padded copy: per output row, taps accumulate contiguous
  * runs. */
-S8_CLONES
+ERT_S8_CLONES
 static void dw_plane_padded(const geom *g, const int16_t *buf, const int8_t *w,
                             const int32_t *qp, int8_t *y) {
   const int64_t plen = dw_plen(g), row_len = g->sw * plen;
@@ -456,7 +447,7 @@ S8_INLINE void dot_2x4(const int16_t *a, const int16_t *b, const int16_t *w, int
   out[4] = t0, out[5] = t1, out[6] = t2, out[7] = t3;
 }
 
-S8_CLONES
+ERT_S8_CLONES
 static void block(const job *j, size_t t, int16_t *col, int16_t *wbuf) {
   const geom *g = j->g;
   const size_t per_image = (size_t)g->group * j->blocks;

@@ -9,15 +9,6 @@
 #include "cpu.h"
 #include "quant_s8.h"
 
-/* run_slot is compiled twice on x86-64 GCC/glibc: for AVX2 (256-bit multiply-add pairs)
- * and for the baseline, chosen at load time. Same source, same integer results. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && \
-    !defined(ERT_NO_CLONES)
-#define GS8_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define GS8_CLONES
-#endif
-
 enum { P_TA, P_TB, P_ALPHA, P_BETA, P_ACT, P_AZP = 7, P_YZP, P_LO, P_HI, P_SHIFT, P_COUNT };
 enum { GS8_NB = 64, GS8_SLOTS = 4 };
 #define TERM_MAX (255 * 128)
@@ -73,7 +64,7 @@ typedef struct job {
   size_t blocks, tasks, nslots;
 } job;
 
-GS8_CLONES
+ERT_S8_CLONES
 static void run_slot(void *arg, size_t begin, size_t end) {
   const job *j = (const job *)arg;
   const ert_node *node = j->node;

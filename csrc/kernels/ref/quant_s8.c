@@ -5,17 +5,11 @@
 
 static const char *nm(const ert_node *n) { return n->name ? n->name : ""; }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && \
-    !defined(ERT_NO_CLONES)
-#define ROW_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define ROW_CLONES
-#endif
 
 /* The floor shift of ert_requant without a branch: v + 2^62 is non-negative (|acc *
  * mult| < 2^62 and the rounding term is at most 2^61), so an unsigned shift floors it;
  * 2^62 >> shift is then taken back off. */
-ROW_CLONES void ert_requant_row(const int32_t *acc, size_t n, int32_t mult, int32_t shift,
+ERT_S8_CLONES void ert_requant_row(const int32_t *acc, size_t n, int32_t mult, int32_t shift,
                                 int32_t zp, int32_t lo, int32_t hi, int8_t *y) {
   if (ert_cpu.requant_row != NULL) {
     ert_cpu.requant_row(acc, n, mult, shift, zp, lo, hi, y);

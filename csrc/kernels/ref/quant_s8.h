@@ -37,6 +37,16 @@
 #define ERT_IVDEP
 #endif
 
+/* Marks a hot int8 loop to be built twice on x86-64 with GCC and glibc, for AVX2 and the
+ * baseline, the variant chosen at load time (the integer results are the same). Empty
+ * elsewhere, or when ERT_NO_CLONES is defined. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && \
+    !defined(ERT_NO_CLONES)
+#define ERT_S8_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define ERT_S8_CLONES
+#endif
+
 #define ERT_Q_SHIFT_MIN 1
 #define ERT_Q_SHIFT_MAX 62
 
