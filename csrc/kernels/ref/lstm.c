@@ -40,6 +40,9 @@ void ert_lstm_eval(const ert_node *node, ert_exec *ex) {
     const float *RT = (const float *)node->in[2]->data + d * H * GH;
     const float *pi = p ? (const float *)p->data + d * 3 * H : NULL;
     const float *po = pi ? pi + H : NULL, *pf = pi ? pi + 2 * H : NULL;
+    /* the optimized gates: default activations, no coupled input and forget gates */
+    const ert_lstm_cell_fn cell_fn = fa.kind == ERT_RNN_SIGMOID && ga.kind == ERT_RNN_TANH &&
+                                     ha.kind == ERT_RNN_TANH && !c.flag ? ert_cpu.lstm_cell : NULL;
     ert_rnn_input_projection(node, ex, &c, d, GH, bias, proj);
     ert_rnn_load_state(&c, ert_rnn_opt(node, 4), d, h);
     ert_rnn_load_state(&c, ert_rnn_opt(node, 5), d, cell);
@@ -49,6 +52,12 @@ void ert_lstm_eval(const ert_node *node, ert_exec *ex) {
                        .add = proj + ert_rnn_xrow(&c, t, 0) * GH, .add_stride = add_stride,
                        .out = gates, .out_stride = GH};
       ert_rnn_mv_run(ex, &mv, GH);
+      if (cell_fn) {
+        for (size_t b = 0; b < N; b++)
+          cell_fn(gates + b * GH, cell + b * H, h + b * H, H, pi, c.has_clip ? c.clip : 0.0f);
+        ert_rnn_store_y(&c, node->out[0], t, d, h);
+        continue;
+      }
       for (size_t b = 0; b < N; b++) {
         const float *g = gates + b * GH;
         float *hb = h + b * H, *cb = cell + b * H;

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "cpu.h"
 #include "quant_s8.h"
 #include "sgemm.h" /* ERT_SIMD_CLONES */
 
@@ -98,8 +99,14 @@ static edgert_status pool_prepare(ert_node *node, ert_err *err, int kind) {
 /* Range [lo, hi) of k in [0, kcount) with 0 <= i0 + k*d < size. */
 static void tap_range(int32_t i0, int32_t d, int32_t size, int32_t kcount, int32_t *lo,
                       int32_t *hi) {
-  int64_t a = i0 >= 0 ? 0 : (-(int64_t)i0 + d - 1) / d;
-  int64_t b = i0 <= size - 1 ? ((int64_t)size - 1 - i0) / d + 1 : 0;
+  int64_t a, b;
+  if (d == 1) { /* the common case, without the divisions */
+    a = i0 >= 0 ? 0 : -(int64_t)i0;
+    b = (int64_t)size - i0;
+  } else {
+    a = i0 >= 0 ? 0 : (-(int64_t)i0 + d - 1) / d;
+    b = i0 <= size - 1 ? ((int64_t)size - 1 - i0) / d + 1 : 0;
+  }
   if (a > kcount) a = kcount;
   if (b > kcount) b = kcount;
   if (b < a) b = a;
@@ -205,7 +212,7 @@ static void pool_row_separable(const pool_geom *g, int kind, const float *x, int
   const float init = is_max ? -INFINITY : 0.0f;
   const int32_t p = kind == KIND_LP ? g->extra : 0;
   const int32_t sw = g->sw, dw = g->dw, kw = g->kw, span_k = (kw - 1) * dw;
-  const int32_t oc = (SEP_TMP - 1 - span_k) / sw + 1; /* outputs per chunk */
+  const int32_t oc = sw == 1 ? SEP_TMP - span_k : (SEP_TMP - 1 - span_k) / sw + 1; /* per chunk */
   for (int32_t o0 = 0; o0 < g->ow; o0 += oc) {
     const int32_t o1 = o0 + oc < g->ow ? o0 + oc : g->ow;
     const int32_t c0 = o0 * sw - g->pl, span = (o1 - 1 - o0) * sw + span_k + 1;
@@ -220,17 +227,36 @@ static void pool_row_separable(const pool_geom *g, int kind, const float *x, int
       const float *r0 = x + (size_t)(iy0 + ky_lo * g->dh) * g->w + c0 + tl;
       float *tt = tmp + tl;
       const int32_t nt = th - tl;
-      if (p == 0)
-        memcpy(tt, r0, (size_t)nt * sizeof(float));
-      else
+      if ((is_max || p == 0) && ert_cpu.pool_vred != NULL) {
+        ert_cpu.pool_vred(tt, r0, (ptrdiff_t)g->dh * g->w, ky_hi - ky_lo, nt, is_max);
+      } else if (is_max || p == 0) {
+        /* rows folded two per pass, in order (the first pass starts from row ky_lo) */
+        const ptrdiff_t rs = (ptrdiff_t)g->dh * g->w;
+        int32_t ky = ky_lo + 1;
+        const float *a = r0;
+        for (; ky < ky_hi; ky += 2) {
+          const float *r = r0 + (ptrdiff_t)(ky - ky_lo) * rs;
+          if (ky + 1 < ky_hi) {
+            if (is_max) {
+              for (t = 0; t < nt; ++t) {
+                const float m = r[t] > a[t] ? r[t] : a[t];
+                tt[t] = r[t + rs] > m ? r[t + rs] : m;
+              }
+            } else {
+              for (t = 0; t < nt; ++t) tt[t] = (a[t] + r[t]) + r[t + rs];
+            }
+          } else if (is_max) {
+            for (t = 0; t < nt; ++t) tt[t] = r[t] > a[t] ? r[t] : a[t];
+          } else {
+            for (t = 0; t < nt; ++t) tt[t] = a[t] + r[t];
+          }
+          a = tt;
+        }
+        if (a != tt) memcpy(tt, r0, (size_t)nt * sizeof(float));
+      } else { /* lp_pool2d */
         for (t = 0; t < nt; ++t) tt[t] = pool_f(r0[t], p);
-      for (int32_t ky = ky_lo + 1; ky < ky_hi; ++ky) {
-        const float *r = x + (size_t)(iy0 + ky * g->dh) * g->w + c0 + tl;
-        if (is_max) {
-          for (t = 0; t < nt; ++t) tt[t] = r[t] > tt[t] ? r[t] : tt[t];
-        } else if (p == 0) {
-          for (t = 0; t < nt; ++t) tt[t] += r[t];
-        } else {
+        for (int32_t ky = ky_lo + 1; ky < ky_hi; ++ky) {
+          const float *r = x + (size_t)(iy0 + ky * g->dh) * g->w + c0 + tl;
           for (t = 0; t < nt; ++t) tt[t] += pool_f(r[t], p);
         }
       }
@@ -238,7 +264,9 @@ static void pool_row_separable(const pool_geom *g, int kind, const float *x, int
     for (t = th; t < span; ++t) tmp[t] = init;
     float *y = yr + o0;
     const int32_t n = o1 - o0;
-    if (kw == 3 && sw == 1 && dw == 1) {
+    if (dw == 1 && ert_cpu.pool_hred != NULL && ert_cpu.pool_hred(y, tmp, n, kw, sw, is_max)) {
+      /* done by the optimized row */
+    } else if (kw == 3 && sw == 1 && dw == 1) {
       for (int32_t i = 0; i < n; ++i) {
         const float a = tmp[i], b = tmp[i + 1], c = tmp[i + 2];
         if (is_max) {
@@ -262,6 +290,17 @@ static void pool_row_separable(const pool_geom *g, int kind, const float *x, int
       for (int32_t i = 0; i < n; ++i) {
         const float a = tmp[2 * i], b = tmp[2 * i + 1];
         y[i] = is_max ? (a > b ? a : b) : a + b;
+      }
+    } else if (sw == 1) {
+      /* contiguous taps: the form compilers vectorize */
+      memcpy(y, tmp, (size_t)n * sizeof(float));
+      for (int32_t kx = 1; kx < kw; ++kx) {
+        const float *tk = tmp + (ptrdiff_t)kx * dw;
+        if (is_max) {
+          for (int32_t i = 0; i < n; ++i) y[i] = tk[i] > y[i] ? tk[i] : y[i];
+        } else {
+          for (int32_t i = 0; i < n; ++i) y[i] += tk[i];
+        }
       }
     } else {
       for (int32_t i = 0; i < n; ++i) y[i] = tmp[(ptrdiff_t)i * sw];
@@ -410,7 +449,10 @@ static void global_worker(void *arg, size_t begin, size_t end) {
     const size_t n = j->size;
     /* four independent partial results, kept in registers */
     size_t i = 0;
-    if (j->is_max) {
+    if (ert_cpu.gpool != NULL) {
+      const float r = ert_cpu.gpool(x, n, j->is_max);
+      j->y[p] = j->is_max ? r : r / (float)n;
+    } else if (j->is_max) {
       float m0 = -INFINITY, m1 = m0, m2 = m0, m3 = m0;
       for (; i + 4 <= n; i += 4) {
         m0 = x[i] > m0 ? x[i] : m0;

@@ -1,6 +1,7 @@
 /* pool_s8.c: max / average pooling and global average / max pooling on int8 tensors.
  * Parameters and meaning: edgert/ops/pool_s8.py; the window geometry is the float
  * op's (edgert/ops/pool.py). */
+#include "cpu.h"
 #include "quant_s8.h"
 
 enum {
@@ -101,9 +102,48 @@ static int32_t round_div(int32_t num, int32_t den) {
   return num < 0 ? -q : q;
 }
 
+/* Output columns [*lo, *hi) whose every tap is inside the row (none when dw != 1: the
+ * optimized rows take contiguous windows only). */
+static void interior(const geom *g, int32_t *lo, int32_t *hi) {
+  int64_t a = ((int64_t)g->pl + g->sw - 1) / g->sw;
+  int64_t b = g->w - (int64_t)(g->kw - 1) * g->dw + g->pl; /* ox * sw < b */
+  b = b > 0 ? (b - 1) / g->sw + 1 : 0;
+  if (b > g->ow) b = g->ow;
+  if (g->dw != 1 || b < a) a = b = 0;
+  *lo = (int32_t)a;
+  *hi = (int32_t)b;
+}
+
 static void plane(const geom *g, int kind, const int8_t *x, int8_t *y) {
+  int32_t in_lo = 0, in_hi = 0;
+  if (ert_cpu.pool_s8_row != NULL) interior(g, &in_lo, &in_hi);
   for (int32_t oy = 0; oy < g->oh; oy++) {
+    int32_t skip_lo = 0, skip_hi = 0; /* columns done by the optimized row */
+    if (in_hi > in_lo) {
+      int32_t ky_lo = -1, rows = 0, pad_rows = 0;
+      for (int32_t ky = 0; ky < g->kh; ky++) {
+        const int64_t iy = (int64_t)oy * g->sh - g->pt + (int64_t)ky * g->dh;
+        if (iy >= 0 && iy < g->h) {
+          if (ky_lo < 0) ky_lo = ky;
+          rows++;
+        }
+        if (iy < g->h + g->pb) pad_rows++;
+      }
+      if (rows > 0) {
+        const int64_t iy0 = (int64_t)oy * g->sh - g->pt + (int64_t)ky_lo * g->dh;
+        const int32_t count = (g->include_pad ? pad_rows : rows) * g->kw;
+        if (ert_cpu.pool_s8_row(y + (size_t)oy * (size_t)g->ow + in_lo,
+                                x + iy0 * g->w + ((int64_t)in_lo * g->sw - g->pl),
+                                (ptrdiff_t)g->dh * g->w, rows, in_hi - in_lo, g->kw, g->sw, g->zp,
+                                count, kind == KIND_AVG)) {
+          skip_lo = in_lo;
+          skip_hi = in_hi;
+        }
+      }
+    }
     for (int32_t ox = 0; ox < g->ow; ox++) {
+      if (ox == skip_lo && skip_hi > skip_lo) ox = skip_hi;
+      if (ox >= g->ow) break;
       int32_t best = -128, sum = 0, count = 0;
       for (int32_t ky = 0; ky < g->kh; ky++) {
         const int64_t iy = (int64_t)oy * g->sh - g->pt + (int64_t)ky * g->dh;
@@ -191,13 +231,18 @@ static void global_task(void *arg, size_t begin, size_t end) {
   int8_t *y = (int8_t *)node->out[0]->data;
   for (size_t p = begin; p < end; p++) {
     const int8_t *xp = x + p * j->size;
-    if (j->kind == 1) {
+    if (ert_cpu.gpool_s8 != NULL && j->kind == 1) {
+      y[p] = (int8_t)ert_cpu.gpool_s8(xp, j->size, 1);
+    } else if (j->kind == 1) {
       int32_t m = -128;
       for (size_t i = 0; i < j->size; i++) m = xp[i] > m ? xp[i] : m;
       y[p] = (int8_t)m;
     } else {
       int32_t s = 0;
-      for (size_t i = 0; i < j->size; i++) s += xp[i];
+      if (ert_cpu.gpool_s8 != NULL)
+        s = ert_cpu.gpool_s8(xp, j->size, 0);
+      else
+        for (size_t i = 0; i < j->size; i++) s += xp[i];
       s -= (int32_t)j->size * ert_pi(node, G_XZP);
       y[p] = ert_clamp_s8(ert_pi(node, G_YZP) + ert_requant(s, ert_pi(node, G_MULT),
                                                            ert_pi(node, G_SHIFT)),

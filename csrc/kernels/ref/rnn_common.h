@@ -11,6 +11,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "cpu.h"
 #include "internal.h"
 
 enum {
@@ -269,7 +270,8 @@ static inline float ert_rnn_clip(const ert_rnn_cfg *c, float x) {
  *                           + sum over i < k of vec[v*vec_stride + i] * mt[i*ld + j]
  * mt holds the transposed weights (one row per input feature), so the inner loop runs
  * along contiguous outputs: plain C that compilers vectorize without reassociating
- * (each output sums its products in order of i). */
+ * (each output sums its products in order of i). ert_cpu.rnn_mv, when set, runs it
+ * instead. */
 typedef struct ert_rnn_mv {
   const float *mt;
   size_t k, ld;
@@ -294,6 +296,11 @@ __attribute__((target_clones("fma", "default")))
 #endif
 static void ert_rnn_mv_task(void *arg, size_t begin, size_t end) {
   const ert_rnn_mv *a = (const ert_rnn_mv *)arg;
+  if (ert_cpu.rnn_mv) {
+    ert_cpu.rnn_mv(a->k, end - begin, a->mt + begin, a->ld, a->vec, a->vec_stride, a->nvec,
+                   a->add ? a->add + begin : NULL, a->add_stride, a->out + begin, a->out_stride);
+    return;
+  }
   float acc[ERT_RNN_VBLOCK][ERT_RNN_BLOCK];
   for (size_t j0 = begin; j0 < end; j0 += ERT_RNN_BLOCK) {
     const size_t nj = end - j0 < ERT_RNN_BLOCK ? end - j0 : ERT_RNN_BLOCK;
