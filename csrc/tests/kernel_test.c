@@ -160,7 +160,7 @@ static void test_act(const ert_kernels *opt) {
   const ert_act_params acts[] = {
       {ERT_ACT_RELU, 0, 0},         {ERT_ACT_CLIP, -1.0f, 6.0f}, {ERT_ACT_HARD_SIGMOID, 0.2f, 0.5f},
       {ERT_ACT_HARD_SWISH, 0, 0},   {ERT_ACT_LEAKY_RELU, 0.1f, 0}, {ERT_ACT_SIGMOID, 0, 0},
-      {ERT_ACT_TANH, 0, 0},
+      {ERT_ACT_TANH, 0, 0},         {ERT_ACT_SILU, 0, 0},
   };
   unsigned seed = 11;
   for (size_t t = 0; t < sizeof acts / sizeof acts[0]; ++t)
@@ -818,6 +818,35 @@ static void expect_abs(const char *what, float got, double want, double tol, con
   if (failures++ < 20) fprintf(stderr, "FAIL %s %s: got %.9g want %.9g\n", what, ctx, got, want);
 }
 
+/* act_apply's sigmoid, tanh and silu over [-20, 20] (and values around 87, where exp
+ * leaves the normal range) against double precision: 5e-7 absolute (silu: 5e-7 max(1,
+ * |x|)), tanh also 1e-5 relative below 1/4. NaN and infinities are in test_act. */
+static double exp_act_err_max = 0.0;
+static void test_act_sweep(const ert_kernels *opt) {
+  if (opt->act_apply == NULL) return;
+  enum { NS = 4099 };
+  static float x[NS], y[NS];
+  static const int32_t kinds[] = {ERT_ACT_SIGMOID, ERT_ACT_TANH, ERT_ACT_SILU};
+  for (size_t t = 0; t < 3; ++t) {
+    for (int j = 0; j < NS; ++j)
+      x[j] = y[j] = j < NS - 8 ? -20.0f + 40.0f * (float)j / (NS - 9)
+                              : (float[]){-88.0f, -87.0f, 87.0f, 88.0f, 1e-6f, -1e-6f, 1e-30f, -0.0f}[j - (NS - 8)];
+    const ert_act_params act = {kinds[t], 0.0f, 0.0f};
+    if (!opt->act_apply(&act, y, NS)) continue;
+    for (int j = 0; j < NS; ++j) {
+      const double v = x[j];
+      const double want = t == 0 ? sigm_d(v) : t == 1 ? tanh(v) : v * sigm_d(v);
+      const double scale = t == 2 && fabs(v) > 1.0 ? fabs(v) : 1.0;
+      ++checks;
+      const double err = fabs(y[j] - want);
+      if (err / scale > exp_act_err_max && fabs(v) <= 20.0) exp_act_err_max = err / scale;
+      if (!(err <= 5e-7 * scale) && failures++ < 20)
+        fprintf(stderr, "FAIL act sweep kind=%d x=%.9g: got %.9g want %.9g\n", (int)kinds[t], v, y[j], want);
+      if (t == 1 && fabs(v) < 0.25 && v != 0.0) expect_close("act tanh (relative)", y[j], want, fabs(want), "small");
+    }
+  }
+}
+
 /* lstm_cell: sigmoid and tanh alone over [-20, 20] (c = 0 and a saturated partner gate
  * make c' one of them exactly), NaN and infinities, then every option (peepholes, clip)
  * on lengths around the vector width against double precision. */
@@ -1015,6 +1044,8 @@ int main(int argc, char **argv) {
   test_binary(&opt);
   test_softmax(&opt);
   test_rnn_mv(&opt);
+  test_act_sweep(&opt);
+  if (opt.act_apply) printf("act_apply: sigmoid/tanh/silu max abs error %.3g (silu: / max(1, |x|))\n", exp_act_err_max);
   test_lstm_cell(&opt);
   test_gru_cell(&opt);
   if (opt.lstm_cell)

@@ -1,9 +1,14 @@
-/* act.c (NEON): the clamp-like fused activations of ert_act_apply (src/common.c).
- * Results match the reference's comparisons, NaN included: relu maps NaN to 0 (fmaxnm on
- * aarch64, a compare-and-select on 32-bit ARM), the clamps keep NaN (fmax/fmin return
- * NaN for a NaN operand); zeros may differ in sign only. hard_swish multiplies by 1/6
- * where the reference divides by 6 (at most one rounding apart). Kinds that need
- * exp/tanh/erf return 0: the caller runs the reference code. */
+/* act.c (NEON): the fused activations of ert_act_apply (src/common.c) but gelu.
+ * Clamp-like kinds match the reference's comparisons, NaN included: relu maps NaN to 0
+ * (fmaxnm on aarch64, a compare-and-select on 32-bit ARM), the clamps keep NaN (fmax/fmin
+ * return NaN for a NaN operand); zeros may differ in sign only. hard_swish multiplies by
+ * 1/6 where the reference divides by 6 (at most one rounding apart). sigmoid, tanh and
+ * silu (x sigmoid(x)) use ert_v_sigmoid / ert_v_tanh (neon_f32.h): within 5e-7 absolute
+ * (silu: 5e-7 |x|) of the exact functions, where the reference calls expf/tanhf; NaN
+ * stays NaN and +-inf give the reference's limits. gelu returns 0: the caller runs the
+ * reference code. */
+#include <string.h>
+
 #include "neon_f32.h"
 
 static inline float32x4_t v_relu(float32x4_t v) {
@@ -41,6 +46,29 @@ static inline float clamp1(float x, float lo, float hi) {
     }                                                                \
   }
 
+/* sigmoid, tanh or silu of four values (the out-of-line copies of rnn_f32.c). */
+static inline float32x4_t exp_act(int32_t kind, float32x4_t v) {
+  if (kind == ERT_ACT_TANH) return ert_tanh4_f32__neon(v);
+  const float32x4_t s = ert_sigmoid4_f32__neon(v);
+  return kind == ERT_ACT_SILU ? vmulq_f32(v, s) : s;
+}
+
+/* Rows of n floats through exp_act, the last n % 4 of a row through a padded vector
+ * (out of line: keeps the clamp-like kinds of the tile epilogues free of its frame). */
+static __attribute__((noinline)) void exp_act_rows(int32_t kind, float *x, ptrdiff_t ld,
+                                                  int32_t rows, size_t n) {
+  for (int32_t r = 0; r < rows; ++r, x += ld) {
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(x + i, exp_act(kind, vld1q_f32(x + i)));
+    if (i < n) {
+      float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      memcpy(t, x + i, (n - i) * sizeof(float));
+      vst1q_f32(t, exp_act(kind, vld1q_f32(t)));
+      memcpy(x + i, t, (n - i) * sizeof(float));
+    }
+  }
+}
+
 int ert_act_rows_f32__neon(const ert_act_params *act, float *x, ptrdiff_t ld, int32_t rows,
                            size_t n) {
   const float a = act->a, b = act->b;
@@ -73,6 +101,11 @@ int ert_act_rows_f32__neon(const ert_act_params *act, float *x, ptrdiff_t ld, in
 #define V(v) vbslq_f32(vcltq_f32((v), zero), vmulq_f32(va, (v)), (v))
       ACT_ROWS(V, s < 0.0f ? a * s : s)
 #undef V
+      return 1;
+    case ERT_ACT_SIGMOID:
+    case ERT_ACT_TANH:
+    case ERT_ACT_SILU:
+      exp_act_rows(act->kind, x, ld, rows, n);
       return 1;
     default:
       return 0;

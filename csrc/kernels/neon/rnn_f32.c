@@ -2,71 +2,23 @@
  * matrix-vector products of ref/rnn_common.h, each output summing its products in order,
  * fused on aarch64) and the element-wise gate steps lstm_cell and gru_cell.
  *
- * sigmoid and tanh: e = exp(-|x|) (sigmoid) or exp(-2|x|) (tanh) by the softmax kernel's
- * formula (x = n ln2 + r, degree-7 Taylor polynomial of e^r, 2^n from the exponent bits;
- * within 2 ulp of expf, 0 below -87.3); sigmoid = (x >= 0 ? 1 : e) / (1 + e), tanh =
- * sign(x) (1 - e) / (1 + e) for |x| >= 1/4 and the reference's Taylor series to x^9
- * below. The division is IEEE on aarch64 and a reciprocal estimate with three Newton
- * steps on 32-bit ARM. kernel_test bounds both at 5e-7 absolute against double precision
- * over [-20, 20] (measured: 8.4e-8 aarch64, 1.5e-7 armv7). NaN stays NaN. */
+ * sigmoid and tanh are ert_v_sigmoid and ert_v_tanh (neon_f32.h): e = exp(-|x|) or
+ * exp(-2|x|) by the softmax kernel's formula, then (x >= 0 ? 1 : e) / (1 + e) and
+ * sign(x) (1 - e) / (1 + e) (the reference's Taylor series below |x| = 1/4). kernel_test
+ * bounds both at 5e-7 absolute against double precision over [-20, 20] (measured: 8.4e-8
+ * aarch64, 1.5e-7 armv7). NaN stays NaN. */
 #include <math.h>
 #include <string.h>
 
 #include "neon_f32.h"
 
-/* exp(x) for x <= 0 (NaN stays NaN), 0 below -87.33654. */
-static inline float32x4_t v_exp_neg(float32x4_t x) {
-  const float32x4_t lo = vdupq_n_f32(-87.33654f), shift = vdupq_n_f32(12582912.0f);
-  const float32x4_t xc = vmaxq_f32(x, lo);
-  const float32x4_t t = ERT_VMLA(shift, xc, vdupq_n_f32(1.44269504f));
-  const float32x4_t nf = vsubq_f32(t, shift);
-  float32x4_t r = ERT_VMLA(xc, nf, vdupq_n_f32(-0.693145752f));
-  r = ERT_VMLA(r, nf, vdupq_n_f32(-1.42860677e-6f));
-  float32x4_t p = ERT_VMLA(vdupq_n_f32(1.0f / 720.0f), r, vdupq_n_f32(1.0f / 5040.0f));
-  p = ERT_VMLA(vdupq_n_f32(1.0f / 120.0f), p, r);
-  p = ERT_VMLA(vdupq_n_f32(1.0f / 24.0f), p, r);
-  p = ERT_VMLA(vdupq_n_f32(1.0f / 6.0f), p, r);
-  p = ERT_VMLA(vdupq_n_f32(0.5f), p, r);
-  p = ERT_VMLA(vdupq_n_f32(1.0f), p, r);
-  p = ERT_VMLA(vdupq_n_f32(1.0f), p, r);
-  const int32x4_t bits = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(nf), vdupq_n_s32(127)), 23);
-  const float32x4_t e = vmulq_f32(p, vreinterpretq_f32_s32(bits));
-  return vbslq_f32(vcltq_f32(x, lo), vdupq_n_f32(0.0f), e);
-}
+/* Out of line (neon_f32.h): ~40 instructions each, used here and by act.c. */
+__attribute__((noinline)) float32x4_t ert_sigmoid4_f32__neon(float32x4_t x) { return ert_v_sigmoid(x); }
 
-/* a / b for b in [1, 2] (and NaN). */
-static inline float32x4_t v_div12(float32x4_t a, float32x4_t b) {
-#if defined(__aarch64__)
-  return vdivq_f32(a, b);
-#else
-  float32x4_t r = vrecpeq_f32(b);
-  r = vmulq_f32(r, vrecpsq_f32(b, r));
-  r = vmulq_f32(r, vrecpsq_f32(b, r));
-  r = vmulq_f32(r, vrecpsq_f32(b, r));
-  return vmulq_f32(a, r);
-#endif
-}
+__attribute__((noinline)) float32x4_t ert_tanh4_f32__neon(float32x4_t x) { return ert_v_tanh(x); }
 
-/* Out of line: ~40 instructions each, used several times. */
-static __attribute__((noinline)) float32x4_t v_sigmoid(float32x4_t x) {
-  const float32x4_t one = vdupq_n_f32(1.0f);
-  const float32x4_t e = v_exp_neg(vnegq_f32(vabsq_f32(x)));
-  return v_div12(vbslq_f32(vcgeq_f32(x, vdupq_n_f32(0.0f)), one, e), vaddq_f32(one, e));
-}
-
-static __attribute__((noinline)) float32x4_t v_tanh(float32x4_t x) {
-  const float32x4_t one = vdupq_n_f32(1.0f), a = vabsq_f32(x);
-  const float32x4_t e = v_exp_neg(vmulq_f32(a, vdupq_n_f32(-2.0f)));
-  const float32x4_t big = v_div12(vsubq_f32(one, e), vaddq_f32(one, e));
-  const float32x4_t a2 = vmulq_f32(a, a);
-  float32x4_t p = ERT_VMLA(vdupq_n_f32(-17.0f / 315.0f), a2, vdupq_n_f32(62.0f / 2835.0f));
-  p = ERT_VMLA(vdupq_n_f32(2.0f / 15.0f), p, a2);
-  p = ERT_VMLA(vdupq_n_f32(-1.0f / 3.0f), p, a2);
-  p = ERT_VMLA(one, p, a2);
-  const float32x4_t y = vbslq_f32(vcltq_f32(a, vdupq_n_f32(0.25f)), vmulq_f32(a, p), big);
-  const uint32x4_t sign = vandq_u32(vreinterpretq_u32_f32(x), vdupq_n_u32(0x80000000u));
-  return vreinterpretq_f32_u32(vorrq_u32(vreinterpretq_u32_f32(y), sign));
-}
+#define v_sigmoid ert_sigmoid4_f32__neon
+#define v_tanh ert_tanh4_f32__neon
 
 /* The clip range [lo, hi]: [-clip, clip] for clip > 0, else [-inf, inf]; min(max(x, lo),
  * hi) keeps NaN. */

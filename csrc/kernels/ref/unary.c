@@ -5,13 +5,15 @@
  * isnan, isinf and copy are in-place capable: each output element is written after
  * the input element at the same index is read, so out->data may equal in[0]->data.
  *
- * float32 math uses the float C functions (expf, tanhf, erff, ...). The f32 ops are
+ * float32 math uses the float C functions (expf, tanhf, erff, ...); sigmoid, tanh and
+ * silu go through the optimized ert_cpu.act_apply when it takes them (cpu.h). The f32 ops are
  * listed once in UNARY_F32_OPS below and share one task (a loop per op);
  * integer abs, neg, sign and clip share one task over int64 values.
  */
 #include <math.h>
 #include <string.h>
 
+#include "cpu.h"
 #include "internal.h"
 #include "quant_s8.h"
 
@@ -176,6 +178,14 @@ static void f32_task(void *arg, size_t begin, size_t end) {
   const float a = j->a, b = j->b;
   const int32_t k = j->k;
   (void)k;
+  /* sigmoid, tanh, silu: the optimized activation hook when it takes the kind (cpu.h) */
+  if ((j->op == U_sigmoid || j->op == U_tanh || j->op == U_silu) && ert_cpu.act_apply != NULL) {
+    const ert_act_params act = {j->op == U_sigmoid ? ERT_ACT_SIGMOID
+                                : j->op == U_tanh  ? ERT_ACT_TANH
+                                                   : ERT_ACT_SILU, 0.0f, 0.0f};
+    if (y != x) memcpy(y + begin, x + begin, (end - begin) * sizeof(float));
+    if (ert_cpu.act_apply(&act, y + begin, end - begin)) return;
+  }
   switch (j->op) {
 #define U_LOOP(name, nparams, expr)           \
   case U_##name:                              \
