@@ -70,28 +70,8 @@ int ert_binary_f32__neon(int op, float *o, const float *a, const float *b, size_
 
 /* ---- softmax ------------------------------------------------------------------------ */
 
-/* exp(x) for x <= 0 as the reference's exp_neg (ref/softmax.c): x = n ln2 + r, e^r by
- * its degree-7 Taylor polynomial, 2^n from the exponent bits; 0 below -87.33654, NaN
- * stays NaN (min/max keep it, and the polynomial of a NaN is NaN). */
-static inline float32x4_t v_exp_neg(float32x4_t x) {
-  const float32x4_t lo = vdupq_n_f32(-87.33654f), shift = vdupq_n_f32(12582912.0f);
-  float32x4_t xc = vminq_f32(vmaxq_f32(x, lo), vdupq_n_f32(0.0f));
-  const float32x4_t t = ERT_VMLA(shift, xc, vdupq_n_f32(1.44269504f));
-  const float32x4_t nf = vsubq_f32(t, shift);
-  float32x4_t r = ERT_VMLA(xc, nf, vdupq_n_f32(-0.693145752f));
-  r = ERT_VMLA(r, nf, vdupq_n_f32(-1.42860677e-6f));
-  float32x4_t p = ERT_VMLA(vdupq_n_f32(1.0f / 720.0f), r, vdupq_n_f32(1.0f / 5040.0f));
-  p = ERT_VMLA(vdupq_n_f32(1.0f / 120.0f), p, r);
-  p = ERT_VMLA(vdupq_n_f32(1.0f / 24.0f), p, r);
-  p = ERT_VMLA(vdupq_n_f32(1.0f / 6.0f), p, r);
-  p = ERT_VMLA(vdupq_n_f32(0.5f), p, r);
-  p = ERT_VMLA(vdupq_n_f32(1.0f), p, r);
-  p = ERT_VMLA(vdupq_n_f32(1.0f), p, r);
-  const int32x4_t bits = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(nf), vdupq_n_s32(127)), 23);
-  const float32x4_t e = vmulq_f32(p, vreinterpretq_f32_s32(bits));
-  return vbslq_f32(vcltq_f32(x, lo), vdupq_n_f32(0.0f), e);
-}
-
+/* exp of x - max (<= 0, or NaN) is ert_v_exp_neg (neon_f32.h), which follows the
+ * reference's exp_neg (ref/softmax.c). */
 void ert_softmax_row_f32__neon(const float *x, float *y, size_t n) {
   /* the last n % 4 values go through a padded vector: -inf gives exp 0 */
   const size_t body = n & ~(size_t)3, rest = n - body;
@@ -110,13 +90,13 @@ void ert_softmax_row_f32__neon(const float *x, float *y, size_t n) {
   const float32x4_t vm = vdupq_n_f32(mx);
   float32x4_t s0 = vdupq_n_f32(0.0f);
   for (size_t i = 0; i < body; i += 4) {
-    const float32x4_t e = v_exp_neg(vsubq_f32(vld1q_f32(x + i), vm));
+    const float32x4_t e = ert_v_exp_neg(vsubq_f32(vld1q_f32(x + i), vm));
     vst1q_f32(y + i, e);
     s0 = vaddq_f32(s0, e);
   }
   float32x4_t et = vdupq_n_f32(0.0f);
   if (rest) {
-    et = v_exp_neg(vsubq_f32(vld1q_f32(tail), vm));
+    et = ert_v_exp_neg(vsubq_f32(vld1q_f32(tail), vm));
     s0 = vaddq_f32(s0, et);
   }
   const float sum = (vgetq_lane_f32(s0, 0) + vgetq_lane_f32(s0, 1)) +
