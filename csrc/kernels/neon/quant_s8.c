@@ -231,8 +231,8 @@ void ert_qgemm_s8_p__neon(int32_t kq, int32_t np, const int8_t *col, const int8_
   qgemm_tail(kq, np, i, col, wq, bias, acc, lda);
 }
 
-/* [sum a, sum b, sum c, sum d] (pack_w_s8's row sums) */
-static inline int32x4_t hsum4_(int32x4_t a, int32x4_t b, int32x4_t c, int32x4_t d) {
+/* [sum a, sum b, sum c, sum d] (row sums of pack_w_s8, gemv) */
+static inline int32x4_t hsum4(int32x4_t a, int32x4_t b, int32x4_t c, int32x4_t d) {
 #if defined(__aarch64__)
   return vpaddq_s32(vpaddq_s32(a, b), vpaddq_s32(c, d));
 #else
@@ -261,7 +261,7 @@ void ert_pack_w_s8__neon(int8_t *wq, int32_t *wsum, const int8_t *w, size_t ld, 
       rs0 = vpadalq_s16(rs0, vpaddlq_s8(x0)), rs1 = vpadalq_s16(rs1, vpaddlq_s8(x1));
       rs2 = vpadalq_s16(rs2, vpaddlq_s8(x2)), rs3 = vpadalq_s16(rs3, vpaddlq_s8(x3));
     }
-    s = hsum4_(rs0, rs1, rs2, rs3);
+    s = hsum4(rs0, rs1, rs2, rs3);
   }
   const int32_t q0 = q; /* quads below q0 are summed in s */
   for (; q < kq; ++q)
@@ -409,19 +409,6 @@ static inline __attribute__((always_inline)) void widen_row(int16_t *d, const in
 void ert_widen_s8__neon(int16_t *d, const int8_t *s, int32_t pre, int32_t n, int32_t len,
                         int32_t stride, int32_t zp, int32_t rows, ptrdiff_t ds, ptrdiff_t ss) {
   for (int32_t r = 0; r < rows; ++r, d += ds, s += ss) widen_row(d, s, pre, n, len, stride, zp);
-}
-
-/* [sum a, sum b, sum c, sum d] */
-static inline int32x4_t hsum4(int32x4_t a, int32x4_t b, int32x4_t c, int32x4_t d) {
-#if defined(__aarch64__)
-  return vpaddq_s32(vpaddq_s32(a, b), vpaddq_s32(c, d));
-#else
-  const int32x2_t ab = vpadd_s32(vadd_s32(vget_low_s32(a), vget_high_s32(a)),
-                                 vadd_s32(vget_low_s32(b), vget_high_s32(b)));
-  const int32x2_t cd = vpadd_s32(vadd_s32(vget_low_s32(c), vget_high_s32(c)),
-                                 vadd_s32(vget_low_s32(d), vget_high_s32(d)));
-  return vcombine_s32(ab, cd);
-#endif
 }
 
 static int32_t gemv_col(int32_t k, int32_t i0, const int8_t *a, int32_t azp, const int8_t *b) {
