@@ -13,6 +13,7 @@
 #include "cpu.h"
 #include "quant_s8.h"
 #include "sgemm.h"
+#include "window.h"
 
 enum {
   P_GROUP, P_KH, P_KW, P_SH, P_SW, P_DH, P_DW, P_PT, P_PL, P_PB, P_PR, P_RANK1D, P_ACT,
@@ -30,37 +31,16 @@ typedef struct conv_geom {
 } conv_geom;
 
 static void read_geom(const ert_node *node, conv_geom *g) {
-  const ert_tensor *x = node->in[0], *y = node->out[0];
-  const int rank1d = ert_pi(node, P_RANK1D) != 0;
-  g->n = x->shape[0];
-  g->c = x->shape[1];
-  g->h = rank1d ? 1 : x->shape[2];
-  g->w = x->shape[rank1d ? 2 : 3];
-  g->m = y->shape[1];
-  g->oh = rank1d ? 1 : y->shape[2];
-  g->ow = y->shape[rank1d ? 2 : 3];
+  ERT_WINDOW_READ(node, g, P_KH, ert_pi(node, P_RANK1D));
+  g->n = node->in[0]->shape[0];
+  g->c = node->in[0]->shape[1];
+  g->m = node->out[0]->shape[1];
   g->group = ert_pi(node, P_GROUP);
   g->cg = g->c / g->group;
   g->mg = g->m / g->group;
-  g->kh = ert_pi(node, P_KH);
-  g->kw = ert_pi(node, P_KW);
-  g->sh = ert_pi(node, P_SH);
-  g->sw = ert_pi(node, P_SW);
-  g->dh = ert_pi(node, P_DH);
-  g->dw = ert_pi(node, P_DW);
-  g->pt = ert_pi(node, P_PT);
-  g->pl = ert_pi(node, P_PL);
   g->act.kind = ert_pi(node, P_ACT);
   g->act.a = ert_pf(node, P_ACT + 1);
   g->act.b = ert_pf(node, P_ACT + 2);
-}
-
-/* Output size of one spatial dimension, or -1 when the window does not fit. */
-static int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, int64_t p1) {
-  const int64_t span = d * (k - 1) + 1;
-  const int64_t padded = in + p0 + p1;
-  if (padded < span) return -1;
-  return (padded - span) / s + 1;
 }
 
 static int path_of(const conv_geom *g) {
@@ -119,8 +99,8 @@ edgert_status ert_conv2d_prepare(ert_node *node, ert_err *err) {
   if (b != NULL && b->shape[0] != m)
     return ert_fail(err, EDGERT_ERR_SHAPE, "conv2d '%s': B must have %lld entries", name,
                     (long long)m);
-  const int64_t oh = out_size(h, kh, sh, dh, pt, pb);
-  const int64_t ow = out_size(wd, kw, sw, dw, pl, pr);
+  const int64_t oh = ert_window_out(h, kh, sh, dh, pt, pb, 0);
+  const int64_t ow = ert_window_out(wd, kw, sw, dw, pl, pr, 0);
   if (oh < 1 || ow < 1)
     return ert_fail(err, EDGERT_ERR_SHAPE, "conv2d '%s': window larger than the padded input",
                     name);

@@ -19,6 +19,7 @@
 
 #include "cpu.h"
 #include "quant_s8.h"
+#include "window.h"
 
 #if defined(__GNUC__)
 #define S8_INLINE static inline __attribute__((always_inline))
@@ -43,37 +44,19 @@ typedef struct geom {
 static const char *nm(const ert_node *n) { return n->name ? n->name : ""; }
 
 static void read_geom(const ert_node *node, geom *g) {
-  const ert_tensor *x = node->in[0], *y = node->out[0];
-  const int rank1d = ert_pi(node, P_RANK1D) != 0;
-  g->n = x->shape[0];
-  g->c = x->shape[1];
-  g->h = rank1d ? 1 : x->shape[2];
-  g->w = x->shape[rank1d ? 2 : 3];
-  g->m = y->shape[1];
-  g->oh = rank1d ? 1 : y->shape[2];
-  g->ow = y->shape[rank1d ? 2 : 3];
+  ERT_WINDOW_READ(node, g, P_KH, ert_pi(node, P_RANK1D));
+  g->n = node->in[0]->shape[0];
+  g->c = node->in[0]->shape[1];
+  g->m = node->out[0]->shape[1];
   g->group = ert_pi(node, P_GROUP);
   g->cg = g->c / g->group;
   g->mg = g->m / g->group;
-  g->kh = ert_pi(node, P_KH);
-  g->kw = ert_pi(node, P_KW);
-  g->sh = ert_pi(node, P_SH);
-  g->sw = ert_pi(node, P_SW);
-  g->dh = ert_pi(node, P_DH);
-  g->dw = ert_pi(node, P_DW);
-  g->pt = ert_pi(node, P_PT);
-  g->pl = ert_pi(node, P_PL);
   g->k = g->cg * g->kh * g->kw;
   g->xzp = ert_pi(node, P_XZP);
   g->yzp = ert_pi(node, P_YZP);
   g->lo = ert_pi(node, P_LO);
   g->hi = ert_pi(node, P_HI);
   g->shift = ert_pi(node, P_SHIFT);
-}
-
-static int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, int64_t p1) {
-  const int64_t span = d * (k - 1) + 1, padded = in + p0 + p1;
-  return padded < span ? -1 : (padded - span) / s + 1;
 }
 
 static size_t align64(size_t n) { return (n + 63u) & ~(size_t)63u; }
@@ -143,7 +126,8 @@ edgert_status ert_conv2d_s8_prepare(ert_node *node, ert_err *err) {
   if (c % group != 0 || m % group != 0 || w->shape[1] != c / group || wkh != kh || wkw != kw)
     return ert_fail(err, EDGERT_ERR_SHAPE, "conv2d '%s': W does not match X, group and kernel",
                     nm(node));
-  const int64_t oh = out_size(h, kh, sh, dh, pt, pb), ow = out_size(wd, kw, sw, dw, pl, pr);
+  const int64_t oh = ert_window_out(h, kh, sh, dh, pt, pb, 0);
+  const int64_t ow = ert_window_out(wd, kw, sw, dw, pl, pr, 0);
   if (oh < 1 || ow < 1 || y->shape[0] != n || y->shape[1] != m ||
       (!rank1d && y->shape[2] != oh) || y->shape[rank - 1] != ow)
     return ert_fail(err, EDGERT_ERR_SHAPE, "conv2d '%s': Y shape does not match the convolution",

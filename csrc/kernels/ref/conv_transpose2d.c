@@ -5,6 +5,7 @@
  * col[Mg*kH*kW, rows*W] = W_g^T X_g[:, rows] fills the column buffer (scratch) and
  * col2im adds each column entry into the output pixel it lands on. */
 #include "sgemm.h"
+#include "window.h"
 
 enum {
   P_GROUP, P_KH, P_KW, P_SH, P_SW, P_DH, P_DW, P_PT, P_PL, P_PB, P_PR, P_OPH, P_OPW, P_RANK1D,
@@ -31,26 +32,13 @@ static int32_t chunk_rows(int64_t rows_k, int64_t h, int64_t w) {
 }
 
 static void read_geom(const ert_node *node, ct_geom *g) {
-  const ert_tensor *x = node->in[0], *w = node->in[1], *y = node->out[0];
-  const int rank1d = ert_pi(node, P_RANK1D) != 0;
-  g->n = x->shape[0];
-  g->c = x->shape[1];
-  g->h = rank1d ? 1 : x->shape[2];
-  g->w = x->shape[rank1d ? 2 : 3];
-  g->m = y->shape[1];
-  g->oh = rank1d ? 1 : y->shape[2];
-  g->ow = y->shape[rank1d ? 2 : 3];
+  ERT_WINDOW_READ(node, g, P_KH, ert_pi(node, P_RANK1D));
+  g->n = node->in[0]->shape[0];
+  g->c = node->in[0]->shape[1];
+  g->m = node->out[0]->shape[1];
   g->group = ert_pi(node, P_GROUP);
   g->cg = g->c / g->group;
-  g->mg = w->shape[1];
-  g->kh = ert_pi(node, P_KH);
-  g->kw = ert_pi(node, P_KW);
-  g->sh = ert_pi(node, P_SH);
-  g->sw = ert_pi(node, P_SW);
-  g->dh = ert_pi(node, P_DH);
-  g->dw = ert_pi(node, P_DW);
-  g->pt = ert_pi(node, P_PT);
-  g->pl = ert_pi(node, P_PL);
+  g->mg = node->in[1]->shape[1];
   g->rows = chunk_rows((int64_t)g->mg * g->kh * g->kw, g->h, g->w);
   g->act.kind = ert_pi(node, P_ACT);
   g->act.a = ert_pf(node, P_ACT + 1);

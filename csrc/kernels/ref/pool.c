@@ -7,6 +7,7 @@
 #include "cpu.h"
 #include "quant_s8.h"
 #include "sgemm.h" /* ERT_SIMD_CLONES */
+#include "window.h"
 
 enum {
   P_KH, P_KW, P_SH, P_SW, P_DH, P_DW, P_PT, P_PL, P_PB, P_PR, P_CEIL, P_RANK1D, P_EXTRA,
@@ -21,35 +22,12 @@ typedef struct pool_geom {
   size_t planes;
 } pool_geom;
 
-static int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, int64_t p1,
-                        int ceil_mode) {
-  const int64_t span = d * (k - 1) + 1, padded = in + p0 + p1;
-  if (padded < span) return 0;
-  if (!ceil_mode) return (padded - span) / s + 1;
-  int64_t out = (padded - span + s - 1) / s + 1;
-  if ((out - 1) * s >= in + p0) --out;
-  return out;
-}
-
 static void read_geom(const ert_node *node, pool_geom *g) {
-  const ert_tensor *x = node->in[0], *y = node->out[0];
-  const int rank1d = ert_pi(node, P_RANK1D) != 0;
-  g->h = rank1d ? 1 : x->shape[2];
-  g->w = x->shape[rank1d ? 2 : 3];
-  g->oh = rank1d ? 1 : y->shape[2];
-  g->ow = y->shape[rank1d ? 2 : 3];
-  g->kh = ert_pi(node, P_KH);
-  g->kw = ert_pi(node, P_KW);
-  g->sh = ert_pi(node, P_SH);
-  g->sw = ert_pi(node, P_SW);
-  g->dh = ert_pi(node, P_DH);
-  g->dw = ert_pi(node, P_DW);
-  g->pt = ert_pi(node, P_PT);
-  g->pl = ert_pi(node, P_PL);
+  ERT_WINDOW_READ(node, g, P_KH, ert_pi(node, P_RANK1D));
   g->pb = ert_pi(node, P_PB);
   g->pr = ert_pi(node, P_PR);
   g->extra = ert_pi(node, P_EXTRA);
-  g->planes = (size_t)x->shape[0] * (size_t)x->shape[1];
+  g->planes = (size_t)node->in[0]->shape[0] * (size_t)node->in[0]->shape[1];
 }
 
 static edgert_status pool_prepare(ert_node *node, ert_err *err, int kind) {
@@ -79,8 +57,8 @@ static edgert_status pool_prepare(ert_node *node, ert_err *err, int kind) {
     return ert_fail(err, EDGERT_ERR_DTYPE, "%s '%s': X and Y must be float32 of rank %d", op,
                     node->name, rank);
   const int64_t h = rank1d ? 1 : x->shape[2], w = x->shape[rank - 1];
-  const int64_t oh = out_size(h, kh, sh, dh, pt, pb, ceil_mode);
-  const int64_t ow = out_size(w, kw, sw, dw, pl, pr, ceil_mode);
+  const int64_t oh = ert_window_out(h, kh, sh, dh, pt, pb, ceil_mode);
+  const int64_t ow = ert_window_out(w, kw, sw, dw, pl, pr, ceil_mode);
   if (oh < 1 || ow < 1)
     return ert_fail(err, EDGERT_ERR_SHAPE, "%s '%s': window larger than the padded input", op,
                     node->name);
@@ -88,7 +66,7 @@ static edgert_status pool_prepare(ert_node *node, ert_err *err, int kind) {
       y->shape[rank - 1] != ow)
     return ert_fail(err, EDGERT_ERR_SHAPE, "%s '%s': Y shape does not match the pooling", op,
                     node->name);
-  /* out_size keeps every window start inside [-pad, in + pad_end); int32 offsets below
+  /* ert_window_out keeps every window start inside [-pad, in + pad_end); int32 offsets below
    * stay in range because shapes are int32 and windows span at most in + pads. */
   if ((int64_t)(oh - 1) * sh + (int64_t)dh * (kh - 1) > INT32_MAX / 2 ||
       (int64_t)(ow - 1) * sw + (int64_t)dw * (kw - 1) > INT32_MAX / 2)

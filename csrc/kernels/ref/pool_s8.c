@@ -3,6 +3,7 @@
  * op's (edgert/ops/pool.py). */
 #include "cpu.h"
 #include "quant_s8.h"
+#include "window.h"
 
 enum {
   P_KH, P_KW, P_SH, P_SW, P_DH, P_DW, P_PT, P_PL, P_PB, P_PR, P_CEIL, P_RANK1D, P_EXTRA,
@@ -12,41 +13,18 @@ enum { KIND_MAX = 0, KIND_AVG = 1 };
 
 static const char *nm(const ert_node *n) { return n->name ? n->name : ""; }
 
-static int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, int64_t p1,
-                        int ceil_mode) {
-  const int64_t span = d * (k - 1) + 1, padded = in + p0 + p1;
-  if (padded < span) return 0;
-  if (!ceil_mode) return (padded - span) / s + 1;
-  int64_t out = (padded - span + s - 1) / s + 1;
-  if ((out - 1) * s >= in + p0) --out;
-  return out;
-}
-
 typedef struct geom {
   int32_t h, w, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, include_pad, zp;
   size_t planes;
 } geom;
 
 static void read_geom(const ert_node *node, geom *g, int kind) {
-  const ert_tensor *x = node->in[0], *y = node->out[0];
-  const int rank1d = ert_pi(node, P_RANK1D) != 0;
-  g->h = rank1d ? 1 : x->shape[2];
-  g->w = x->shape[rank1d ? 2 : 3];
-  g->oh = rank1d ? 1 : y->shape[2];
-  g->ow = y->shape[rank1d ? 2 : 3];
-  g->kh = ert_pi(node, P_KH);
-  g->kw = ert_pi(node, P_KW);
-  g->sh = ert_pi(node, P_SH);
-  g->sw = ert_pi(node, P_SW);
-  g->dh = ert_pi(node, P_DH);
-  g->dw = ert_pi(node, P_DW);
-  g->pt = ert_pi(node, P_PT);
-  g->pl = ert_pi(node, P_PL);
+  ERT_WINDOW_READ(node, g, P_KH, ert_pi(node, P_RANK1D));
   g->pb = ert_pi(node, P_PB);
   g->pr = ert_pi(node, P_PR);
   g->include_pad = kind == KIND_AVG ? ert_pi(node, P_EXTRA) : 0;
   g->zp = kind == KIND_AVG ? ert_pi(node, P_ZP) : 0;
-  g->planes = (size_t)x->shape[0] * (size_t)x->shape[1];
+  g->planes = (size_t)node->in[0]->shape[0] * (size_t)node->in[0]->shape[1];
 }
 
 edgert_status ert_pool2d_s8_prepare(ert_node *node, ert_err *err, int kind) {
@@ -82,8 +60,8 @@ edgert_status ert_pool2d_s8_prepare(ert_node *node, ert_err *err, int kind) {
   const int64_t h = rank1d ? 1 : x->shape[2], w = x->shape[rank - 1];
   if (h + pt + pb > INT32_MAX / 4 || w + pl + pr > INT32_MAX / 4)
     return ert_fail(err, EDGERT_ERR_UNSUPPORTED, "pool '%s': input too large", nm(node));
-  const int64_t oh = out_size(h, kh, sh, dh, pt, pb, ceil_mode);
-  const int64_t ow = out_size(w, kw, sw, dw, pl, pr, ceil_mode);
+  const int64_t oh = ert_window_out(h, kh, sh, dh, pt, pb, ceil_mode);
+  const int64_t ow = ert_window_out(w, kw, sw, dw, pl, pr, ceil_mode);
   if (oh < 1 || ow < 1 || (!rank1d && y->shape[2] != oh) || y->shape[rank - 1] != ow)
     return ert_fail(err, EDGERT_ERR_SHAPE, "pool '%s': Y shape does not match the window",
                     nm(node));

@@ -1,0 +1,44 @@
+/* window.h: the sliding-window geometry shared by conv2d, conv2d_s8, conv_transpose2d,
+ * pool and pool_s8. Each packs kh, kw, sh, sw, dh, dw, pt, pl, pb, pr as ten consecutive
+ * parameter words and has a rank1d flag (rank-3 X and Y: height 1). */
+#ifndef ERT_WINDOW_H_
+#define ERT_WINDOW_H_
+
+#include "internal.h"
+
+/* Output length of one spatial dimension for input length in, window k, stride s,
+ * dilation d and pads p0, p1; 0 when the window does not fit the padded input. With
+ * ceil_mode (pooling) the last window may hang over the end pad but must start inside
+ * the input or the leading pad. */
+static inline int64_t ert_window_out(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0,
+                                     int64_t p1, int ceil_mode) {
+  const int64_t span = d * (k - 1) + 1, padded = in + p0 + p1;
+  if (padded < span) return 0;
+  if (!ceil_mode) return (padded - span) / s + 1;
+  int64_t out = (padded - span + s - 1) / s + 1;
+  if ((out - 1) * s >= in + p0) --out;
+  return out;
+}
+
+/* Fills the fields h, w, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl of the geometry struct
+ * *g from the node's X (in[0]), Y (out[0]) and the parameter words from kh_word on. A
+ * macro so that each op keeps its own struct; prepare has validated what it reads. */
+#define ERT_WINDOW_READ(node, g, kh_word, rank1d)                  \
+  do {                                                             \
+    const ert_tensor *wx_ = (node)->in[0], *wy_ = (node)->out[0];  \
+    const int w1d_ = (rank1d) != 0;                                \
+    (g)->h = w1d_ ? 1 : wx_->shape[2];                             \
+    (g)->w = wx_->shape[w1d_ ? 2 : 3];                             \
+    (g)->oh = w1d_ ? 1 : wy_->shape[2];                            \
+    (g)->ow = wy_->shape[w1d_ ? 2 : 3];                            \
+    (g)->kh = ert_pi((node), (kh_word) + 0);                       \
+    (g)->kw = ert_pi((node), (kh_word) + 1);                       \
+    (g)->sh = ert_pi((node), (kh_word) + 2);                       \
+    (g)->sw = ert_pi((node), (kh_word) + 3);                       \
+    (g)->dh = ert_pi((node), (kh_word) + 4);                       \
+    (g)->dw = ert_pi((node), (kh_word) + 5);                       \
+    (g)->pt = ert_pi((node), (kh_word) + 6);                       \
+    (g)->pl = ert_pi((node), (kh_word) + 7);                       \
+  } while (0)
+
+#endif /* ERT_WINDOW_H_ */
