@@ -11,9 +11,11 @@
  *               read in place from four row pointers, which may repeat; b a packed B
  *               panel, see ref/sgemm.c), stored into C as ert_sgemm_store says. kc >= 1.
  *   sgemm_rows6 the same for six rows (rows[0..6), i < 6).
- *   dwK_sS      y[i] = bias + sum over ky, kx < K of w[ky*K + kx] * rows[ky][i*S + kx*d]
- *               for i < n (K = 3 or 5, S = 1 or 2): the interior of one depthwise KxK
- *               output row; reads nothing outside the taps' span.
+ *   dwK_sS      y[oy*ow + i] = bias + sum over ky, kx < K of
+ *               w[ky*K + kx] * x[oy*rs + ky*ts + i*S + kx] for oy < oh, i < ow (K = 3
+ *               or 5, S = 1 or 2): one depthwise KxK output plane over a padded input
+ *               (rs: the step of an output row, ts: of a window row; no column
+ *               dilation); reads nothing outside the taps' span of each row.
  *   act_apply   ert_act_apply(act, x, count) for the kinds it handles, returning 1;
  *               returns 0 (x untouched) for the others. sigmoid, tanh and silu are
  *               within 5e-7 absolute of the exact functions (silu: 5e-7 max(1, |x|)).
@@ -60,8 +62,8 @@ typedef struct ert_sgemm_store {
 
 typedef void (*ert_sgemm_rows_fn)(int32_t kc, const float *const *rows, const float *b, float *c,
                                   const ert_sgemm_store *st);
-typedef void (*ert_dw_row_fn)(float *y, const float *const *rows, const float *w, int32_t n,
-                              int32_t d, float bias);
+typedef void (*ert_dw_plane_fn)(float *y, int32_t oh, int32_t ow, const float *x, ptrdiff_t rs,
+                                ptrdiff_t ts, const float *w, float bias);
 
 typedef int (*ert_act_fn)(const ert_act_params *act, float *x, size_t count);
 
@@ -96,7 +98,7 @@ typedef float (*ert_gpool_fn)(const float *x, size_t n, int op);
 typedef struct ert_kernels {
   const char *isa;             /* "ref", "neon" or "neon+dotprod": what was selected */
   ert_sgemm_rows_fn sgemm_rows, sgemm_rows6;
-  ert_dw_row_fn dw3_s1, dw3_s2, dw5_s1, dw5_s2;
+  ert_dw_plane_fn dw3_s1, dw3_s2, dw5_s1, dw5_s2;
   ert_act_fn act_apply;
   ert_binary_f32_fn binary_f32;
   ert_softmax_row_fn softmax_row;
@@ -175,14 +177,14 @@ void ert_sgemm_rows_f32__neon(int32_t kc, const float *const *rows, const float 
                               const ert_sgemm_store *st);
 void ert_sgemm_rows6_f32__neon(int32_t kc, const float *const *rows, const float *b, float *c,
                                const ert_sgemm_store *st); /* aarch64 only */
-void ert_conv2d_dw3s1_f32__neon(float *y, const float *const *rows, const float *w, int32_t n,
-                                int32_t d, float bias);
-void ert_conv2d_dw3s2_f32__neon(float *y, const float *const *rows, const float *w, int32_t n,
-                                int32_t d, float bias);
-void ert_conv2d_dw5s1_f32__neon(float *y, const float *const *rows, const float *w, int32_t n,
-                                int32_t d, float bias);
-void ert_conv2d_dw5s2_f32__neon(float *y, const float *const *rows, const float *w, int32_t n,
-                                int32_t d, float bias);
+void ert_conv2d_dw3s1_f32__neon(float *y, int32_t oh, int32_t ow, const float *x, ptrdiff_t rs,
+                                ptrdiff_t ts, const float *w, float bias);
+void ert_conv2d_dw3s2_f32__neon(float *y, int32_t oh, int32_t ow, const float *x, ptrdiff_t rs,
+                                ptrdiff_t ts, const float *w, float bias);
+void ert_conv2d_dw5s1_f32__neon(float *y, int32_t oh, int32_t ow, const float *x, ptrdiff_t rs,
+                                ptrdiff_t ts, const float *w, float bias);
+void ert_conv2d_dw5s2_f32__neon(float *y, int32_t oh, int32_t ow, const float *x, ptrdiff_t rs,
+                                ptrdiff_t ts, const float *w, float bias);
 int ert_act_apply_f32__neon(const ert_act_params *act, float *x, size_t count);
 int ert_binary_f32__neon(int op, float *o, const float *a, const float *b, size_t n, int sa, int sb,
                          const ert_act_params *act);

@@ -118,37 +118,40 @@ static void test_sgemm_rows(ert_sgemm_rows_fn fn, int R, const char *name) {
     }
 }
 
-static void test_dw(ert_dw_row_fn fn, int K, int32_t stride, const char *name) {
+/* Planes of 1 to 3 rows, every width up to 40, window rows 1 or 2 pitches apart; the
+ * plane is one guarded buffer ending at the last tap. */
+static void test_dw(ert_dw_plane_fn fn, int K, int32_t stride, const char *name) {
   if (fn == NULL) return;
   unsigned seed = 7;
   float w[25];
   for (int t = 0; t < K * K; ++t) w[t] = frand(&seed);
-  for (int32_t d = 1; d <= 2; ++d)
-    for (int32_t n = 1; n <= 40; ++n) {
-      /* the contract's last read is rows[ky][(n-1)*S + (K-1)*d] */
-      const size_t len = (size_t)(n - 1) * (size_t)stride + (size_t)(K - 1) * (size_t)d + 1u;
-      const float *rows[5];
-      for (int ky = 0; ky < K; ++ky) {
-        float *r = guarded(len);
-        for (size_t i = 0; i < len; ++i) r[i] = frand(&seed);
-        rows[ky] = r;
-      }
-      float *y = guarded((size_t)n);
-      const float bias = 0.25f;
-      fn(y, rows, w, n, d, bias);
-      char ctx[64];
-      snprintf(ctx, sizeof ctx, "n=%d d=%d", (int)n, (int)d);
-      for (int32_t i = 0; i < n; ++i) {
-        double want = bias, scale = fabs(bias);
-        for (int ky = 0; ky < K; ++ky)
-          for (int kx = 0; kx < K; ++kx) {
-            const double p = (double)w[ky * K + kx] * rows[ky][i * stride + kx * d];
-            want += p;
-            scale += fabs(p);
+  for (int32_t dh = 1; dh <= 2; ++dh)
+    for (int32_t oh = 1; oh <= 3; ++oh)
+      for (int32_t n = 1; n <= 40; ++n) {
+        /* the contract's last read in a row is (n-1)*S + K-1 */
+        const ptrdiff_t span = (ptrdiff_t)(n - 1) * stride + K;
+        const ptrdiff_t pitch = span + (n % 3);
+        const ptrdiff_t ts = dh * pitch, rs = (ptrdiff_t)stride * pitch;
+        const size_t len = (size_t)((oh - 1) * rs + (K - 1) * ts + span);
+        float *x = guarded(len);
+        for (size_t i = 0; i < len; ++i) x[i] = frand(&seed);
+        float *y = guarded((size_t)(oh * n));
+        const float bias = 0.25f;
+        fn(y, oh, n, x, rs, ts, w, bias);
+        char ctx[64];
+        snprintf(ctx, sizeof ctx, "oh=%d n=%d dh=%d", (int)oh, (int)n, (int)dh);
+        for (int32_t oy = 0; oy < oh; ++oy)
+          for (int32_t i = 0; i < n; ++i) {
+            double want = bias, scale = fabs(bias);
+            for (int ky = 0; ky < K; ++ky)
+              for (int kx = 0; kx < K; ++kx) {
+                const double p = (double)w[ky * K + kx] * x[oy * rs + ky * ts + i * stride + kx];
+                want += p;
+                scale += fabs(p);
+              }
+            expect_close(name, y[oy * n + i], want, scale, ctx);
           }
-        expect_close(name, y[i], want, scale, ctx);
       }
-    }
 }
 
 /* Activations: the optimized entry against ert_act_apply with the reference table, on

@@ -321,7 +321,29 @@ static ptrdiff_t dw_tap_offset(const conv_geom *g, const dw_pad *p, int32_t ky, 
                      (size_t)(r / p->fh) * (size_t)p->plen + (size_t)(c / p->fw));
 }
 
-static void dw_fill(const conv_geom *g, const dw_pad *p, const float *x, float *restrict dst) {
+/* Copies one input plane into the padded layout. The zeros of the copy are the same for
+ * every plane of a node, so with `zeroed` (a copy of this node's geometry was filled
+ * before into dst) only the image part is written. */
+static void dw_fill(const conv_geom *g, const dw_pad *p, const float *x, float *restrict dst,
+                    int zeroed) {
+  if (p->fh == 1 && p->fw == 1) { /* the unsplit copy: rows of the image at (pt, pl) */
+    int32_t a, b;
+    valid_range(-g->pl, 1, g->w, p->plen, &a, &b);
+    for (int32_t r = 0; r < p->rows; ++r) {
+      const int32_t iy = r - g->pt;
+      float *dp = dst + (size_t)r * (size_t)p->plen;
+      if (iy < 0 || iy >= g->h) {
+        if (!zeroed) memset(dp, 0, (size_t)p->plen * sizeof(float));
+        continue;
+      }
+      if (!zeroed) {
+        memset(dp, 0, (size_t)a * sizeof(float));
+        memset(dp + b, 0, (size_t)(p->plen - b) * sizeof(float));
+      }
+      memcpy(dp + a, x + (size_t)iy * (size_t)g->w + (a - g->pl), (size_t)(b - a) * sizeof(float));
+    }
+    return;
+  }
   const int32_t sh = p->fh, sw = p->fw, pl = g->pl, plen = p->plen, h = g->h, w = g->w;
   const size_t plane = (size_t)p->prow * (size_t)plen;
   /* per column phase, the range of i with 0 <= i*sw + ph - pl < w (the same for every row) */
@@ -343,7 +365,8 @@ static void dw_fill(const conv_geom *g, const dw_pad *p, const float *x, float *
         }
       }
       const ptrdiff_t off = (ptrdiff_t)ph - pl;
-      int32_t i = 0;
+      if (zeroed && src == NULL) continue;
+      int32_t i = zeroed ? a : 0;
       for (; i < a; ++i) dp[i] = 0.0f;
       if (sw == 1) {
         if (b > i) memcpy(dp + i, src + i + off, (size_t)(b - i) * sizeof(float));
@@ -353,7 +376,8 @@ static void dw_fill(const conv_geom *g, const dw_pad *p, const float *x, float *
       } else {
         for (; i < b; ++i) dp[i] = src[(ptrdiff_t)i * sw + off];
       }
-      for (; i < plen; ++i) dp[i] = 0.0f;
+      if (!zeroed)
+        for (; i < plen; ++i) dp[i] = 0.0f;
     }
   }
 }
@@ -379,9 +403,9 @@ static void dw_run(const conv_geom *g, const dw_pad *p, const ptrdiff_t *toff, c
   }
 }
 
-/* Optimized row kernel of cpu.h for this window, or NULL. */
-static ert_dw_row_fn dw_hook(const conv_geom *g) {
-  if (g->kh != g->kw || (g->sw != 1 && g->sw != 2)) return NULL;
+/* Optimized plane kernel of cpu.h for this window, or NULL. */
+static ert_dw_plane_fn dw_hook(const conv_geom *g) {
+  if (g->kh != g->kw || (g->sw != 1 && g->sw != 2) || g->dw != 1) return NULL;
   if (g->kh == 3) return g->sw == 1 ? ert_cpu.dw3_s1 : ert_cpu.dw3_s2;
   if (g->kh == 5) return g->sw == 1 ? ert_cpu.dw5_s1 : ert_cpu.dw5_s2;
   return NULL;
@@ -389,15 +413,10 @@ static ert_dw_row_fn dw_hook(const conv_geom *g) {
 
 static void dw_plane_padded(const conv_geom *g, const dw_pad *p, const ptrdiff_t *toff,
                             const float *x, const float *w, float bias, float *buf, float *flat,
-                            float *y, ert_dw_row_fn hook) {
-  dw_fill(g, p, x, buf);
+                            float *y, ert_dw_plane_fn hook, int zeroed) {
+  dw_fill(g, p, x, buf, zeroed);
   if (hook != NULL) { /* p is the unsplit copy */
-    const float *rows[5];
-    for (int32_t oy = 0; oy < g->oh; ++oy) {
-      for (int32_t ky = 0; ky < g->kh; ++ky)
-        rows[ky] = buf + (size_t)(oy * g->sh + ky * g->dh) * (size_t)p->plen;
-      hook(y + (size_t)oy * g->ow, rows, w, g->ow, g->dw, bias);
-    }
+    hook(y, g->oh, g->ow, buf, (ptrdiff_t)g->sh * p->plen, (ptrdiff_t)g->dh * p->plen, w, bias);
     return;
   }
   if (dw_flat(g)) {
@@ -453,7 +472,7 @@ typedef struct dw_job {
   char *scratch;    /* NULL: direct path */
   dw_pad pad;
   size_t slot_bytes, planes, nslots;
-  ert_dw_row_fn hook;  /* optimized row kernel (pad is then unsplit), or NULL */
+  ert_dw_plane_fn hook; /* optimized plane kernel (pad is then unsplit), or NULL */
   ptrdiff_t toff[DW_MAX_TAPS];
 } dw_job;
 
@@ -469,7 +488,7 @@ static void dw_run_planes(const dw_job *j, size_t p0, size_t p1, float *buf) {
     float *y = j->y + p * plane_out;
     if (buf)
       dw_plane_padded(g, &j->pad, j->toff, x, j->w + oc * khw, bias, buf,
-                      buf + dw_pad_bytes(g) / sizeof(float), y, j->hook);
+                      buf + dw_pad_bytes(g) / sizeof(float), y, j->hook, p != p0);
     else
       dw_plane_direct(g, x, j->w + oc * khw, bias, y);
     finish(&g->act, y, plane_out);
