@@ -91,7 +91,7 @@ static void test_sgemm_rows(ert_sgemm_rows_fn fn, int R, const char *name) {
         st.init = mode % 3 != 0;
         st.bias = mode % 2 ? bias : NULL;
         st.alpha = mode >= 4 ? 0.5f : 1.0f;
-        st.act = &acts[mode % 5];
+        st.act = &acts[(mode + (int)t) % 5]; /* every kind with every mode over the kcs */
       }
       fn(kc, rows, b, c, &st);
       char ctx[64];

@@ -159,12 +159,33 @@ void ert_sgemm_rows6_f32__neon(int32_t kc, const float *const *rows, const float
     const float32x4_t b4 = vdupq_n_f32(bias ? bias[4] : 0.0f), b5 = vdupq_n_f32(bias ? bias[5] : 0.0f);
 #define B4(p) b4
 #define B5(p) b5
-    PUT(p0, c00, B0), PUT(p0 + 4, c01, B0), PUT(p0 + 8, c02, B0), PUT(p0 + 12, c03, B0);
-    PUT(p1, c10, B1), PUT(p1 + 4, c11, B1), PUT(p1 + 8, c12, B1), PUT(p1 + 12, c13, B1);
-    PUT(p2, c20, B2), PUT(p2 + 4, c21, B2), PUT(p2 + 8, c22, B2), PUT(p2 + 12, c23, B2);
-    PUT(p3, c30, B3), PUT(p3 + 4, c31, B3), PUT(p3 + 8, c32, B3), PUT(p3 + 12, c33, B3);
-    PUT(p4, c40, B4), PUT(p4 + 4, c41, B4), PUT(p4 + 8, c42, B4), PUT(p4 + 12, c43, B4);
-    PUT(p5, c50, B5), PUT(p5 + 4, c51, B5), PUT(p5 + 8, c52, B5), PUT(p5 + 12, c53, B5);
+#define PUT24(P)                                                                              \
+  P(p0, c00, B0); P(p0 + 4, c01, B0); P(p0 + 8, c02, B0); P(p0 + 12, c03, B0);               \
+  P(p1, c10, B1); P(p1 + 4, c11, B1); P(p1 + 8, c12, B1); P(p1 + 12, c13, B1);               \
+  P(p2, c20, B2); P(p2 + 4, c21, B2); P(p2 + 8, c22, B2); P(p2 + 12, c23, B2);               \
+  P(p3, c30, B3); P(p3 + 4, c31, B3); P(p3 + 8, c32, B3); P(p3 + 12, c33, B3);               \
+  P(p4, c40, B4); P(p4 + 4, c41, B4); P(p4 + 8, c42, B4); P(p4 + 12, c43, B4);               \
+  P(p5, c50, B5); P(p5 + 4, c51, B5); P(p5 + 8, c52, B5); P(p5 + 12, c53, B5);
+    /* hard_swish and relu (the common kinds) in registers, with the operations of
+     * ert_act_rows_f32__neon (act.c), so the values are the same as its pass over C */
+    const int kind = st->act != NULL ? (int)st->act->kind : ERT_ACT_NONE;
+    if (kind == ERT_ACT_HARD_SWISH) {
+      const float32x4_t sixth = vdupq_n_f32(1.0f / 6.0f), half = vdupq_n_f32(0.5f);
+      const float32x4_t zero = vdupq_n_f32(0.0f), one = vdupq_n_f32(1.0f);
+#define PUT_HS(p, v, base_of)                                                               \
+  do {                                                                                      \
+    const float32x4_t t = ERT_VMLA(base_of(p), (v), alpha);                                 \
+    vst1q_f32((p), vmulq_f32(t, vminq_f32(vmaxq_f32(ERT_VMLA(half, t, sixth), zero), one))); \
+  } while (0)
+      PUT24(PUT_HS)
+      return;
+    }
+    if (kind == ERT_ACT_RELU) {
+#define PUT_RELU(p, v, base_of) vst1q_f32((p), vmaxnmq_f32(ERT_VMLA(base_of(p), (v), alpha), vdupq_n_f32(0.0f)))
+      PUT24(PUT_RELU)
+      return;
+    }
+    PUT24(PUT)
   } else {
 #define LD(p) vld1q_f32(p)
     PUT(p0, c00, LD), PUT(p0 + 4, c01, LD), PUT(p0 + 8, c02, LD), PUT(p0 + 12, c03, LD);

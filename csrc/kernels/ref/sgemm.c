@@ -218,8 +218,15 @@ ERT_INLINE void gather_row(float *d, const float *row, int32_t ox, int32_t n, in
     if (b > u) memcpy(d + u, row + (ptrdiff_t)ox + off + u, (size_t)(b - u) * sizeof(float));
     u = b;
   } else {
-    const ptrdiff_t base = (ptrdiff_t)ox * sw + off;
-    for (; u < b; ++u) d[u] = row[base + (ptrdiff_t)u * sw];
+    const float *s = row + (ptrdiff_t)ox * sw + off;
+    if (sw == 2) /* four per step: the strided loop costs ~6 instructions per float */
+      for (; u + 4 <= b; u += 4) {
+        d[u] = s[2 * u];
+        d[u + 1] = s[2 * u + 2];
+        d[u + 2] = s[2 * u + 4];
+        d[u + 3] = s[2 * u + 6];
+      }
+    for (; u < b; ++u) d[u] = s[(ptrdiff_t)u * sw];
   }
   for (; u < n; ++u) d[u] = 0.0f;
 }
