@@ -46,6 +46,7 @@ void ert_cpu_select(void) {
     k.binary_f32 = ert_binary_f32__neon;
     k.softmax_row = ert_softmax_row_f32__neon;
     k.rnn_mv = ert_rnn_mv_f32__neon;
+    k.dot_rows = ert_dot_rows_f32__neon;
     k.lstm_cell = ert_lstm_cell_f32__neon;
     k.gru_cell = ert_gru_cell_f32__neon;
     k.pool_vred = ert_pool_vred_f32__neon;

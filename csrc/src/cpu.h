@@ -28,6 +28,8 @@
  *   rnn_mv      out[v*os + j] = (add ? add[v*as + j] : 0) + sum over i < k of
  *               vec[v*vs + i] * mt[i*ld + j], for v < nv and j < nj (the products of
  *               ref/rnn_common.h; add may be out).
+ *   dot_rows    out[j] = sum over i < k of x[i] * r[j*ld + i], for j < n (k >= 1): dot
+ *               products of one vector with rows (matrix-vector products, narrow GEMMs).
  *   lstm_cell   for j < n, with C(x) = clip > 0 ? min(max(x, -clip), clip) : x and the
  *               peepholes pi, po, pf = p[j], p[n + j], p[2n + j] (0 when p is NULL):
  *               i = sigmoid(C(g[j] + pi c[j])), f = sigmoid(C(g[2n + j] + pf c[j])),
@@ -74,6 +76,8 @@ typedef void (*ert_softmax_row_fn)(const float *x, float *y, size_t n);
 typedef void (*ert_rnn_mv_fn)(size_t k, size_t nj, const float *mt, size_t ld, const float *vec,
                               size_t vs, size_t nv, const float *add, size_t as, float *out,
                               size_t os);
+typedef void (*ert_dot_rows_fn)(const float *x, const float *r, ptrdiff_t ld, int32_t k,
+                                int32_t n, float *out);
 typedef void (*ert_lstm_cell_fn)(const float *g, float *c, float *h, size_t n, const float *p,
                                  float clip);
 typedef void (*ert_gru_cell_fn)(int phase, float *g, const float *x, const float *rb, float *h,
@@ -103,6 +107,7 @@ typedef struct ert_kernels {
   ert_binary_f32_fn binary_f32;
   ert_softmax_row_fn softmax_row;
   ert_rnn_mv_fn rnn_mv;
+  ert_dot_rows_fn dot_rows;
   ert_lstm_cell_fn lstm_cell;
   ert_gru_cell_fn gru_cell;
   ert_pool_vred_fn pool_vred;
@@ -190,6 +195,8 @@ int ert_binary_f32__neon(int op, float *o, const float *a, const float *b, size_
                          const ert_act_params *act);
 void ert_softmax_row_f32__neon(const float *x, float *y, size_t n);
 /* kernels/neon/rnn_f32.c */
+void ert_dot_rows_f32__neon(const float *x, const float *r, ptrdiff_t ld, int32_t k, int32_t n,
+                            float *out);
 void ert_rnn_mv_f32__neon(size_t k, size_t nj, const float *mt, size_t ld, const float *vec,
                           size_t vs, size_t nv, const float *add, size_t as, float *out,
                           size_t os);

@@ -810,6 +810,35 @@ static void test_rnn_mv(const ert_kernels *opt) {
         }
 }
 
+/* dot_rows against double-precision sums: k around the 4-float step, rows around the
+ * 4-row step, a row pitch past k; out is guarded and must hold exactly n values. */
+static void test_dot_rows(const ert_kernels *opt) {
+  if (opt->dot_rows == NULL) return;
+  static const int32_t ks[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 63, 387};
+  unsigned seed = 31;
+  for (size_t ik = 0; ik < sizeof ks / sizeof ks[0]; ++ik)
+    for (int32_t n = 1; n <= 11; ++n) {
+      const int32_t k = ks[ik];
+      const ptrdiff_t ld = k + (n % 3);
+      const size_t rlen = (size_t)((n - 1) * ld + k);
+      float *x = guarded((size_t)k), *r = guarded(rlen), *out = guarded((size_t)n);
+      for (int32_t i = 0; i < k; ++i) x[i] = frand(&seed);
+      for (size_t i = 0; i < rlen; ++i) r[i] = frand(&seed);
+      opt->dot_rows(x, r, ld, k, n, out);
+      char ctx[48];
+      snprintf(ctx, sizeof ctx, "k=%d n=%d", (int)k, (int)n);
+      for (int32_t j = 0; j < n; ++j) {
+        double want = 0.0, mag = 0.0;
+        for (int32_t i = 0; i < k; ++i) {
+          want += (double)x[i] * r[j * ld + i];
+          mag += fabs((double)x[i] * r[j * ld + i]);
+        }
+        expect_close("dot_rows", out[j], want, mag, ctx);
+      }
+      unguard(x, (size_t)k), unguard(r, rlen), unguard(out, (size_t)n);
+    }
+}
+
 /* |got - want| <= tol (absolute), NaN only where want is NaN. */
 static double gate_err_max = 0.0, act_err_max = 0.0;
 static void expect_abs(const char *what, float got, double want, double tol, const char *ctx) {
@@ -1047,6 +1076,7 @@ int main(int argc, char **argv) {
   test_binary(&opt);
   test_softmax(&opt);
   test_rnn_mv(&opt);
+  test_dot_rows(&opt);
   test_act_sweep(&opt);
   if (opt.act_apply) printf("act_apply: sigmoid/tanh/silu max abs error %.3g (silu: / max(1, |x|))\n", exp_act_err_max);
   test_lstm_cell(&opt);

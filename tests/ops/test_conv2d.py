@@ -59,6 +59,12 @@ CASES = [
     (1, 4, 2, 3, 5, (2, 3), (3, 3), (1, 1), (0, 0, 0, 0), 1),
     (1, 7, 1, 1, 9, (1, 1), (1, 1), (1, 1), (0, 0, 0, 0), 1),      # one pixel: matrix-vector
     (1, 7, 6, 5, 1, (1, 1), (1, 1), (1, 1), (0, 0, 0, 0), 1),      # one output channel
+    # at most 4 output pixels: the narrow path (B columns gathered, dot products)
+    (1, 1, 1, 576, 258, (1, 256), (1, 128), (1, 1), (0, 0, 0, 0), 1),  # STFT-like, 3 outputs
+    (2, 6, 3, 3, 300, (3, 3), (2, 2), (1, 1), (1, 1, 1, 1), 2),    # 2x2 outputs, groups, batch
+    (1, 5, 5, 3, 7, (2, 2), (1, 1), (2, 2), (0, 0, 0, 0), 1),      # dilated, 3x1 outputs
+    (1, 9, 2, 2, 11, (3, 3), (1, 1), (1, 1), (1, 1, 0, 0), 1),     # padding inside the window, 1x1
+    (1, 300, 2, 3, 5, (2, 3), (1, 1), (1, 1), (0, 0, 0, 1), 1),    # K > one depth block, 1x2
 ]
 
 

@@ -2,6 +2,8 @@
  * reference is micro_rows and store_tile in ref/sgemm.c): A read from four row pointers,
  * B from a packed panel, the result stored into C with bias, alpha and the clamp-like
  * activations. */
+#include <string.h>
+
 #include "neon_f32.h"
 
 /* C row of 4 vectors at p: alpha*v + (init ? bias : p) */
@@ -259,3 +261,54 @@ void ert_sgemm_rows_f32__neon(int32_t kc, const float *const *rows, const float 
 }
 
 #endif
+
+/* dot_rows: four rows at a time, each with its own accumulator over four k per step
+ * (the x vector loaded once for the four), then one pairwise reduction for the four
+ * sums; a row left over runs alone; k % 4 in scalar. */
+static inline float32x4_t sum4(float32x4_t a0, float32x4_t a1, float32x4_t a2, float32x4_t a3) {
+#if defined(__aarch64__)
+  return vpaddq_f32(vpaddq_f32(a0, a1), vpaddq_f32(a2, a3));
+#else
+  const float32x2_t s01 = vpadd_f32(vadd_f32(vget_low_f32(a0), vget_high_f32(a0)),
+                                    vadd_f32(vget_low_f32(a1), vget_high_f32(a1)));
+  const float32x2_t s23 = vpadd_f32(vadd_f32(vget_low_f32(a2), vget_high_f32(a2)),
+                                    vadd_f32(vget_low_f32(a3), vget_high_f32(a3)));
+  return vcombine_f32(s01, s23);
+#endif
+}
+
+void ert_dot_rows_f32__neon(const float *x, const float *r, ptrdiff_t ld, int32_t k, int32_t n,
+                            float *out) {
+  const int32_t k4 = k & ~3;
+  int32_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const float *r0 = r + (ptrdiff_t)j * ld, *r1 = r0 + ld, *r2 = r1 + ld, *r3 = r2 + ld;
+    float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;
+    for (int32_t i = 0; i < k4; i += 4) {
+      const float32x4_t xv = vld1q_f32(x + i);
+      a0 = ERT_VMLA(a0, xv, vld1q_f32(r0 + i));
+      a1 = ERT_VMLA(a1, xv, vld1q_f32(r1 + i));
+      a2 = ERT_VMLA(a2, xv, vld1q_f32(r2 + i));
+      a3 = ERT_VMLA(a3, xv, vld1q_f32(r3 + i));
+    }
+    float s[4];
+    vst1q_f32(s, sum4(a0, a1, a2, a3));
+    for (int32_t i = k4; i < k; ++i) {
+      s[0] += x[i] * r0[i];
+      s[1] += x[i] * r1[i];
+      s[2] += x[i] * r2[i];
+      s[3] += x[i] * r3[i];
+    }
+    memcpy(out + j, s, sizeof s);
+  }
+  for (; j < n; ++j) {
+    const float *rj = r + (ptrdiff_t)j * ld;
+    float32x4_t a = vdupq_n_f32(0.0f);
+    for (int32_t i = 0; i < k4; i += 4) a = ERT_VMLA(a, vld1q_f32(x + i), vld1q_f32(rj + i));
+    float s[4];
+    vst1q_f32(s, a);
+    float t = (s[0] + s[1]) + (s[2] + s[3]);
+    for (int32_t i = k4; i < k; ++i) t += x[i] * rj[i];
+    out[j] = t;
+  }
+}

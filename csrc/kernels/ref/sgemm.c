@@ -429,6 +429,16 @@ ERT_INLINE float dot(int32_t n, const float *restrict x, const float *restrict y
   return s;
 }
 
+/* out[j] = dot(x, r + j*ld) for j < n: the kernel of cpu.h or the portable dot. */
+static void dot_rows(const float *x, const float *r, ptrdiff_t ld, int32_t k, int32_t n,
+                     float *out) {
+  if (ert_cpu.dot_rows != NULL) {
+    ert_cpu.dot_rows(x, r, ld, k, n, out);
+    return;
+  }
+  for (int32_t j = 0; j < n; ++j) out[j] = dot(k, x, r + (ptrdiff_t)j * ld);
+}
+
 typedef struct gemv_job {
   const ert_sgemm *g;
   size_t chunks_per_problem;
@@ -468,7 +478,9 @@ static void gemv_worker(void *arg, size_t begin, size_t end) {
       /* c[0, j] for j in [o0, o0+len): sum_k A(0,k) B(k,j); bias[0] for every j */
       const int32_t len = min_i32(jb->chunk, g->n - o0);
       for (int32_t t = 0; t < len; ++t) acc[t] = 0.0f;
-      if (g->csb == 1) {
+      if (g->csb == 1 && g->csa == 1 && ert_cpu.rnn_mv != NULL) {
+        ert_cpu.rnn_mv((size_t)g->k, (size_t)len, b + o0, (size_t)g->rsb, a, 0, 1, NULL, 0, acc, 0);
+      } else if (g->csb == 1) {
         const float *bk = b + o0;
         int32_t k = 0;
         for (; k + 4 <= g->k; k += 4) {
@@ -479,7 +491,7 @@ static void gemv_worker(void *arg, size_t begin, size_t end) {
         }
         for (; k < g->k; ++k) axpy(len, a[(ptrdiff_t)k * g->csa], bk + (ptrdiff_t)k * g->rsb, acc);
       } else if (g->rsb == 1 && g->csa == 1) {
-        for (int32_t t = 0; t < len; ++t) acc[t] = dot(g->k, a, b + (ptrdiff_t)(o0 + t) * g->csb);
+        dot_rows(a, b + (ptrdiff_t)o0 * g->csb, g->csb, g->k, len, acc);
       } else {
         for (int32_t t = 0; t < len; ++t) {
           float s = 0.0f;
@@ -494,7 +506,7 @@ static void gemv_worker(void *arg, size_t begin, size_t end) {
       const int32_t len = min_i32(jb->chunk, g->m - o0);
       for (int32_t t = 0; t < len; ++t) acc[t] = 0.0f;
       if (g->csa == 1 && g->rsb == 1) {
-        for (int32_t t = 0; t < len; ++t) acc[t] = dot(g->k, a + (ptrdiff_t)(o0 + t) * g->rsa, b);
+        dot_rows(b, a + (ptrdiff_t)o0 * g->rsa, g->rsa, g->k, len, acc);
       } else if (g->rsa == 1) {
         for (int32_t k = 0; k < g->k; ++k)
           axpy(len, b[(ptrdiff_t)k * g->rsb], a + (ptrdiff_t)k * g->csa + o0, acc);
@@ -509,6 +521,85 @@ static void gemv_worker(void *arg, size_t begin, size_t end) {
       gemv_store(g, acc, c + (ptrdiff_t)o0 * g->ldc, g->ldc, len, bias ? bias + o0 : NULL, 1);
     }
   }
+}
+
+/* ---- narrow products ---------------------------------------------------------------- */
+
+/* N <= NARROW_N columns (a convolution over a few output pixels, say): the 16-column
+ * panels of the blocked path would be mostly padding. Instead each slot gathers B's
+ * columns (im2col or strided) into K contiguous floats each, and every output is the
+ * dot product of an A row, read in place, with one of them. */
+enum { NARROW_N = 4 };
+
+typedef struct narrow_job {
+  const ert_sgemm *g;
+  char *scratch;
+  size_t slot_bytes, chunks, nslots;
+  int32_t chunk; /* rows of C per item */
+} narrow_job;
+
+/* Column j of B (K values) into dst. */
+static void gather_column(const ert_sgemm *g, const float *b, int32_t j, float *dst) {
+  const ert_im2col *ic = g->im2col;
+  if (ic == NULL) {
+    for (int32_t k = 0; k < g->k; ++k) dst[k] = b[(ptrdiff_t)k * g->rsb + (ptrdiff_t)j * g->csb];
+    return;
+  }
+  const int32_t oy = j / ic->out_w, ox = j % ic->out_w;
+  const size_t plane = (size_t)ic->height * (size_t)ic->width;
+  int32_t k = 0;
+  for (int32_t c = 0; k < g->k; ++c)
+    for (int32_t ky = 0; ky < ic->kh; ++ky) {
+      const int32_t iy = oy * ic->sh + ky * ic->dh - ic->pad_top;
+      const float *row = iy >= 0 && iy < ic->height ? b + c * plane + (size_t)iy * ic->width : NULL;
+      for (int32_t kx = 0; kx < ic->kw; ++kx, ++k) {
+        const int32_t ix = ox * ic->sw + kx * ic->dw - ic->pad_left;
+        dst[k] = row != NULL && ix >= 0 && ix < ic->width ? row[ix] : 0.0f;
+      }
+    }
+}
+
+/* Items are (problem, chunk of rows); slot s runs items s, s + nslots, ... */
+static void narrow_worker(void *arg, size_t begin, size_t end) {
+  const narrow_job *jb = arg;
+  const ert_sgemm *g = jb->g;
+  float acc[GEMV_MIN_CHUNK];
+  for (size_t s = begin; s < end; ++s) {
+    float *cols = (float *)(void *)(jb->scratch + s * jb->slot_bytes);
+    size_t gathered = (size_t)-1;
+    for (size_t w = s; w < g->batch * jb->chunks; w += jb->nslots) {
+      const size_t p = w / jb->chunks;
+      const int32_t i0 = (int32_t)(w % jb->chunks) * jb->chunk;
+      const int32_t len = min_i32(jb->chunk, g->m - i0);
+      const float *a = NULL, *b = NULL, *bias = NULL;
+      float *c = NULL;
+      g->locate(g->ctx, p, &a, &b, &c, &bias);
+      if (gathered != p) {
+        for (int32_t j = 0; j < g->n; ++j) gather_column(g, b, j, cols + (size_t)j * g->k);
+        gathered = p;
+      }
+      for (int32_t j = 0; j < g->n; ++j) {
+        dot_rows(cols + (size_t)j * g->k, a + (ptrdiff_t)i0 * g->rsa, g->rsa, g->k, len, acc);
+        gemv_store(g, acc, c + (ptrdiff_t)i0 * g->ldc + j, g->ldc, len, bias ? bias + i0 : NULL, 1);
+      }
+    }
+  }
+}
+
+/* Runs the narrow path when it applies (A rows contiguous, the columns fit a slot). */
+static int run_narrow(const ert_sgemm *g, void *scratch, ert_exec *ex) {
+  if (g->n > NARROW_N || g->csa != 1 || scratch == NULL) return 0;
+  narrow_job jb;
+  jb.g = g;
+  jb.scratch = scratch;
+  jb.slot_bytes = slot_bytes(g->m, g->n, g->k);
+  if ((size_t)g->n * (size_t)g->k * sizeof(float) > jb.slot_bytes) return 0;
+  jb.chunk = GEMV_MIN_CHUNK;
+  jb.chunks = (size_t)((g->m + jb.chunk - 1) / jb.chunk);
+  const size_t items = g->batch * jb.chunks;
+  jb.nslots = items < ERT_SGEMM_SLOTS ? items : ERT_SGEMM_SLOTS;
+  ert_parallel_for(ex, jb.nslots, narrow_worker, &jb);
+  return 1;
 }
 
 /* ---- entry -------------------------------------------------------------------------- */
@@ -552,5 +643,5 @@ void ert_sgemm_run(const ert_sgemm *g, void *scratch, ert_exec *ex) {
     ert_parallel_for(ex, g->batch * jb.chunks_per_problem, gemv_worker, &jb);
     return;
   }
-  run_blocked(g, scratch, ex);
+  if (!run_narrow(g, scratch, ex)) run_blocked(g, scratch, ex);
 }
