@@ -59,10 +59,11 @@ def make_flags(target: Target) -> dict[str, str]:
     """The csrc/Makefile variables for this target."""
     cflags = BASE_CFLAGS + list(target.cflags)
     ldlibs = ["-lm", "-pthread"] + BASE_LDFLAGS + [f"-Wl,--version-script={ROOT / 'cross' / 'edgert.map'}"]
-    if any("cortex-a53" in f for f in target.cflags):
-        # The linker's workaround for Cortex-A53 erratum 843419 may put veneers in a
-        # 4 KB-aligned stub section (up to 4 KB of padding); rewriting the ADRP into ADR
-        # fixes the same sequences in place, and a library this small is always in ADR range.
+    if target.arch == "aarch64":
+        # Debian's aarch64 GCC links every CPU with the workaround for Cortex-A53 erratum
+        # 843419, whose veneers may go into a 4 KB-aligned stub section (up to 4 KB of
+        # padding); rewriting the ADRP into ADR fixes the same sequences in place, and a
+        # library this small is always in ADR range.
         ldlibs.append("-Wl,--fix-cortex-a53-843419=adr")
     return {
         "CC": target.tool("gcc"),

@@ -13,7 +13,8 @@
  *   sgemm_rows6 the same for six rows (rows[0..6), i < 6).
  *   dwK_sS      y[oy*ow + i] = bias + sum over ky, kx < K of
  *               w[ky*K + kx] * x[oy*rs + ky*ts + i*S + kx] for oy < oh, i < ow (K = 3
- *               or 5, S = 1 or 2): one depthwise KxK output plane over a padded input
+ *               or 5, S = 1 with ow >= 4 or S = 2 with ow >= 5): one depthwise KxK
+ *               output plane over a padded input
  *               (rs: the step of an output row, ts: of a window row; no column
  *               dilation); reads nothing outside the taps' span of each row.
  *   act_apply   ert_act_apply(act, x, count) for the kinds it handles, returning 1;

@@ -118,8 +118,8 @@ static void test_sgemm_rows(ert_sgemm_rows_fn fn, int R, const char *name) {
     }
 }
 
-/* Planes of 1 to 3 rows, every width up to 40, window rows 1 or 2 pitches apart; the
- * plane is one guarded buffer ending at the last tap. */
+/* Planes of 1 to 3 rows, every width the contract allows up to 40, window rows 1 or 2
+ * pitches apart; the plane is one guarded buffer ending at the last tap. */
 static void test_dw(ert_dw_plane_fn fn, int K, int32_t stride, const char *name) {
   if (fn == NULL) return;
   unsigned seed = 7;
@@ -127,7 +127,7 @@ static void test_dw(ert_dw_plane_fn fn, int K, int32_t stride, const char *name)
   for (int t = 0; t < K * K; ++t) w[t] = frand(&seed);
   for (int32_t dh = 1; dh <= 2; ++dh)
     for (int32_t oh = 1; oh <= 3; ++oh)
-      for (int32_t n = 1; n <= 40; ++n) {
+      for (int32_t n = 3 + stride; n <= 40; ++n) {
         /* the contract's last read in a row is (n-1)*S + K-1 */
         const ptrdiff_t span = (ptrdiff_t)(n - 1) * stride + K;
         const ptrdiff_t pitch = span + (n % 3);

@@ -11,15 +11,6 @@
 
 #include "neon_f32.h"
 
-static inline float32x4_t v_relu(float32x4_t v) {
-#if defined(__aarch64__)
-  return vmaxnmq_f32(v, vdupq_n_f32(0.0f));
-#else
-  const float32x4_t zero = vdupq_n_f32(0.0f);
-  return vbslq_f32(vcgtq_f32(v, zero), v, zero);
-#endif
-}
-
 /* max(x, lo) then min(., hi): NaN stays NaN, as x < lo ? lo : x then v > hi ? hi : v */
 static inline float32x4_t v_clamp(float32x4_t x, float32x4_t lo, float32x4_t hi) {
   return vminq_f32(vmaxq_f32(x, lo), hi);
@@ -76,7 +67,7 @@ int ert_act_rows_f32__neon(const ert_act_params *act, float *x, ptrdiff_t ld, in
   const float32x4_t va = vdupq_n_f32(a), vb = vdupq_n_f32(b);
   switch (act->kind) {
     case ERT_ACT_RELU:
-#define V(v) v_relu(v)
+#define V(v) ert_v_relu(v)
       ACT_ROWS(V, s > 0.0f ? s : 0.0f)
 #undef V
       return 1;
@@ -90,13 +81,11 @@ int ert_act_rows_f32__neon(const ert_act_params *act, float *x, ptrdiff_t ld, in
       ACT_ROWS(V, clamp1(a * s + b, 0.0f, 1.0f))
 #undef V
       return 1;
-    case ERT_ACT_HARD_SWISH: {
-      const float32x4_t sixth = vdupq_n_f32(1.0f / 6.0f), half = vdupq_n_f32(0.5f);
-#define V(v) vmulq_f32((v), v_clamp(ERT_VMLA(half, (v), sixth), zero, one))
+    case ERT_ACT_HARD_SWISH:
+#define V(v) ert_v_hard_swish(v)
       ACT_ROWS(V, s * clamp1(s / 6.0f + 0.5f, 0.0f, 1.0f))
 #undef V
       return 1;
-    }
     case ERT_ACT_LEAKY_RELU:
 #define V(v) vbslq_f32(vcltq_f32((v), zero), vmulq_f32(va, (v)), (v))
       ACT_ROWS(V, s < 0.0f ? a * s : s)

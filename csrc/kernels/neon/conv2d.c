@@ -1,9 +1,8 @@
 /* conv2d.c (NEON): depthwise 3x3 and 5x5 planes over a padded input, contract in
  * src/cpu.h (dwK_sS; the portable path is dw_run in ref/conv2d.c). */
-#include <arm_neon.h>
 #include <stddef.h>
 
-#include "cpu.h"
+#include "neon_f32.h"
 
 /* One tap of the weights held four per vector: acc + x * w[t], w[t] lane t % 4 of
  * wv[t / 4] (t a literal, so the lane is a constant). */
@@ -51,7 +50,7 @@
  * at i reads up to 2*i + 7 + K-1, which needs i + 5 <= ow). The outputs left over are
  * recomputed with the four before them (stride 2: by the _END loads, which need i >= 1),
  * which gives the same values, as every output sees the same operations in the same
- * order. Only rows narrower than 4 (5 for stride 2) run the scalar loop. */
+ * order. Rows are at least 4 outputs wide (5 for stride 2): the caller's contract. */
 #define DW_STEP4(K, S, TAP)                      \
   do {                                           \
     float32x4_t a = vb;                          \
@@ -78,25 +77,16 @@
           vst1q_f32(y + i, a);                                                               \
           vst1q_f32(y + i + 4, b);                                                           \
         }                                                                                    \
-        if (ow >= 4)                                                                         \
-          for (; i < ow; i += 4) {                                                           \
-            if (i + 4 > ow) i = ow - 4;                                                      \
-            DW_STEP4(K, 1, TAP1_S1);                                                         \
-          }                                                                                  \
-      } else if (ow >= 5) {                                                                  \
+        for (; i < ow; i += 4) {                                                             \
+          if (i + 4 > ow) i = ow - 4;                                                        \
+          DW_STEP4(K, 1, TAP1_S1);                                                           \
+        }                                                                                    \
+      } else {                                                                               \
         for (; i + 5 <= ow; i += 4) DW_STEP4(K, 2, TAP1_S2);                                 \
         if (i < ow) {                                                                        \
           i = ow - 4;                                                                        \
           DW_STEP4(K, 2, TAP1_END_S2);                                                       \
         }                                                                                    \
-        continue;                                                                            \
-      }                                                                                      \
-      for (; i < ow; ++i) {                                                                  \
-        float acc = bias;                                                                    \
-        for (int ky = 0; ky < (K); ++ky)                                                     \
-          for (int kx = 0; kx < (K); ++kx)                                                   \
-            acc += wk[ky * (K) + kx] * x[ky * ts + i * (S) + kx];                            \
-        y[i] = acc;                                                                          \
       }                                                                                      \
     }                                                                                        \
   }

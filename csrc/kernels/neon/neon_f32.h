@@ -14,6 +14,25 @@
 #define ERT_VMLA_N(acc, x, s) vmlaq_n_f32((acc), (x), (s))
 #endif
 
+/* relu as the reference's x > 0 ? x : 0, NaN to 0 (fmaxnm on aarch64, a compare and
+ * select on 32-bit ARM). */
+static inline float32x4_t ert_v_relu(float32x4_t v) {
+#if defined(__aarch64__)
+  return vmaxnmq_f32(v, vdupq_n_f32(0.0f));
+#else
+  const float32x4_t zero = vdupq_n_f32(0.0f);
+  return vbslq_f32(vcgtq_f32(v, zero), v, zero);
+#endif
+}
+
+/* hard_swish x * min(max(x / 6 + 1/2, 0), 1), the division as a multiply by 1/6 (at
+ * most one rounding from the reference); NaN stays NaN. The one form every kernel
+ * uses, so that fused and separate activations give the same values. */
+static inline float32x4_t ert_v_hard_swish(float32x4_t v) {
+  const float32x4_t t = ERT_VMLA(vdupq_n_f32(0.5f), v, vdupq_n_f32(1.0f / 6.0f));
+  return vmulq_f32(v, vminq_f32(vmaxq_f32(t, vdupq_n_f32(0.0f)), vdupq_n_f32(1.0f)));
+}
+
 /* exp(x) for x <= 0 (NaN stays NaN), 0 below -87.33654: x = n ln2 + r, e^r by its
  * degree-7 Taylor polynomial, 2^n from the exponent bits (within 2 ulp of expf). */
 static inline float32x4_t ert_v_exp_neg(float32x4_t x) {

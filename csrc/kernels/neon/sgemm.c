@@ -168,22 +168,16 @@ void ert_sgemm_rows6_f32__neon(int32_t kc, const float *const *rows, const float
   P(p3, c30, B3); P(p3 + 4, c31, B3); P(p3 + 8, c32, B3); P(p3 + 12, c33, B3);               \
   P(p4, c40, B4); P(p4 + 4, c41, B4); P(p4 + 8, c42, B4); P(p4 + 12, c43, B4);               \
   P(p5, c50, B5); P(p5 + 4, c51, B5); P(p5 + 8, c52, B5); P(p5 + 12, c53, B5);
-    /* hard_swish and relu (the common kinds) in registers, with the operations of
+    /* hard_swish and relu (the common kinds) in registers, by the helpers of
      * ert_act_rows_f32__neon (act.c), so the values are the same as its pass over C */
     const int kind = st->act != NULL ? (int)st->act->kind : ERT_ACT_NONE;
     if (kind == ERT_ACT_HARD_SWISH) {
-      const float32x4_t sixth = vdupq_n_f32(1.0f / 6.0f), half = vdupq_n_f32(0.5f);
-      const float32x4_t zero = vdupq_n_f32(0.0f), one = vdupq_n_f32(1.0f);
-#define PUT_HS(p, v, base_of)                                                               \
-  do {                                                                                      \
-    const float32x4_t t = ERT_VMLA(base_of(p), (v), alpha);                                 \
-    vst1q_f32((p), vmulq_f32(t, vminq_f32(vmaxq_f32(ERT_VMLA(half, t, sixth), zero), one))); \
-  } while (0)
+#define PUT_HS(p, v, base_of) vst1q_f32((p), ert_v_hard_swish(ERT_VMLA(base_of(p), (v), alpha)))
       PUT24(PUT_HS)
       return;
     }
     if (kind == ERT_ACT_RELU) {
-#define PUT_RELU(p, v, base_of) vst1q_f32((p), vmaxnmq_f32(ERT_VMLA(base_of(p), (v), alpha), vdupq_n_f32(0.0f)))
+#define PUT_RELU(p, v, base_of) vst1q_f32((p), ert_v_relu(ERT_VMLA(base_of(p), (v), alpha)))
       PUT24(PUT_RELU)
       return;
     }

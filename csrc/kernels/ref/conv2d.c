@@ -405,7 +405,7 @@ static void dw_run(const conv_geom *g, const dw_pad *p, const ptrdiff_t *toff, c
 
 /* Optimized plane kernel of cpu.h for this window, or NULL. */
 static ert_dw_plane_fn dw_hook(const conv_geom *g) {
-  if (g->kh != g->kw || (g->sw != 1 && g->sw != 2) || g->dw != 1) return NULL;
+  if (g->kh != g->kw || (g->sw != 1 && g->sw != 2) || g->dw != 1 || g->ow < 3 + g->sw) return NULL;
   if (g->kh == 3) return g->sw == 1 ? ert_cpu.dw3_s1 : ert_cpu.dw3_s2;
   if (g->kh == 5) return g->sw == 1 ? ert_cpu.dw5_s1 : ert_cpu.dw5_s2;
   return NULL;

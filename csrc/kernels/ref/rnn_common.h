@@ -1,4 +1,5 @@
-/* rnn_common.h: what the lstm, gru and rnn kernels share (static, included by each).
+/* rnn_common.h: what the lstm, gru and rnn kernels share (inline helpers included by
+ * each; the larger shared functions are defined once in rnn_common.c).
  *
  * Inputs, parameter words and scratch layout are documented in edgert/ops/rnn.py.
  * In short: X [S,N,I] (layout 0) or [N,S,I] (layout 1); WT [D,I,G*H] and RT [D,H,G*H]
@@ -140,99 +141,14 @@ static inline bool ert_rnn_shape_is(const ert_tensor *t, int32_t ndim, const siz
 /* Checks what every recurrent op shares: arity, parameter words and their ranges,
  * dtypes and shapes of X WT RT B initial_h and of the outputs Y Y_h [Y_c], and
  * activation kinds; fills *c. n_in_max: 7 (lstm) or 5; n_out: 3 (lstm) or 2;
- * n_act: activation slots per direction. */
-static edgert_status ert_rnn_prepare_common(ert_node *n, ert_err *err, size_t gates,
-                                            uint32_t n_in_max, uint32_t n_out,
-                                            size_t n_act, ert_rnn_cfg *c) {
-  edgert_status st = ert_check_arity(n, err, 3, n_in_max, n_out, n_out);
-  if (st != EDGERT_OK) return st;
-  st = ert_check_params(n, err, ERT_RNN_FIXED_PARAMS);
-  if (st != EDGERT_OK) return st;
-  const char *nm = n->name ? n->name : "";
-  int32_t direction = ert_pi(n, 0), hidden = ert_pi(n, 1), layout = ert_pi(n, 2);
-  int32_t has_clip = ert_pi(n, 3), flag = ert_pi(n, 5);
-  float clip = ert_pf(n, 4);
-  if (direction < 0 || direction > 2 || hidden <= 0 || layout < 0 || layout > 1 ||
-      has_clip < 0 || has_clip > 1 || flag < 0 || flag > 1 ||
-      (has_clip && !(clip > 0.0f && isfinite(clip))))
-    return ert_fail(err, EDGERT_ERR_PARAM,
-                    "node '%s': bad recurrent parameters (direction %d, hidden_size %d, layout %d, "
-                    "clip flag %d, flag %d)", nm, direction, hidden, layout, has_clip, flag);
-  size_t dirs = direction == ERT_RNN_BIDIRECTIONAL ? 2 : 1;
-  size_t want_params = ERT_RNN_FIXED_PARAMS + 3 * n_act * dirs;
-  if (n->n_params != want_params)
-    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s': %u parameter words, expected %zu", nm,
-                    n->n_params, want_params);
-  for (size_t k = 0; k < n_act * dirs; k++) {
-    ert_rnn_act act;
-    ert_rnn_act_get(n, k, &act);
-    if (act.kind < 0 || act.kind >= ERT_RNN_ACT_COUNT || !isfinite(act.a) || !isfinite(act.b))
-      return ert_fail(err, EDGERT_ERR_PARAM, "node '%s': bad activation %zu (kind %d)", nm, k,
-                      act.kind);
-  }
-  for (uint32_t i = 0; i < n->n_in; i++) {
-    if (n->in[i] == NULL) {
-      if (i < 3)
-        return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': input %u (X, WT, RT) is required",
-                        nm, i);
-      continue;
-    }
-    st = ert_check_dtype(n, err, n->in[i], EDGERT_FLOAT32);
-    if (st != EDGERT_OK) return st;
-  }
-  for (uint32_t i = 0; i < n->n_out; i++) {
-    st = ert_check_dtype(n, err, n->out[i], EDGERT_FLOAT32);
-    if (st != EDGERT_OK) return st;
-  }
-  const ert_tensor *x = n->in[0];
-  if (x->ndim != 3 || x->shape[0] <= 0 || x->shape[1] <= 0 || x->shape[2] <= 0)
-    return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': X must be a non-empty rank-3 tensor", nm);
-  ert_rnn_cfg_read(n, gates, c);
-  size_t H = c->hidden, GH = gates * H, N = c->batch, S = c->seq, D = c->dirs;
-  size_t w_dims[3] = {D, c->input, GH}, r_dims[3] = {D, H, GH}, b_dims[2] = {D, 2 * GH};
-  size_t h_dims[3] = {D, N, H}, h1_dims[3] = {N, D, H};
-  size_t y_dims[4] = {S, D, N, H}, y1_dims[4] = {N, S, D, H};
-  const size_t *hd = c->layout == 0 ? h_dims : h1_dims;
-  const size_t *yd = c->layout == 0 ? y_dims : y1_dims;
-  if (!ert_rnn_shape_is(n->in[1], 3, w_dims))
-    return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': WT must be [%zu,%zu,%zu]", nm, D,
-                    c->input, GH);
-  if (!ert_rnn_shape_is(n->in[2], 3, r_dims))
-    return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': RT must be [%zu,%zu,%zu]", nm, D, H, GH);
-  const ert_tensor *b = ert_rnn_opt(n, 3), *h0 = ert_rnn_opt(n, 4);
-  if (b && !ert_rnn_shape_is(b, 2, b_dims))
-    return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': B must be [%zu,%zu]", nm, D, 2 * GH);
-  if (h0 && !ert_rnn_shape_is(h0, 3, hd))
-    return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': initial_h must be [%zu,%zu,%zu]", nm, hd[0],
-                    hd[1], hd[2]);
-  if (!ert_rnn_shape_is(n->out[0], 4, yd))
-    return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': Y must be [%zu,%zu,%zu,%zu]", nm, yd[0],
-                    yd[1], yd[2], yd[3]);
-  for (uint32_t i = 1; i < n_out; i++)
-    if (!ert_rnn_shape_is(n->out[i], 3, hd))
-      return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': output %u must be [%zu,%zu,%zu]", nm, i,
-                      hd[0], hd[1], hd[2]);
-  return EDGERT_OK;
-}
+ * n_act: activation slots per direction. (rnn_common.c, once for the three ops) */
+edgert_status ert_rnn_prepare_common(ert_node *n, ert_err *err, size_t gates, uint32_t n_in_max,
+                                     uint32_t n_out, size_t n_act, ert_rnn_cfg *c);
 
 /* Checks node->scratch_bytes >= 4 * floats, where floats = sum of `count` products
  * of three factors each (terms[3k..3k+2]), computed without overflow. */
-static edgert_status ert_rnn_check_scratch(const ert_node *n, ert_err *err, const size_t *terms,
-                                           size_t count) {
-  size_t total = 0;
-  bool ok = true;
-  for (size_t k = 0; k < count && ok; k++) {
-    size_t p;
-    ok = ert_rnn_mul(terms[3 * k], terms[3 * k + 1], &p) && ert_rnn_mul(p, terms[3 * k + 2], &p);
-    ok = ok && total <= SIZE_MAX - p;
-    if (ok) total += p;
-  }
-  ok = ok && ert_rnn_mul(total, sizeof(float), &total);
-  if (!ok || n->scratch_bytes < total)
-    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s': scratch of %zu bytes is too small",
-                    n->name ? n->name : "", n->scratch_bytes);
-  return EDGERT_OK;
-}
+edgert_status ert_rnn_check_scratch(const ert_node *n, ert_err *err, const size_t *terms,
+                                    size_t count);
 
 /* ---- eval helpers ---- */
 
@@ -288,43 +204,8 @@ enum {
   ERT_RNN_VBLOCK = 4,   /* vectors sharing each pass over a block of weights */
 };
 
-/* On x86-64 GCC/glibc the product is also compiled for AVX+FMA, chosen at load time
- * (the source stays portable C). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && \
-    !defined(ERT_NO_CLONES)
-__attribute__((target_clones("fma", "default")))
-#endif
-static void ert_rnn_mv_task(void *arg, size_t begin, size_t end) {
-  const ert_rnn_mv *a = (const ert_rnn_mv *)arg;
-  if (ert_cpu.rnn_mv) {
-    ert_cpu.rnn_mv(a->k, end - begin, a->mt + begin, a->ld, a->vec, a->vec_stride, a->nvec,
-                   a->add ? a->add + begin : NULL, a->add_stride, a->out + begin, a->out_stride);
-    return;
-  }
-  float acc[ERT_RNN_VBLOCK][ERT_RNN_BLOCK];
-  for (size_t j0 = begin; j0 < end; j0 += ERT_RNN_BLOCK) {
-    const size_t nj = end - j0 < ERT_RNN_BLOCK ? end - j0 : ERT_RNN_BLOCK;
-    for (size_t v0 = 0; v0 < a->nvec; v0 += ERT_RNN_VBLOCK) {
-      const size_t nv = a->nvec - v0 < ERT_RNN_VBLOCK ? a->nvec - v0 : ERT_RNN_VBLOCK;
-      for (size_t q = 0; q < nv; q++) {
-        if (a->add)
-          memcpy(acc[q], a->add + (v0 + q) * a->add_stride + j0, nj * sizeof(float));
-        else
-          memset(acc[q], 0, nj * sizeof(float));
-      }
-      for (size_t i = 0; i < a->k; i++) {
-        const float *w = a->mt + i * a->ld + j0;
-        for (size_t q = 0; q < nv; q++) {
-          const float xi = a->vec[(v0 + q) * a->vec_stride + i];
-          float *o = acc[q];
-          for (size_t j = 0; j < nj; j++) o[j] += xi * w[j];
-        }
-      }
-      for (size_t q = 0; q < nv; q++)
-        memcpy(a->out + (v0 + q) * a->out_stride + j0, acc[q], nj * sizeof(float));
-    }
-  }
-}
+/* One task of the product: output columns [begin, end) (rnn_common.c). */
+void ert_rnn_mv_task(void *arg, size_t begin, size_t end);
 
 /* Runs the product over output columns [0, cols), across the session's threads when
  * the work is large enough to pay for the hand-off. */

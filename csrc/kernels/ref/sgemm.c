@@ -19,6 +19,13 @@ _Static_assert(ERT_SGEMM_MC % ERT_SGEMM_MR == 0 && ERT_SGEMM_NC % ERT_SGEMM_NR =
 #define ERT_INLINE static inline
 #endif
 
+/* Not hot (once per column or output, not per multiply-add): compiled for size. */
+#if defined(__GNUC__)
+#define ERT_COLD __attribute__((noinline, cold))
+#else
+#define ERT_COLD
+#endif
+
 static inline int32_t min_i32(int32_t a, int32_t b) { return a < b ? a : b; }
 static inline int64_t min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline size_t align64(size_t x) { return (x + 63u) & ~(size_t)63u; }
@@ -458,9 +465,9 @@ ERT_INLINE void gemv_store(const ert_sgemm *g, const float *acc, float *c, ptrdi
     float *ct = c + (ptrdiff_t)t * step;
     const float base = g->accumulate ? *ct : (bias ? bias[(ptrdiff_t)t * bias_step] : 0.0f);
     *ct = base + g->alpha * acc[t];
-    if (step != 1) finish_row(g->act, ct, 1);
+    if (step != 1 && g->act != NULL) ert_act_apply(g->act, ct, 1);
   }
-  if (step == 1) finish_row(g->act, c, len);
+  if (step == 1 && g->act != NULL) ert_act_apply(g->act, c, (size_t)len);
 }
 
 ERT_SIMD_CLONES
@@ -539,7 +546,7 @@ typedef struct narrow_job {
 } narrow_job;
 
 /* Column j of B (K values) into dst. */
-static void gather_column(const ert_sgemm *g, const float *b, int32_t j, float *dst) {
+ERT_COLD static void gather_column(const ert_sgemm *g, const float *b, int32_t j, float *dst) {
   const ert_im2col *ic = g->im2col;
   if (ic == NULL) {
     for (int32_t k = 0; k < g->k; ++k) dst[k] = b[(ptrdiff_t)k * g->rsb + (ptrdiff_t)j * g->csb];
@@ -557,6 +564,12 @@ static void gather_column(const ert_sgemm *g, const float *b, int32_t j, float *
         dst[k] = row != NULL && ix >= 0 && ix < ic->width ? row[ix] : 0.0f;
       }
     }
+}
+
+/* C column j, rows [i0, i0 + len), from the dot products in acc. */
+ERT_COLD static void narrow_store(const ert_sgemm *g, const float *acc, float *c, int32_t i0,
+                                  int32_t j, int32_t len, const float *bias) {
+  gemv_store(g, acc, c + (ptrdiff_t)i0 * g->ldc + j, g->ldc, len, bias ? bias + i0 : NULL, 1);
 }
 
 /* Items are (problem, chunk of rows); slot s runs items s, s + nslots, ... */
@@ -580,7 +593,7 @@ static void narrow_worker(void *arg, size_t begin, size_t end) {
       }
       for (int32_t j = 0; j < g->n; ++j) {
         dot_rows(cols + (size_t)j * g->k, a + (ptrdiff_t)i0 * g->rsa, g->rsa, g->k, len, acc);
-        gemv_store(g, acc, c + (ptrdiff_t)i0 * g->ldc + j, g->ldc, len, bias ? bias + i0 : NULL, 1);
+        narrow_store(g, acc, c, i0, j, len, bias);
       }
     }
   }
