@@ -504,7 +504,16 @@ static void gather_q(const geom *g, const int8_t *x, int32_t p0, int32_t pb, int
         ix0 + (int64_t)(g->kw - 1) * g->dw < g->w) { /* the window is inside the image */
       const int8_t *src = x + (size_t)iy0 * (size_t)g->w + (size_t)ix0;
       if (tab) {
-        for (; t < g->k; t++) dst[pos[t]] = src[off[t]];
+        const int32_t k = g->k; /* a local: the int8 stores may alias *g */
+        for (; t + 2 <= k; t += 2) {
+          const int8_t v0 = src[off[t]], v1 = src[off[t + 1]];
+          dst[pos[t]] = v0;
+          dst[pos[t + 1]] = v1;
+        }
+        if (t < k) {
+          dst[pos[t]] = src[off[t]];
+          t++;
+        }
       } else {
         for (int32_t ci = 0; ci < g->cg; ci++)
           for (int32_t ky = 0; ky < g->kh; ky++) {
