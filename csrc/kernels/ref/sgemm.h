@@ -12,8 +12,11 @@
  * read in place when its rows are contiguous (csa == 1), else packed row by row per
  * row block. Scratch is ERT_SGEMM_SLOTS slots (packed A block + packed B
  * block); at most that many tasks run at once. When M == 1 or N == 1 (and B is a
- * matrix) a matrix-vector path is used instead and no scratch is needed. Bias,
- * alpha and the fused activation are applied as tiles are stored.
+ * matrix) a matrix-vector path is used instead and no scratch is needed. Narrow
+ * path: when N <= 4 (a convolution over a few output pixels) and A's rows are
+ * contiguous, each slot gathers B's columns (K floats each, which must fit the slot)
+ * and every output is a dot product of an A row with one of them. Bias, alpha and the
+ * fused activation are applied as results are stored.
  *
  * The optimized micro-kernel of csrc/src/cpu.h (ert_cpu.sgemm_rows) replaces the
  * portable one when the CPU has it: it stores whole tiles into C with bias, alpha and
