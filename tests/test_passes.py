@@ -10,8 +10,8 @@ from onnx import helper
 import edgert
 from edgert import passes
 from edgert.converter import build_graph, serialize
-from edgert.passes import (dce, fold_batchnorm, fold_constants, fuse_activation, fuse_gelu, fuse_hard_swish,
-                           fuse_layernorm, fuse_silu, remove_identity)
+from edgert.passes import (dce, fold_batchnorm, fold_constants, fold_conv_input, fuse_activation, fuse_gelu,
+                           fuse_hard_swish, fuse_layernorm, fuse_silu, remove_identity)
 from tests.helpers import assert_close, make_model, run_ort
 
 RNG = np.random.default_rng(0)
@@ -74,6 +74,48 @@ def test_fold_per_channel_mul_add_into_conv():
     m = make_model(nodes, {"x": x}, ["y"], init)
     before, after = apply(fold_batchnorm, m, {"x": x})
     assert before == ["conv2d", "mul", "add"] and after == ["conv2d"]
+
+
+def test_fold_add_with_fused_activation_into_conv():
+    """conv -> add(const) that already carries an activation: the add folds into the
+    bias and the activation moves onto the conv."""
+    nodes, init, x = conv_model([helper.make_node("Add", ["c", "k"], ["d"]), helper.make_node("HardSwish", ["d"], ["y"])],
+                                "y")
+    init["k"] = np.array([0.75], np.float32)  # a scalar, as PP-LCNetV3's learnable affine
+    m = make_model(nodes, {"x": x}, ["y"], init)
+    g = graph_of(m)
+    assert fuse_activation.run(g) and [n.op for n in g.nodes] == ["conv2d", "add"]
+    assert fold_batchnorm.run(g)
+    assert [n.op for n in g.nodes] == ["conv2d"] and g.nodes[0].attrs["act"] == 4
+    assert_close(run_graph(g, {"x": x})[0], run_ort(m, {"x": x})[0], 1e-5, 1e-6)
+
+
+@pytest.mark.parametrize("group,kernel", [(1, 1), (1, 3), (2, 1), (4, 3)])
+def test_fold_affine_into_following_conv(group, kernel):
+    """relu -> mul(const) -> add(const) -> conv without padding: both fold into the conv
+    (per input channel, grouped and depthwise included)."""
+    c = m = 4
+    w = RNG.standard_normal((m, c // group, kernel, kernel)).astype(np.float32)
+    init = {"w": w, "b": RNG.standard_normal(m).astype(np.float32),
+            "s": RNG.uniform(0.5, 2, (1, c, 1, 1)).astype(np.float32),
+            "t": RNG.standard_normal((c, 1, 1)).astype(np.float32)}
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Mul", ["r", "s"], ["u"]),
+             helper.make_node("Add", ["t", "u"], ["v"]),
+             helper.make_node("Conv", ["v", "w", "b"], ["y"], group=group)]
+    x = RNG.standard_normal((2, c, 6, 5)).astype(np.float32)
+    before, after = apply(fold_conv_input, make_model(nodes, {"x": x}, ["y"], init), {"x": x}, rtol=1e-5, atol=1e-5)
+    assert before == ["relu", "mul", "add", "conv2d"] and after == ["relu", "conv2d"]
+
+
+def test_no_fold_into_padded_conv():
+    """With padding the border taps would read unshifted zeros: no fold."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Add", ["r", "t"], ["v"]),
+             helper.make_node("Conv", ["v", "w"], ["y"], pads=[1, 1, 1, 1])]
+    init = {"w": RNG.standard_normal((4, 3, 3, 3)).astype(np.float32),
+            "t": RNG.standard_normal((1, 3, 1, 1)).astype(np.float32)}
+    x = RNG.standard_normal((1, 3, 5, 5)).astype(np.float32)
+    before, after = apply(fold_conv_input, make_model(nodes, {"x": x}, ["y"], init), {"x": x})
+    assert after == before
 
 
 def test_no_fold_when_broadcast_changes_shape():
@@ -192,4 +234,4 @@ def test_fold_constants_and_dce():
 def test_pipeline_lists_every_pass():
     names = {p.__name__.rsplit(".", 1)[-1] for p in passes.PIPELINE}
     assert names == {"fold_constants", "dce", "remove_identity", "fuse_hard_swish", "fuse_silu", "fuse_gelu",
-                     "fuse_layernorm", "fold_batchnorm", "fuse_activation"}
+                     "fuse_layernorm", "fold_batchnorm", "fold_conv_input", "fuse_activation"}

@@ -4,8 +4,8 @@ until nothing changes."""
 from __future__ import annotations
 
 from ..ir import Graph
-from . import (dce, fold_batchnorm, fold_constants, fuse_activation, fuse_gelu, fuse_hard_swish, fuse_layernorm,
-               fuse_silu, remove_identity)
+from . import (dce, fold_batchnorm, fold_constants, fold_conv_input, fuse_activation, fuse_gelu, fuse_hard_swish,
+               fuse_layernorm, fuse_silu, remove_identity)
 
 PIPELINE = [
     fold_constants,
@@ -16,6 +16,7 @@ PIPELINE = [
     fuse_gelu,
     fuse_layernorm,
     fold_batchnorm,
+    fold_conv_input,
     fuse_activation,
 ]
 

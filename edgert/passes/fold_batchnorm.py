@@ -1,7 +1,8 @@
 """Conv+BatchNormalization folding, and more generally folding of a per-channel affine
 map into the convolution before it: conv2d -> batch_norm | mul(const) | add(const)
 becomes one conv2d with scaled weights and shifted bias, when the conv output has no
-other reader and the conv has no fused activation yet."""
+other reader and the conv has no fused activation yet. An activation already fused
+into the add or mul (an add(const) + hard_swish, say) moves onto the conv."""
 from __future__ import annotations
 
 import numpy as np
@@ -39,7 +40,7 @@ def _affine_of(g: Graph, node, conv_out: str) -> tuple[np.ndarray, np.ndarray] |
             return None
         a = scale / np.sqrt(var + float(node.attrs.get("epsilon", 1e-5)))
         return a, bias - mean * a
-    if node.op in ("mul", "add") and len(node.inputs) == 2 and not node.attrs.get("act", 0):
+    if node.op in ("mul", "add") and len(node.inputs) == 2:
         other = node.inputs[1] if node.inputs[0] == conv_out else node.inputs[0]
         c = g.const(other)
         if c is None or c.dtype != np.float32:
@@ -80,6 +81,8 @@ def run(g: Graph) -> bool:
         old_b = b.astype(np.float64) if b is not None else np.zeros(m)
         new_b = (old_b * scale + shift).astype(np.float32)
         conv.inputs = [conv.inputs[0], g.add_const(new_w, conv.name + "_w"), g.add_const(new_b, conv.name + "_b")]
+        if nxt.attrs.get("act", 0):
+            conv.attrs.update({k: nxt.attrs[k] for k in ("act", "act_a", "act_b") if k in nxt.attrs})
         conv.outputs = list(nxt.outputs)
         dead.append(nxt)
         u = Uses(g)
