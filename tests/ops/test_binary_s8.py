@@ -63,3 +63,20 @@ def test_plain_int8_add_still_wraps():
     got, want = run_node("add", [(a, False), (a, False)], {})
     assert_same(got, want, "wrap")
     assert list(got) == [-56, 56]
+
+
+@pytest.mark.parametrize("sa,sb", [((2, 16, 40, 33), (1, 16, 1, 1)), ((3, 5, 97, 31), (3, 5, 97, 31)),
+                                   ((1, 40000), (1,))])
+def test_threads_split_rows(sa, sb):
+    """Outputs above the parallel threshold split by rows over 3 threads: the same bytes
+    as the reference, rows starting mid-broadcast included."""
+    rng = np.random.default_rng(11)
+    a, b = rand_s8(rng, sa), rand_s8(rng, sb)
+    (ma, mb), shift = narrow_multipliers([0.7, 0.3], 15)
+    attrs = dict(a_zp=3, b_zp=-2, y_zp=4, a_mult=ma, b_mult=mb, shift=shift, out_min=-128, out_max=127)
+    got, want = run_node("add", [(a, False), (b, False)], attrs, threads=3)
+    assert_same(got, want, f"add {sa} {sb} threads")
+    (mult,), shift = narrow_multipliers([0.01], 14)
+    attrs = dict(a_zp=3, b_zp=-2, y_zp=4, mult=mult, shift=shift, out_min=-128, out_max=127)
+    got, want = run_node("mul", [(a, False), (b, True)], attrs, threads=3)
+    assert_same(got, want, f"mul {sa} {sb} threads")

@@ -205,32 +205,43 @@ static void mul_row(const rq *q, const int8_t *a, const int8_t *b, int8_t *y, in
 typedef void (*row_fn)(const rq *, const int8_t *, const int8_t *, int8_t *, int64_t, int64_t,
                        int64_t);
 
-/* Rows run through ert_cpu.binary_s8 (op 0 add, 1 mul) when there is one and the row's
- * strides are 0 or 1. */
-static void run(const ert_node *node, const rq *q, row_fn row, int op) {
+typedef struct s8_job {
+  const ert_node *node;
+  const rq *q;
+  row_fn row;
+  int op;
+} s8_job;
+
+/* Output rows [k0, k1) (rows of the innermost dimension), through ert_cpu.binary_s8 (op
+ * 0 add, 1 mul) when there is one and the row's strides are 0 or 1. */
+static void rows_task(void *arg, size_t k0, size_t k1) {
+  const s8_job *j = (const s8_job *)arg;
+  const ert_node *node = j->node;
+  const rq *q = j->q;
   const int32_t r = (int32_t)node->opdata[OD_RANK];
   const int8_t *a = (const int8_t *)node->in[0]->data, *b = (const int8_t *)node->in[1]->data;
   int8_t *y = (int8_t *)node->out[0]->data;
-  if (node->out[0]->numel == 0) return;
-  if (r == 0) {
-    row(q, a, b, y, 1, 0, 0);
-    return;
-  }
   const int64_t *dims = node->opdata + OD_DIMS;
   const int64_t *sa = node->opdata + OD_SA, *sb = node->opdata + OD_SB;
   const int64_t inner = dims[r - 1];
   int64_t idx[EDGERT_MAX_DIMS] = {0};
   int64_t oa = 0, ob = 0;
-  const size_t rows = node->out[0]->numel / (size_t)inner;
+  size_t rest = k0; /* the outer index of row k0 */
+  for (int32_t d = r - 2; d >= 0; d--) {
+    idx[d] = (int64_t)(rest % (size_t)dims[d]);
+    rest /= (size_t)dims[d];
+    oa += idx[d] * sa[d];
+    ob += idx[d] * sb[d];
+  }
   const int64_t ia = sa[r - 1], ib = sb[r - 1];
   const int32_t p[8] = {q->azp, q->bzp, q->yzp, q->ma, q->mb, q->shift, q->lo, q->hi};
   void (*simd)(int, const int32_t *, const int8_t *, const int8_t *, int8_t *, size_t, int, int) =
       (ia | ib) >> 1 == 0 ? ert_cpu.binary_s8 : NULL;
-  for (size_t k = 0; k < rows; k++) {
+  for (size_t k = k0; k < k1; k++) {
     if (simd != NULL)
-      simd(op, p, a + oa, b + ob, y + k * (size_t)inner, (size_t)inner, (int)ia, (int)ib);
+      simd(j->op, p, a + oa, b + ob, y + k * (size_t)inner, (size_t)inner, (int)ia, (int)ib);
     else
-      row(q, a + oa, b + ob, y + k * (size_t)inner, inner, ia, ib);
+      j->row(q, a + oa, b + ob, y + k * (size_t)inner, inner, ia, ib);
     for (int32_t d = r - 2; d >= 0; d--) {
       oa += sa[d];
       ob += sb[d];
@@ -242,17 +253,34 @@ static void run(const ert_node *node, const rq *q, row_fn row, int op) {
   }
 }
 
+/* Outputs split by rows over the session's threads when there are enough of them. */
+enum { S8_PAR_MIN = 32768 };
+
+static void run(const ert_node *node, ert_exec *ex, const rq *q, row_fn row, int op) {
+  if (node->out[0]->numel == 0) return;
+  if ((int32_t)node->opdata[OD_RANK] == 0) {
+    row(q, (const int8_t *)node->in[0]->data, (const int8_t *)node->in[1]->data,
+        (int8_t *)node->out[0]->data, 1, 0, 0);
+    return;
+  }
+  const s8_job j = {node, q, row, op};
+  const int32_t r = (int32_t)node->opdata[OD_RANK];
+  const size_t rows = node->out[0]->numel / (size_t)node->opdata[OD_DIMS + r - 1];
+  if (node->out[0]->numel >= S8_PAR_MIN && rows > 1)
+    ert_parallel_for(ex, rows, rows_task, (void *)&j);
+  else
+    rows_task((void *)&j, 0, rows);
+}
+
 void ert_add_s8__ref(const ert_node *node, ert_exec *ex) {
-  (void)ex;
   const uint32_t f = ADD_FIRST;
   rq q = {ert_pi(node, f), ert_pi(node, f + 1), ert_pi(node, f + 2), ert_pi(node, f + 3),
           ert_pi(node, f + 4), ert_pi(node, f + 5), ert_pi(node, f + 6), ert_pi(node, f + 7)};
-  run(node, &q, add_row, 0);
+  run(node, ex, &q, add_row, 0);
 }
 
 void ert_mul_s8__ref(const ert_node *node, ert_exec *ex) {
-  (void)ex;
   rq q = {ert_pi(node, 0), ert_pi(node, 1), ert_pi(node, 2), ert_pi(node, 3), 0,
           ert_pi(node, 4), ert_pi(node, 5), ert_pi(node, 6)};
-  run(node, &q, mul_row, 1);
+  run(node, ex, &q, mul_row, 1);
 }
