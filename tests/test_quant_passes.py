@@ -83,3 +83,38 @@ def test_rewrite_decisions():
     kept = quantize_int8(g, qparams_from_ranges(ranges), keep_fp32=["c"]).graph
     assert [n.op for n in kept.nodes][:2] == ["conv2d", "max_pool2d"]
     assert kept.tensors[kept.nodes[1].inputs[0]].dtype == np.float32  # nothing int8 upstream: pool stays float
+
+
+def test_fold_scale_shift_into_table():
+    """conv -> hard_swish -> mul(scalar) -> add(scalar) -> padded conv (PP-LCNetV3's
+    scale and shift, which cannot fold into a padded conv): on int8 the mul and add fold
+    into the hard_swish table, with the same output bytes."""
+    import copy
+
+    from edgert.quant.tables import fold_into_tables
+
+    rng = np.random.default_rng(3)
+    g = Graph()
+    g.add_tensor("x", (1, 3, 8, 8), np.float32)
+    g.inputs = ["x"]
+    w = g.add_const((rng.standard_normal((4, 3, 1, 1)) * 0.5).astype(np.float32), "w")
+    w2 = g.add_const((rng.standard_normal((4, 1, 3, 3)) * 0.5).astype(np.float32), "w2")
+    s = g.add_const(np.array([0.8], np.float32), "s")
+    t = g.add_const(np.array([0.3], np.float32), "t")
+    _node(g, "conv2d", ["x", w], "c", dict(kernel=[1, 1]))
+    _node(g, "hard_swish", ["c"], "h")
+    _node(g, "mul", [s, "h"], "m")
+    _node(g, "add", ["m", t], "a")
+    _node(g, "conv2d", ["a", w2], "y", dict(kernel=[3, 3], pads=[1, 1, 1, 1], group=4))
+    g.outputs = ["y"]
+    feeds = [{"x": rng.standard_normal((1, 3, 8, 8)).astype(np.float32)} for _ in range(8)]
+    ranges = observe(g, batches(g, {"x": np.stack([f["x"] for f in feeds])}), "minmax", False)
+    q = quantize_int8(g, qparams_from_ranges(ranges)).graph
+    assert [n.op for n in q.nodes] == ["quantize_linear", "conv2d", "hard_swish", "mul", "add", "conv2d",
+                                       "dequantize_linear"]
+    folded = copy.deepcopy(q)
+    assert fold_into_tables(folded) == 2
+    assert [n.op for n in folded.nodes] == ["quantize_linear", "conv2d", "hard_swish", "conv2d",
+                                            "dequantize_linear"]
+    for f in feeds:
+        np.testing.assert_array_equal(_run(folded, f)[0], _run(q, f)[0])

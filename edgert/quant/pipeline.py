@@ -14,6 +14,7 @@ from .calibrate import batches, load_calibration, observe
 from .prepare import prepare_for_int8
 from .report import measure, worst_node
 from .rewrite import ANCHORS, quantize_int8, qparams_from_ranges
+from .tables import fold_into_tables
 from .weights import to_dynamic, to_fp16
 
 REPORT_SAMPLES = 64
@@ -96,6 +97,7 @@ def quantize_graph(g: Graph, mode: str, calibration: Any = None, method: str = "
             json.dump(doc, f, indent=2)
     if sq is not None:
         summary["outputs_sqnr_db"] = {k: _num(v) for k, v in sq["outputs"].items()}
+    fold_into_tables(res.graph)  # same output bytes, fewer passes
     return res.graph, summary
 
 
