@@ -187,8 +187,11 @@ typedef struct job {
   int w_no_min; /* W has no -128 (opdata[0]) */
 } job;
 
+/* The padded copy of one input plane, x - x_zp (int16) inside the image and 0 around
+ * it. The zeros are the same for every plane of a node: with `zeroed` (buf holds a copy
+ * of this node's geometry already) only the image part is written. */
 ERT_S8_CLONES
-static void dw_fill(const geom *g, const int8_t *x, int16_t *buf) {
+static void dw_fill(const geom *g, const int8_t *x, int16_t *buf, int zeroed) {
   const int64_t rows = dw_rows(g), cols = dw_cols(g), plen = dw_plen(g), sw = g->sw;
   const int64_t row_len = sw * plen;
   const int16_t zp = (int16_t)g->xzp;
@@ -197,8 +200,10 @@ static void dw_fill(const geom *g, const int8_t *x, int16_t *buf) {
   int32_t r0, r1; /* rows r with 0 <= r - pt < h */
   valid_range(-(int64_t)g->pt, 1, g->h, rows, &r0, &r1);
   if (r1 < r0) r1 = r0;
-  memset(buf, 0, (size_t)(r0 * row_len) * sizeof(int16_t));
-  memset(buf + r1 * row_len, 0, (size_t)((rows - r1) * row_len) * sizeof(int16_t));
+  if (!zeroed) {
+    memset(buf, 0, (size_t)(r0 * row_len) * sizeof(int16_t));
+    memset(buf + r1 * row_len, 0, (size_t)((rows - r1) * row_len) * sizeof(int16_t));
+  }
   if (r1 == r0) return;
   const int8_t *src = x + ((int64_t)r0 - g->pt) * g->w - g->pl;
   for (int64_t ph = 0; ph < sw; ph++) { /* columns ph, ph + sw, ... */
@@ -208,14 +213,20 @@ static void dw_fill(const geom *g, const int8_t *x, int16_t *buf) {
     int16_t *dp = buf + r0 * row_len + ph * plen;
     const int8_t *sp = src + ph;
     if (ert_cpu.widen_s8 != NULL) {
-      ert_cpu.widen_s8(dp, sp + i0 * sw, (int32_t)i0, (int32_t)(i1 - i0), (int32_t)plen,
-                       (int32_t)sw, zp, r1 - r0, (ptrdiff_t)row_len, (ptrdiff_t)g->w);
+      if (zeroed && i1 > i0) /* the image part only: a run of i1 - i0 values at dp + i0 */
+        ert_cpu.widen_s8(dp + i0, sp + i0 * sw, 0, (int32_t)(i1 - i0), (int32_t)(i1 - i0),
+                         (int32_t)sw, zp, r1 - r0, (ptrdiff_t)row_len, (ptrdiff_t)g->w);
+      else if (!zeroed)
+        ert_cpu.widen_s8(dp, sp + i0 * sw, (int32_t)i0, (int32_t)(i1 - i0), (int32_t)plen,
+                         (int32_t)sw, zp, r1 - r0, (ptrdiff_t)row_len, (ptrdiff_t)g->w);
       continue;
     }
     for (int64_t r = r0; r < r1; r++, dp += row_len, sp += g->w) {
-      for (int64_t i = 0; i < i0; i++) dp[i] = 0;
+      if (!zeroed)
+        for (int64_t i = 0; i < i0; i++) dp[i] = 0;
       for (int64_t i = i0; i < i1; i++) dp[i] = (int16_t)(sp[i * sw] - zp);
-      for (int64_t i = i1; i < plen; i++) dp[i] = 0;
+      if (!zeroed)
+        for (int64_t i = i1; i < plen; i++) dp[i] = 0;
     }
   }
 }
@@ -345,7 +356,7 @@ static void dw_planes(const job *j, size_t p0, size_t p1, int16_t *buf) {
       continue;
     }
     if (filled != in_plane) { /* a channel multiplier > 1 reuses the copy */
-      dw_fill(g, x, buf);
+      dw_fill(g, x, buf, filled != (size_t)-1);
       filled = in_plane;
     }
     dw_plane_padded(g, buf, j->w + oc * khw, j->qp + 2 * oc, j->y + p * plane_out);
