@@ -16,6 +16,7 @@
 #if defined(__aarch64__)
 #define ERT_HWCAP_NEON (1ul << 1)      /* HWCAP_ASIMD */
 #define ERT_HWCAP_DOTPROD (1ul << 20)  /* HWCAP_ASIMDDP */
+#define ERT_HWCAP_CRC32 (1ul << 7)     /* HWCAP_CRC32 */
 #elif defined(__arm__)
 #define ERT_HWCAP_NEON (1ul << 12)     /* HWCAP_NEON */
 #define ERT_HWCAP_DOTPROD 0ul
@@ -66,6 +67,7 @@ void ert_cpu_select(void) {
     k.binary_s8 = ert_binary_s8__neon;
     k.dequantize_s8 = ert_dequantize_s8__neon;
 #if defined(__aarch64__)
+    if (hw & ERT_HWCAP_CRC32) k.crc32 = ert_crc32__arm;
     k.lut_s8 = ert_lut_s8__neon;
     k.quantize_s8 = ert_quantize_s8__neon;
 #endif

@@ -114,6 +114,8 @@ typedef struct ert_kernels {
   ert_pool_vred_fn pool_vred;
   ert_pool_hred_fn pool_hred;
   ert_gpool_fn gpool;
+  /* crc32       ert_crc32 (runtime.h): the zlib CRC-32 of data[0..size) continuing from crc */
+  uint32_t (*crc32)(uint32_t crc, const void *data, size_t size);
   /* int8 entries (integer results: the kernels must match the reference exactly)
    *   qgemm_s8    acc[r*lda + i] = bias[r] + sum over q < kq, j < 4 of
    *               col[4*np*q + 4*i + j] * wq[16*q + 4*r + j], for r < 4 and i < np: the
@@ -196,6 +198,7 @@ int ert_binary_f32__neon(int op, float *o, const float *a, const float *b, size_
                          const ert_act_params *act);
 void ert_softmax_row_f32__neon(const float *x, float *y, size_t n);
 /* kernels/neon/rnn_f32.c */
+uint32_t ert_crc32__arm(uint32_t crc, const void *data, size_t size); /* aarch64 only */
 void ert_dot_rows_f32__neon(const float *x, const float *r, ptrdiff_t ld, int32_t k, int32_t n,
                             float *out);
 void ert_rnn_mv_f32__neon(size_t k, size_t nj, const float *mt, size_t ld, const float *vec,

@@ -17,6 +17,7 @@
 #include "../kernels/ref/quant_s8.h"
 #include "../kernels/ref/sgemm.h"
 #include "cpu.h"
+#include "runtime.h"
 
 static int failures = 0, checks = 0;
 
@@ -810,6 +811,30 @@ static void test_rnn_mv(const ert_kernels *opt) {
         }
 }
 
+/* crc32: the portable CRC (run with the reference table) on the check string, then the
+ * optimized entry against it on every length up to 100 at every alignment mod 8. */
+static void test_crc32(const ert_kernels *opt) {
+  const ert_kernels keep = ert_cpu;
+  ert_cpu = (ert_kernels){.isa = "ref"};
+  ++checks;
+  if (ert_crc32(0, "123456789", 9) != 0xCBF43926u && failures++ < 20)
+    fprintf(stderr, "FAIL crc32: portable check value\n");
+  uint8_t buf[128];
+  unsigned seed = 37;
+  for (size_t i = 0; i < sizeof buf; ++i) buf[i] = (uint8_t)(frand(&seed) * 97.0f);
+  uint32_t want[8][101];
+  for (int a = 0; a < 8; ++a)
+    for (size_t n = 0; n <= 100; ++n) want[a][n] = ert_crc32(0x12345678u, buf + a, n);
+  ert_cpu = keep;
+  if (opt->crc32 == NULL) return;
+  for (int a = 0; a < 8; ++a)
+    for (size_t n = 0; n <= 100; ++n) {
+      ++checks;
+      if (opt->crc32(0x12345678u, buf + a, n) != want[a][n] && failures++ < 20)
+        fprintf(stderr, "FAIL crc32: offset %d length %zu\n", a, n);
+    }
+}
+
 /* dot_rows against double-precision sums: k around the 4-float step, rows around the
  * 4-row step, a row pitch past k; out is guarded and must hold exactly n values. */
 static void test_dot_rows(const ert_kernels *opt) {
@@ -1077,6 +1102,7 @@ int main(int argc, char **argv) {
   test_softmax(&opt);
   test_rnn_mv(&opt);
   test_dot_rows(&opt);
+  test_crc32(&opt);
   test_act_sweep(&opt);
   if (opt.act_apply) printf("act_apply: sigmoid/tanh/silu max abs error %.3g (silu: / max(1, |x|))\n", exp_act_err_max);
   test_lstm_cell(&opt);

@@ -45,48 +45,9 @@ typedef struct ert_rnn_act {
 
 /* tanh within about 1e-6 relative error, several times faster than libm's tanhf:
  * its Taylor series to x^9 below |x| = 1/4, 1 - 2/(exp(2|x|) + 1) above. */
-static inline float ert_rnn_tanh(float x) {
-  const float a = fabsf(x);
-  if (a < 0.25f) {
-    const float x2 = x * x;
-    return x * (1.0f + x2 * (-1.0f / 3.0f +
-                             x2 * (2.0f / 15.0f + x2 * (-17.0f / 315.0f + x2 * (62.0f / 2835.0f)))));
-  }
-  const float y = 1.0f - 2.0f / (expf(2.0f * a) + 1.0f); /* exp overflow gives 1 */
-  return x < 0.0f ? -y : y;
-}
+float ert_rnn_tanh(float x);
 
-static inline float ert_rnn_act_eval(const ert_rnn_act *act, float x) {
-  switch ((ert_rnn_act_kind)act->kind) {
-    case ERT_RNN_SIGMOID:
-      return 1.0f / (1.0f + expf(-x));
-    case ERT_RNN_TANH:
-      return ert_rnn_tanh(x);
-    case ERT_RNN_RELU:
-      return x > 0.0f ? x : 0.0f;
-    case ERT_RNN_HARD_SIGMOID: {
-      float y = act->a * x + act->b;
-      return y < 0.0f ? 0.0f : (y > 1.0f ? 1.0f : y);
-    }
-    case ERT_RNN_LEAKY_RELU:
-      return x >= 0.0f ? x : act->a * x;
-    case ERT_RNN_AFFINE:
-      return act->a * x + act->b;
-    case ERT_RNN_THRESHOLDED_RELU:
-      return x > act->a ? x : 0.0f;
-    case ERT_RNN_SCALED_TANH:
-      return act->a * ert_rnn_tanh(act->b * x);
-    case ERT_RNN_ELU:
-      return x >= 0.0f ? x : act->a * expm1f(x);
-    case ERT_RNN_SOFTSIGN:
-      return x / (1.0f + fabsf(x));
-    case ERT_RNN_SOFTPLUS:
-      return x > 0.0f ? x + log1pf(expf(-x)) : log1pf(expf(x));
-    case ERT_RNN_ACT_COUNT:
-      break;
-  }
-  return x;
-}
+float ert_rnn_act_eval(const ert_rnn_act *act, float x);
 
 /* Sizes and parameters of one recurrent node, derived from its tensors and params
  * (valid once the common prepare succeeded). */
@@ -97,20 +58,7 @@ typedef struct ert_rnn_cfg {
   float clip;
 } ert_rnn_cfg;
 
-static inline void ert_rnn_cfg_read(const ert_node *n, size_t gates, ert_rnn_cfg *c) {
-  const ert_tensor *x = n->in[0];
-  c->direction = ert_pi(n, 0);
-  c->hidden = (size_t)ert_pi(n, 1);
-  c->layout = ert_pi(n, 2);
-  c->has_clip = ert_pi(n, 3);
-  c->clip = ert_pf(n, 4);
-  c->flag = ert_pi(n, 5);
-  c->dirs = c->direction == ERT_RNN_BIDIRECTIONAL ? 2 : 1;
-  c->gates = gates;
-  c->seq = (size_t)(c->layout == 0 ? x->shape[0] : x->shape[1]);
-  c->batch = (size_t)(c->layout == 0 ? x->shape[1] : x->shape[0]);
-  c->input = (size_t)x->shape[2];
-}
+void ert_rnn_cfg_read(const ert_node *n, size_t gates, ert_rnn_cfg *c);
 
 static inline void ert_rnn_act_get(const ert_node *n, size_t slot, ert_rnn_act *act) {
   uint32_t w = ERT_RNN_FIXED_PARAMS + 3u * (uint32_t)slot;
@@ -209,64 +157,23 @@ void ert_rnn_mv_task(void *arg, size_t begin, size_t end);
 
 /* Runs the product over output columns [0, cols), across the session's threads when
  * the work is large enough to pay for the hand-off. */
-static inline void ert_rnn_mv_run(ert_exec *ex, ert_rnn_mv *a, size_t cols) {
-  if (cols * a->k * a->nvec >= 32768)
-    ert_parallel_for(ex, cols, ert_rnn_mv_task, a);
-  else
-    ert_rnn_mv_task(a, 0, cols);
-}
+void ert_rnn_mv_run(ert_exec *ex, ert_rnn_mv *a, size_t cols);
 
 /* Fills bias[0..G*H) with Wb + Rb of direction d (Rb left out for outputs >= rb_rows),
  * and proj with X W_d^T + bias for every row of X (in X's row order; WT holds W_d^T). */
-static inline void ert_rnn_input_projection(const ert_node *n, ert_exec *ex, const ert_rnn_cfg *c,
-                                            size_t d, size_t rb_rows, float *bias, float *proj) {
-  const size_t GH = c->gates * c->hidden;
-  const ert_tensor *b = ert_rnn_opt(n, 3);
-  if (b) {
-    const float *wb = (const float *)b->data + d * 2 * GH, *rb = wb + GH;
-    for (size_t j = 0; j < GH; j++) bias[j] = wb[j] + (j < rb_rows ? rb[j] : 0.0f);
-  }
-  ert_rnn_mv mv = {
-      .mt = (const float *)n->in[1]->data + d * GH * c->input,
-      .k = c->input,
-      .ld = GH,
-      .vec = (const float *)n->in[0]->data,
-      .vec_stride = c->input,
-      .nvec = c->seq * c->batch,
-      .add = b ? bias : NULL,
-      .add_stride = 0,
-      .out = proj,
-      .out_stride = GH,
-  };
-  ert_rnn_mv_run(ex, &mv, GH);
-}
+void ert_rnn_input_projection(const ert_node *n, ert_exec *ex, const ert_rnn_cfg *c,
+                                            size_t d, size_t rb_rows, float *bias, float *proj);
 
 /* Copies initial state (d) of input `t` (or zeros when absent) into st[N*H]. */
-static inline void ert_rnn_load_state(const ert_rnn_cfg *c, const ert_tensor *t, size_t d,
-                                      float *st) {
-  const size_t H = c->hidden;
-  for (size_t b = 0; b < c->batch; b++) {
-    if (t)
-      memcpy(st + b * H, (const float *)t->data + ert_rnn_hoff(c, d, b), H * sizeof(float));
-    else
-      memset(st + b * H, 0, H * sizeof(float));
-  }
-}
+void ert_rnn_load_state(const ert_rnn_cfg *c, const ert_tensor *t, size_t d,
+                                      float *st);
 
 /* Copies st[N*H] into output `t` at direction d. */
-static inline void ert_rnn_store_state(const ert_rnn_cfg *c, ert_tensor *t, size_t d,
-                                       const float *st) {
-  const size_t H = c->hidden;
-  for (size_t b = 0; b < c->batch; b++)
-    memcpy((float *)t->data + ert_rnn_hoff(c, d, b), st + b * H, H * sizeof(float));
-}
+void ert_rnn_store_state(const ert_rnn_cfg *c, ert_tensor *t, size_t d,
+                                       const float *st);
 
 /* Copies st[N*H] into Y at time t, direction d. */
-static inline void ert_rnn_store_y(const ert_rnn_cfg *c, ert_tensor *y, size_t t, size_t d,
-                                   const float *st) {
-  const size_t H = c->hidden;
-  for (size_t b = 0; b < c->batch; b++)
-    memcpy((float *)y->data + ert_rnn_yoff(c, t, d, b), st + b * H, H * sizeof(float));
-}
+void ert_rnn_store_y(const ert_rnn_cfg *c, ert_tensor *y, size_t t, size_t d,
+                                   const float *st);
 
 #endif /* ERT_RNN_COMMON_H_ */
