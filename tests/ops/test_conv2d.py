@@ -93,7 +93,7 @@ DW = [
     (1, 4, 8, 8, 1, 2, 2, 1, (0, 0, 0, 0)),
     (1, 3, 4, 4, 1, 3, 1, 1, (0, 0, 0, 0)),
     (1, 3, 70, 90, 1, 3, 2, 1, (1, 1, 1, 1)),
-    (1, 2, 250, 270, 1, 3, 1, 1, (1, 2, 0, 1)),   # plane too large for the padded copy
+    (1, 2, 250, 270, 1, 3, 1, 1, (1, 2, 0, 1)),   # plane too large for one padded copy: bands (ARM)
     (1, 2, 240, 260, 2, 5, 2, 2, (4, 3, 2, 1)),
 ]
 
@@ -108,6 +108,21 @@ def test_depthwise(case):
     model, feeds = _conv_model(x, wt, b, kernel_shape=[k, k], strides=[s, s], dilations=[d, d], pads=list(p),
                                group=c)
     _check(model, feeds)
+
+
+def test_depthwise_without_planned_scratch(monkeypatch):
+    """A depthwise node whose file plans no scratch (as converters before band mode did
+    for large planes) still loads and runs, by the direct path."""
+    from edgert.ops import conv2d as conv_op
+
+    rng = np.random.default_rng(9)
+    x = _f32(rng, 1, 2, 40, 37)
+    wt = _f32(rng, 2, 1, 5, 5)
+    model, feeds = _conv_model(x, wt, _f32(rng, 2), kernel_shape=[5, 5], pads=[2, 2, 2, 2], group=2)
+    monkeypatch.setattr(conv_op, "depthwise_scratch_bytes", lambda g: 0)
+    data = edgert.convert(model)
+    got = edgert.Session(data).run(None, feeds)
+    assert_close(got[0], run_ort(model, feeds)[0], RTOL, ATOL)
 
 
 def test_no_bias_runtime_weights_and_threads():

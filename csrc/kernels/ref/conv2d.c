@@ -119,8 +119,9 @@ edgert_status ert_conv2d_prepare(ert_node *node, ert_err *err) {
   read_geom(node, &g);
   const int path = path_of(&g);
   size_t need = 0;
-  if (path == PATH_DEPTHWISE)
-    need = dw_scratch_bytes(&g);
+  if (path == PATH_DEPTHWISE) /* no scratch at all: the direct path (files whose converter
+                                 planned none for planes this large) */
+    need = node->scratch_bytes == 0 ? 0 : dw_scratch_bytes(&g);
   else if (path == PATH_POINTWISE)
     need = ert_sgemm_scratch_bytes(g.mg, (int64_t)g.oh * g.ow, g.cg, 0);
   else if (path == PATH_IM2COL)
@@ -179,6 +180,15 @@ static void run_gemm(const ert_node *node, const conv_geom *g, int path, ert_exe
 
 /* ---- depthwise path ----------------------------------------------------------------- */
 
+/* The portable depthwise loops. With the NEON plane kernels compiled in they only run
+ * the windows those do not take (7x7, dilated columns, rows narrower than 4, planes too
+ * large even for a band), so there they are compiled for size. */
+#if defined(ERT_NEON_KERNELS) && defined(__GNUC__)
+#define ERT_DW_PORTABLE __attribute__((cold))
+#else
+#define ERT_DW_PORTABLE
+#endif
+
 /* y[i] = (init ? bias : y[i]) + sum over taps t < T of w[t] * (base + toff[t])[i], i < n:
  * (part of) one output row of the padded path, every tap a contiguous run. The taps are
  * summed in three independent chains so that FMA latency does not serialize them. */
@@ -235,7 +245,7 @@ static void valid_range(int32_t off, int32_t s, int32_t size, int32_t limit, int
 }
 
 /* Direct path: one output plane with bound checks folded into per-tap column ranges. */
-static void dw_plane_direct(const conv_geom *g, const float *x, const float *w, float bias,
+ERT_DW_PORTABLE static void dw_plane_direct(const conv_geom *g, const float *x, const float *w, float bias,
                             float *y) {
   for (int32_t oy = 0; oy < g->oh; ++oy) {
     float *yr = y + (size_t)oy * g->ow;
@@ -305,12 +315,43 @@ static size_t dw_pad_bytes(const conv_geom *g) {
   return ((size_t)dw_pad_of(g).floats * sizeof(float) + 63u) & ~(size_t)63u;
 }
 
-static size_t dw_scratch_bytes(const conv_geom *g) {
+/* Whether a slot holds the whole padded plane (and the flat run): the full mode. */
+static size_t dw_full_slot_bytes(const conv_geom *g) {
   const dw_pad p = dw_pad_of(g);
   if (p.floats > DW_PAD_MAX / sizeof(float)) return 0;
   size_t one = dw_pad_bytes(g);
   if (dw_flat(g)) one += (dw_flat_len(g, &p) * sizeof(float) + 63u) & ~(size_t)63u;
-  return one > DW_PAD_MAX ? 0 : DW_SLOTS * one;
+  return one > DW_PAD_MAX ? 0 : one;
+}
+
+/* Band mode, for planes whose padded copy exceeds DW_PAD_MAX: windows that the plane
+ * kernels of cpu.h take (see dw_hook; decided from the geometry alone, so that files do
+ * not depend on the CPU) run over bands of output rows, each band's padded rows copied
+ * (unsplit) into a slot of at most DW_PAD_MAX bytes. Output rows per band, or 0 when not
+ * even one fits or the window is not one of those. edgert/ops/conv2d.py mirrors this. */
+static int32_t dw_band_rows(const conv_geom *g) {
+  if (g->kh != g->kw || (g->kh != 3 && g->kh != 5) || (g->sw != 1 && g->sw != 2) || g->dw != 1 ||
+      g->ow < 3 + g->sw)
+    return 0;
+  const int64_t cols = (int64_t)(g->ow - 1) * g->sw + g->kw;
+  const int64_t fit = (int64_t)(DW_PAD_MAX / sizeof(float)) / cols; /* padded rows a slot holds */
+  const int64_t span = (int64_t)(g->kh - 1) * g->dh + 1;
+  if (fit < span) return 0;
+  const int64_t b = (fit - span) / g->sh + 1;
+  return (int32_t)(b < g->oh ? b : g->oh);
+}
+
+static size_t dw_band_slot_bytes(const conv_geom *g, int32_t band) {
+  const int64_t cols = (int64_t)(g->ow - 1) * g->sw + g->kw;
+  const int64_t rows = (int64_t)(band - 1) * g->sh + (int64_t)(g->kh - 1) * g->dh + 1;
+  return ((size_t)(rows * cols) * sizeof(float) + 63u) & ~(size_t)63u;
+}
+
+static size_t dw_scratch_bytes(const conv_geom *g) {
+  const size_t full = dw_full_slot_bytes(g);
+  if (full) return DW_SLOTS * full;
+  const int32_t band = dw_band_rows(g);
+  return band ? DW_SLOTS * dw_band_slot_bytes(g, band) : 0;
 }
 
 /* Offset of tap (ky, kx) in the copy, relative to output (0, 0). */
@@ -324,24 +365,33 @@ static ptrdiff_t dw_tap_offset(const conv_geom *g, const dw_pad *p, int32_t ky, 
 /* Copies one input plane into the padded layout. The zeros of the copy are the same for
  * every plane of a node, so with `zeroed` (a copy of this node's geometry was filled
  * before into dst) only the image part is written. */
+/* Padded rows [r0, r1) of the unsplit copy (image rows at pt, columns at pl) into dst,
+ * row r0 first. With `zeroed` the pad columns of every dst row are zero already; rows
+ * outside the image are always written (in band mode a slot row holds image data in one
+ * band and padding in another). */
+static void dw_fill_rows(const conv_geom *g, const dw_pad *p, const float *x, float *restrict dst,
+                         int32_t r0, int32_t r1, int zeroed) {
+  int32_t a, b;
+  valid_range(-g->pl, 1, g->w, p->plen, &a, &b);
+  for (int32_t r = r0; r < r1; ++r) {
+    const int32_t iy = r - g->pt;
+    float *dp = dst + (size_t)(r - r0) * (size_t)p->plen;
+    if (iy < 0 || iy >= g->h) {
+      memset(dp, 0, (size_t)p->plen * sizeof(float));
+      continue;
+    }
+    if (!zeroed) {
+      memset(dp, 0, (size_t)a * sizeof(float));
+      memset(dp + b, 0, (size_t)(p->plen - b) * sizeof(float));
+    }
+    memcpy(dp + a, x + (size_t)iy * (size_t)g->w + (a - g->pl), (size_t)(b - a) * sizeof(float));
+  }
+}
+
 static void dw_fill(const conv_geom *g, const dw_pad *p, const float *x, float *restrict dst,
                     int zeroed) {
   if (p->fh == 1 && p->fw == 1) { /* the unsplit copy: rows of the image at (pt, pl) */
-    int32_t a, b;
-    valid_range(-g->pl, 1, g->w, p->plen, &a, &b);
-    for (int32_t r = 0; r < p->rows; ++r) {
-      const int32_t iy = r - g->pt;
-      float *dp = dst + (size_t)r * (size_t)p->plen;
-      if (iy < 0 || iy >= g->h) {
-        if (!zeroed) memset(dp, 0, (size_t)p->plen * sizeof(float));
-        continue;
-      }
-      if (!zeroed) {
-        memset(dp, 0, (size_t)a * sizeof(float));
-        memset(dp + b, 0, (size_t)(p->plen - b) * sizeof(float));
-      }
-      memcpy(dp + a, x + (size_t)iy * (size_t)g->w + (a - g->pl), (size_t)(b - a) * sizeof(float));
-    }
+    dw_fill_rows(g, p, x, dst, 0, p->rows, zeroed);
     return;
   }
   const int32_t sh = p->fh, sw = p->fw, pl = g->pl, plen = p->plen, h = g->h, w = g->w;
@@ -383,7 +433,7 @@ static void dw_fill(const conv_geom *g, const dw_pad *p, const float *x, float *
 }
 
 /* n outputs y[i] = bias + sum over taps of w[t] * base[toff[t] + i]. */
-static void dw_run(const conv_geom *g, const dw_pad *p, const ptrdiff_t *toff, const float *w,
+ERT_DW_PORTABLE static void dw_run(const conv_geom *g, const dw_pad *p, const ptrdiff_t *toff, const float *w,
                    float bias, const float *base, float *y, int32_t n) {
   const int32_t taps = g->kh * g->kw;
   if (taps == 9) {
@@ -473,6 +523,7 @@ typedef struct dw_job {
   dw_pad pad;
   size_t slot_bytes, planes, nslots;
   ert_dw_plane_fn hook; /* optimized plane kernel (pad is then unsplit), or NULL */
+  int32_t band;         /* band mode: output rows per band (hook set), else 0 */
   ptrdiff_t toff[DW_MAX_TAPS];
 } dw_job;
 
@@ -486,7 +537,16 @@ static void dw_run_planes(const dw_job *j, size_t p0, size_t p1, float *buf) {
     const float *x = j->x + (n * (size_t)g->c + ic) * plane_in;
     const float bias = j->bias ? j->bias[oc] : 0.0f;
     float *y = j->y + p * plane_out;
-    if (buf)
+    if (buf && j->band) { /* band mode: the padded rows of each band of output rows */
+      const dw_pad *pd = &j->pad;
+      for (int32_t oy = 0; oy < g->oh; oy += j->band) {
+        const int32_t rows = g->oh - oy < j->band ? g->oh - oy : j->band;
+        const int32_t r0 = oy * g->sh, r1 = (oy + rows - 1) * g->sh + (g->kh - 1) * g->dh + 1;
+        dw_fill_rows(g, pd, x, buf, r0, r1, p != p0 || oy != 0);
+        j->hook(y + (size_t)oy * g->ow, rows, g->ow, buf, (ptrdiff_t)g->sh * pd->plen,
+                (ptrdiff_t)g->dh * pd->plen, j->w + oc * khw, bias);
+      }
+    } else if (buf)
       dw_plane_padded(g, &j->pad, j->toff, x, j->w + oc * khw, bias, buf,
                       buf + dw_pad_bytes(g) / sizeof(float), y, j->hook, p != p0);
     else
@@ -513,8 +573,13 @@ static void run_depthwise(const ert_node *node, const conv_geom *g, ert_exec *ex
   j.bias = node->n_in > 2 && node->in[2] ? node->in[2]->data : NULL;
   j.y = node->out[0]->data;
   j.planes = (size_t)g->n * (size_t)g->m;
-  const size_t need = dw_scratch_bytes(g);
+  size_t need = node->scratch_bytes == 0 ? 0 : dw_scratch_bytes(g); /* as prepare */
   j.hook = need ? dw_hook(g) : NULL;
+  j.band = 0;
+  if (need && !dw_full_slot_bytes(g)) { /* band mode: only with the plane kernels */
+    j.band = j.hook ? dw_band_rows(g) : 0;
+    if (j.band == 0) need = 0, j.hook = NULL; /* the direct path */
+  }
   j.pad = j.hook ? dw_pad_split(g, 1, 1) : dw_pad_of(g);
   j.scratch = need ? node->scratch : NULL;
   j.slot_bytes = need / DW_SLOTS;
