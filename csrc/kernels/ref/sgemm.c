@@ -171,17 +171,14 @@ ERT_INLINE void pack_a(const ert_sgemm *g, const float *a, int32_t i0, int32_t m
 
 /* Row k of a B block, line[0..nlen), into the NR-column panels at dst (depth kc). */
 ERT_INLINE void scatter_line(const float *line, int32_t nlen, int32_t k, int32_t kc, float *dst) {
-  for (int32_t jr = 0; jr < nlen; jr += NR) {
-    const int32_t nr = min_i32(NR, nlen - jr);
-    float *dk = dst + (size_t)jr * kc + (size_t)k * NR;
-    const float *src = line + jr;
-    if (nr == NR) {
-      memcpy(dk, src, NR * sizeof(float));
-    } else {
-      int32_t jj = 0;
-      for (; jj < nr; ++jj) dk[jj] = src[jj];
-      for (; jj < NR; ++jj) dk[jj] = 0.0f;
-    }
+  float *dk = dst + (size_t)k * NR;
+  const size_t panel = (size_t)NR * (size_t)kc; /* floats from one panel to the next */
+  int32_t jr = 0;
+  for (; jr + NR <= nlen; jr += NR, dk += panel) memcpy(dk, line + jr, NR * sizeof(float));
+  if (jr < nlen) { /* the last, partial panel: zeros past the columns */
+    int32_t jj = 0;
+    for (; jj < nlen - jr; ++jj) dk[jj] = line[jr + jj];
+    for (; jj < NR; ++jj) dk[jj] = 0.0f;
   }
 }
 
@@ -307,6 +304,8 @@ typedef struct blocked_job {
   size_t nnb, nparts, ntasks, nslots;
 } blocked_job;
 
+enum { ROWP_MAX = 256 }; /* row pointers a task keeps per row block */
+
 /* The whole task is one function compiled per target (see ERT_SIMD_CLONES), so that the
  * micro-kernel, packing and epilogue are inlined and vectorized together. */
 ERT_SIMD_CLONES
@@ -346,6 +345,13 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
       const float *arows = in_place ? a + (ptrdiff_t)i0 * g->rsa + k0 : ap;
       const ptrdiff_t lda = in_place ? g->rsa : kc;
       if (!in_place) pack_a(g, a, i0, mlen, k0, kc, ap);
+      /* the row pointers of the block, rows past the end repeating the last one, set once
+       * for all its column panels (per tile they cost ~10 instructions per row) */
+      const float *rowp[ROWP_MAX + 6];
+      const int pre = mlen <= ROWP_MAX;
+      if (pre)
+        for (int32_t ii = 0; ii < mlen + 6; ++ii)
+          rowp[ii] = arows + (ptrdiff_t)(ii < mlen ? ii : mlen - 1) * lda;
       /* with a 6-row kernel: n6 tiles of 6 rows first, as many as leave whole 4-row tiles */
       int32_t n6 = opt6 ? mlen / 6 : 0;
       for (int32_t t = n6; t >= 0; --t)
@@ -360,9 +366,13 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
           step = t < n6 ? 6 : MR;
           const int32_t mr = min_i32(step, mlen - ir);
           /* rows past the end repeat the last row; their results are dropped */
-          const float *rows[6];
-          for (int32_t ii = 0; ii < step; ++ii)
-            rows[ii] = arows + (ptrdiff_t)(ir + (ii < mr ? ii : mr - 1)) * lda;
+          const float *rows_own[6];
+          const float *const *rows = rowp + ir;
+          if (!pre) {
+            for (int32_t ii = 0; ii < step; ++ii)
+              rows_own[ii] = arows + (ptrdiff_t)(ir + (ii < mr ? ii : mr - 1)) * lda;
+            rows = rows_own;
+          }
           float *ct = c + (ptrdiff_t)(i0 + ir) * g->ldc + j0 + jr;
           const ert_sgemm_rows_fn fn = step == 6 ? opt6 : opt;
           if (fn != NULL && mr == step && nr == NR) {
