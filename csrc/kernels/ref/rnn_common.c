@@ -1,5 +1,7 @@
-/* rnn_common.c: the shared checks and the matrix product of the recurrent ops, defined
- * once (rnn_common.h declares them). */
+/* rnn_common.c: what the lstm, gru and rnn kernels share beyond one-line helpers (the
+ * prepare checks, the matrix product, activations, state and output copies), defined
+ * once; rnn_common.h declares and documents them. As static functions in the header,
+ * link-time optimization kept one copy per op. */
 #include "rnn_common.h"
 
 #include <stdint.h>
