@@ -71,9 +71,9 @@
 #define R2_SECOND(r, kx, tb) b = VMLA_W(b, vld1q_f32(p + (r) * ts + (kx)), tb);
 
 /* A plane: rows oy < oh of ow outputs (pairs of rows as above when they apply), in steps
- * of 4 outputs (and 8 for stride 1) while
- * the loads stay inside the row's span (last tap: (ow-1)*S + K-1; with stride 2 a step
- * at i reads up to 2*i + 7 + K-1, which needs i + 5 <= ow). The outputs left over are
+ * of 4 outputs (and 8 for stride 1) while the loads stay inside the row's span (last
+ * tap: (ow-1)*S + K-1; with stride 2 a step at i reads up to 2*i + 7 + K-1, which needs
+ * i + 5 <= ow). The outputs left over are
  * recomputed with the four before them (stride 2: by the _END loads, which need i >= 1),
  * which gives the same values, as every output sees the same operations in the same
  * order. Rows are at least 4 outputs wide (5 for stride 2): the caller's contract. */
