@@ -31,43 +31,41 @@ def _table_node(g: Graph, producers: dict, x: str):
 
 
 def fold_into_tables(g: Graph) -> int:
-    """Folds every eligible add/mul into the lookup before it; returns how many."""
-    folded = 0
-    while True:
-        producers = g.producers()
-        consumers = g.consumers()
-        outputs = set(g.outputs)
-        hit = None
-        for n in g.nodes:
-            if n.op not in ("add", "mul") or len(n.inputs) != 2 or "y_zp" not in n.attrs:
-                continue
-            consts = [k for k, i in enumerate(n.inputs) if g.tensors[i].is_const]
-            if len(consts) != 1:
-                continue
-            ci = consts[0]
-            x, c = n.inputs[1 - ci], g.tensors[n.inputs[ci]]
-            xt = g.tensors[x]
-            if xt.dtype != S8 or c.dtype != S8 or c.data.size == 0:
-                continue
-            flat = np.asarray(c.data).reshape(-1)
-            if not np.all(flat == flat[0]):
-                continue
-            if np.broadcast_shapes(tuple(c.shape), tuple(xt.shape)) != tuple(xt.shape):
-                continue
-            p = _table_node(g, producers, x)
-            if p is None or x in outputs or len(consumers.get(x, [])) != 1:
-                continue
-            hit = (n, p, ci, flat[:1])
-            break
-        if hit is None:
-            return folded
-        n, p, ci, value = hit
+    """Folds every eligible add/mul into the lookup before it; returns how many. One pass
+    in node order: a fold makes the lookup the producer of the add/mul's output, so a
+    following add/mul (mul then add) folds into the same table."""
+    producers = g.producers()
+    consumers = g.consumers()
+    outputs = set(g.outputs)
+    dead = set()
+    for n in g.nodes:
+        if n.op not in ("add", "mul") or len(n.inputs) != 2 or "y_zp" not in n.attrs:
+            continue
+        consts = [k for k, i in enumerate(n.inputs) if g.tensors[i].is_const]
+        if len(consts) != 1:
+            continue
+        ci = consts[0]
+        x, c = n.inputs[1 - ci], g.tensors[n.inputs[ci]]
+        xt = g.tensors[x]
+        if xt.dtype != S8 or c.dtype != S8 or c.data.size == 0:
+            continue
+        flat = np.asarray(c.data).reshape(-1)
+        if not np.all(flat == flat[0]):
+            continue
+        if np.broadcast_shapes(tuple(c.shape), tuple(xt.shape)) != tuple(xt.shape):
+            continue
+        p = _table_node(g, producers, x)
+        if p is None or x in outputs or len(consumers.get(x, [])) != 1:
+            continue
         table = np.asarray(g.tensors[p.inputs[1]].data).reshape(-1)
-        cval = np.broadcast_to(value, table.shape)
+        cval = np.broadcast_to(flat[:1], table.shape)
         args = [cval, table] if ci == 0 else [table, cval]
         new = np.asarray(edgert_ops.get(n.op).reference(n, args)[0]).astype(np.int8).reshape(256)
         p.inputs = [p.inputs[0], g.add_const(new, p.name + "_table")]
         p.outputs = list(n.outputs)
-        g.nodes = [m for m in g.nodes if m is not n]
+        producers[n.outputs[0]] = p
+        dead.add(id(n))
+    if dead:
+        g.nodes = [m for m in g.nodes if id(m) not in dead]
         g.remove_unused_tensors()
-        folded += 1
+    return len(dead)
