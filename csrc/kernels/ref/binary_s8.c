@@ -257,14 +257,14 @@ static void rows_task(void *arg, size_t k0, size_t k1) {
 enum { S8_PAR_MIN = 32768 };
 
 static void run(const ert_node *node, ert_exec *ex, const rq *q, row_fn row, int op) {
+  const int32_t r = (int32_t)node->opdata[OD_RANK];
   if (node->out[0]->numel == 0) return;
-  if ((int32_t)node->opdata[OD_RANK] == 0) {
+  if (r == 0) {
     row(q, (const int8_t *)node->in[0]->data, (const int8_t *)node->in[1]->data,
         (int8_t *)node->out[0]->data, 1, 0, 0);
     return;
   }
   const s8_job j = {node, q, row, op};
-  const int32_t r = (int32_t)node->opdata[OD_RANK];
   const size_t rows = node->out[0]->numel / (size_t)node->opdata[OD_DIMS + r - 1];
   if (node->out[0]->numel >= S8_PAR_MIN && rows > 1)
     ert_parallel_for(ex, rows, rows_task, (void *)&j);
