@@ -49,11 +49,8 @@
  * r of the pair's K + 1 serves tap row r of the first output row and r - 1 of the
  * second, so each is loaded once: (K + 1) K loads for 2 K^2 multiply-adds instead of
  * 2 K^2. X2: both rows, XA: the first only, XB: the second only (r, kx, taps). Used for
- * 5x5 only: for 3x3 the saving (12 loads instead of 18) did not pay for the loop's
- * extra bookkeeping (measured); ROWS2_TAPS3 only keeps the 3x3 instance compiling. */
-#define ROWS2_TAPS3(X2, XA, XB) \
-  XA(0, 0, 0) XA(0, 1, 1) XA(0, 2, 2) X2(1, 0, 3, 0) X2(1, 1, 4, 1) X2(1, 2, 5, 2) \
-  X2(2, 0, 6, 3) X2(2, 1, 7, 4) X2(2, 2, 8, 5) XB(3, 0, 6) XB(3, 1, 7) XB(3, 2, 8)
+ * 5x5 only (DW_PAIRS5): for 3x3 the saving (12 loads instead of 18) did not pay for
+ * the loop's extra bookkeeping (measured). */
 #define ROWS2_TAPS5(X2, XA, XB) \
   XA(0, 0, 0) XA(0, 1, 1) XA(0, 2, 2) XA(0, 3, 3) XA(0, 4, 4) X2(1, 0, 5, 0) \
   X2(1, 1, 6, 1) X2(1, 2, 7, 2) X2(1, 3, 8, 3) X2(1, 4, 9, 4) X2(2, 0, 10, 5) \
@@ -69,6 +66,19 @@
   }
 #define R2_FIRST(r, kx, ta) a = VMLA_W(a, vld1q_f32(p + (r) * ts + (kx)), ta);
 #define R2_SECOND(r, kx, tb) b = VMLA_W(b, vld1q_f32(p + (r) * ts + (kx)), tb);
+
+/* Pairs of output rows from oy while two remain (5x5; 3x3 has none). */
+#define DW_PAIRS3 ((void)0)
+#define DW_PAIRS5                                                                            \
+  for (; oy + 2 <= oh; oy += 2, y += 2 * ow, x += 2 * rs)                                    \
+    for (int32_t i = 0; i < ow; i += 4) {                                                    \
+      if (i + 4 > ow) i = ow - 4;                                                            \
+      float32x4_t a = vb, b = vb;                                                            \
+      const float *p = x + i;                                                                \
+      ROWS2_TAPS5(R2_BOTH, R2_FIRST, R2_SECOND)                                              \
+      vst1q_f32(y + i, a);                                                                   \
+      vst1q_f32(y + ow + i, b);                                                              \
+    }
 
 /* A plane: rows oy < oh of ow outputs (pairs of rows as above when they apply), in steps
  * of 4 outputs (and 8 for stride 1) while the loads stay inside the row's span (last
@@ -94,16 +104,7 @@
     for (int q = 0; q < ((K) * (K) + 3) / 4; ++q) wv[q] = vld1q_f32(wk + 4 * q);             \
     const float32x4_t vb = vdupq_n_f32(bias);                                                \
     int32_t oy = 0;                                                                          \
-    if ((S) == 1 && (K) == 5 && rs == ts)                                                    \
-      for (; oy + 2 <= oh; oy += 2, y += 2 * ow, x += 2 * rs)                                \
-        for (int32_t i = 0; i < ow; i += 4) {                                                \
-          if (i + 4 > ow) i = ow - 4;                                                        \
-          float32x4_t a = vb, b = vb;                                                        \
-          const float *p = x + i;                                                            \
-          ROWS2_TAPS##K(R2_BOTH, R2_FIRST, R2_SECOND)                                        \
-          vst1q_f32(y + i, a);                                                               \
-          vst1q_f32(y + ow + i, b);                                                          \
-        }                                                                                    \
+    if ((S) == 1 && rs == ts) DW_PAIRS##K;                                                   \
     for (; oy < oh; ++oy, y += ow, x += rs) {                                                \
       int32_t i = 0;                                                                         \
       if ((S) == 1) {                                                                        \

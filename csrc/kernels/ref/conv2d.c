@@ -463,12 +463,8 @@ static ert_dw_plane_fn dw_hook(const conv_geom *g) {
 
 static void dw_plane_padded(const conv_geom *g, const dw_pad *p, const ptrdiff_t *toff,
                             const float *x, const float *w, float bias, float *buf, float *flat,
-                            float *y, ert_dw_plane_fn hook, int zeroed) {
+                            float *y, int zeroed) {
   dw_fill(g, p, x, buf, zeroed);
-  if (hook != NULL) { /* p is the unsplit copy */
-    hook(y, g->oh, g->ow, buf, (ptrdiff_t)g->sh * p->plen, (ptrdiff_t)g->dh * p->plen, w, bias);
-    return;
-  }
   if (dw_flat(g)) {
     dw_run(g, p, toff, w, bias, buf, flat, (int32_t)dw_flat_len(g, p));
     for (int32_t oy = 0; oy < g->oh; ++oy) {
@@ -523,7 +519,7 @@ typedef struct dw_job {
   dw_pad pad;
   size_t slot_bytes, planes, nslots;
   ert_dw_plane_fn hook; /* optimized plane kernel (pad is then unsplit), or NULL */
-  int32_t band;         /* band mode: output rows per band (hook set), else 0 */
+  int32_t band;         /* with hook: output rows per band (the whole plane when it fits) */
   ptrdiff_t toff[DW_MAX_TAPS];
 } dw_job;
 
@@ -537,7 +533,7 @@ static void dw_run_planes(const dw_job *j, size_t p0, size_t p1, float *buf) {
     const float *x = j->x + (n * (size_t)g->c + ic) * plane_in;
     const float bias = j->bias ? j->bias[oc] : 0.0f;
     float *y = j->y + p * plane_out;
-    if (buf && j->band) { /* band mode: the padded rows of each band of output rows */
+    if (buf && j->hook) { /* the plane kernel over bands of output rows (one: the plane) */
       const dw_pad *pd = &j->pad;
       for (int32_t oy = 0; oy < g->oh; oy += j->band) {
         const int32_t rows = g->oh - oy < j->band ? g->oh - oy : j->band;
@@ -548,7 +544,7 @@ static void dw_run_planes(const dw_job *j, size_t p0, size_t p1, float *buf) {
       }
     } else if (buf)
       dw_plane_padded(g, &j->pad, j->toff, x, j->w + oc * khw, bias, buf,
-                      buf + dw_pad_bytes(g) / sizeof(float), y, j->hook, p != p0);
+                      buf + dw_pad_bytes(g) / sizeof(float), y, p != p0);
     else
       dw_plane_direct(g, x, j->w + oc * khw, bias, y);
     finish(&g->act, y, plane_out);
@@ -575,7 +571,7 @@ static void run_depthwise(const ert_node *node, const conv_geom *g, ert_exec *ex
   j.planes = (size_t)g->n * (size_t)g->m;
   size_t need = node->scratch_bytes == 0 ? 0 : dw_scratch_bytes(g); /* as prepare */
   j.hook = need ? dw_hook(g) : NULL;
-  j.band = 0;
+  j.band = g->oh;
   if (need && !dw_full_slot_bytes(g)) { /* band mode: only with the plane kernels */
     j.band = j.hook ? dw_band_rows(g) : 0;
     if (j.band == 0) need = 0, j.hook = NULL; /* the direct path */
