@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from .errors import (ConversionError, EdgertError, InputError, ModelFormatError, RuntimeFailure,
                      UnsupportedError)
-from .runtime import Session, TensorInfo
+from .runtime import Session, TensorInfo, runtime_info
 
 __version__ = "0.1.0"
 
-__all__ = ["convert", "Session", "TensorInfo", "EdgertError", "ConversionError", "UnsupportedError",
+__all__ = ["convert", "Session", "TensorInfo", "runtime_info", "EdgertError", "ConversionError", "UnsupportedError",
            "ModelFormatError", "InputError", "RuntimeFailure", "__version__"]
 
 

@@ -1,7 +1,8 @@
 """cffi ABI-mode loading of a prebuilt libedgert.so (boards without a compiler).
 
 The declarations come from edgert.h: the copy installed in the package
-(edgert/include/edgert.h in board wheels) or the source tree's csrc/include/edgert.h.
+(edgert/include/edgert.h in board wheels, edgert/_src/csrc/include/edgert.h in host
+wheels) or the source tree's csrc/include/edgert.h.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def _header() -> str:
     for p in (os.path.join(HERE, "include", "edgert.h"),
+              os.path.join(HERE, "_src", "csrc", "include", "edgert.h"),
               os.path.join(os.path.dirname(HERE), "csrc", "include", "edgert.h")):
         if os.path.exists(p):
             return open(p, encoding="utf-8").read()

@@ -6,11 +6,16 @@
     DIR/bin/edgert-run        statically linked against libedgert.a, stripped
     DIR/wheel/edgert-<version>-cp311-none-<platform>.whl
 
-The objects are built by csrc/Makefile in build/<target>/ (kept between runs; a change
-of flags starts that directory afresh). The wheel holds the runtime part of the Python
-package (the top-level modules of edgert/, no converter) plus the cross-built
-libedgert.so and edgert.h, which edgert/_abi.py loads in cffi ABI mode: installing it
-needs only numpy and cffi on the board, no compiler.
+The sources are the ones shipped in the installed package (edgert/sources.py). The
+objects are built by csrc/Makefile in a build directory kept between runs: build/target-<name>/
+in a checkout, ~/.cache/edgert/build/<version>/target-<name>/ for an installed package
+($EDGERT_BUILD_CACHE overrides the root); a change of flags or sources starts it afresh.
+
+The board wheel (tag py3-none-<platform>: the library is loaded in cffi ABI mode, so it
+does not depend on the Python version) holds the pure-Python package without the host
+extension and build tooling, plus the cross-built libedgert.so and edgert.h. Installing it
+needs numpy, cffi and click on the board, no compiler; `pip install` checks the platform
+tag (linux_armv6l, manylinux_2_X_armv7l, manylinux_2_X_aarch64).
 """
 from __future__ import annotations
 
@@ -26,13 +31,11 @@ import subprocess
 import sysconfig
 import zipfile
 
-from . import __version__
+from . import __version__, sources
 from .errors import EdgertError
 from .targets import Target, load
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-CSRC = ROOT / "csrc"
-PACKAGE = ROOT / "edgert"
+PACKAGE = pathlib.Path(__file__).resolve().parent
 
 # -O2 for the hot kernels (the NEON ones replace what -O3 would vectorize), everything
 # else -Os (OPT_COLD); with link-time optimization, section GC and an export list the
@@ -51,14 +54,18 @@ OPT_COLD = "-Os"
 # page (it still sits at the same offset modulo 16 KB in memory), which saves up to 4 KB.
 BASE_LDFLAGS = ["-Wl,--gc-sections", "-Wl,-z,max-page-size=16384", "-Wl,-z,common-page-size=64", "-Wl,-z,norelro", "-Wl,--hash-style=gnu", "-Wl,--build-id=none"]
 
-# Modules of edgert/ that the board wheel leaves out (they need onnx or a compiler).
-WHEEL_EXCLUDE = {"_ffi_build.py", "build.py", "converter.py", "planner.py", "format.py"}
+# Files of the installed package that the board wheel leaves out: the host extension and
+# the build tooling (a board runs, inspects and benchmarks; it does not cross-build).
+WHEEL_EXCLUDE = {"_ffi_build.py", "build.py", "sources.py"}
 
 
 def make_flags(target: Target) -> dict[str, str]:
     """The csrc/Makefile variables for this target."""
-    cflags = BASE_CFLAGS + list(target.cflags)
-    ldlibs = ["-lm", "-pthread"] + BASE_LDFLAGS + [f"-Wl,--version-script={ROOT / 'cross' / 'edgert.map'}"]
+    # The build is named in the library (edgert_build_info); single quotes keep the
+    # double quotes through the shell that make runs the compiler with.
+    info = f"{target.name} {target.arch} {' '.join(target.cflags)}".strip()
+    cflags = BASE_CFLAGS + list(target.cflags) + [f"'-DEDGERT_BUILD_INFO=\"{info}\"'"]
+    ldlibs = ["-lm", "-pthread"] + BASE_LDFLAGS + [f"-Wl,--version-script={sources.linker_map()}"]
     if target.arch == "aarch64":
         # Debian's aarch64 GCC links every CPU with the workaround for Cortex-A53 erratum
         # 843419, whose veneers may go into a 4 KB-aligned stub section (up to 4 KB of
@@ -77,7 +84,11 @@ def make_flags(target: Target) -> dict[str, str]:
 
 
 def build_dir(target: Target) -> pathlib.Path:
-    return ROOT / "build" / f"target-{target.name}"
+    if sources.is_checkout():
+        return sources.CHECKOUT / "build" / f"target-{target.name}"
+    env = os.environ.get("EDGERT_BUILD_CACHE")
+    base = pathlib.Path(env).expanduser() if env else pathlib.Path.home() / ".cache" / "edgert" / "build"
+    return base / __version__ / f"target-{target.name}"
 
 
 def compile_target(target: Target, goals: tuple[str, ...] = ("lib", "edgert-run"),
@@ -89,12 +100,17 @@ def compile_target(target: Target, goals: tuple[str, ...] = ("lib", "edgert-run"
     out = build_dir(target)
     flags = make_flags(target)
     stamp = out / "flags.json"
-    wanted = json.dumps(flags, sort_keys=True)
+    # An installed package's objects also depend on which sources built them (a reinstall
+    # may bring other sources with older times); a checkout relies on make's timestamps.
+    key = dict(flags, sources=str(sources.root()))
+    if not sources.is_checkout():
+        key["digest"] = sources.digest()
+    wanted = json.dumps(key, sort_keys=True)
     if stamp.exists() and stamp.read_text() != wanted:
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
     stamp.write_text(wanted)
-    cmd = ["make", "-C", str(CSRC), f"-j{jobs or os.cpu_count() or 1}", f"BUILD={out}"]
+    cmd = ["make", "-C", str(sources.csrc()), f"-j{jobs or os.cpu_count() or 1}", f"BUILD={out}"]
     cmd += [f"{k}={v}" for k, v in flags.items()] + list(goals)
     r = subprocess.run(cmd, capture_output=quiet, text=True)
     if r.returncode != 0:
@@ -123,23 +139,31 @@ def _record_line(name: str, data: bytes) -> str:
     return f"{name},sha256={digest},{len(data)}"
 
 
+def board_modules() -> list[pathlib.Path]:
+    """The package's Python files that go into a board wheel, relative to the package."""
+    return sorted(p.relative_to(PACKAGE) for p in PACKAGE.rglob("*.py")
+                  if p.name not in WHEEL_EXCLUDE and "__pycache__" not in p.parts and "_src" not in p.parts)
+
+
 def write_wheel(target: Target, lib: pathlib.Path, header: pathlib.Path, out_dir: pathlib.Path) -> pathlib.Path:
-    """The board wheel: pure-Python runtime modules + libedgert.so + edgert.h."""
+    """The board wheel: the pure-Python package + libedgert.so + edgert.h."""
     plat = wheel_platform(target, lib)
-    tag = f"cp311-none-{plat}"
+    tag = f"py3-none-{plat}"
     dist = f"edgert-{__version__}.dist-info"
     files: list[tuple[str, bytes, int]] = []
-    for py in sorted(PACKAGE.glob("*.py")):
-        if py.name not in WHEEL_EXCLUDE:
-            files.append((f"edgert/{py.name}", py.read_bytes(), 0o644))
+    for rel in board_modules():
+        files.append((f"edgert/{rel.as_posix()}", (PACKAGE / rel).read_bytes(), 0o644))
     files.append(("edgert/lib/libedgert.so", lib.read_bytes(), 0o755))
     files.append(("edgert/include/edgert.h", header.read_bytes(), 0o644))
     metadata = (f"Metadata-Version: 2.1\nName: edgert\nVersion: {__version__}\n"
                 f"Summary: edgert runtime for {target.description}\nRequires-Python: >=3.9\n"
-                "Requires-Dist: numpy\nRequires-Dist: cffi>=1.15\n").encode()
+                "Requires-Dist: numpy\nRequires-Dist: cffi>=1.15\nRequires-Dist: click>=8\n"
+                "Provides-Extra: convert\nRequires-Dist: onnx>=1.14; extra == \"convert\"\n").encode()
+    entry_points = b"[console_scripts]\nedgert = edgert.cli:main\n"
     wheel = f"Wheel-Version: 1.0\nGenerator: edgert.build\nRoot-Is-Purelib: false\nTag: {tag}\n".encode()
     files.append((f"{dist}/METADATA", metadata, 0o644))
     files.append((f"{dist}/WHEEL", wheel, 0o644))
+    files.append((f"{dist}/entry_points.txt", entry_points, 0o644))
     record = [_record_line(n, d) for n, d, _ in files] + [f"{dist}/RECORD,,"]
     files.append((f"{dist}/RECORD", ("\n".join(record) + "\n").encode(), 0o644))
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -171,7 +195,7 @@ def build(target_name: str, out: str | os.PathLike, wheel: bool = True, jobs: in
     shutil.copyfile(bdir / "libedgert.a", ar)
     subprocess.run([strip, "-o", str(run), str(bdir / "bin" / "edgert-run")], check=True)
     header = out / "include" / "edgert.h"
-    shutil.copyfile(CSRC / "include" / "edgert.h", header)
+    shutil.copyfile(sources.csrc() / "include" / "edgert.h", header)
     result = {"target": target.name, "lib": str(so), "static": str(ar), "header": str(header),
               "edgert_run": str(run), "lib_bytes": so.stat().st_size}
     if wheel:

@@ -6,10 +6,14 @@ import os
 import sys
 import time
 
-import click
 import numpy as np
 
-from . import __version__
+try:
+    import click
+except ImportError:  # a runtime-only install (numpy + cffi) has edgert.Session but no CLI
+    sys.exit("error: the edgert command needs click: pip install click (a plain `pip install edgert` "
+             "brings it)")
+
 from .errors import EdgertError
 
 
@@ -57,6 +61,10 @@ def _safe_name(name: str) -> str:
     return "".join(c if c.isalnum() or c in "._-" else "_" for c in name) or "output"
 
 
+# Optional packages some commands need, and the extra that installs each.
+_EXTRAS = {"onnx": "convert", "onnxruntime": "ort"}
+
+
 class _Cli(click.Group):
     def invoke(self, ctx):
         try:
@@ -64,10 +72,33 @@ class _Cli(click.Group):
         except EdgertError as e:
             click.echo(f"error: {e}", err=True)
             sys.exit(2)
+        except ModuleNotFoundError as e:
+            top = (e.name or "").split(".")[0]
+            if top not in _EXTRAS:
+                raise
+            cmd = ctx.invoked_subcommand or "this command"
+            click.echo(f"error: `edgert {cmd}` needs the {top} package: pip install 'edgert[{_EXTRAS[top]}]'",
+                       err=True)
+            sys.exit(2)
+
+
+def _print_version(ctx, param, value) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from .runtime import runtime_info
+
+    info = runtime_info()
+    click.echo(f"edgert {info['version']} (file format {info['format_version']})")
+    click.echo(f"C library: {info['library']}")
+    click.echo(f"build: {info['build']}")
+    click.echo(f"kernels: {info['kernels']}")
+    ctx.exit()
 
 
 @click.group(cls=_Cli)
-@click.version_option(version=__version__, prog_name="edgert")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show the package, file-format and C library versions, the library's build and the "
+                   "kernels chosen for this CPU.")
 def main() -> None:
     """edgert: convert ONNX models into compact, statically planned files and run them."""
 

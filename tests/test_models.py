@@ -8,7 +8,7 @@ import pytest
 
 import edgert
 from edgert import format as fmt
-from edgert import models
+from tools import models
 
 NAMES = list(models.MODELS)
 _converted: dict[str, bytes] = {}

@@ -19,7 +19,7 @@ from edgert import format as fmt  # noqa: E402
 from edgert.prune import channel, layers, magnitude, sensitivity  # noqa: E402
 from tests.helpers import make_model, run_ort  # noqa: E402
 
-DATA = os.path.join(ROOT, "edgert", "data")
+DATA = os.path.join(os.path.dirname(edgert.__file__), "data")  # the installed package's
 DIGITS = os.path.join(DATA, "digits_cnn.onnx")
 
 

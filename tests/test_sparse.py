@@ -22,7 +22,7 @@ from edgert import sparse  # noqa: E402
 from edgert.errors import EdgertError  # noqa: E402
 from tests.helpers import make_model, run_ort  # noqa: E402
 
-SPARSE_MODEL = os.path.join(ROOT, "edgert", "data", "digits_sparse90.onnx")
+SPARSE_MODEL = os.path.join(os.path.dirname(edgert.__file__), "data", "digits_sparse90.onnx")
 FORMAT_ERR, ALIGNMENT_ERR = 101, 104
 
 
@@ -242,7 +242,7 @@ def test_corrupt_csr_rejected_by_prepare():
 # ---- the model pruned during training ---------------------------------------------
 
 def test_digits_sparse90_smaller_same_outputs():
-    d = np.load(os.path.join(ROOT, "edgert", "data", "digits_test.npz"))
+    d = np.load(os.path.join(os.path.dirname(edgert.__file__), "data", "digits_test.npz"))
     x = d["input"][:40]
     dense = edgert.convert(SPARSE_MODEL, sparse=False)
     stored = edgert.convert(SPARSE_MODEL, sparse="storage")

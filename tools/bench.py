@@ -26,7 +26,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+sys.path.append(ROOT)  # the installed edgert first; tools/ from the checkout
 
 
 def _rss_mb() -> float:
@@ -48,7 +48,7 @@ def _time_runs(fn, runs: int, warmup: int) -> list[float]:
 def worker(engine: str, name: str, path: str, runs: int, warmup: int, threads: int) -> dict:
     """Runs in its own process: converts the model to `path` ("convert"), or loads `path`
     with one engine and times it ("edgert", "ort")."""
-    from edgert import models
+    from tools import models
 
     if engine == "convert":
         import edgert
@@ -102,7 +102,7 @@ def _spawn(engine: str, name: str, path: str, args) -> dict:
 def bench_model(name: str, args, tmpdir: str) -> dict:
     """Everything heavy happens in subprocesses: a child's ru_maxrss starts from its parent's
     memory high-water mark, so this process must stay small for the RSS figures to hold."""
-    from edgert import models
+    from tools import models
 
     onnx_path = str(models.model_path(name))
     row: dict = {"model": name, "onnx_bytes": os.path.getsize(onnx_path)}
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(worker(args._worker, args._name, args._path, args.runs, args.warmup, args.threads)))
         return 0
 
-    from edgert import models
+    from tools import models
 
     if args.models:
         names = [n.strip() for n in args.models.split(",") if n.strip()]

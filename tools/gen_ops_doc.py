@@ -9,7 +9,7 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+sys.path.append(ROOT)  # the installed edgert first; tools/ from the checkout
 OUT = os.path.join(ROOT, "docs", "ops.md")
 
 

@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
 # Debian packages the build and tests use. Installs only what is missing.
-# The fonts render the labelled text images of edgert/evaldata.py (int8 accuracy sets):
-# DejaVu for Latin text, WenQuanYi Micro Hei (about 5 MB installed) for Chinese.
+# - clang and its sanitizer runtimes: the loader fuzzer and the sanitizer builds;
+# - Debian's cross toolchains and QEMU user-mode emulation: the board builds and the ARM
+#   suite (tests/test_arm.py), which CI requires (EDGERT_REQUIRE_ARM=1);
+# - the fonts render the labelled text images of tools/evaldata.py (int8 accuracy sets):
+#   DejaVu for Latin text, WenQuanYi Micro Hei (about 5 MB installed) for Chinese.
 set -euo pipefail
 need=()
 command -v clang >/dev/null || need+=(clang)
-dpkg -s libclang-rt-14-dev >/dev/null 2>&1 || need+=(libclang-rt-14-dev)
 command -v make >/dev/null || need+=(make)
-dpkg -s fonts-dejavu-core >/dev/null 2>&1 || need+=(fonts-dejavu-core)
-dpkg -s fonts-wqy-microhei >/dev/null 2>&1 || need+=(fonts-wqy-microhei)
+for pkg in libclang-rt-14-dev fonts-dejavu-core fonts-wqy-microhei \
+           gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu libc6-dev-arm64-cross \
+           gcc-arm-linux-gnueabihf binutils-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+done
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" = 0 ] || SUDO=sudo
+  echo "installing: ${need[*]}"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
 fi

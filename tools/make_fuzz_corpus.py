@@ -14,7 +14,7 @@ import numpy as np
 from onnx import TensorProto, helper
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+sys.path.append(ROOT)  # the installed edgert first; tools/ from the checkout
 
 import edgert  # noqa: E402
 

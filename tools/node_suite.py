@@ -21,7 +21,7 @@ import sys
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+sys.path.append(ROOT)  # the installed edgert first; tools/ from the checkout
 ALLOWLIST = os.path.join(ROOT, "tests", "onnx_node_allowlist.txt")
 
 

@@ -103,6 +103,15 @@ const char *edgert_status_str(edgert_status status);
 const char *edgert_version(void);
 uint32_t edgert_format_version(void);
 
+/* How this library was built: the board and its compiler flags when built by
+ * `edgert build` (e.g. "rpi4 aarch64 -mcpu=cortex-a72 kernels=ref,neon"), else the
+ * architecture, then the kernel sets compiled in. Static storage, never NULL. */
+const char *edgert_build_info(void);
+
+/* The kernels chosen at start-up from the CPU's features: "ref" (portable C), "neon"
+ * or "neon+dotprod"; "ref" also when EDGERT_FORCE_REF is set. Static, never NULL. */
+const char *edgert_kernels(void);
+
 /* Loads a model from a caller-owned buffer, used in place (see Memory above).
  * On failure *out is NULL and, when err is not NULL, a NUL-terminated message of at
  * most err_size bytes is written to err. */

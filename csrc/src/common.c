@@ -34,6 +34,29 @@ const char *edgert_version(void) { return "0.1.0"; }
 
 uint32_t edgert_format_version(void) { return (1u << 16) | 0u; }
 
+/* EDGERT_BUILD_INFO is set by `edgert build` ("rpi4 aarch64 -mcpu=cortex-a72"); other
+ * builds (the host's cffi extension, plain make) name the architecture they target. */
+#ifndef EDGERT_BUILD_INFO
+#if defined(__aarch64__)
+#define EDGERT_BUILD_INFO "aarch64"
+#elif defined(__arm__)
+#define EDGERT_BUILD_INFO "arm"
+#elif defined(__x86_64__)
+#define EDGERT_BUILD_INFO "x86_64"
+#else
+#define EDGERT_BUILD_INFO "generic"
+#endif
+#endif
+#ifdef ERT_NEON_KERNELS
+#define ERT_KERNEL_SETS " kernels=ref,neon"
+#else
+#define ERT_KERNEL_SETS " kernels=ref"
+#endif
+
+const char *edgert_build_info(void) { return EDGERT_BUILD_INFO ERT_KERNEL_SETS; }
+
+const char *edgert_kernels(void) { return ert_cpu.isa; }
+
 edgert_status ert_fail(ert_err *err, edgert_status status, const char *fmt, ...) {
   if (err != NULL && err->msg != NULL && err->size > 0) {
     va_list ap;

