@@ -65,6 +65,10 @@ def make_flags(target: Target) -> dict[str, str]:
     # double quotes through the shell that make runs the compiler with.
     info = f"{target.name} {target.arch} {' '.join(target.cflags)}".strip()
     cflags = BASE_CFLAGS + list(target.cflags) + [f"'-DEDGERT_BUILD_INFO=\"{info}\"'"]
+    if target.arch == "native":
+        # Debian's GCC 12 crashes in its LTO partitioner on the x86-64 prelink (internal
+        # compiler error in add_symbol_to_partition_1); one partition avoids it.
+        cflags.append("-flto-partition=one")
     ldlibs = ["-lm", "-pthread"] + BASE_LDFLAGS + [f"-Wl,--version-script={sources.linker_map()}"]
     if target.arch == "aarch64":
         # Debian's aarch64 GCC links every CPU with the workaround for Cortex-A53 erratum

@@ -20,7 +20,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+    sys.path.append(ROOT)  # an installed edgert comes first
 
 import edgert  # noqa: E402
 from edgert.errors import EdgertError  # noqa: E402

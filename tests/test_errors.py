@@ -74,7 +74,7 @@ def test_cli_leaves_no_partial_output(tmp_path):
     src.write_bytes(m.SerializeToString())
     out = tmp_path / "m.edgert"
     r = subprocess.run([sys.executable, "-m", "edgert.cli", "convert", str(src), "-o", str(out)],
-                       capture_output=True, text=True)
+                       capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode != 0
     assert "nz (NonZero)" in r.stderr
     assert not out.exists()

@@ -14,7 +14,7 @@ from onnx import helper
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+    sys.path.append(ROOT)  # an installed edgert comes first
 
 import edgert  # noqa: E402
 from edgert import format as fmt  # noqa: E402
