@@ -38,5 +38,5 @@ $VPY tools/gen_oplist.py --check
 echo "== fuzzing the C loader (${EDGERT_FUZZ_SECONDS:-60} s)"
 PYTHON=$VPY bash tools/fuzz.sh "${EDGERT_FUZZ_SECONDS:-60}"
 
-echo "== tests (against $($VPY -c 'import edgert, os; print(os.path.dirname(edgert.__file__))'))"
+echo "== tests (against $(cd build && ../$VPY -c 'import edgert, os; print(os.path.dirname(edgert.__file__))'))"
 EDGERT_TEST_INSTALLED=1 EDGERT_REQUIRE_MODELS=1 EDGERT_REQUIRE_ARM=1 $VPY -m pytest -q -p no:cacheprovider tests "$@"
