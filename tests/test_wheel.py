@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import edgert
+import edgert.format
 from edgert import sources
 
 CHECKOUT = pathlib.Path(__file__).resolve().parent.parent
@@ -53,12 +54,13 @@ def test_suite_runs_against_the_installed_package():
 def test_runtime_info_and_version(tmp_path):
     info = edgert.runtime_info()
     assert info["version"] == edgert.__version__ == info["library_version"]
-    assert info["format_version"] == "1.0"
+    fmt_version = ".".join(map(str, edgert.format.VERSION))
+    assert info["format_version"] == fmt_version
     assert info["kernels"] in ("ref", "neon", "neon+dotprod")
     assert "kernels=ref" in info["build"]
     assert pathlib.Path(info["library"]).is_file()
     out = edgert_cmd("--version", cwd=tmp_path).stdout
-    assert f"edgert {edgert.__version__} (file format 1.0)" in out
+    assert f"edgert {edgert.__version__} (file format {fmt_version})" in out
     assert f"kernels: {info['kernels']}" in out and f"build: {info['build']}" in out
 
 
