@@ -458,8 +458,9 @@ def test_param_mutations_never_crash():
     import subprocess
     import sys
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    r = subprocess.run([sys.executable, "-c", "from tests.ops.test_shape_ops import _fuzz_main; _fuzz_main()"],
-                       capture_output=True, text=True, timeout=300, cwd=root)
+    # tests.conftest imports the installed edgert first (cwd, the checkout, is on sys.path).
+    code = "import tests.conftest; from tests.ops.test_shape_ops import _fuzz_main; _fuzz_main()"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=root)
     assert r.returncode == 0, f"a mutated model crashed the runtime (rc {r.returncode}):\n{r.stderr[-3000:]}"
     counts = json.loads(r.stdout.strip().splitlines()[-1])
     assert sum(counts.values()) > 1000 and len(counts) > 1, counts
