@@ -22,7 +22,7 @@ from edgert import sparse  # noqa: E402
 from edgert.errors import EdgertError  # noqa: E402
 from tests.helpers import make_model, run_ort  # noqa: E402
 
-SPARSE_MODEL = os.path.join(os.path.dirname(edgert.__file__), "data", "digits_sparse90.onnx")
+SPARSE_MODEL = os.path.join(ROOT, "tests", "data", "digits_sparse90.onnx")  # a test model, not shipped
 FORMAT_ERR, ALIGNMENT_ERR = 101, 104
 
 

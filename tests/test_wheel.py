@@ -127,7 +127,7 @@ def test_wheel_contents(tmp_path):
                 "edgert/data/digits_cnn.onnx"):
         assert pkg in names, pkg
     # Development-only code stays out.
-    for gone in ("edgert/models.py", "edgert/evaldata.py"):
+    for gone in ("edgert/models.py", "edgert/evaldata.py", "edgert/data/digits_sparse90.onnx"):
         assert gone not in names
     assert not any("/_src/csrc/fuzz/" in n or n.endswith(".pyc") for n in names)
 

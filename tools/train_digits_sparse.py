@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Trains, prunes and fine-tunes the sparse digits CNN shipped as
-edgert/data/digits_sparse90.onnx: the model that exercises sparse storage and the
+tests/data/digits_sparse90.onnx: the model that exercises sparse storage and the
 sparse kernels (docs/sparse.md).
 
 Same data and split as tools/train_digits.py (scikit-learn's bundled 8x8 digits, no
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--epochs", type=int, default=30)
     ap.add_argument("--finetune", type=int, default=8, help="fine-tuning epochs after each pruning step")
     ap.add_argument("--sparsity", type=float, default=0.9)
-    ap.add_argument("--out", default=os.path.join(ROOT, "edgert", "data", "digits_sparse90.onnx"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "tests", "data", "digits_sparse90.onnx"))
     args = ap.parse_args(argv)
 
     import torch
