@@ -112,7 +112,7 @@ def convert(model, output, input_shapes, input_values, no_optimize, sparse, prun
                     prune=prune, prune_method=prune_method, prune_scope=prune_scope, prune_exclude=prune_exclude,
                     calibration=calibration, report=report, quantize=quantize,
                     calibration_method=calibration_method, keep_fp32=keep_fp32, sqnr_target=sqnr_target,
-                    progress=True)
+                    progress=None)
     if report and prune:
         _print_prune_report(report)
     from . import format as fmt

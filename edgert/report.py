@@ -21,8 +21,9 @@ from .progress import Progress
 
 # Ops that stand for several ONNX nodes merged by the converter's fusion passes.
 FUSED_OPS = {"gelu", "silu", "hard_swish", "layer_norm", "lut", "spmm"}
-# Ops whose last three parameter words (before any int8 words) are a fused activation.
-ACT_OPS = {"conv2d": -3, "gemm": -3, "matmul": -3, "conv_transpose2d": -3}
+# Where conv2d and gemm keep their fused activation kind, how many words their float
+# layout has, and where an int8 layout (longer) keeps its output clamp (docs/ops.md).
+ACT_WORDS = {"conv2d": (12, 15, 16), "gemm": (4, 7, 9), "matmul": (0, 3, None)}
 ACT_NAMES = ["", "relu", "clip", "hard_sigmoid", "hard_swish", "sigmoid", "silu", "leaky_relu", "tanh", "gelu"]
 # Colours of the backends a node can be assigned to (partitions); unknown ones get grey.
 BACKEND_COLOURS = {"edgert": "#4c78a8", "cpu": "#4c78a8", "npu": "#f58518", "gpu": "#54a24b", "dsp": "#b279a2"}
@@ -68,14 +69,13 @@ def fused_label(node: dict) -> str:
     """What the converter folded into this node ("" when nothing): a fused activation
     or an op that replaces a pattern of ONNX nodes."""
     op, p = node["op"], node["params"]
-    if op in ACT_OPS and p.size >= 3:
-        kind = int(p[ACT_OPS[op]])
-        if 0 < kind < len(ACT_NAMES):
-            return "+" + ACT_NAMES[kind]
-    if op in ("conv2d_s8", "gemm_s8") and p.size >= 4:
-        lo, hi = int(np.int32(p[-3])), int(np.int32(p[-2]))
-        if lo > -128 or hi < 127:
-            return "+clamp"
+    if op in ACT_WORDS:
+        act, n_float, lo = ACT_WORDS[op]
+        if p.size == n_float and 0 < int(p[act]) < len(ACT_NAMES):
+            return "+" + ACT_NAMES[int(p[act])]
+        if lo is not None and p.size > lo + 1:
+            if int(np.int32(p[lo])) > -128 or int(np.int32(p[lo + 1])) < 127:
+                return "+clamp"
     if op in FUSED_OPS:
         return "fused"
     return ""
@@ -283,7 +283,9 @@ def sqnr_data(model: str, info: dict, reference: str | None, calibration: Any) -
     """Per-layer SQNR; filled in by edgert.report_sqnr when the reference and samples
     are given (see there), else only what the file's metadata recorded."""
     meta = info.get("metadata") or {}
-    out: dict[str, Any] = {"recorded_outputs_db": meta.get("outputs_sqnr_db"), "layers": [], "note": ""}
+    q = meta.get("quantization") if isinstance(meta.get("quantization"), dict) else {}
+    out: dict[str, Any] = {"recorded_outputs_db": q.get("outputs_sqnr_db") or meta.get("outputs_sqnr_db"),
+                           "layers": [], "note": ""}
     if reference is None or calibration is None:
         out["note"] = ("per-layer SQNR needs --reference MODEL.onnx and --calibration DATA")
         return out
@@ -311,6 +313,10 @@ def _kb(n: float) -> str:
     if n >= 1 << 10:
         return f"{n / (1 << 10):.1f} KiB"
     return f"{int(n)} B"
+
+
+def _tdesc(t: dict) -> str:
+    return f"{t['name']}: {t['dtype']}[{_shape(t['shape'])}]"
 
 
 def _colour(backend: str) -> str:
@@ -379,7 +385,7 @@ def svg_timeline(tl: dict, nodes: list[dict]) -> str:
         x = L + b["first"] * sx
         w = (b["last"] - b["first"] + 1) * sx
         y = T + b["offset"] * sy
-        h = max(b["bytes"] * sy, 0.8)
+        h = max(b["bytes"] * sy, 2.0)
         fill = "#e45756" if b["kind"] == "scratch" else palette[k % len(palette)]
         names = ", ".join(b["names"][:4]) + (" ..." if len(b["names"]) > 4 else "")
         out.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}" fill="{fill}" class="buf">'
@@ -389,11 +395,14 @@ def svg_timeline(tl: dict, nodes: list[dict]) -> str:
     for frac in (0, 0.25, 0.5, 0.75, 1.0):
         y = T + frac * arena * sy
         out.append(f'<text x="{L - 6}" y="{y + 4:.1f}" class="axis" text-anchor="end">{_kb(frac * arena)}</text>')
-    out.append(f'<text x="{L}" y="{T + arena * sy + 18:.1f}" class="axis">step 0</text>')
-    out.append(f'<text x="{W - 10}" y="{T + arena * sy + 18:.1f}" class="axis" text-anchor="end">'
-               f'step {steps - 1} (graph outputs)</text>')
+    every = max(1, math.ceil(steps / 40))
+    for s in range(0, steps, every):
+        out.append(f'<text x="{L + (s + 0.5) * sx:.1f}" y="{T + arena * sy + 14:.1f}" class="axis" '
+                   f'text-anchor="middle">{s}</text>')
+    out.append(f'<text x="{L}" y="{T + arena * sy + 28:.1f}" class="axis">step (node index); the last step '
+               f'keeps the graph outputs</text>')
     # live bytes panel
-    top2, h2 = H + 10, 110
+    top2, h2 = H + 16, 110
     scale2 = h2 / arena
     pts = []
     for s, v in enumerate(tl["live"]):
@@ -466,8 +475,8 @@ def render(data: dict) -> str:
     h = ["<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
          f"<title>edgert report: {_esc(data['model'])}</title><style>{CSS}</style></head><body>"]
     h.append(f"<header><h1>{_esc(data['model'])}</h1><div class=\"sub\">edgert format {_esc(data['format_version'])}"
-             f" &middot; inputs {_esc(', '.join(t['name'] + ' ' + t['dtype'] + _esc(_shape(t['shape'])) for t in data['inputs']))}"
-             f" &middot; outputs {_esc(', '.join(t['name'] + ' ' + t['dtype'] + _shape(t['shape']) for t in data['outputs']))}"
+             f" &middot; inputs {_esc(', '.join(_tdesc(t) for t in data['inputs']))}"
+             f" &middot; outputs {_esc(', '.join(_tdesc(t) for t in data['outputs']))}"
              "</div></header><main>")
     cards = [("file", _kb(data["file_bytes"])), ("nodes", str(len(nodes))),
              ("arena", _kb(tl["arena_bytes"])), ("arena lower bound", _kb(tl["lower_bound"])),
