@@ -402,7 +402,7 @@ def svg_timeline(tl: dict, nodes: list[dict]) -> str:
     out.append(f'<text x="{L}" y="{T + arena * sy + 28:.1f}" class="axis">step (node index); the last step '
                f'keeps the graph outputs</text>')
     # live bytes panel
-    top2, h2 = H + 16, 110
+    top2, h2 = H + 26, 110
     scale2 = h2 / arena
     pts = []
     for s, v in enumerate(tl["live"]):
@@ -459,7 +459,7 @@ svg .lb{stroke:#e45756;stroke-width:1.5;stroke-dasharray:6 3}svg .lbtext{fill:#e
 table{border-collapse:collapse;font-size:13px}
 th,td{padding:3px 8px;border-bottom:1px solid #eee;text-align:left;white-space:nowrap}
 th{background:#f3f5f7;position:sticky;top:0}td.n{text-align:right;font-variant-numeric:tabular-nums}
-.bar{width:160px;height:10px;background:#eef1f4;border-radius:2px}.bar div{height:10px;border-radius:2px}
+.bar{width:120px;height:10px;background:#eef1f4;border-radius:2px}.bar div{height:10px;border-radius:2px}
 .note{color:#666;font-size:13px;margin:4px 0 8px}
 .tablewrap{max-height:520px;overflow:auto;border:1px solid #eee;border-radius:6px}
 """

@@ -112,6 +112,8 @@ def per_layer(model: str, info: dict, reference: str, calibration: Any, samples:
                 out_acc.add(fname, ov[name], arr)
     fsess.close()
 
+    file_vs_ort = _file_layers(model, info, feeds, osess, onames, ort_inputs)
+
     int8_vs_fp32: dict[str, float] = {}
     if int8:
         from .quant.pipeline import quantize_graph
@@ -127,22 +129,31 @@ def per_layer(model: str, info: dict, reference: str, calibration: Any, samples:
         for t, v in doc.get("tensors", {}).items():
             int8_vs_fp32[t] = math.inf if v.get("sqnr_db") is None else float(v["sqnr_db"])
 
-    columns = []
+    columns = [{"key": "file_vs_ort", "label": "file vs ort"}]
     if int8:
         columns.append({"key": "int8_vs_fp32", "label": "int8 vs fp32"})
-    columns.append({"key": "fp32_vs_ort", "label": "edgert fp32 vs onnxruntime"})
+    columns.append({"key": "fp32_vs_ort", "label": "fp32 vs ort"})
     rows = []
+    seen = set()
+    for node in info["nodes"]:  # the file's layers first, in its order
+        t = info["tensors"][node["outputs"][0]]["name"] if node["outputs"] else ""
+        if t in file_vs_ort:
+            seen.add(t)
+            rows.append({"node": node["name"], "op": node["op"], "tensor": t, "file_vs_ort": file_vs_ort[t],
+                         "fp32_vs_ort": fp32_vs_ort.get(t), "int8_vs_fp32": int8_vs_fp32.get(t)})
     for node in g.nodes:
         for t in node.outputs[:1]:
-            r = {"node": node.name, "op": node.op, "tensor": t,
+            r = {"node": node.name, "op": node.op, "tensor": t, "file_vs_ort": None,
                  "fp32_vs_ort": fp32_vs_ort.get(t), "int8_vs_fp32": int8_vs_fp32.get(t)}
-            if any(r[c["key"]] is not None for c in columns):
+            if t not in seen and any(r[c["key"]] is not None for c in columns):
                 rows.append(r)
-    matched = sum(1 for r in rows if r["fp32_vs_ort"] is not None)
-    note = (f"{len(feeds)} samples of the calibration data. Per layer: the reference imported and optimized "
-            f"as by the converter, run in fp32 by edgert, against onnxruntime on tensors of the same name "
-            f"({matched} of {len(g.nodes)} layers matched; fused layers keep the name of their last "
-            f"ONNX output)")
+    matched = sum(1 for r in rows if r["file_vs_ort"] is not None)
+    note = (f"{len(feeds)} samples of the calibration data; ort = onnxruntime on the reference. File vs ort: each layer's output read "
+            f"from the file itself (the prefix of the graph ending at that layer, run by the runtime; int8 "
+            f"values dequantized) against onnxruntime's tensor of the same name in the reference "
+            f"({matched} of {len(info['nodes'])} layers matched; a fused layer carries the name of its last "
+            f"ONNX output). fp32 vs ort: the reference imported and optimized as by the "
+            f"converter, run in fp32 by edgert")
     if int8:
         note += ("; int8 vs fp32: the converter's quantization report, recomputed by quantizing the reference "
                  f"again ({qmeta.get('calibration_method', 'percentile')} calibration, as recorded in the file)")
@@ -151,3 +162,51 @@ def per_layer(model: str, info: dict, reference: str, calibration: Any, samples:
     return {"columns": columns, "layers": rows, "note": note,
             "outputs_vs_ort_db": {k: (v if math.isfinite(v) else None) for k, v in out_acc.result().items()},
             "samples": len(feeds)}
+
+
+def _dequant(info: dict, raw: bytes, t: dict):
+    """(scale, zero point) of a per-tensor quantized tensor, None when it has none or is
+    quantized per channel."""
+    if t["quant"] is None or "quant" not in info["sections"]:
+        return None
+    from . import format as fmt
+
+    sec = info["sections"]["quant"]
+    axis, count, so, zo, _ = fmt._QUANT.unpack_from(raw, sec["offset"] + t["quant"] * fmt.QUANT_SIZE)
+    if count != 1:
+        return None
+    base = info["sections"]["constants"]["offset"]
+    scale = float(np.frombuffer(raw, "<f4", 1, base + so)[0])
+    zp = int(np.frombuffer(raw, "<i4", 1, base + zo)[0])
+    return scale, zp
+
+
+def _file_layers(model: str, info: dict, feeds: list, osess, onames: list[str], ort_inputs: set) -> dict[str, float]:
+    """SQNR of every layer output of the file whose name onnxruntime also computes."""
+    from .runtime import Session
+    from .subgraph import prefix
+
+    with open(model, "rb") as f:
+        raw = f.read()
+    ort_vals = [dict(zip(onames, osess.run(None, {k: v for k, v in feed.items() if k in ort_inputs})))
+                for feed in feeds]
+    acc = _Acc()
+    for k, node in enumerate(info["nodes"]):
+        if not node["outputs"]:
+            continue
+        t = info["tensors"][node["outputs"][0]]
+        if t["name"] not in onames or t["dtype"] not in ("float32", "int8", "uint8", "float16"):
+            continue
+        q = _dequant(info, raw, t) if t["dtype"] in ("int8", "uint8") else None
+        if t["dtype"] in ("int8", "uint8") and q is None:
+            continue
+        sess = Session(prefix(raw, k))
+        names = {i.name for i in sess.get_inputs()}
+        for feed, ov in zip(feeds, ort_vals):
+            (got,) = sess.run(None, {n: v for n, v in feed.items() if n in names})
+            got = got.astype(np.float64)
+            if q is not None:
+                got = (got - q[1]) * q[0]
+            acc.add(t["name"], ov[t["name"]], got)
+        sess.close()
+    return acc.result()
