@@ -239,3 +239,71 @@ def test_page_renders_in_chromium(models, tmp_path, kind):
     assert blue.sum() > 2000, blue.sum()
     # The dark header band is at the top.
     assert px[:40].mean() < 80
+
+
+# ---- graph prefixes and instructions per node under QEMU ------------------------------
+
+def test_prefix_model_computes_the_layer(models):
+    """A prefix of the file computes exactly the value the whole graph had at that node."""
+    from edgert.subgraph import prefix
+
+    raw = models["fp32"].read_bytes()
+    info = fmt.read(raw)
+    full = Session(raw)
+    feeds = feeds_of(full)
+    for k in (0, 3, len(info["nodes"]) - 1):
+        p = Session(prefix(raw, k))
+        assert len(p.nodes()) == k + 1
+        (out,) = p.get_outputs()
+        assert out.name == info["tensors"][info["nodes"][k]["outputs"][0]]["name"]
+        (got,) = p.run(None, feeds)
+        if k == len(info["nodes"]) - 1:
+            np.testing.assert_array_equal(got, full.run(None, feeds)[0])
+        else:
+            assert got.shape == tuple(out.shape) and np.isfinite(got).all() and got.any()
+    with pytest.raises(edgert.errors.ModelFormatError):
+        prefix(raw, len(info["nodes"]))
+
+
+def _qemu_ready() -> bool:
+    from edgert import report_qemu, targets
+
+    try:
+        report_qemu.icount_dir()
+    except edgert.errors.EdgertError:
+        return False
+    return targets.load("rpi4").available()
+
+
+def test_instructions_per_node_under_qemu(models):
+    if not _qemu_ready():
+        msg = "qemu-aarch64, aarch64-linux-gnu-gcc or the qemu-icount plugin (EDGERT_ICOUNT_DIR) missing"
+        if os.environ.get("EDGERT_REQUIRE_ARM"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    from edgert import build, report_qemu, targets
+
+    r = report_qemu.count(str(models["int8"]), "rpi4", progress=False)
+    per = r["per_node"]
+    info = fmt.read(models["int8"].read_bytes())
+    assert list(per) == [n["name"] for n in info["nodes"]]
+    assert sum(per.values()) == r["instructions_per_inference"]
+    # Convolutions are 80+ % of the work (counts of tiny nodes such as a view are noise).
+    assert sum(v for k, v in per.items() if k.endswith("Conv")) > 0.8 * r["instructions_per_inference"]
+    # The two big convolutions (294,912 and 147,456 MACs) cost the most, in that order.
+    ranked = sorted(per, key=per.get, reverse=True)
+    assert ranked[:2] == ["/3/Conv", "/7/Conv"]
+    # The last prefix is the whole model: counted directly, the file gives the same number.
+    t = targets.load("rpi4")
+    run = build.compile_target(t) / "bin" / "edgert-run"
+    x = np.load(DATA / "digits_test.npz")["input"][:1].astype(np.float32)
+    work = pathlib.Path(os.path.dirname(models["int8"]))
+    np.save(work / "x.npy", np.random.default_rng(0).standard_normal(x.shape).astype(np.float32))
+    qemu = t.qemu_command() + ["-plugin", str(report_qemu.plugin()), "-d", "plugin"]
+
+    def cmd(n: int) -> list[str]:
+        return qemu + [str(run), str(models["int8"]), "--input", f"input={work / 'x.npy'}", "--output-dir",
+                       str(work), "--repeat", str(n), "--threads", "1"]
+
+    whole = report_qemu._insns(cmd(2), str(work)) - report_qemu._insns(cmd(1), str(work))
+    assert abs(whole - r["instructions_per_inference"]) <= 0.01 * whole
