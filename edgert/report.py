@@ -327,7 +327,7 @@ def svg_graph(nodes: list[dict]) -> str:
     """Nodes in columns by topological layer, edges from producer to consumer."""
     if not nodes:
         return "<p>(no nodes)</p>"
-    bw, bh, gx, gy = 132, 40, 36, 14
+    bw, bh, gx, gy = 150, 40, 30, 14
     cols: dict[int, list[dict]] = {}
     for n in nodes:
         cols.setdefault(n["layer"], []).append(n)
@@ -355,7 +355,7 @@ def svg_graph(nodes: list[dict]) -> str:
         parts.append(f'<g><title>{_esc(title)}</title>'
                      f'<rect x="{x}" y="{y}" width="{bw}" height="{bh}" rx="5" fill="{_colour(n["backend"])}" '
                      f'class="{"node fused" if fused else "node"}"/>'
-                     f'<text x="{x + 6}" y="{y + 16}" class="op">{_esc(_short(n["op"] + (" " + fused if fused else ""), 19))}</text>'
+                     f'<text x="{x + 6}" y="{y + 16}" class="op">{_esc(_short(n["op"] + (" " + fused if fused else ""), 21))}</text>'
                      f'<text x="{x + 6}" y="{y + 31}" class="shape">{_esc(_short(_shape(n["shape"]), 22))}</text></g>')
     parts.append("</svg>")
     return "".join(parts)
