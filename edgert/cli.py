@@ -273,7 +273,9 @@ def verify(onnx_model, edgert_file, inputs, input_values) -> None:
 @click.option("--warmup", default=3, show_default=True, type=click.IntRange(0, 1000))
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--profile", is_flag=True, help="Time every node (median over the runs) and print a per-node table.")
-def bench(model, threads, runs, warmup, as_json, profile) -> None:
+@click.option("--target", default=None, help="With --profile: also count instructions per node on this board "
+              "under QEMU (docs/report.md).")
+def bench(model, threads, runs, warmup, as_json, profile, target) -> None:
     """Measure inference latency of an .edgert model on random inputs."""
     from .runtime import Session
 
@@ -283,16 +285,33 @@ def bench(model, threads, runs, warmup, as_json, profile) -> None:
         from .report import profile_rows
 
         rows = profile_rows(model, sess, feeds, runs, warmup)
+        counts = None
+        if target:
+            from .report_qemu import count
+
+            counts = count(model, target)
+            for r in rows:
+                r["instructions"] = counts["per_node"].get(r["name"])
         if as_json:
-            click.echo(json.dumps({"model": model, "threads": threads, "runs": runs, "nodes": rows}, indent=2))
+            doc = {"model": model, "threads": threads, "runs": runs, "nodes": rows}
+            if counts:
+                doc.update(target=target, instructions_per_inference=counts["instructions_per_inference"])
+            click.echo(json.dumps(doc, indent=2))
             return
         w = max([len(r["name"]) for r in rows] + [4])
-        click.echo(f"{'node':{w}s}  {'op':18s} {'output shape':20s} {'ms':>9s} {'%':>6s} {'MACs':>12s} {'out bytes':>10s}")
+        extra = f" {'instructions':>13s}" if counts else ""
+        click.echo(f"{'node':{w}s}  {'op':18s} {'output shape':20s} {'ms':>9s} {'%':>6s} {'MACs':>12s} "
+                   f"{'out bytes':>10s}{extra}")
         for r in rows:
+            extra = f" {r['instructions']:>13,}" if counts else ""
             click.echo(f"{r['name']:{w}s}  {r['op']:18s} {str(r['output_shape']):20s} {r['median_ms']:9.4f} "
-                       f"{r['percent']:6.2f} {r['macs'] if r['macs'] is not None else '-':>12} {r['output_bytes']:>10,}")
+                       f"{r['percent']:6.2f} {'-' if r['macs'] is None else format(r['macs'], ','):>12} "
+                       f"{r['output_bytes']:>10,}{extra}")
         total = sum(r["median_ms"] for r in rows)
         click.echo(f"total {total:.4f} ms (sum of per-node medians over {runs} runs, {threads} thread(s))")
+        if counts:
+            click.echo(f"{counts['instructions_per_inference']:,} instructions per inference on {target} "
+                       f"({counts['cpu']}, QEMU)")
         return
     for _ in range(warmup):
         sess.run(None, feeds)

@@ -101,7 +101,7 @@ def test_run_profiled_allocates_nothing(models):
 def test_bench_profile_table_and_json(models):
     r = CliRunner().invoke(main, ["bench", str(models["fp32"]), "--profile", "--runs", "3"])
     assert r.exit_code == 0, r.output
-    assert "/3/Conv" in r.output and "conv2d" in r.output and "294912" in r.output
+    assert "/3/Conv" in r.output and "conv2d" in r.output and "294,912" in r.output
     r = CliRunner().invoke(main, ["bench", str(models["fp32"]), "--profile", "--runs", "3", "--json"])
     import json
 
@@ -307,3 +307,22 @@ def test_instructions_per_node_under_qemu(models):
 
     whole = report_qemu._insns(cmd(2), str(work)) - report_qemu._insns(cmd(1), str(work))
     assert abs(whole - r["instructions_per_inference"]) <= 0.01 * whole
+
+
+def test_progress_bar_only_when_asked_or_on_a_terminal():
+    import io
+
+    from edgert.progress import Progress
+
+    quiet = io.StringIO()  # not a terminal
+    with Progress("work", 4, stream=quiet) as bar:
+        for _ in range(4):
+            bar.step()
+    assert quiet.getvalue() == ""
+    loud = io.StringIO()
+    bar = Progress("work", 4, enabled=True, stream=loud)
+    for k in range(1, 5):
+        bar.update(k)
+    text = loud.getvalue()
+    assert text.startswith("\rwork [") and "4/4" in text and text.endswith("\n")
+    assert "#" * 30 in text
