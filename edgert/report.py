@@ -323,23 +323,31 @@ def _colour(backend: str) -> str:
     return BACKEND_COLOURS.get(backend, "#888888")
 
 
-def svg_graph(nodes: list[dict]) -> str:
-    """Nodes in columns by topological layer, edges from producer to consumer."""
+def svg_graph(nodes: list[dict], overview: bool = False) -> str:
+    """Nodes in columns by topological layer, edges from producer to consumer. The
+    overview is the same drawing scaled to the page's width, without text."""
     if not nodes:
         return "<p>(no nodes)</p>"
     bw, bh, gx, gy = 150, 40, 30, 14
     cols: dict[int, list[dict]] = {}
     for n in nodes:
         cols.setdefault(n["layer"], []).append(n)
+    rows = max(len(m) for m in cols.values())
     pos = {}
     for layer, members in cols.items():
+        top = (rows - len(members)) * (bh + gy) / 2  # each layer centred vertically
         for r, n in enumerate(members):
-            pos[n["index"]] = (10 + layer * (bw + gx), 10 + r * (bh + gy))
+            pos[n["index"]] = (10 + layer * (bw + gx), 10 + top + r * (bh + gy))
     width = 20 + (max(cols) + 1) * (bw + gx)
-    height = 20 + max(len(m) for m in cols.values()) * (bh + gy)
+    height = 20 + rows * (bh + gy)
     producer = {o: n["index"] for n in nodes for o in n["outputs"]}
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}" class="graph">']
+    if overview:  # the page's width, 24 px per row of nodes (boxes stretched, no text)
+        size = f'width="100%" height="{min(24 * rows + 16, 260)}" preserveAspectRatio="none"'
+    else:
+        size = f'width="{width}" height="{height}"'
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" {size} viewBox="0 0 {width} {height}" '
+             f'class="{"graph overview" if overview else "graph"}">']
     for n in nodes:
         x1, y1 = pos[n["index"]]
         for i in n["inputs"]:
@@ -351,6 +359,10 @@ def svg_graph(nodes: list[dict]) -> str:
     for n in nodes:
         x, y = pos[n["index"]]
         fused = n["fused"]
+        if overview:
+            parts.append(f'<rect x="{x}" y="{y}" width="{bw}" height="{bh}" rx="5" fill="{_colour(n["backend"])}" '
+                         f'class="{"node fused" if fused else "node"}"/>')
+            continue
         title = f'{n["index"]}: {n["name"]} ({n["op"]}{" " + fused if fused else ""}) -> {n["dtype"]}{n["shape"]}'
         parts.append(f'<g><title>{_esc(title)}</title>'
                      f'<rect x="{x}" y="{y}" width="{bw}" height="{bh}" rx="5" fill="{_colour(n["backend"])}" '
@@ -359,6 +371,11 @@ def svg_graph(nodes: list[dict]) -> str:
                      f'<text x="{x + 6}" y="{y + 31}" class="shape">{_esc(_short(_shape(n["shape"]), 22))}</text></g>')
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _graph_wide(nodes: list[dict]) -> bool:
+    """True when the detailed graph is much wider than the page."""
+    return 1 + max((n["layer"] for n in nodes), default=0) > 12
 
 
 def _short(s: str, n: int) -> str:
@@ -446,6 +463,8 @@ h2{font-size:17px;border-bottom:1px solid #ddd;padding-bottom:4px;margin:0 0 10p
 .cards{display:flex;flex-wrap:wrap;gap:12px;margin-top:16px}
 .card{border:1px solid #e2e6ea;border-radius:6px;padding:8px 14px;min-width:130px;background:#f8fafc}
 .card .v{font-size:18px;font-weight:600}.card .k{font-size:12px;color:#667}
+.overview{border:1px solid #eee;border-radius:6px;padding:4px;margin-bottom:8px}
+svg.overview{display:block}svg.overview .edge,svg.overview .node{vector-effect:non-scaling-stroke}svg.overview .node.fused{stroke-width:1.5}
 .scroll{overflow-x:auto;border:1px solid #eee;border-radius:6px;padding:4px}
 svg.graph .edge{fill:none;stroke:#9aa5b1;stroke-width:1.2}
 svg.graph .node{stroke:#1f2d3d;stroke-width:.6}
@@ -495,7 +514,11 @@ def render(data: dict) -> str:
                'fused (activation folded in, or a pattern merged into one op)</span>')
     h.append(f'<section id="graph"><h2>Graph</h2><div class="note">Nodes in topological layers (left to right), '
              f'coloured by backend; hover a node for its name.</div><div class="legend">{legend}</div>'
-             f'<div class="scroll">{svg_graph(nodes)}</div></section>')
+             + (f'<div class="note">The whole graph ({len(nodes)} nodes, '
+                f'{1 + max((n["layer"] for n in nodes), default=0)} layers):</div>'
+                f'<div class="overview">{svg_graph(nodes, overview=True)}</div>'
+                '<div class="note">In detail (scroll sideways):</div>' if _graph_wide(nodes) else "")
+             + f'<div class="scroll">{svg_graph(nodes)}</div></section>')
 
     # timeline
     h.append('<section id="arena"><h2>Arena timeline</h2><div class="note">Each rectangle is one planned buffer: '
