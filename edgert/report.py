@@ -374,8 +374,8 @@ def svg_graph(nodes: list[dict], overview: bool = False) -> str:
 
 
 def _graph_wide(nodes: list[dict]) -> bool:
-    """True when the detailed graph is much wider than the page."""
-    return 1 + max((n["layer"] for n in nodes), default=0) > 12
+    """True when the detailed graph is wider than the page (about 1340 px: 7 layers)."""
+    return 1 + max((n["layer"] for n in nodes), default=0) > 7
 
 
 def _short(s: str, n: int) -> str:
