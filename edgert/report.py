@@ -17,7 +17,6 @@ import numpy as np
 
 from . import format as fmt
 from .errors import EdgertError
-from .progress import Progress
 
 # Ops that stand for several ONNX nodes merged by the converter's fusion passes.
 FUSED_OPS = {"gelu", "silu", "hard_swish", "layer_norm", "lut", "spmm"}
@@ -262,15 +261,10 @@ def collect(model: str, reference: str | None = None, calibration: Any = None, t
         "timeline": arena_timeline(info),
         "composition": composition(info),
     }
-    bar = Progress("report", 2 + bool(target) + bool(reference and calibration is not None), progress)
     data["profile"] = profile_rows(model, runs=runs)
-    bar.update(1)
-    data["sqnr"] = sqnr_data(model, info, reference, calibration)
-    bar.update(2)
+    data["sqnr"] = sqnr_data(model, info, reference, calibration, progress)
     if target:
         data["target"] = target_counts(model, target, progress)
-        bar.update(3)
-    bar.update(bar.total)
     return data
 
 
@@ -279,7 +273,8 @@ def _tinfo(info: dict, i: int) -> dict:
     return {"name": t["name"], "dtype": t["dtype"], "shape": t["shape"]}
 
 
-def sqnr_data(model: str, info: dict, reference: str | None, calibration: Any) -> dict:
+def sqnr_data(model: str, info: dict, reference: str | None, calibration: Any,
+              progress: bool | None = None) -> dict:
     """Per-layer SQNR; filled in by edgert.report_sqnr when the reference and samples
     are given (see there), else only what the file's metadata recorded."""
     meta = info.get("metadata") or {}
@@ -291,7 +286,7 @@ def sqnr_data(model: str, info: dict, reference: str | None, calibration: Any) -
         return out
     from .report_sqnr import per_layer
 
-    out.update(per_layer(model, info, reference, calibration))
+    out.update(per_layer(model, info, reference, calibration, progress=progress))
     return out
 
 

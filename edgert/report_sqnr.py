@@ -71,7 +71,8 @@ def _ort_session(reference: str, names: list[str]):
     return sess, [o.name for o in sess.get_outputs()]
 
 
-def per_layer(model: str, info: dict, reference: str, calibration: Any, samples: int = SAMPLES) -> dict:
+def per_layer(model: str, info: dict, reference: str, calibration: Any, samples: int = SAMPLES,
+              progress: bool | None = None) -> dict:
     from .converter import build_graph
     from .quant.calibrate import batches, exposed_session, float_tensors, load_calibration
     from .runtime import Session
@@ -112,7 +113,7 @@ def per_layer(model: str, info: dict, reference: str, calibration: Any, samples:
                 out_acc.add(fname, ov[name], arr)
     fsess.close()
 
-    file_vs_ort = _file_layers(model, info, feeds, osess, onames, ort_inputs)
+    file_vs_ort = _file_layers(model, info, feeds, osess, onames, ort_inputs, progress)
 
     int8_vs_fp32: dict[str, float] = {}
     if int8:
@@ -181,8 +182,10 @@ def _dequant(info: dict, raw: bytes, t: dict):
     return scale, zp
 
 
-def _file_layers(model: str, info: dict, feeds: list, osess, onames: list[str], ort_inputs: set) -> dict[str, float]:
+def _file_layers(model: str, info: dict, feeds: list, osess, onames: list[str], ort_inputs: set,
+                 progress: bool | None = None) -> dict[str, float]:
     """SQNR of every layer output of the file whose name onnxruntime also computes."""
+    from .progress import Progress
     from .runtime import Session
     from .subgraph import prefix
 
@@ -191,7 +194,9 @@ def _file_layers(model: str, info: dict, feeds: list, osess, onames: list[str], 
     ort_vals = [dict(zip(onames, osess.run(None, {k: v for k, v in feed.items() if k in ort_inputs})))
                 for feed in feeds]
     acc = _Acc()
+    bar = Progress("error per layer", len(info["nodes"]), progress)
     for k, node in enumerate(info["nodes"]):
+        bar.update(k + 1)
         if not node["outputs"]:
             continue
         t = info["tensors"][node["outputs"][0]]
@@ -209,4 +214,5 @@ def _file_layers(model: str, info: dict, feeds: list, osess, onames: list[str], 
                 got = (got - q[1]) * q[0]
             acc.add(t["name"], ov[t["name"]], got)
         sess.close()
+    bar.close()
     return acc.result()
