@@ -59,8 +59,6 @@ def node_macs(info: dict, node: dict) -> int | None:
         if op.startswith("gemm") and node["params"].size and node["params"][0]:  # trans_a
             k = ins[0]["shape"][0]
         return out * int(k)
-    if op == "spmm" and len(ins) > 1 and ins[1] is not None:
-        return None
     return None
 
 
@@ -358,11 +356,12 @@ def svg_graph(nodes: list[dict], overview: bool = False) -> str:
             parts.append(f'<rect x="{x}" y="{y}" width="{bw}" height="{bh}" rx="5" fill="{_colour(n["backend"])}" '
                          f'class="{"node fused" if fused else "node"}"/>')
             continue
+        label = n["op"] + (" " + fused if fused else "")
         title = f'{n["index"]}: {n["name"]} ({n["op"]}{" " + fused if fused else ""}) -> {n["dtype"]}{n["shape"]}'
         parts.append(f'<g><title>{_esc(title)}</title>'
                      f'<rect x="{x}" y="{y}" width="{bw}" height="{bh}" rx="5" fill="{_colour(n["backend"])}" '
                      f'class="{"node fused" if fused else "node"}"/>'
-                     f'<text x="{x + 6}" y="{y + 16}" class="op">{_esc(_short(n["op"] + (" " + fused if fused else ""), 21))}</text>'
+                     f'<text x="{x + 6}" y="{y + 16}" class="op">{_esc(_short(label, 21))}</text>'
                      f'<text x="{x + 6}" y="{y + 31}" class="shape">{_esc(_short(_shape(n["shape"]), 22))}</text></g>')
     parts.append("</svg>")
     return "".join(parts)
@@ -459,7 +458,8 @@ h2{font-size:17px;border-bottom:1px solid #ddd;padding-bottom:4px;margin:0 0 10p
 .card{border:1px solid #e2e6ea;border-radius:6px;padding:8px 14px;min-width:130px;background:#f8fafc}
 .card .v{font-size:18px;font-weight:600}.card .k{font-size:12px;color:#667}
 .overview{border:1px solid #eee;border-radius:6px;padding:4px;margin-bottom:8px}
-svg.overview{display:block}svg.overview .edge,svg.overview .node{vector-effect:non-scaling-stroke}svg.overview .node.fused{stroke-width:1.5}
+svg.overview{display:block}svg.overview .node.fused{stroke-width:1.5}
+svg.overview .edge,svg.overview .node{vector-effect:non-scaling-stroke}
 .scroll{overflow-x:auto;border:1px solid #eee;border-radius:6px;padding:4px}
 svg.graph .edge{fill:none;stroke:#9aa5b1;stroke-width:1.2}
 svg.graph .node{stroke:#1f2d3d;stroke-width:.6}

@@ -149,9 +149,9 @@ def per_layer(model: str, info: dict, reference: str, calibration: Any, samples:
             if t not in seen and any(r[c["key"]] is not None for c in columns):
                 rows.append(r)
     matched = sum(1 for r in rows if r["file_vs_ort"] is not None)
-    note = (f"{len(feeds)} samples of the calibration data; ort = onnxruntime on the reference. File vs ort: each layer's output read "
-            f"from the file itself (the prefix of the graph ending at that layer, run by the runtime; int8 "
-            f"values dequantized) against onnxruntime's tensor of the same name in the reference "
+    note = (f"{len(feeds)} samples of the calibration data; ort = onnxruntime on the reference. "
+            f"File vs ort: each layer's output read from the file itself (the prefix of the graph ending at "
+            f"that layer, run by the runtime; int8 values dequantized) against onnxruntime's tensor of the same name in the reference "
             f"({matched} of {len(info['nodes'])} layers matched; a fused layer carries the name of its last "
             f"ONNX output). fp32 vs ort: the reference imported and optimized as by the "
             f"converter, run in fp32 by edgert")
