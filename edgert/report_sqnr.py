@@ -152,8 +152,8 @@ def per_layer(model: str, info: dict, reference: str, calibration: Any, samples:
     note = (f"{len(feeds)} samples of the calibration data; ort = onnxruntime on the reference. "
             f"File vs ort: each layer's output read from the file itself (the prefix of the graph ending at "
             f"that layer, run by the runtime; int8 values dequantized) against onnxruntime's tensor of the "
-            f"same name in the reference ({matched} of {len(info['nodes'])} layers matched; a fused layer carries the name of its last "
-            f"ONNX output). fp32 vs ort: the reference imported and optimized as by the "
+            f"same name in the reference ({matched} of {len(info['nodes'])} layers matched; a fused layer "
+            f"carries the name of its last ONNX output). fp32 vs ort: the reference imported and optimized as by the "
             f"converter, run in fp32 by edgert")
     if int8:
         note += ("; int8 vs fp32: the converter's quantization report, recomputed by quantizing the reference "
