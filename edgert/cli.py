@@ -143,7 +143,7 @@ def convert(model, output, input_shapes, input_values, no_optimize, sparse, prun
                     prune=prune, prune_method=prune_method, prune_scope=prune_scope, prune_exclude=prune_exclude,
                     calibration=calibration, report=report, quantize=quantize,
                     calibration_method=calibration_method, keep_fp32=keep_fp32, sqnr_target=sqnr_target,
-                    progress=True)
+                    progress=None)
     if report and prune:
         _print_prune_report(report)
     from . import format as fmt
@@ -303,12 +303,47 @@ def verify(onnx_model, edgert_file, inputs, input_values) -> None:
 @click.option("--runs", default=20, show_default=True, type=click.IntRange(1, 100000))
 @click.option("--warmup", default=3, show_default=True, type=click.IntRange(0, 1000))
 @click.option("--json", "as_json", is_flag=True)
-def bench(model, threads, runs, warmup, as_json) -> None:
+@click.option("--profile", is_flag=True, help="Time every node (median over the runs) and print a per-node table.")
+@click.option("--target", default=None, help="With --profile: also count instructions per node on this board "
+              "under QEMU (docs/report.md).")
+def bench(model, threads, runs, warmup, as_json, profile, target) -> None:
     """Measure inference latency of an .edgert model on random inputs."""
     from .runtime import Session
 
     sess = Session(model, threads=threads)
     feeds = example_inputs(sess)
+    if profile:
+        from .report import profile_rows
+
+        rows = profile_rows(model, sess, feeds, runs, warmup)
+        counts = None
+        if target:
+            from .report_qemu import count
+
+            counts = count(model, target)
+            for r in rows:
+                r["instructions"] = counts["per_node"].get(r["name"])
+        if as_json:
+            doc = {"model": model, "threads": threads, "runs": runs, "nodes": rows}
+            if counts:
+                doc.update(target=target, instructions_per_inference=counts["instructions_per_inference"])
+            click.echo(json.dumps(doc, indent=2))
+            return
+        w = max([len(r["name"]) for r in rows] + [4])
+        extra = f" {'instructions':>13s}" if counts else ""
+        click.echo(f"{'node':{w}s}  {'op':18s} {'output shape':20s} {'ms':>9s} {'%':>6s} {'MACs':>12s} "
+                   f"{'out bytes':>10s}{extra}")
+        for r in rows:
+            extra = f" {r['instructions']:>13,}" if counts else ""
+            click.echo(f"{r['name']:{w}s}  {r['op']:18s} {str(r['output_shape']):20s} {r['median_ms']:9.4f} "
+                       f"{r['percent']:6.2f} {'-' if r['macs'] is None else format(r['macs'], ','):>12} "
+                       f"{r['output_bytes']:>10,}{extra}")
+        total = sum(r["median_ms"] for r in rows)
+        click.echo(f"total {total:.4f} ms (sum of per-node medians over {runs} runs, {threads} thread(s))")
+        if counts:
+            click.echo(f"{counts['instructions_per_inference']:,} instructions per inference on {target} "
+                       f"({counts['cpu']}, QEMU)")
+        return
     for _ in range(warmup):
         sess.run(None, feeds)
     times = []
@@ -324,6 +359,27 @@ def bench(model, threads, runs, warmup, as_json) -> None:
     else:
         click.echo(f"{model}: median {res['median_ms']:.3f} ms, min {res['min_ms']:.3f} ms over {runs} runs, "
                    f"{threads} thread(s)")
+
+
+@main.command()
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Output .html file.")
+@click.option("--reference", default=None, type=click.Path(dir_okay=False), metavar="MODEL.onnx",
+              help="The ONNX model the file was converted from: per-layer error against it.")
+@click.option("--calibration", default=None, type=click.Path(), metavar="DATA",
+              help="Sample inputs (.npz or folder of .npz) for the per-layer error.")
+@click.option("--target", default=None, help="Board (targets/): count instructions under QEMU.")
+@click.option("--runs", default=20, show_default=True, type=click.IntRange(1, 100000),
+              help="Profiled runs on the host (the median is shown).")
+def report(model, output, reference, calibration, target, runs) -> None:
+    """Write one self-contained HTML page describing MODEL: graph, arena timeline, time
+    per node, error per layer and file composition."""
+    from .report import write
+
+    if calibration is not None and reference is None:
+        raise click.UsageError("--calibration needs --reference (the ONNX model to compare with)")
+    write(model, output, reference, calibration, target, runs)
+    click.echo(f"wrote {output}: {os.path.getsize(output):,} bytes")
 
 
 @main.command()

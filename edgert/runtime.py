@@ -104,6 +104,27 @@ class TensorInfo:
         return f"tensor({names.get(self.dtype.name, self.dtype.name)})"
 
 
+@dataclasses.dataclass(frozen=True)
+class NodeInfo:
+    index: int
+    name: str
+    op: str
+    num_inputs: int
+    num_outputs: int
+    scratch_bytes: int
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeProfile:
+    index: int
+    name: str
+    op: str
+    median_ms: float
+    min_ms: float
+    mean_ms: float
+    percent: float
+
+
 class Session:
     """Runs an .edgert model. `model` is a path or the file's bytes (copied once into an
     aligned buffer that the model uses in place). `threads` >= 1 worker threads."""
@@ -182,16 +203,7 @@ class Session:
             if bad:
                 raise InputError(f"unknown output name(s) {bad}; the model's outputs are {[t.name for t in self._outputs]}")
             wanted = [self._out_index[n] for n in output_names]
-        for k, info in enumerate(self._inputs):
-            arr = feeds[info.name]
-            if not isinstance(arr, np.ndarray):
-                arr = np.asarray(arr)
-            if arr.dtype != info.dtype:
-                raise InputError(f"input {info.name!r}: dtype {arr.dtype}, expected {info.dtype}")
-            if list(arr.shape) != info.shape:
-                raise InputError(f"input {info.name!r}: shape {list(arr.shape)}, expected {info.shape}")
-            arr = np.require(arr, requirements="C")
-            _check(lib.edgert_session_set_input(self._session, k, ffi.from_buffer(arr), arr.nbytes), "")
+        self._set_inputs(feeds)
         status = lib.edgert_session_run(self._session)
         if status != 0:
             _check(status, ffi.string(lib.edgert_session_last_error(self._session)).decode(errors="replace"))
@@ -202,6 +214,57 @@ class Session:
             buf = ffi.buffer(ptr, info.nbytes)
             results.append(np.frombuffer(buf, info.dtype).reshape(info.shape).copy())
         return results
+
+    def _set_inputs(self, feeds: dict[str, Any]) -> None:
+        ffi, lib = self._ffi, self._lib
+        for k, info in enumerate(self._inputs):
+            arr = feeds[info.name]
+            if not isinstance(arr, np.ndarray):
+                arr = np.asarray(arr)
+            if arr.dtype != info.dtype:
+                raise InputError(f"input {info.name!r}: dtype {arr.dtype}, expected {info.dtype}")
+            if list(arr.shape) != info.shape:
+                raise InputError(f"input {info.name!r}: shape {list(arr.shape)}, expected {info.shape}")
+            arr = np.require(arr, requirements="C")
+            _check(lib.edgert_session_set_input(self._session, k, ffi.from_buffer(arr), arr.nbytes), "")
+
+    def nodes(self) -> list[NodeInfo]:
+        """Every node in execution order (edgert_model_node_info)."""
+        ffi, lib = self._ffi, self._lib
+        out = []
+        info = ffi.new("edgert_node_info *")
+        for k in range(int(lib.edgert_model_num_nodes(self._model))):
+            _check(lib.edgert_model_node_info(self._model, k, info), "")
+            out.append(NodeInfo(k, ffi.string(info.name).decode(errors="replace"), ffi.string(info.op).decode(),
+                                int(info.num_inputs), int(info.num_outputs), int(info.scratch_bytes)))
+        return out
+
+    def profile(self, feeds: dict[str, Any], runs: int = 10, warmup: int = 1) -> list[NodeProfile]:
+        """Times every node over `runs` profiled runs (edgert_session_run_profiled) after
+        `warmup` plain ones (at least one); returns one record per node in execution order, with the
+        median, minimum and mean milliseconds over the runs and the median's share of
+        the sum of medians."""
+        if runs < 1:
+            raise InputError(f"runs must be >= 1, got {runs}")
+        ffi, lib = self._ffi, self._lib
+        for _ in range(max(warmup, 1)):  # the first run also checks the feeds
+            self.run(None, feeds)
+        self._set_inputs(feeds)
+        nodes = self.nodes()
+        times = np.zeros((runs, len(nodes)), np.uint64)
+        buf = ffi.new("uint64_t[]", max(len(nodes), 1))
+        for r in range(runs):
+            if r:
+                self._set_inputs(feeds)
+            status = lib.edgert_session_run_profiled(self._session, buf, len(nodes))
+            if status != 0:
+                _check(status, ffi.string(lib.edgert_session_last_error(self._session)).decode(errors="replace"))
+            times[r] = np.frombuffer(ffi.buffer(buf, 8 * len(nodes)), np.uint64)
+        ms = times.astype(np.float64) / 1e6
+        med = np.median(ms, axis=0)
+        total = float(med.sum()) or 1.0
+        return [NodeProfile(n.index, n.name, n.op, float(med[k]), float(ms[:, k].min()), float(ms[:, k].mean()),
+                            100.0 * float(med[k]) / total) for k, n in enumerate(nodes)]
 
     def close(self) -> None:
         if getattr(self, "_session", None):

@@ -137,6 +137,20 @@ edgert_status edgert_model_output_info(const edgert_model *model, size_t index,
 size_t edgert_model_arena_bytes(const edgert_model *model);
 size_t edgert_model_num_nodes(const edgert_model *model);
 
+/* Description of node `index` (execution order). `name` and `op` point into the model
+ * and live as long as it; `op` is the op's name as in docs/ops.md ("conv2d"). */
+typedef struct edgert_node_info {
+  const char *name;
+  const char *op;
+  uint32_t num_inputs;              /* including absent optional inputs */
+  uint32_t num_outputs;
+  size_t scratch_bytes;             /* arena scratch the node uses while it runs */
+} edgert_node_info;
+
+/* Fills *info; EDGERT_ERR_INVALID_ARGUMENT when index is out of range. */
+edgert_status edgert_model_node_info(const edgert_model *model, size_t index,
+                                     edgert_node_info *info);
+
 typedef struct edgert_session_options {
   void *arena;          /* caller's arena or NULL to allocate one at creation */
   size_t arena_bytes;   /* size of `arena` when given */
@@ -163,6 +177,15 @@ void *edgert_session_input_data(edgert_session *session, size_t index);
 /* Runs the graph. Performs no allocation. Inputs must have been set since the
  * previous run (the arena space of an input may be reused by later tensors). */
 edgert_status edgert_session_run(edgert_session *session);
+
+/* Runs the graph like edgert_session_run and writes the time node i took, in
+ * nanoseconds of the monotonic clock, to node_ns[i]. `count` must equal
+ * edgert_model_num_nodes (else EDGERT_ERR_INVALID_ARGUMENT and nothing runs); node_ns
+ * is caller-owned. Performs no allocation; the clock is read once before the first node
+ * and once after each node, so the times add up to the whole run. Outputs are the same
+ * as after edgert_session_run. */
+edgert_status edgert_session_run_profiled(edgert_session *session, uint64_t *node_ns,
+                                          size_t count);
 
 /* Output `index` after a run; valid until the next run or destroy. NULL when out of
  * range. */

@@ -801,3 +801,16 @@ edgert_status edgert_model_output_info(const edgert_model *model, size_t index,
   fill_info(&model->tensors[model->outputs[index]], info);
   return EDGERT_OK;
 }
+
+edgert_status edgert_model_node_info(const edgert_model *model, size_t index, edgert_node_info *info) {
+  if (model == NULL || info == NULL || index >= model->n_nodes) return EDGERT_ERR_INVALID_ARGUMENT;
+  const ert_node *n = &model->nodes[index];
+  const ert_op_impl *impl = ert_op_lookup((uint32_t)n->op);
+  memset(info, 0, sizeof *info);
+  info->name = n->name;
+  info->op = impl != NULL ? impl->name : "?";
+  info->num_inputs = n->n_in;
+  info->num_outputs = n->n_out;
+  info->scratch_bytes = n->scratch_bytes;
+  return EDGERT_OK;
+}

@@ -270,6 +270,24 @@ edgert_status edgert_session_run(edgert_session *s) {
   return EDGERT_OK;
 }
 
+edgert_status edgert_session_run_profiled(edgert_session *s, uint64_t *node_ns, size_t count) {
+  if (s == NULL) return EDGERT_ERR_INVALID_ARGUMENT;
+  const edgert_model *m = s->model;
+  if (count != m->n_nodes || (node_ns == NULL && count > 0)) {
+    snprintf(s->error, sizeof s->error, "profile needs %u node times, got %zu%s", (unsigned)m->n_nodes,
+             count, node_ns == NULL ? " (NULL)" : "");
+    return EDGERT_ERR_INVALID_ARGUMENT;
+  }
+  uint64_t t = ert_clock_ns();
+  for (uint32_t i = 0; i < m->n_nodes; i++) {
+    m->evals[i](&s->nodes[i], &s->exec);
+    uint64_t now = ert_clock_ns();
+    node_ns[i] = now - t;
+    t = now;
+  }
+  return EDGERT_OK;
+}
+
 const void *edgert_session_output_data(edgert_session *s, size_t index) {
   if (s == NULL || index >= s->model->n_outputs) return NULL;
   return s->tensors[s->model->outputs[index]].data;

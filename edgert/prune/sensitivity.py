@@ -12,6 +12,7 @@ import copy
 from typing import Callable
 
 from ..ir import Graph
+from ..progress import Progress
 
 CANDIDATES = (0.0, 0.25, 0.5, 0.625, 0.75, 0.875, 0.95)
 CHANNEL_CANDIDATES = (0.0, 0.125, 0.25, 0.375, 0.5, 0.625)
@@ -19,17 +20,19 @@ CHANNEL_CANDIDATES = (0.0, 0.125, 0.25, 0.375, 0.5, 0.625)
 
 def measure(g: Graph, layers: list[str], candidates: tuple[float, ...],
             prune: Callable[[Graph, dict[str, float]], object],
-            error: Callable[[Graph], float]) -> dict[str, dict[float, float]]:
-    """{layer: {fraction: output error with only that layer pruned}}."""
+            error: Callable[[Graph], float], progress: bool | None = None) -> dict[str, dict[float, float]]:
+    """{layer: {fraction: output error with only that layer pruned}}. progress: a bar on
+    stderr (default: when it is a terminal)."""
     table: dict[str, dict[float, float]] = {}
-    for name in layers:
-        table[name] = {0.0: 0.0}
-        for f in candidates:
-            if f <= 0:
-                continue
-            trial = copy.deepcopy(g)
-            prune(trial, {name: f})
-            table[name][f] = error(trial)
+    fractions = [f for f in candidates if f > 0]
+    with Progress("pruning sensitivity", len(layers) * len(fractions), progress) as bar:
+        for name in layers:
+            table[name] = {0.0: 0.0}
+            for f in fractions:
+                trial = copy.deepcopy(g)
+                prune(trial, {name: f})
+                table[name][f] = error(trial)
+                bar.step()
     return table
 
 
@@ -60,7 +63,7 @@ def choose(table: dict[str, dict[float, float]], units: dict[str, int], target: 
 
 def choose_joint(g: Graph, layers: list[str], candidates: tuple[float, ...], units: dict[str, int], target: float,
                  step: Callable[[Graph, str, float, float], object],
-                 error: Callable[[Graph], float]) -> dict[str, float]:
+                 error: Callable[[Graph], float], progress: bool | None = None) -> dict[str, float]:
     """Greedy on the jointly pruned model: at each step every layer's next fraction is
     tried on top of the fractions already chosen, and the one adding the least measured
     error per removed unit is kept, until the removed units reach target * total.
@@ -70,6 +73,7 @@ def choose_joint(g: Graph, layers: list[str], candidates: tuple[float, ...], uni
     level = {name: 0.0 for name in layers}
     need = target * sum(units[n] for n in layers)
     removed, current, base_err = 0.0, copy.deepcopy(g), 0.0
+    bar = Progress("pruning (joint search, % of target)", 100, progress)
     while removed < need - 1e-9:
         best = None
         for name in layers:
@@ -88,4 +92,6 @@ def choose_joint(g: Graph, layers: list[str], candidates: tuple[float, ...], uni
         _, name, f, gain, current, base_err = best
         level[name] = f
         removed += gain
+        bar.update(int(100 * min(removed / need, 1.0)) if need > 0 else 100)
+    bar.close()
     return {n: f for n, f in level.items() if f > 0}

@@ -9,14 +9,13 @@ model-sized batch at a time.
 from __future__ import annotations
 
 import os
-import sys
-import time
 from typing import Any
 
 import numpy as np
 
 from ..errors import ConversionError
 from ..ir import Graph
+from ..progress import Progress  # noqa: F401  (re-exported: callers import it from here)
 from .observers import Observer
 
 
@@ -82,31 +81,6 @@ def exposed_session(g: Graph, names: list[str]):
     h.outputs = list(dict.fromkeys(list(g.outputs) + [n for n in names if n not in g.inputs]))
     h.metadata = {}
     return Session(serialize(h)), h.outputs
-
-
-class Progress:
-    """A plain progress bar on stderr ("calibrating [####......] 120/256")."""
-
-    def __init__(self, label: str, total: int, enabled: bool | None = None):
-        self.label, self.total = label, max(total, 1)
-        self.enabled = sys.stderr.isatty() if enabled is None else enabled
-        self.t0 = time.perf_counter()
-        self.last = -1.0
-
-    def update(self, done: int) -> None:
-        if not self.enabled:
-            return
-        now = time.perf_counter()
-        if done < self.total and now - self.last < 0.1:
-            return
-        self.last = now
-        width = 30
-        fill = int(width * done / self.total)
-        sys.stderr.write(f"\r{self.label} [{'#' * fill}{'.' * (width - fill)}] {done}/{self.total} "
-                         f"{now - self.t0:.1f}s")
-        if done >= self.total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
 
 
 def float_tensors(g: Graph) -> list[str]:
