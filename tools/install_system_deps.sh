@@ -3,6 +3,7 @@
 # - clang and its sanitizer runtimes: the loader fuzzer and the sanitizer builds;
 # - Debian's cross toolchains and QEMU user-mode emulation: the board builds and the ARM
 #   suite (tests/test_arm.py), which CI requires (EDGERT_REQUIRE_ARM=1);
+# - chromium renders `edgert report` pages in the report test (tests/test_report.py);
 # - the fonts render the labelled text images of tools/evaldata.py (int8 accuracy sets):
 #   DejaVu for Latin text, WenQuanYi Micro Hei (about 5 MB installed) for Chinese.
 set -euo pipefail
@@ -11,7 +12,7 @@ command -v clang >/dev/null || need+=(clang)
 command -v make >/dev/null || need+=(make)
 for pkg in libclang-rt-14-dev fonts-dejavu-core fonts-wqy-microhei \
            gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu libc6-dev-arm64-cross \
-           gcc-arm-linux-gnueabihf binutils-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user; do
+           gcc-arm-linux-gnueabihf binutils-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user chromium; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

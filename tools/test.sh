@@ -39,4 +39,8 @@ echo "== fuzzing the C loader (${EDGERT_FUZZ_SECONDS:-60} s)"
 PYTHON=$VPY bash tools/fuzz.sh "${EDGERT_FUZZ_SECONDS:-60}"
 
 echo "== tests (against $(cd build && ../$VPY -c 'import edgert, os; print(os.path.dirname(edgert.__file__))'))"
-EDGERT_TEST_INSTALLED=1 EDGERT_REQUIRE_MODELS=1 EDGERT_REQUIRE_ARM=1 $VPY -m pytest -q -p no:cacheprovider tests "$@"
+# The QEMU instruction-count plugin's source sits in shared/ beside the checkout.
+if [ -z "${EDGERT_ICOUNT_DIR:-}" ] && [ -f ../shared/tools/qemu-icount/icount.c ]; then
+  export EDGERT_ICOUNT_DIR=$(cd ../shared/tools/qemu-icount && pwd)
+fi
+EDGERT_TEST_INSTALLED=1 EDGERT_REQUIRE_MODELS=1 EDGERT_REQUIRE_ARM=1 EDGERT_REQUIRE_BROWSER=1 $VPY -m pytest -q -p no:cacheprovider tests "$@"
