@@ -23,7 +23,7 @@ from edgert.runtime import Session
 
 DATA = pathlib.Path(edgert.__file__).parent / "data"
 DIGITS = DATA / "digits_cnn.onnx"
-DIGITS_SPARSE = DATA / "digits_sparse90.onnx"
+DIGITS_SPARSE = pathlib.Path(__file__).resolve().parent / "data" / "digits_sparse90.onnx"  # a test model
 CALIB = DATA / "digits_calib.npz"
 NODE_BLUE = (0x4C, 0x78, 0xA8)  # report.BACKEND_COLOURS["edgert"]
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import venv
@@ -102,6 +103,8 @@ def _wheel_file(tmp_path: pathlib.Path) -> pathlib.Path:
     if given:
         return pathlib.Path(given)
     out = tmp_path / "dist"
+    # setuptools stages the wheel in build/lib: start it afresh so nothing stale gets in.
+    shutil.rmtree(CHECKOUT / "build" / "lib", ignore_errors=True)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(CHECKOUT)],
                    check=True, capture_output=True, timeout=600)
     return next(out.glob("edgert-*.whl"))
