@@ -104,7 +104,8 @@ def _wheel_file(tmp_path: pathlib.Path) -> pathlib.Path:
         return pathlib.Path(given)
     out = tmp_path / "dist"
     # setuptools stages the wheel in build/lib: start it afresh so nothing stale gets in.
-    shutil.rmtree(CHECKOUT / "build" / "lib", ignore_errors=True)
+    for staged in (CHECKOUT / "build").glob("lib*"):
+        shutil.rmtree(staged, ignore_errors=True)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(CHECKOUT)],
                    check=True, capture_output=True, timeout=600)
     return next(out.glob("edgert-*.whl"))

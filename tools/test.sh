@@ -15,7 +15,7 @@ bash tools/install_system_deps.sh
 
 echo "== the wheel"
 # setuptools stages the wheel in build/lib: start it afresh so nothing stale gets in.
-rm -rf build/dist build/lib build/bdist.*
+rm -rf build/dist build/lib build/lib.* build/bdist.*
 SECONDS=0
 $PY -m pip wheel "${PIP_FLAGS[@]}" --no-deps -w build/dist .
 wheel=$(ls build/dist/edgert-*.whl)
