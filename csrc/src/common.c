@@ -26,13 +26,15 @@ const char *edgert_status_str(edgert_status status) {
     case EDGERT_ERR_ARENA_TOO_SMALL: return "arena too small";
     case EDGERT_ERR_THREADS: return "cannot start threads";
     case EDGERT_ERR_INVALID_ARGUMENT: return "invalid argument";
+    case EDGERT_ERR_INDEX: return "index out of range";
+    case EDGERT_ERR_BUSY: return "session busy (used by another thread)";
   }
   return "unknown status";
 }
 
 const char *edgert_version(void) { return "0.1.0"; }
 
-uint32_t edgert_format_version(void) { return (1u << 16) | 0u; }
+uint32_t edgert_format_version(void) { return (1u << 16) | 1u; }
 
 edgert_status ert_fail(ert_err *err, edgert_status status, const char *fmt, ...) {
   if (err != NULL && err->msg != NULL && err->size > 0) {

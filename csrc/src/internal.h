@@ -15,8 +15,12 @@
  * On failure it calls ert_fail(err, ...) and returns its status. It may fill
  * node->opdata (ERT_OPDATA_WORDS words) with values derived once for eval.
  *
- * eval runs the op on a session's tensors. It trusts prepare: no checks, no
- * allocation, no I/O. It may use node->scratch (scratch_bytes, 64-aligned), which
+ * eval runs the op on a session's tensors. It trusts prepare: no checks of what
+ * prepare checked, no allocation, no I/O. The one exception is data that eval uses
+ * as an index (gather-like ops): eval checks every such value before it reads or
+ * writes through it, and on a bad one calls ert_run_fail(ex, ...) with a message
+ * naming the node, writes nothing out of bounds and returns; the session then stops
+ * the run after this node and returns that status. It may use node->scratch (scratch_bytes, 64-aligned), which
  * the plan gives to this node alone while it runs. Inputs and outputs never alias,
  * except for ops the converter marks in-place (documented per op), where the
  * output may be the first input.
@@ -88,6 +92,15 @@ typedef void (*ert_task_fn)(void *arg, size_t begin, size_t end);
 /* Runs fn over [0, n) split into contiguous chunks across the session's threads
  * (the calling thread takes part); returns when all chunks are done. */
 void ert_parallel_for(ert_exec *ex, size_t n, ert_task_fn fn, void *arg);
+
+/* Reports bad run-time data from eval (see the kernel contract): the first call of a
+ * run keeps its status and message (the session's last_error). Safe from worker
+ * tasks; a no-op when ex is NULL. */
+void ert_run_fail(ert_exec *ex, edgert_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
 
 typedef struct ert_op_impl {
   uint32_t code;
