@@ -228,3 +228,19 @@ def test_caller_arena_too_small(digits):
     assert lib.edgert_session_run(sp[0]) == 0
     lib.edgert_session_destroy(sp[0])
     lib.edgert_model_free(mp[0])
+
+
+def test_c_session_test_program(digits, tmp_path):
+    """csrc/tests/session_test.c: 4 C threads on one session, run_io mixed with bare run
+    and set_input calls: every status is OK or BUSY, every OK result exact."""
+    import pathlib
+    import subprocess
+
+    root = pathlib.Path(__file__).resolve().parent.parent
+    subprocess.run(["make", "-s", "-C", str(root / "csrc"), "session-test"], check=True)
+    model = tmp_path / "digits.edgert"
+    model.write_bytes(digits)
+    r = subprocess.run([str(root / "build" / "host" / "bin" / "session_test"), str(model), "4", "64"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert " 0 wrong, 0 other" in r.stdout, r.stdout
