@@ -27,7 +27,7 @@ const char *edgert_status_str(edgert_status status) {
     case EDGERT_ERR_THREADS: return "cannot start threads";
     case EDGERT_ERR_INVALID_ARGUMENT: return "invalid argument";
     case EDGERT_ERR_INDEX: return "index out of range";
-    case EDGERT_ERR_BUSY: return "session busy (used by another thread)";
+    case EDGERT_ERR_BUSY: return "session busy";
   }
   return "unknown status";
 }

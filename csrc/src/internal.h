@@ -94,8 +94,9 @@ typedef void (*ert_task_fn)(void *arg, size_t begin, size_t end);
 void ert_parallel_for(ert_exec *ex, size_t n, ert_task_fn fn, void *arg);
 
 /* Reports bad run-time data from eval (see the kernel contract): the first call of a
- * run keeps its status and message (the session's last_error). Safe from worker
- * tasks; a no-op when ex is NULL. */
+ * run keeps its status and message (the session's last_error). Called by eval itself,
+ * on the session's calling thread (check before ert_parallel_for, not inside tasks);
+ * a no-op when ex is NULL. */
 void ert_run_fail(ert_exec *ex, edgert_status status, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))

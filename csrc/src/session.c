@@ -24,7 +24,7 @@ struct ert_exec {
   int32_t pending;          /* workers still running the current job */
   bool stop;
   atomic_bool busy;         /* a job is running: nested calls run serially */
-  atomic_int failed;        /* ert_run_fail was called during the current run */
+  int failed;               /* ert_run_fail was called during the current run */
   edgert_status fail_status;
   char *error;              /* the session's message buffer */
   size_t error_size;
@@ -95,10 +95,8 @@ void ert_parallel_for(ert_exec *ex, size_t n, ert_task_fn fn, void *arg) {
 }
 
 void ert_run_fail(ert_exec *ex, edgert_status status, const char *fmt, ...) {
-  if (ex == NULL) return;
-  int expected = 0;
-  /* The first failure of a run keeps its message. */
-  if (!atomic_compare_exchange_strong(&ex->failed, &expected, 1)) return;
+  if (ex == NULL || ex->failed) return; /* the first failure of a run keeps its message */
+  ex->failed = 1;
   ex->fail_status = status;
   va_list ap;
   va_start(ap, fmt);
@@ -119,21 +117,9 @@ static void pool_stop(ert_exec *ex) {
 
 /* ---- session ------------------------------------------------------------------ */
 
-/* Message of the calling thread's last failed edgert_session_create. */
+/* Message of the calling thread's last failed edgert_session_create (for the arena). */
 static _Thread_local char create_error[256];
 
-static edgert_status create_fail(edgert_status st, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-static edgert_status create_fail(edgert_status st, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(create_error, sizeof create_error, fmt, ap);
-  va_end(ap);
-  return st;
-}
 
 struct edgert_session {
   edgert_model *model;
@@ -176,7 +162,6 @@ static edgert_status start_pool(edgert_session *s, int32_t threads) {
   ert_exec *ex = &s->exec;
   ex->threads = threads;
   atomic_init(&ex->busy, false);
-  atomic_init(&ex->failed, 0);
   ex->error = s->error;
   ex->error_size = sizeof s->error;
   if (pthread_mutex_init(&ex->mu, NULL) != 0) return EDGERT_ERR_THREADS;
@@ -207,39 +192,39 @@ static edgert_status start_pool(edgert_session *s, int32_t threads) {
 edgert_status edgert_session_create(edgert_model *model, const edgert_session_options *opts,
                                     edgert_session **out) {
   create_error[0] = 0;
-  if (out == NULL) return create_fail(EDGERT_ERR_INVALID_ARGUMENT, "out is NULL");
+  if (out == NULL) return EDGERT_ERR_INVALID_ARGUMENT;
   *out = NULL;
-  if (model == NULL) return create_fail(EDGERT_ERR_INVALID_ARGUMENT, "model is NULL");
+  if (model == NULL) return EDGERT_ERR_INVALID_ARGUMENT;
   edgert_session_options defaults;
   if (opts == NULL) {
     edgert_session_options_init(&defaults);
     opts = &defaults;
   }
-  if (opts->threads < 1 || opts->threads > 1024)
-    return create_fail(EDGERT_ERR_INVALID_ARGUMENT, "threads %d outside [1, 1024]", (int)opts->threads);
+  if (opts->threads < 1 || opts->threads > 1024) return EDGERT_ERR_INVALID_ARGUMENT;
 
   uint8_t *arena;
   if (opts->arena != NULL) {
-    if ((uintptr_t)opts->arena % EDGERT_ARENA_ALIGN != 0)
-      return create_fail(EDGERT_ERR_ALIGNMENT, "arena %p is not %d-byte aligned", opts->arena,
-                         (int)EDGERT_ARENA_ALIGN);
-    if (opts->arena_bytes < model->arena_bytes)
-      return create_fail(EDGERT_ERR_ARENA_TOO_SMALL, "arena of %zu bytes given, the model needs %zu",
-                         opts->arena_bytes, model->arena_bytes);
+    if ((uintptr_t)opts->arena % EDGERT_ARENA_ALIGN != 0) return EDGERT_ERR_ALIGNMENT;
+    if (opts->arena_bytes < model->arena_bytes) {
+      snprintf(create_error, sizeof create_error, "arena of %zu bytes given, the model needs %zu",
+               opts->arena_bytes, model->arena_bytes);
+      return EDGERT_ERR_ARENA_TOO_SMALL;
+    }
     arena = (uint8_t *)opts->arena;
   } else {
     arena = NULL;
   }
 
   edgert_session *s = ert_calloc(1, sizeof *s);
-  if (s == NULL) return create_fail(EDGERT_ERR_NO_MEMORY, "cannot allocate a session (%zu bytes)", sizeof *s);
+  if (s == NULL) return EDGERT_ERR_NO_MEMORY;
   s->model = model;
   atomic_init(&s->in_use, false);
   if (arena == NULL) {
     s->arena_owned = ert_aligned_alloc(EDGERT_ARENA_ALIGN, model->arena_bytes);
     if (s->arena_owned == NULL) {
       edgert_session_destroy(s);
-      return create_fail(EDGERT_ERR_NO_MEMORY, "cannot allocate the arena: %zu bytes", model->arena_bytes);
+      snprintf(create_error, sizeof create_error, "cannot allocate the arena: %zu bytes", model->arena_bytes);
+      return EDGERT_ERR_NO_MEMORY;
     }
     arena = (uint8_t *)s->arena_owned;
   }
@@ -250,7 +235,7 @@ edgert_status edgert_session_create(edgert_model *model, const edgert_session_op
   s->ptrs = ert_calloc(model->n_ptrs, sizeof *s->ptrs);
   if (s->tensors == NULL || s->nodes == NULL || s->ptrs == NULL) {
     edgert_session_destroy(s);
-    return create_fail(EDGERT_ERR_NO_MEMORY, "cannot allocate the session's tensor and node tables");
+    return EDGERT_ERR_NO_MEMORY;
   }
   if (model->n_tensors > 0) memcpy(s->tensors, model->tensors, model->n_tensors * sizeof *s->tensors);
   for (uint32_t i = 0; i < model->n_tensors; i++)
@@ -271,7 +256,7 @@ edgert_status edgert_session_create(edgert_model *model, const edgert_session_op
   edgert_status st = start_pool(s, opts->threads);
   if (st != EDGERT_OK) {
     edgert_session_destroy(s);
-    return create_fail(st, "cannot start %d worker threads", (int)opts->threads - 1);
+    return st;
   }
   *out = s;
   return EDGERT_OK;
@@ -320,10 +305,10 @@ void *edgert_session_input_data(edgert_session *s, size_t index) {
 
 static edgert_status run(edgert_session *s) {
   const edgert_model *m = s->model;
-  atomic_store(&s->exec.failed, 0);
+  s->exec.failed = 0;
   for (uint32_t i = 0; i < m->n_nodes; i++) {
     m->evals[i](&s->nodes[i], &s->exec);
-    if (atomic_load_explicit(&s->exec.failed, memory_order_relaxed)) return s->exec.fail_status;
+    if (s->exec.failed) return s->exec.fail_status;
   }
   return EDGERT_OK;
 }
@@ -344,9 +329,7 @@ edgert_status edgert_session_run_io(edgert_session *s, const void *const *inputs
   edgert_status st = EDGERT_OK;
   if (n_inputs != m->n_inputs || n_outputs != m->n_outputs ||
       (n_inputs > 0 && inputs == NULL) || (n_outputs > 0 && outputs == NULL)) {
-    snprintf(s->error, sizeof s->error, "run_io: %zu inputs and %zu outputs given, the model has %u and %u",
-             n_inputs, n_outputs, (unsigned)m->n_inputs, (unsigned)m->n_outputs);
-    st = EDGERT_ERR_INVALID_ARGUMENT;
+    st = sess_fail(s, EDGERT_ERR_INVALID_ARGUMENT, "run_io: input or output count differs from the model's");
   }
   for (size_t k = 0; st == EDGERT_OK && k < n_inputs; k++)
     st = set_input(s, k, inputs[k], s->tensors[m->inputs[k]].nbytes);

@@ -7,8 +7,7 @@
  * stops the run (gather, gather_elements, scatter_elements: ert_run_fail with
  * EDGERT_ERR_INDEX naming the node and the value, as onnxruntime does). one_hot
  * follows ONNX instead: an out-of-range index is valid and leaves its row at the off
- * value. The copy loops still wrap defensively, so nothing is ever read or written
- * out of bounds.
+ * value. So the copy loops only ever see indices in range.
  *
  * Parameter words (edgert/ops/gather.py): gather 0 axis; gather_elements 0 axis;
  * scatter_elements 0 axis, 1 reduction (0 none, 1 add, 2 mul, 3 max, 4 min);
@@ -117,11 +116,9 @@ static void gather_task(void *arg, size_t begin, size_t end) {
   char *dst = (char *)node->out[0]->data;
   for (size_t u = begin; u < end; u++) {
     const size_t o = u / (size_t)count, j = u % (size_t)count;
-    const int64_t i = wrap(read_index(node->in[1], j), n);
-    if (i < 0)
-      memset(dst + u * slice, 0, slice);
-    else
-      memcpy(dst + u * slice, src + (o * (size_t)n + (size_t)i) * slice, slice);
+    int64_t i = read_index(node->in[1], j); /* in [-n, n): checked by eval */
+    if (i < 0) i += n;
+    memcpy(dst + u * slice, src + (o * (size_t)n + (size_t)i) * slice, slice);
   }
 }
 
@@ -152,7 +149,7 @@ static edgert_status check_elements(const ert_node *node, ert_err *err, const ch
 }
 
 /* Calls visit(ctx, k, data_offset) for each index element k in order, with
- * data_offset the element of data it addresses (-1 when the index is out of range). */
+ * data_offset the element of data it addresses (indices checked by eval). */
 typedef void (*elem_fn)(void *ctx, size_t k, int64_t data_off);
 
 static void walk_elements(const ert_tensor *x, const ert_tensor *ix, int32_t axis, size_t begin,
@@ -173,8 +170,9 @@ static void walk_elements(const ert_tensor *x, const ert_tensor *ix, int32_t axi
   }
   const int64_t n = x->shape[axis];
   for (size_t k = begin; k < end; k++) {
-    const int64_t i = wrap(read_index(ix, k), n);
-    fn(ctx, k, i < 0 ? -1 : base + i * xs[axis]);
+    int64_t i = read_index(ix, k);
+    if (i < 0) i += n;
+    fn(ctx, k, base + i * xs[axis]);
     for (int d = r - 1; d >= 0; d--) {
       if (d != axis) base += xs[d];
       if (++coord[d] < ix->shape[d]) break;
@@ -204,10 +202,7 @@ typedef struct {
 static void gather_elem(void *arg, size_t k, int64_t off) {
   const elem_ctx *c = (const elem_ctx *)arg;
   char *d = (char *)c->node->out[0]->data + k * c->es;
-  if (off < 0)
-    memset(d, 0, c->es);
-  else
-    memcpy(d, (const char *)c->node->in[0]->data + (size_t)off * c->es, c->es);
+  memcpy(d, (const char *)c->node->in[0]->data + (size_t)off * c->es, c->es);
 }
 
 static void gather_elements_task(void *arg, size_t begin, size_t end) {
@@ -279,7 +274,6 @@ typedef struct {
 
 static void scatter_elem(void *arg, size_t k, int64_t off) {
   const scatter_ctx *c = (const scatter_ctx *)arg;
-  if (off < 0) return;
   char *d = (char *)c->node->out[0]->data + (size_t)off * c->es;
   const char *u = (const char *)c->node->in[2]->data + k * c->es;
   const int32_t red = c->red;
