@@ -80,8 +80,9 @@ const char *ert_dtype_name(int32_t dtype) {
 static const char *node_name(const ert_node *n) { return n->name ? n->name : ""; }
 
 static const char *op_name(const ert_node *n) {
-  const ert_op_impl *impl = ert_op_lookup((uint32_t)n->op);
-  return impl ? impl->name : "?";
+  ert_op_impl impl;
+  const char *name = ert_op_lookup((uint32_t)n->op, &impl);
+  return name ? name : "?";
 }
 
 /* Describes where t sits in the node ("input 1", "output 0") into buf. */

@@ -104,14 +104,13 @@ void ert_run_fail(ert_exec *ex, edgert_status status, const char *fmt, ...)
     ;
 
 typedef struct ert_op_impl {
-  uint32_t code;
-  char name[24];         /* inline: no relocation per entry in shared builds */
   edgert_status (*prepare)(ert_node *node, ert_err *err);
   void (*eval)(const ert_node *node, ert_exec *ex);
 } ert_op_impl;
 
-/* Op table (csrc/src/ops.c): NULL for codes that are not in edgert_ops.def. */
-const ert_op_impl *ert_op_lookup(uint32_t code);
+/* Op dispatch (csrc/src/ops.c): fills *impl and returns the op's name for codes in
+ * edgert_ops.def; NULL (impl untouched) for any other code. */
+const char *ert_op_lookup(uint32_t code, ert_op_impl *impl);
 
 /* ---- helpers for kernels ---- */
 
@@ -169,9 +168,14 @@ void *ert_aligned_alloc(size_t align, size_t size);
 void ert_free(void *p);
 
 /* Declarations of every op's prepare and eval, from the op list. */
-#define ERT_OP(code, name)                                            \
-  edgert_status ert_##name##_prepare(ert_node *node, ert_err *err); \
-  void ert_##name##_eval(const ert_node *node, ert_exec *ex);
+#if defined(__GNUC__)
+#define ERT_HIDDEN __attribute__((visibility("hidden"))) /* never preempted: no GOT */
+#else
+#define ERT_HIDDEN
+#endif
+#define ERT_OP(code, name)                                                       \
+  ERT_HIDDEN edgert_status ert_##name##_prepare(ert_node *node, ert_err *err); \
+  ERT_HIDDEN void ert_##name##_eval(const ert_node *node, ert_exec *ex);
 #include "edgert_ops.def"
 #undef ERT_OP
 

@@ -552,14 +552,14 @@ static edgert_status load_nodes(loader *L, edgert_model *m, uint8_t *defined) {
     uint32_t code = rd32(r);
     st = get_string(L, rd32(r + 8), rd32(r + 12), &n->name, "node", i);
     if (st != EDGERT_OK) break;
-    const ert_op_impl *impl = ert_op_lookup(code);
-    if (impl == NULL) {
+    ert_op_impl impl;
+    if (ert_op_lookup(code, &impl) == NULL) {
       st = ert_fail(L->err, EDGERT_ERR_UNSUPPORTED_OP, "node '%s': op code %u is unknown to this runtime",
                     n->name, (unsigned)code);
       break;
     }
     n->op = (int32_t)code;
-    m->evals[i] = impl->eval;
+    m->evals[i] = impl.eval;
     n->n_in = rd32(r + 20);
     n->n_out = rd32(r + 28);
     uint32_t *in_idx = idx + used, *out_idx = idx + used + n->n_in;
@@ -642,12 +642,13 @@ static edgert_status load_nodes(loader *L, edgert_model *m, uint8_t *defined) {
 static edgert_status prepare_nodes(loader *L, edgert_model *m) {
   for (uint32_t i = 0; i < m->n_nodes; i++) {
     ert_node *n = &m->nodes[i];
-    const ert_op_impl *impl = ert_op_lookup((uint32_t)n->op);
-    edgert_status st = impl->prepare(n, L->err);
+    ert_op_impl impl;
+    const char *op = ert_op_lookup((uint32_t)n->op, &impl);
+    edgert_status st = impl.prepare(n, L->err);
     if (st != EDGERT_OK) {
       /* A prepare that forgot to write a message still leaves a useful one. */
       if (L->err->msg != NULL && L->err->size > 0 && L->err->msg[0] == '\0')
-        ert_fail(L->err, st, "node '%s' (%s): %s", n->name, impl->name, edgert_status_str(st));
+        ert_fail(L->err, st, "node '%s' (%s): %s", n->name, op, edgert_status_str(st));
       return st;
     }
   }
