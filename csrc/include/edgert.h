@@ -194,8 +194,9 @@ edgert_status edgert_session_run_io(edgert_session *session, const void *const *
  * range. */
 const void *edgert_session_output_data(edgert_session *session, size_t index);
 
-/* Message of the last failure in this session ("" when none); for a NULL session,
- * the message of the last session creation that failed in the calling thread. */
+/* Message of the last failure in this session ("" when none). For a NULL session:
+ * the message of the calling thread's last edgert_session_create when it failed for
+ * its arena (EDGERT_ERR_NO_MEMORY, EDGERT_ERR_ARENA_TOO_SMALL: the byte counts). */
 const char *edgert_session_last_error(const edgert_session *session);
 
 /* Counts of heap allocations made by the library since start (tests use it to show
