@@ -44,7 +44,11 @@ run_valgrind() {
 import os, sys
 import numpy as np
 import edgert
-from edgert import models
+try:
+    from edgert.models import model_path
+except ImportError:  # the model list lives in tools/ in some layouts
+    sys.path.insert(0, "tools")
+    from models import model_path
 
 out = sys.argv[1]
 wanted = {"digits": ({}, {}),
@@ -52,7 +56,7 @@ wanted = {"digits": ({}, {}),
           "silero_vad": ({"input": [1, 512], "state": [2, 1, 128]}, {"sr": np.array(16000, np.int64)})}
 rng = np.random.default_rng(0)
 for name, (shapes, values) in wanted.items():
-    path = models.model_path(name)
+    path = model_path(name)
     if not path.is_file():
         if os.environ.get("EDGERT_REQUIRE_MODELS"):
             sys.exit(f"model {name} is not cached: run tools/fetch_models.py")

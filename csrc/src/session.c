@@ -120,7 +120,6 @@ static void pool_stop(ert_exec *ex) {
 /* Message of the calling thread's last failed edgert_session_create (for the arena). */
 static _Thread_local char create_error[256];
 
-
 struct edgert_session {
   edgert_model *model;
   ert_tensor *tensors;
