@@ -2,6 +2,7 @@
 the header's checks, and memory limits at session creation."""
 from __future__ import annotations
 
+import os
 import struct
 import threading
 import zlib
@@ -237,10 +238,11 @@ def test_c_session_test_program(digits, tmp_path):
     import subprocess
 
     root = pathlib.Path(__file__).resolve().parent.parent
-    subprocess.run(["make", "-s", "-C", str(root / "csrc"), "session-test"], check=True)
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}  # tools/sanitize.sh preloads ASan
+    subprocess.run(["make", "-s", "-C", str(root / "csrc"), "session-test"], check=True, env=env)
     model = tmp_path / "digits.edgert"
     model.write_bytes(digits)
     r = subprocess.run([str(root / "build" / "host" / "bin" / "session_test"), str(model), "4", "64"],
-                       capture_output=True, text=True, timeout=300)
+                       capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert " 0 wrong, 0 other" in r.stdout, r.stdout

@@ -30,8 +30,7 @@ run_asan() {
   ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:allocator_may_return_null=1:strict_string_checks=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     "$PY" -m pytest -q -x -p no:cacheprovider --capture=sys \
-      tests/test_models.py tests/ops/test_gather.py tests/test_session_safety.py tests/test_c_loader.py \
-      -k "not many_threads"
+      tests/test_models.py tests/ops/test_gather.py tests/test_session_safety.py tests/test_c_loader.py
 }
 
 run_valgrind() {
