@@ -33,7 +33,8 @@ class UnsupportedError(ConversionError):
 
 
 class InputError(EdgertError, ValueError):
-    """Wrong input names, shapes or dtypes given to a session."""
+    """Wrong input names, shapes or dtypes given to a session, or input data that a run
+    cannot use: an index value out of range (code 501, the message names the node)."""
 
 
 class RuntimeFailure(EdgertError):

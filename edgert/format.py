@@ -15,7 +15,7 @@ from .ir import Graph
 from .planner import Plan
 
 MAGIC = b"\x89ERT\r\n\x1a\n"
-VERSION = (1, 0)
+VERSION = (1, 1)
 HEADER_SIZE = 64
 ENTRY_SIZE = 32
 TENSOR_SIZE = 64
@@ -32,7 +32,7 @@ SECTION_NAMES = {1: "strings", 2: "tensors", 3: "nodes", 4: "indices", 5: "param
 REQUIRED = {STRINGS, TENSORS, NODES, INDICES, PARAMS, CONSTANTS, GRAPH}
 STORAGE_SPARSE = 2
 
-_HEADER = struct.Struct("<8sHHIQIIQII16s")
+_HEADER = struct.Struct("<8sHHIQIIQIII12s")  # ..., file CRC, entry size, header CRC, reserved
 _ENTRY = struct.Struct("<IIQQII")
 _TENSOR = struct.Struct("<IIBBBBI8iQQ")
 _NODE = struct.Struct("<IIIIIIIIIIQQ")
@@ -191,10 +191,22 @@ def write(g: Graph, p: Plan, metadata: dict | None = None) -> bytes:
         body += data
         pos = start + len(data)
     rest = bytes(entries) + bytes(body)
-    crc = zlib.crc32(rest) & 0xFFFFFFFF
-    header = _HEADER.pack(MAGIC, VERSION[0], VERSION[1], 0, HEADER_SIZE + len(rest), HEADER_SIZE,
-                          len(sections), table_off, crc, ENTRY_SIZE, b"\0" * 16)
-    return header + rest
+    fields = [MAGIC, VERSION[0], VERSION[1], 0, HEADER_SIZE + len(rest), HEADER_SIZE,
+              len(sections), table_off, 0, ENTRY_SIZE, 0, b"\0" * 12]
+    out = bytearray(_HEADER.pack(*fields) + rest)
+    seal(out)
+    return bytes(out)
+
+
+def seal(buf: bytearray) -> None:
+    """Sets, in place, the checksums of a whole file: the file CRC over every byte after
+    the header, then the header CRC over the header bytes before it (0..47). Also what
+    an edit of a valid file (edgert.subgraph) calls last."""
+    fields = list(_HEADER.unpack_from(buf, 0))
+    fields[8] = zlib.crc32(bytes(buf[HEADER_SIZE:])) & 0xFFFFFFFF
+    _HEADER.pack_into(buf, 0, *fields)
+    fields[10] = zlib.crc32(bytes(buf[:48])) & 0xFFFFFFFF
+    _HEADER.pack_into(buf, 0, *fields)
 
 
 def sparse_record_size() -> int:
@@ -216,9 +228,13 @@ def read(data: bytes) -> dict[str, Any]:
     data = bytes(data)
     if len(data) < HEADER_SIZE or data[:8] != MAGIC:
         raise ModelFormatError("not an .edgert file (bad magic)")
-    (_, major, minor, flags, size, hsize, nsec, toff, crc, esize, _) = _HEADER.unpack_from(data, 0)
+    (_, major, minor, flags, size, hsize, nsec, toff, crc, esize, hcrc, reserved) = _HEADER.unpack_from(data, 0)
     if major != VERSION[0]:
         raise ModelFormatError(f"format version {major}.{minor} is not supported (this reader: {VERSION[0]}.x)")
+    if flags != 0 or any(reserved) or (minor == 0 and hcrc != 0):
+        raise ModelFormatError("header flags or reserved bytes are not zero: the file is corrupt")
+    if minor >= 1 and zlib.crc32(data[:48]) & 0xFFFFFFFF != hcrc:
+        raise ModelFormatError("header checksum mismatch: the file is corrupt")
     if size != len(data):
         raise ModelFormatError(f"file is {len(data)} bytes, header says {size} (truncated or padded)")
     if zlib.crc32(data[HEADER_SIZE:]) & 0xFFFFFFFF != crc:

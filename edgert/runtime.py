@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import threading
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -50,9 +51,17 @@ def _check(status: int, message: str) -> None:
     msg = f"{text}: {message}" if message else text
     if status in _FORMAT_CODES or 200 <= status < 400:
         raise ModelFormatError(msg, status)
-    if status == 500:
+    if status in (500, 501):  # invalid argument; an input's index value out of range
         raise InputError(msg, status)
     raise RuntimeFailure(msg, status)
+
+
+def _physical_memory() -> int | None:
+    """Bytes of physical memory, or None where sysconf cannot tell."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
 
 
 def version() -> str:
@@ -127,13 +136,27 @@ class NodeProfile:
 
 class Session:
     """Runs an .edgert model. `model` is a path or the file's bytes (copied once into an
-    aligned buffer that the model uses in place). `threads` >= 1 worker threads."""
+    aligned buffer that the model uses in place). `threads` >= 1 worker threads per run.
 
-    def __init__(self, model: str | os.PathLike | bytes | bytearray | memoryview, threads: int = 1):
+    Threads: `run` may be called from any number of threads at once, as with
+    onnxruntime's InferenceSession. Each run takes an execution context (a C session
+    with its own arena, on the one loaded model) for its whole duration, so
+    concurrent runs never share memory. Contexts are created on demand, up to
+    `max_contexts` (default: the number of CPUs); when all are busy, a run waits for
+    one. The C call runs without the GIL, so runs in different threads use different
+    cores. `max_contexts=1` serializes runs and keeps one arena. Memory: one arena
+    (`arena_bytes`) per context ever created.
+    """
+
+    def __init__(self, model: str | os.PathLike | bytes | bytearray | memoryview, threads: int = 1,
+                 max_contexts: int | None = None):
         ffi, lib = _load()
         self._ffi, self._lib = ffi, lib
         self._model = ffi.NULL
-        self._session = ffi.NULL
+        self._contexts: list[Any] = []  # every C session created
+        self._idle: list[Any] = []      # those not running
+        self._cond = threading.Condition()
+        self._closed = False
         err = ffi.new("char[]", 1024)
         out = ffi.new("edgert_model **")
         if isinstance(model, (bytes, bytearray, memoryview)):
@@ -154,20 +177,73 @@ class Session:
         if not isinstance(threads, int) or threads < 1:
             self.close()
             raise InputError(f"threads must be a positive integer, got {threads!r}")
-        opts = ffi.new("edgert_session_options *")
-        lib.edgert_session_options_init(opts)
-        opts.threads = threads
-        sout = ffi.new("edgert_session **")
-        status = lib.edgert_session_create(self._model, opts, sout)
-        if status != 0:
+        if max_contexts is None:
+            max_contexts = os.cpu_count() or 1
+        if not isinstance(max_contexts, int) or max_contexts < 1:
             self.close()
-            _check(status, "cannot create a session")
-        self._session = sout[0]
+            raise InputError(f"max_contexts must be a positive integer, got {max_contexts!r}")
+        self._threads = threads
+        self._max_contexts = max_contexts
+        self.arena_bytes = int(lib.edgert_model_arena_bytes(self._model))
+        try:
+            self._idle.append(self._new_context())
+        except EdgertError:
+            self.close()
+            raise
         self._inputs = [self._info(lib.edgert_model_input_info, k) for k in range(lib.edgert_model_num_inputs(self._model))]
         self._outputs = [self._info(lib.edgert_model_output_info, k) for k in range(lib.edgert_model_num_outputs(self._model))]
         self._in_index = {t.name: k for k, t in enumerate(self._inputs)}
         self._out_index = {t.name: k for k, t in enumerate(self._outputs)}
-        self.arena_bytes = int(lib.edgert_model_arena_bytes(self._model))
+
+    def _new_context(self):
+        """Creates one C session (with its arena) on the model; raises RuntimeFailure."""
+        ffi, lib = self._ffi, self._lib
+        phys = _physical_memory()
+        if phys is not None and self.arena_bytes > phys:
+            raise RuntimeFailure(f"out of memory: the model needs an arena of {self.arena_bytes:,} bytes, more than "
+                                 f"the {phys:,} bytes of physical memory of this machine", 400)
+        opts = ffi.new("edgert_session_options *")
+        lib.edgert_session_options_init(opts)
+        opts.threads = self._threads
+        sout = ffi.new("edgert_session **")
+        status = lib.edgert_session_create(self._model, opts, sout)
+        if status != 0:
+            _check(status, "cannot create a session: " + ffi.string(lib.edgert_session_last_error(ffi.NULL)).decode())
+        self._contexts.append(sout[0])
+        return sout[0]
+
+    def _acquire(self):
+        with self._cond:
+            while True:
+                if self._closed:
+                    raise EdgertError("session is closed")
+                if self._idle:
+                    return self._idle.pop()
+                if len(self._contexts) < self._max_contexts:
+                    try:
+                        return self._new_context()
+                    except RuntimeFailure:
+                        if not self._contexts:
+                            raise
+                        self._max_contexts = len(self._contexts)  # memory is short: share the ones there are
+                self._cond.wait()
+
+    def _release(self, ctx) -> None:
+        with self._cond:
+            self._idle.append(ctx)
+            if self._closed:
+                self._free_idle()
+            self._cond.notify()
+
+    def _free_idle(self) -> None:
+        """Destroys idle contexts, and the model once no context is left (under _cond)."""
+        for ctx in self._idle:
+            self._lib.edgert_session_destroy(ctx)
+            self._contexts.remove(ctx)
+        self._idle.clear()
+        if not self._contexts and self._model:
+            self._lib.edgert_model_free(self._model)
+            self._model = self._ffi.NULL
 
     def _info(self, fn, k: int) -> TensorInfo:
         info = self._ffi.new("edgert_tensor_info *")
@@ -183,8 +259,9 @@ class Session:
 
     def run(self, output_names: Sequence[str] | None, feeds: dict[str, Any]) -> list[np.ndarray]:
         """Runs the model on `feeds` ({input name: array}) and returns the requested outputs
-        (all when output_names is None) as new arrays."""
-        if not self._session:
+        (all when output_names is None) as new arrays. Safe to call from several threads
+        at once (see the class docstring)."""
+        if self._closed:
             raise EdgertError("session is closed")
         ffi, lib = self._ffi, self._lib
         unknown = sorted(set(feeds) - set(self._in_index))
@@ -203,21 +280,28 @@ class Session:
             if bad:
                 raise InputError(f"unknown output name(s) {bad}; the model's outputs are {[t.name for t in self._outputs]}")
             wanted = [self._out_index[n] for n in output_names]
-        self._set_inputs(feeds)
-        status = lib.edgert_session_run(self._session)
-        if status != 0:
-            _check(status, ffi.string(lib.edgert_session_last_error(self._session)).decode(errors="replace"))
-        results = []
-        for k in wanted:
-            info = self._outputs[k]
-            ptr = lib.edgert_session_output_data(self._session, k)
-            buf = ffi.buffer(ptr, info.nbytes)
-            results.append(np.frombuffer(buf, info.dtype).reshape(info.shape).copy())
-        return results
+        arrays = self._input_arrays(feeds)
+        results = {k: np.empty(self._outputs[k].shape, self._outputs[k].dtype) for k in wanted}
+        ins = ffi.new("void *[]", max(1, len(arrays)))
+        for k, arr in enumerate(arrays):
+            ins[k] = ffi.cast("void *", ffi.from_buffer(arr)) if arr.nbytes else ffi.NULL
+        outs = ffi.new("void *[]", max(1, len(self._outputs)))
+        for k, arr in results.items():
+            outs[k] = ffi.cast("void *", ffi.from_buffer(arr)) if arr.nbytes else ffi.NULL
+        ctx = self._acquire()
+        try:
+            # Copy in, run, copy out: one C call, without the GIL.
+            status = lib.edgert_session_run_io(ctx, ins, len(arrays), outs, len(self._outputs))
+            message = ffi.string(lib.edgert_session_last_error(ctx)).decode(errors="replace") if status else ""
+        finally:
+            self._release(ctx)
+        _check(status, message)
+        return [results[k] for k in wanted]
 
-    def _set_inputs(self, feeds: dict[str, Any]) -> None:
-        ffi, lib = self._ffi, self._lib
-        for k, info in enumerate(self._inputs):
+    def _input_arrays(self, feeds: dict[str, Any]) -> list[np.ndarray]:
+        """The feeds in input order as C-contiguous arrays; InputError on a wrong dtype or shape."""
+        arrays = []
+        for info in self._inputs:
             arr = feeds[info.name]
             if not isinstance(arr, np.ndarray):
                 arr = np.asarray(arr)
@@ -225,8 +309,8 @@ class Session:
                 raise InputError(f"input {info.name!r}: dtype {arr.dtype}, expected {info.dtype}")
             if list(arr.shape) != info.shape:
                 raise InputError(f"input {info.name!r}: shape {list(arr.shape)}, expected {info.shape}")
-            arr = np.require(arr, requirements="C")
-            _check(lib.edgert_session_set_input(self._session, k, ffi.from_buffer(arr), arr.nbytes), "")
+            arrays.append(np.require(arr, requirements="C"))
+        return arrays
 
     def nodes(self) -> list[NodeInfo]:
         """Every node in execution order (edgert_model_node_info)."""
@@ -249,17 +333,21 @@ class Session:
         ffi, lib = self._ffi, self._lib
         for _ in range(max(warmup, 1)):  # the first run also checks the feeds
             self.run(None, feeds)
-        self._set_inputs(feeds)
+        arrays = self._input_arrays(feeds)
         nodes = self.nodes()
         times = np.zeros((runs, len(nodes)), np.uint64)
         buf = ffi.new("uint64_t[]", max(len(nodes), 1))
-        for r in range(runs):
-            if r:
-                self._set_inputs(feeds)
-            status = lib.edgert_session_run_profiled(self._session, buf, len(nodes))
-            if status != 0:
-                _check(status, ffi.string(lib.edgert_session_last_error(self._session)).decode(errors="replace"))
-            times[r] = np.frombuffer(ffi.buffer(buf, 8 * len(nodes)), np.uint64)
+        ctx = self._acquire()
+        try:
+            for r in range(runs):
+                for k, arr in enumerate(arrays):
+                    _check(lib.edgert_session_set_input(ctx, k, ffi.from_buffer(arr), arr.nbytes), "")
+                status = lib.edgert_session_run_profiled(ctx, buf, len(nodes))
+                if status != 0:
+                    _check(status, ffi.string(lib.edgert_session_last_error(ctx)).decode(errors="replace"))
+                times[r] = np.frombuffer(ffi.buffer(buf, 8 * len(nodes)), np.uint64)
+        finally:
+            self._release(ctx)
         ms = times.astype(np.float64) / 1e6
         med = np.median(ms, axis=0)
         total = float(med.sum()) or 1.0
@@ -267,12 +355,13 @@ class Session:
                             100.0 * float(med[k]) / total) for k, n in enumerate(nodes)]
 
     def close(self) -> None:
-        if getattr(self, "_session", None):
-            self._lib.edgert_session_destroy(self._session)
-            self._session = self._ffi.NULL
-        if getattr(self, "_model", None):
-            self._lib.edgert_model_free(self._model)
-            self._model = self._ffi.NULL
+        """Frees the model and every execution context (runs in progress finish first)."""
+        cond = getattr(self, "_cond", None)
+        if cond is None:
+            return
+        with cond:
+            self._closed = True
+            self._free_idle()
 
     def __del__(self) -> None:
         try:

@@ -5,8 +5,6 @@ edgert-run can run it unchanged: `edgert report` uses prefixes to read a layer's
 values from the file itself and to count instructions per node under QEMU."""
 from __future__ import annotations
 
-import zlib
-
 from . import format as fmt
 from .errors import ModelFormatError
 
@@ -35,6 +33,5 @@ def prefix(data: bytes, k: int) -> bytes:
     _, goff, _ = where[fmt.GRAPH]
     arena, lower, gin, ngin, _, _, pad = fmt._GRAPH.unpack_from(buf, goff)
     fmt._GRAPH.pack_into(buf, goff, arena, lower, gin, ngin, out_start, 1, pad)
-    fields[8] = zlib.crc32(bytes(buf[fmt.HEADER_SIZE:])) & 0xFFFFFFFF
-    fmt._HEADER.pack_into(buf, 0, *fields)
+    fmt.seal(buf)
     return bytes(buf)

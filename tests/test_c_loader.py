@@ -115,8 +115,11 @@ def build(tensors, nodes, inputs, outputs, arena_bytes, consts=b"", quants=(), e
 
 
 def fix_crc(data: bytes | bytearray) -> bytes:
+    """Recomputes the file CRC and, in files of minor >= 1, the header CRC."""
     data = bytearray(data)
     data[40:44] = struct.pack("<I", zlib.crc32(bytes(data[64:])))
+    if len(data) >= 64 and data[10:12] != b"\0\0":
+        data[48:52] = struct.pack("<I", zlib.crc32(bytes(data[:48])))
     return bytes(data)
 
 
@@ -213,8 +216,6 @@ def _mutants(kind: str):
         yield data + b"\0" * 8  # padded, header size not updated
     elif kind == "flip":
         for pos in range(n):
-            if 10 <= pos < 16 or 48 <= pos < 64:
-                continue  # minor version, flags, reserved: outside the CRC and ignored
             for bit in (0, 3, 7):
                 b = bytearray(data)
                 b[pos] ^= 1 << bit
@@ -443,14 +444,16 @@ def test_header_and_sections():
     bad[8:10] = struct.pack("<H", 2)
     assert code_of(bytes(bad)) == VERSION
     bad = bytearray(data)
-    bad[10:12] = struct.pack("<H", 7)  # newer minor of the same major: still read
+    bad[10:12] = struct.pack("<H", 7)  # newer minor of the same major: still read (with its header CRC)
+    bad = fix_crc(bad)
     if relu_kernel_present():
         assert load_status(bytes(bad)) == 0
     if relu_kernel_present():  # trailing bytes outside every section are allowed
         assert load_status(fix_crc(fix_size(data + b"\0" * 8))) == 0
+    for pos in (12, 50, 63):  # header flags and reserved bytes must be zero
         bad = bytearray(data)
-        bad[12] = bad[50] = 0xA5  # header flags and reserved bytes are not interpreted
-        assert load_status(bytes(bad)) == 0
+        bad[pos] = 0xA5
+        assert code_of(bytes(bad)) == FORMAT, pos
     bad = bytearray(data)
     bad[section_offsets(data)[STRINGS][0]] ^= 1  # a name changed: only the CRC sees it
     assert code_of(bytes(bad)) == CHECKSUM
@@ -599,7 +602,7 @@ def test_session_api(kernel):
     lib.edgert_session_destroy(ffi.NULL)
     lib.edgert_model_free(ffi.NULL)
     assert ffi.string(lib.edgert_status_str(9999)) == b"unknown status"
-    assert lib.edgert_format_version() == 0x00010000
+    assert lib.edgert_format_version() == 0x00010001
 
 
 def test_writer_output_loads():

@@ -55,6 +55,15 @@ def test_node_info_matches_file(models):
     assert [n.scratch_bytes for n in nodes] == [int(n["scratch"][1]) for n in info["nodes"]]
 
 
+def _ctx_with_inputs(sess: Session, feeds: dict):
+    """One of the Session's C sessions (its execution contexts), with the inputs set."""
+    ctx = sess._acquire()
+    ffi, lib = sess._ffi, sess._lib
+    for k, arr in enumerate(sess._input_arrays(feeds)):
+        assert lib.edgert_session_set_input(ctx, k, ffi.from_buffer(arr), arr.nbytes) == 0
+    return ctx
+
+
 def test_profile_times_every_node_and_keeps_outputs(models):
     sess = Session(str(models["fp32"]))
     feeds = feeds_of(sess)
@@ -69,9 +78,9 @@ def test_profile_times_every_node_and_keeps_outputs(models):
     # A profiled run computes the same outputs as a plain one.
     ffi, lib = sess._ffi, sess._lib
     buf = ffi.new("uint64_t[]", 7)
-    sess._set_inputs(feeds)
-    assert lib.edgert_session_run_profiled(sess._session, buf, 7) == 0
-    got = np.frombuffer(ffi.buffer(lib.edgert_session_output_data(sess._session, 0), want.nbytes), np.float32)
+    ctx = _ctx_with_inputs(sess, feeds)
+    assert lib.edgert_session_run_profiled(ctx, buf, 7) == 0
+    got = np.frombuffer(ffi.buffer(lib.edgert_session_output_data(ctx, 0), want.nbytes), np.float32)
     np.testing.assert_array_equal(got.reshape(want.shape), want)
 
 
@@ -79,9 +88,10 @@ def test_profiled_run_rejects_a_wrong_count(models):
     sess = Session(str(models["fp32"]))
     ffi, lib = sess._ffi, sess._lib
     buf = ffi.new("uint64_t[]", 8)
-    assert lib.edgert_session_run_profiled(sess._session, buf, 6) == 500
-    assert "7 node times" in ffi.string(lib.edgert_session_last_error(sess._session)).decode()
-    assert lib.edgert_session_run_profiled(sess._session, ffi.NULL, 7) == 500
+    ctx = sess._acquire()
+    assert lib.edgert_session_run_profiled(ctx, buf, 6) == 500
+    assert "7 node times" in ffi.string(lib.edgert_session_last_error(ctx)).decode()
+    assert lib.edgert_session_run_profiled(ctx, ffi.NULL, 7) == 500
     with pytest.raises(InputError):
         sess.profile(feeds_of(sess), runs=0)
 
@@ -91,10 +101,10 @@ def test_run_profiled_allocates_nothing(models):
     n = len(sess.nodes())
     ffi, lib = sess._ffi, sess._lib
     buf = ffi.new("uint64_t[]", n)
-    sess._set_inputs(feeds_of(sess))
+    ctx = _ctx_with_inputs(sess, feeds_of(sess))
     before = lib.edgert_alloc_count()
     for _ in range(3):
-        assert lib.edgert_session_run_profiled(sess._session, buf, n) == 0
+        assert lib.edgert_session_run_profiled(ctx, buf, n) == 0
     assert lib.edgert_alloc_count() == before
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Debian packages the build and tests use. Installs only what is missing.
-# - clang and its sanitizer runtimes: the loader fuzzer and the sanitizer builds;
+# - clang and its sanitizer runtimes, valgrind: the loader fuzzer, the ASan/UBSan build
+#   and memcheck (tools/sanitize.sh);
 # - Debian's cross toolchains and QEMU user-mode emulation: the board builds and the ARM
 #   suite (tests/test_arm.py), which CI requires (EDGERT_REQUIRE_ARM=1);
 # - chromium renders `edgert report` pages in the report test (tests/test_report.py);
@@ -12,7 +13,7 @@ command -v clang >/dev/null || need+=(clang)
 command -v make >/dev/null || need+=(make)
 for pkg in libclang-rt-14-dev fonts-dejavu-core fonts-wqy-microhei \
            gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu libc6-dev-arm64-cross \
-           gcc-arm-linux-gnueabihf binutils-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user chromium; do
+           gcc-arm-linux-gnueabihf binutils-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user chromium valgrind; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -39,6 +39,9 @@ $VPY tools/gen_oplist.py --check
 echo "== fuzzing the C loader (${EDGERT_FUZZ_SECONDS:-60} s)"
 PYTHON=$VPY bash tools/fuzz.sh "${EDGERT_FUZZ_SECONDS:-60}"
 
+echo "== the runtime under ASan + UBSan, and valgrind memcheck of edgert-run on three real models"
+EDGERT_REQUIRE_MODELS=1 PYTHON=$VPY bash tools/sanitize.sh all
+
 echo "== tests (against $(cd build && ../$VPY -c 'import edgert, os; print(os.path.dirname(edgert.__file__))'))"
 # The QEMU instruction-count plugin's source sits in shared/ beside the checkout.
 if [ -z "${EDGERT_ICOUNT_DIR:-}" ] && [ -f ../shared/tools/qemu-icount/icount.c ]; then

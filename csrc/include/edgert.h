@@ -30,8 +30,31 @@
  * edgert_model_free, and be aligned to EDGERT_BUFFER_ALIGN bytes. Every session needs
  * one arena of edgert_model_arena_bytes(model) bytes, aligned to EDGERT_ARENA_ALIGN;
  * the caller may provide it (it must outlive the session) or let session creation
- * allocate it once. Several sessions may share one model; a session is used by one
- * thread at a time.
+ * allocate it once. Session creation fails with EDGERT_ERR_NO_MEMORY when the arena
+ * cannot be allocated, and with EDGERT_ERR_ARENA_TOO_SMALL when the caller's arena is
+ * smaller than the plan.
+ *
+ * Threads
+ * -------
+ * Several sessions may share one model (the model is read-only after loading), and
+ * sessions run in parallel on different threads: one session per thread is the way
+ * to scale. One session is used by one thread at a time. This is enforced: a call to
+ * edgert_session_run, edgert_session_run_io or edgert_session_set_input that overlaps
+ * another of these calls on the same session returns EDGERT_ERR_BUSY at once and
+ * changes nothing (no input, no output, not last_error). Use edgert_session_run_io
+ * to copy inputs in and outputs out within the one guarded call; the pointers of
+ * edgert_session_input_data and edgert_session_output_data are not guarded.
+ *
+ * Run-time data checks
+ * --------------------
+ * Values that index into tensors at run time (the indices of gather,
+ * gather_elements and scatter_elements) are checked before use: an index outside
+ * [-n, n) (negative ones count from the end, as in ONNX) stops the run with
+ * EDGERT_ERR_INDEX and a message naming the node, e.g.
+ * "node 'Gather_12' (gather): index 10 out of range [-10, 10)". one_hot follows
+ * ONNX, where an out-of-range index is valid and gives a row of off values. Nothing
+ * is read or written out of bounds in either case; outputs are unspecified after a
+ * failed run.
  */
 #ifndef EDGERT_H_
 #define EDGERT_H_
@@ -61,6 +84,8 @@ typedef enum edgert_status {
   EDGERT_ERR_ARENA_TOO_SMALL = 401, /* caller's arena smaller than the plan needs */
   EDGERT_ERR_THREADS = 402,         /* worker threads could not be started */
   EDGERT_ERR_INVALID_ARGUMENT = 500,/* NULL pointer, index out of range, size mismatch */
+  EDGERT_ERR_INDEX = 501,           /* an input's index value out of range at run time */
+  EDGERT_ERR_BUSY = 502,            /* session already in use by another thread */
 } edgert_status;
 
 /* Element types; the numbers are ONNX's TensorProto.DataType values. */
@@ -175,7 +200,9 @@ edgert_status edgert_session_set_input(edgert_session *session, size_t index,
 void *edgert_session_input_data(edgert_session *session, size_t index);
 
 /* Runs the graph. Performs no allocation. Inputs must have been set since the
- * previous run (the arena space of an input may be reused by later tensors). */
+ * previous run (the arena space of an input may be reused by later tensors).
+ * EDGERT_ERR_BUSY when another call is using the session (see Threads above);
+ * EDGERT_ERR_INDEX when input data indexes out of range (see Run-time data checks). */
 edgert_status edgert_session_run(edgert_session *session);
 
 /* Runs the graph like edgert_session_run and writes the time node i took, in
@@ -187,11 +214,21 @@ edgert_status edgert_session_run(edgert_session *session);
 edgert_status edgert_session_run_profiled(edgert_session *session, uint64_t *node_ns,
                                           size_t count);
 
+/* set_input for every input, run, and a copy of every output, as one call guarded as
+ * run is: inputs[i] holds input i (its nbytes), outputs[o] receives output o (its
+ * nbytes; a NULL entry is skipped). n_inputs and n_outputs must equal the model's
+ * counts. */
+edgert_status edgert_session_run_io(edgert_session *session, const void *const *inputs,
+                                    size_t n_inputs, void *const *outputs,
+                                    size_t n_outputs);
+
 /* Output `index` after a run; valid until the next run or destroy. NULL when out of
  * range. */
 const void *edgert_session_output_data(edgert_session *session, size_t index);
 
-/* Message of the last failure in this session ("" when none). */
+/* Message of the last failure in this session ("" when none). For a NULL session:
+ * the message of the calling thread's last edgert_session_create when it failed for
+ * its arena (EDGERT_ERR_NO_MEMORY, EDGERT_ERR_ARENA_TOO_SMALL: the byte counts). */
 const char *edgert_session_last_error(const edgert_session *session);
 
 /* Counts of heap allocations made by the library since start (tests use it to show

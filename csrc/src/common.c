@@ -26,13 +26,15 @@ const char *edgert_status_str(edgert_status status) {
     case EDGERT_ERR_ARENA_TOO_SMALL: return "arena too small";
     case EDGERT_ERR_THREADS: return "cannot start threads";
     case EDGERT_ERR_INVALID_ARGUMENT: return "invalid argument";
+    case EDGERT_ERR_INDEX: return "index out of range";
+    case EDGERT_ERR_BUSY: return "session busy";
   }
   return "unknown status";
 }
 
 const char *edgert_version(void) { return "0.1.0"; }
 
-uint32_t edgert_format_version(void) { return (1u << 16) | 0u; }
+uint32_t edgert_format_version(void) { return (1u << 16) | 1u; }
 
 /* EDGERT_BUILD_INFO is set by `edgert build` ("rpi4 aarch64 -mcpu=cortex-a72"); other
  * builds (the host's cffi extension, plain make) name the architecture they target. */
@@ -101,8 +103,9 @@ const char *ert_dtype_name(int32_t dtype) {
 static const char *node_name(const ert_node *n) { return n->name ? n->name : ""; }
 
 static const char *op_name(const ert_node *n) {
-  const ert_op_impl *impl = ert_op_lookup((uint32_t)n->op);
-  return impl ? impl->name : "?";
+  ert_op_impl impl;
+  const char *name = ert_op_lookup((uint32_t)n->op, &impl);
+  return name ? name : "?";
 }
 
 /* Describes where t sits in the node ("input 1", "output 0") into buf. */

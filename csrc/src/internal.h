@@ -15,8 +15,12 @@
  * On failure it calls ert_fail(err, ...) and returns its status. It may fill
  * node->opdata (ERT_OPDATA_WORDS words) with values derived once for eval.
  *
- * eval runs the op on a session's tensors. It trusts prepare: no checks, no
- * allocation, no I/O. It may use node->scratch (scratch_bytes, 64-aligned), which
+ * eval runs the op on a session's tensors. It trusts prepare: no checks of what
+ * prepare checked, no allocation, no I/O. The one exception is data that eval uses
+ * as an index (gather-like ops): eval checks every such value before it reads or
+ * writes through it, and on a bad one calls ert_run_fail(ex, ...) with a message
+ * naming the node, writes nothing out of bounds and returns; the session then stops
+ * the run after this node and returns that status. It may use node->scratch (scratch_bytes, 64-aligned), which
  * the plan gives to this node alone while it runs. Inputs and outputs never alias,
  * except for ops the converter marks in-place (documented per op), where the
  * output may be the first input.
@@ -89,15 +93,24 @@ typedef void (*ert_task_fn)(void *arg, size_t begin, size_t end);
  * (the calling thread takes part); returns when all chunks are done. */
 void ert_parallel_for(ert_exec *ex, size_t n, ert_task_fn fn, void *arg);
 
+/* Reports bad run-time data from eval (see the kernel contract): the first call of a
+ * run keeps its status and message (the session's last_error). Called by eval itself,
+ * on the session's calling thread (check before ert_parallel_for, not inside tasks);
+ * a no-op when ex is NULL. */
+void ert_run_fail(ert_exec *ex, edgert_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
 typedef struct ert_op_impl {
-  uint32_t code;
-  char name[24];         /* inline: no relocation per entry in shared builds */
   edgert_status (*prepare)(ert_node *node, ert_err *err);
   void (*eval)(const ert_node *node, ert_exec *ex);
 } ert_op_impl;
 
-/* Op table (csrc/src/ops.c): NULL for codes that are not in edgert_ops.def. */
-const ert_op_impl *ert_op_lookup(uint32_t code);
+/* Op dispatch (csrc/src/ops.c): fills *impl and returns the op's name for codes in
+ * edgert_ops.def; NULL (impl untouched) for any other code. */
+const char *ert_op_lookup(uint32_t code, ert_op_impl *impl);
 
 /* ---- helpers for kernels ---- */
 
@@ -155,9 +168,14 @@ void *ert_aligned_alloc(size_t align, size_t size);
 void ert_free(void *p);
 
 /* Declarations of every op's prepare and eval, from the op list. */
-#define ERT_OP(code, name)                                            \
-  edgert_status ert_##name##_prepare(ert_node *node, ert_err *err); \
-  void ert_##name##_eval(const ert_node *node, ert_exec *ex);
+#if defined(__GNUC__)
+#define ERT_HIDDEN __attribute__((visibility("hidden"))) /* never preempted: no GOT */
+#else
+#define ERT_HIDDEN
+#endif
+#define ERT_OP(code, name)                                                       \
+  ERT_HIDDEN edgert_status ert_##name##_prepare(ert_node *node, ert_err *err); \
+  ERT_HIDDEN void ert_##name##_eval(const ert_node *node, ert_exec *ex);
 #include "edgert_ops.def"
 #undef ERT_OP
 

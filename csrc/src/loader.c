@@ -104,6 +104,19 @@ static edgert_status check_header(loader *L, uint64_t *table_off, uint32_t *n_se
     return ert_fail(L->err, EDGERT_ERR_VERSION,
                     "file format version %u.%u is not supported (this runtime reads 1.x)",
                     (unsigned)major, (unsigned)minor);
+  /* Flags and reserved bytes must be zero. From minor 1 on, the u32 at 48 is the
+   * CRC-32 of bytes [0, 48), so that every header byte is checked; 1.0 files have
+   * zero there. */
+  const uint32_t hcrc = rd32(h + 48);
+  for (int k = 12; k < HEADER_SIZE; k = k == 15 ? (minor == 0 ? 48 : 52) : k + 1)
+    if (h[k] != 0)
+      return ert_fail(L->err, EDGERT_ERR_FORMAT, "header byte %d (flags or reserved) is not zero", k);
+  bool hcrc_bad = minor >= 1 && hcrc != ert_crc32(0, h, 48);
+#if defined(FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION)
+  hcrc_bad = false; /* fuzz builds skip the checksums so mutations reach later checks */
+#endif
+  if (hcrc_bad)
+    return ert_fail(L->err, EDGERT_ERR_CHECKSUM, "header checksum mismatch: file is corrupt");
   uint64_t fsize = rd64(h + 16);
   if (fsize != L->size)
     return ert_fail(L->err, EDGERT_ERR_FORMAT,
@@ -539,14 +552,14 @@ static edgert_status load_nodes(loader *L, edgert_model *m, uint8_t *defined) {
     uint32_t code = rd32(r);
     st = get_string(L, rd32(r + 8), rd32(r + 12), &n->name, "node", i);
     if (st != EDGERT_OK) break;
-    const ert_op_impl *impl = ert_op_lookup(code);
-    if (impl == NULL) {
+    ert_op_impl impl;
+    if (ert_op_lookup(code, &impl) == NULL) {
       st = ert_fail(L->err, EDGERT_ERR_UNSUPPORTED_OP, "node '%s': op code %u is unknown to this runtime",
                     n->name, (unsigned)code);
       break;
     }
     n->op = (int32_t)code;
-    m->evals[i] = impl->eval;
+    m->evals[i] = impl.eval;
     n->n_in = rd32(r + 20);
     n->n_out = rd32(r + 28);
     uint32_t *in_idx = idx + used, *out_idx = idx + used + n->n_in;
@@ -629,12 +642,13 @@ static edgert_status load_nodes(loader *L, edgert_model *m, uint8_t *defined) {
 static edgert_status prepare_nodes(loader *L, edgert_model *m) {
   for (uint32_t i = 0; i < m->n_nodes; i++) {
     ert_node *n = &m->nodes[i];
-    const ert_op_impl *impl = ert_op_lookup((uint32_t)n->op);
-    edgert_status st = impl->prepare(n, L->err);
+    ert_op_impl impl;
+    const char *op = ert_op_lookup((uint32_t)n->op, &impl);
+    edgert_status st = impl.prepare(n, L->err);
     if (st != EDGERT_OK) {
       /* A prepare that forgot to write a message still leaves a useful one. */
       if (L->err->msg != NULL && L->err->size > 0 && L->err->msg[0] == '\0')
-        ert_fail(L->err, st, "node '%s' (%s): %s", n->name, impl->name, edgert_status_str(st));
+        ert_fail(L->err, st, "node '%s' (%s): %s", n->name, op, edgert_status_str(st));
       return st;
     }
   }
@@ -805,10 +819,11 @@ edgert_status edgert_model_output_info(const edgert_model *model, size_t index,
 edgert_status edgert_model_node_info(const edgert_model *model, size_t index, edgert_node_info *info) {
   if (model == NULL || info == NULL || index >= model->n_nodes) return EDGERT_ERR_INVALID_ARGUMENT;
   const ert_node *n = &model->nodes[index];
-  const ert_op_impl *impl = ert_op_lookup((uint32_t)n->op);
+  ert_op_impl impl;
+  const char *op = ert_op_lookup((uint32_t)n->op, &impl);
   memset(info, 0, sizeof *info);
   info->name = n->name;
-  info->op = impl != NULL ? impl->name : "?";
+  info->op = op != NULL ? op : "?";
   info->num_inputs = n->n_in;
   info->num_outputs = n->n_out;
   info->scratch_bytes = n->scratch_bytes;

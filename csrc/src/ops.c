@@ -1,4 +1,4 @@
-/* ops.c: the op dispatch table, built from edgert_ops.def, and the fallback
+/* ops.c: the op dispatch, built from edgert_ops.def, and the fallback
  * definitions used for ops whose kernel is not compiled into this build.
  *
  * Each fallback is a weak symbol: a kernel file in csrc/kernels/ref/ that defines
@@ -26,27 +26,19 @@
 #include "edgert_ops.def"
 #undef ERT_OP
 
-/* Listed ops only, in the order of edgert_ops.def, whose codes ascend (the binary
- * search relies on it; tests/test_generated.py checks it); no slot for unused codes. */
-static const ert_op_impl op_table[] = {
-#define ERT_OP(code, name) {code, #name, ert_##name##_prepare, ert_##name##_eval},
+/* Dispatch is a switch, not a table of function pointers: in a shared library every
+ * pointer in a table costs a dynamic relocation (24 bytes on 64-bit targets) on top of
+ * its own bytes, while the switch reaches each (hidden) function PC-relative. */
+const char *ert_op_lookup(uint32_t code, ert_op_impl *impl) {
+  switch (code) {
+#define ERT_OP(c, name)                    \
+  case c:                                  \
+    impl->prepare = ert_##name##_prepare;  \
+    impl->eval = ert_##name##_eval;        \
+    return #name;
 #include "edgert_ops.def"
 #undef ERT_OP
-};
-
-#define ERT_OP_TABLE_SIZE (sizeof op_table / sizeof op_table[0])
-
-/* Names must fit the inline array. */
-#define ERT_OP(code, name) _Static_assert(sizeof(#name) <= 24, "op name " #name " too long");
-#include "edgert_ops.def"
-#undef ERT_OP
-
-const ert_op_impl *ert_op_lookup(uint32_t code) {
-  size_t lo = 0, hi = ERT_OP_TABLE_SIZE;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (op_table[mid].code == code) return &op_table[mid];
-    if (op_table[mid].code < code) lo = mid + 1; else hi = mid;
+    default:
+      return NULL;
   }
-  return NULL;
 }

@@ -4,6 +4,7 @@
  * Everything a run needs (tensor and node copies, pointer arrays, the arena, the
  * worker pool) is allocated in edgert_session_create; run() allocates nothing. */
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -23,6 +24,10 @@ struct ert_exec {
   int32_t pending;          /* workers still running the current job */
   bool stop;
   atomic_bool busy;         /* a job is running: nested calls run serially */
+  int failed;               /* ert_run_fail was called during the current run */
+  edgert_status fail_status;
+  char *error;              /* the session's message buffer */
+  size_t error_size;
   ert_task_fn fn;
   void *arg;
   size_t n;
@@ -89,6 +94,16 @@ void ert_parallel_for(ert_exec *ex, size_t n, ert_task_fn fn, void *arg) {
   atomic_store(&ex->busy, false);
 }
 
+void ert_run_fail(ert_exec *ex, edgert_status status, const char *fmt, ...) {
+  if (ex == NULL || ex->failed) return; /* the first failure of a run keeps its message */
+  ex->failed = 1;
+  ex->fail_status = status;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(ex->error, ex->error_size, fmt, ap);
+  va_end(ap);
+}
+
 static void pool_stop(ert_exec *ex) {
   if (ex->started > 0) {
     pthread_mutex_lock(&ex->mu);
@@ -102,6 +117,9 @@ static void pool_stop(ert_exec *ex) {
 
 /* ---- session ------------------------------------------------------------------ */
 
+/* Message of the calling thread's last failed edgert_session_create (for the arena). */
+static _Thread_local char create_error[256];
+
 struct edgert_session {
   edgert_model *model;
   ert_tensor *tensors;
@@ -111,6 +129,7 @@ struct edgert_session {
   void *arena_owned;
   ert_exec exec;
   bool sync_ready;          /* mutex and condition variables initialised */
+  atomic_bool in_use;       /* a guarded call is running (see Threads in edgert.h) */
   worker_arg *wargs;
   char error[256];
 };
@@ -142,6 +161,8 @@ static edgert_status start_pool(edgert_session *s, int32_t threads) {
   ert_exec *ex = &s->exec;
   ex->threads = threads;
   atomic_init(&ex->busy, false);
+  ex->error = s->error;
+  ex->error_size = sizeof s->error;
   if (pthread_mutex_init(&ex->mu, NULL) != 0) return EDGERT_ERR_THREADS;
   if (pthread_cond_init(&ex->wake, NULL) != 0) {
     pthread_mutex_destroy(&ex->mu);
@@ -169,6 +190,7 @@ static edgert_status start_pool(edgert_session *s, int32_t threads) {
 
 edgert_status edgert_session_create(edgert_model *model, const edgert_session_options *opts,
                                     edgert_session **out) {
+  create_error[0] = 0;
   if (out == NULL) return EDGERT_ERR_INVALID_ARGUMENT;
   *out = NULL;
   if (model == NULL) return EDGERT_ERR_INVALID_ARGUMENT;
@@ -182,7 +204,11 @@ edgert_status edgert_session_create(edgert_model *model, const edgert_session_op
   uint8_t *arena;
   if (opts->arena != NULL) {
     if ((uintptr_t)opts->arena % EDGERT_ARENA_ALIGN != 0) return EDGERT_ERR_ALIGNMENT;
-    if (opts->arena_bytes < model->arena_bytes) return EDGERT_ERR_ARENA_TOO_SMALL;
+    if (opts->arena_bytes < model->arena_bytes) {
+      snprintf(create_error, sizeof create_error, "arena of %zu bytes given, the model needs %zu",
+               opts->arena_bytes, model->arena_bytes);
+      return EDGERT_ERR_ARENA_TOO_SMALL;
+    }
     arena = (uint8_t *)opts->arena;
   } else {
     arena = NULL;
@@ -191,10 +217,12 @@ edgert_status edgert_session_create(edgert_model *model, const edgert_session_op
   edgert_session *s = ert_calloc(1, sizeof *s);
   if (s == NULL) return EDGERT_ERR_NO_MEMORY;
   s->model = model;
+  atomic_init(&s->in_use, false);
   if (arena == NULL) {
     s->arena_owned = ert_aligned_alloc(EDGERT_ARENA_ALIGN, model->arena_bytes);
     if (s->arena_owned == NULL) {
       edgert_session_destroy(s);
+      snprintf(create_error, sizeof create_error, "cannot allocate the arena: %zu bytes", model->arena_bytes);
       return EDGERT_ERR_NO_MEMORY;
     }
     arena = (uint8_t *)s->arena_owned;
@@ -238,9 +266,11 @@ static edgert_status sess_fail(edgert_session *s, edgert_status st, const char *
   return st;
 }
 
-edgert_status edgert_session_set_input(edgert_session *s, size_t index, const void *data,
-                                       size_t nbytes) {
-  if (s == NULL) return EDGERT_ERR_INVALID_ARGUMENT;
+/* Takes the session for one guarded call; false when another call holds it. */
+static bool acquire(edgert_session *s) { return !atomic_exchange(&s->in_use, true); }
+static void release(edgert_session *s) { atomic_store(&s->in_use, false); }
+
+static edgert_status set_input(edgert_session *s, size_t index, const void *data, size_t nbytes) {
   if (index >= s->model->n_inputs) {
     snprintf(s->error, sizeof s->error, "input index %zu out of range (%u inputs)", index,
              (unsigned)s->model->n_inputs);
@@ -258,16 +288,64 @@ edgert_status edgert_session_set_input(edgert_session *s, size_t index, const vo
   return EDGERT_OK;
 }
 
+edgert_status edgert_session_set_input(edgert_session *s, size_t index, const void *data,
+                                       size_t nbytes) {
+  if (s == NULL) return EDGERT_ERR_INVALID_ARGUMENT;
+  if (!acquire(s)) return EDGERT_ERR_BUSY;
+  edgert_status st = set_input(s, index, data, nbytes);
+  release(s);
+  return st;
+}
+
 void *edgert_session_input_data(edgert_session *s, size_t index) {
   if (s == NULL || index >= s->model->n_inputs) return NULL;
   return s->tensors[s->model->inputs[index]].data;
 }
 
+/* Runs every node; when node_ns is not NULL, node i's time goes to node_ns[i]. */
+static edgert_status run(edgert_session *s, uint64_t *node_ns) {
+  const edgert_model *m = s->model;
+  s->exec.failed = 0;
+  uint64_t t = node_ns != NULL ? ert_clock_ns() : 0;
+  for (uint32_t i = 0; i < m->n_nodes; i++) {
+    m->evals[i](&s->nodes[i], &s->exec);
+    if (node_ns != NULL) {
+      uint64_t now = ert_clock_ns();
+      node_ns[i] = now - t;
+      t = now;
+    }
+    if (s->exec.failed) return s->exec.fail_status;
+  }
+  return EDGERT_OK;
+}
+
 edgert_status edgert_session_run(edgert_session *s) {
   if (s == NULL) return EDGERT_ERR_INVALID_ARGUMENT;
+  if (!acquire(s)) return EDGERT_ERR_BUSY;
+  edgert_status st = run(s, NULL);
+  release(s);
+  return st;
+}
+
+edgert_status edgert_session_run_io(edgert_session *s, const void *const *inputs, size_t n_inputs,
+                                    void *const *outputs, size_t n_outputs) {
+  if (s == NULL) return EDGERT_ERR_INVALID_ARGUMENT;
+  if (!acquire(s)) return EDGERT_ERR_BUSY;
   const edgert_model *m = s->model;
-  for (uint32_t i = 0; i < m->n_nodes; i++) m->evals[i](&s->nodes[i], &s->exec);
-  return EDGERT_OK;
+  edgert_status st = EDGERT_OK;
+  if (n_inputs != m->n_inputs || n_outputs != m->n_outputs ||
+      (n_inputs > 0 && inputs == NULL) || (n_outputs > 0 && outputs == NULL)) {
+    st = sess_fail(s, EDGERT_ERR_INVALID_ARGUMENT, "run_io: input or output count differs from the model's");
+  }
+  for (size_t k = 0; st == EDGERT_OK && k < n_inputs; k++)
+    st = set_input(s, k, inputs[k], s->tensors[m->inputs[k]].nbytes);
+  if (st == EDGERT_OK) st = run(s, NULL);
+  for (size_t k = 0; st == EDGERT_OK && k < n_outputs; k++) {
+    const ert_tensor *t = &s->tensors[m->outputs[k]];
+    if (outputs[k] != NULL && t->nbytes > 0) memcpy(outputs[k], t->data, t->nbytes);
+  }
+  release(s);
+  return st;
 }
 
 edgert_status edgert_session_run_profiled(edgert_session *s, uint64_t *node_ns, size_t count) {
@@ -278,14 +356,10 @@ edgert_status edgert_session_run_profiled(edgert_session *s, uint64_t *node_ns, 
              count, node_ns == NULL ? " (NULL)" : "");
     return EDGERT_ERR_INVALID_ARGUMENT;
   }
-  uint64_t t = ert_clock_ns();
-  for (uint32_t i = 0; i < m->n_nodes; i++) {
-    m->evals[i](&s->nodes[i], &s->exec);
-    uint64_t now = ert_clock_ns();
-    node_ns[i] = now - t;
-    t = now;
-  }
-  return EDGERT_OK;
+  if (!acquire(s)) return EDGERT_ERR_BUSY;
+  edgert_status st = run(s, node_ns);
+  release(s);
+  return st;
 }
 
 const void *edgert_session_output_data(edgert_session *s, size_t index) {
@@ -294,5 +368,5 @@ const void *edgert_session_output_data(edgert_session *s, size_t index) {
 }
 
 const char *edgert_session_last_error(const edgert_session *s) {
-  return s == NULL ? "session is NULL" : s->error;
+  return s == NULL ? create_error : s->error;
 }

@@ -1,11 +1,12 @@
 """Indexing ops: gather, gather_elements, scatter_elements, one_hot (ONNX semantics).
 
 Index tensors are int32 or int64 and may be runtime data. Negative indices count from
-the end of the indexed dim (ONNX). Runtime indices outside [-n, n) are not an error
-(they are data, not part of the file): gather and gather_elements then produce 0 for
-that element or slice, scatter_elements skips that update, one_hot leaves the row at
-the off value. Constant indices outside the range are rejected at convert time and
-by the C prepare.
+the end of the indexed dim (ONNX). A runtime index outside [-n, n) is an error of
+the run in gather, gather_elements and scatter_elements, as in onnxruntime (the C
+runtime returns EDGERT_ERR_INDEX naming the node; the references raise IndexError);
+one_hot follows ONNX, where such an index is valid and leaves its row at the off
+value. Constant indices outside the range are rejected at convert time and by the C
+prepare.
 
 gather (inputs: data, indices)
     attrs  axis: int (0 <= axis < rank(data))
@@ -54,6 +55,14 @@ def _check_const_indices(node, graph, idx: int, n: int) -> None:
         raise OpUnsupported(f"{node.op}: constant indices outside [{-n}, {n})")
 
 
+def _check_range(node, idx: np.ndarray, n: int) -> None:
+    """Raises IndexError, as the C kernels fail the run, for an index outside [-n, n)."""
+    bad = (idx < -n) | (idx >= n)
+    if bad.any():
+        v = int(idx[bad].flat[0])
+        raise IndexError(f"node '{node.name}' ({node.op}): index {v} out of range [{-n}, {n})")
+
+
 def _wrap(idx: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """(wrapped indices clipped into range, validity mask)."""
     idx = idx.astype(np.int64)
@@ -80,6 +89,7 @@ def _gather_infer(node, graph):
 def _gather_ref(node, ins):
     data, idx = ins
     axis = node.attrs["axis"]
+    _check_range(node, idx, data.shape[axis])
     w, ok = _wrap(idx, data.shape[axis])
     if data.shape[axis] == 0:
         shape = data.shape[:axis] + idx.shape + data.shape[axis + 1:]
@@ -127,6 +137,7 @@ def _elements_coords(data_shape, idx, axis):
 def _gather_elements_ref(node, ins):
     data, idx = ins
     axis = node.attrs["axis"]
+    _check_range(node, idx, data.shape[axis])
     if data.shape[axis] == 0:
         return [np.zeros(idx.shape, data.dtype)]
     coords, ok = _elements_coords(data.shape, idx, axis)
@@ -162,6 +173,7 @@ def _scatter_ref(node, ins):
     red = node.attrs.get("reduction", "none")
     out = data.copy()
     n = data.shape[axis]
+    _check_range(node, idx, n)
     it = np.nditer(idx, flags=["multi_index"])
     for v in it:
         i = int(v)

@@ -1,7 +1,7 @@
 """gather, gather_elements, scatter_elements, one_hot: the numpy reference against
 onnxruntime, the C kernels end to end with runtime and constant indices (negative,
-int32 and int64), runtime indices out of range (0 / skipped, never out of bounds),
-and rejected cases."""
+int32 and int64), runtime indices out of range (an error of the run naming the node,
+as in onnxruntime; one_hot: off values, as ONNX says), and rejected cases."""
 from __future__ import annotations
 
 import numpy as np
@@ -50,15 +50,32 @@ def test_gather_embedding_large_threads():
     check(m, {"i": i})
 
 
-def test_gather_runtime_out_of_range_gives_zero():
-    x = data((4, 3))
-    i = np.array([0, 4, -5, 100, -1, 3], I64)
-    m = make_model(helper.make_node("Gather", ["x", "i"], ["y"], axis=0), {"x": x, "i": i}, ["y"], opset=13)
-    (ref,) = graph_reference(m, {"x": x, "i": i})
-    want = np.stack([x[0], 0 * x[0], 0 * x[0], 0 * x[0], x[3], x[3]])
-    assert_close(ref, want)
+def run_fails(model, feeds, op, value, n):
+    """edgert (1 and 2 threads), the numpy reference and onnxruntime all refuse the run."""
+    with pytest.raises(IndexError, match=f"index {value} out of range"):
+        graph_reference(model, feeds)
+    with pytest.raises(Exception):
+        run_ort(model, feeds)
     for t in (1, 2):
-        assert_close(run_edgert(m, {"x": x, "i": i}, threads=t)[0], want)
+        with pytest.raises(edgert.InputError) as ei:
+            run_edgert(model, feeds, threads=t)
+        assert ei.value.code == 501
+        assert f"({op}): index {value} out of range [{-n}, {n})" in str(ei.value), str(ei.value)
+
+
+@pytest.mark.parametrize("bad", [10, 2**40, -11])
+@pytest.mark.parametrize("dtype", [np.float32, np.int8])
+def test_gather_runtime_out_of_range_fails(bad, dtype):
+    """An embedding-style lookup (float or int8 table of 10 rows) with a hostile id."""
+    x = data((10, 3), dtype)
+    i = np.array([0, bad, 1], I64)
+    m = make_model(helper.make_node("Gather", ["x", "i"], ["y"], axis=0, name="Gather_12"), {"x": x, "i": i},
+                   ["y"], opset=13)
+    run_fails(m, {"x": x, "i": i}, "gather", bad, 10)
+    with pytest.raises(edgert.InputError, match="node 'Gather_12'"):
+        run_edgert(m, {"x": x, "i": i})
+    ok = np.array([0, -10, 9], I64)  # negative in range wraps
+    assert_close(run_edgert(m, {"x": x, "i": ok})[0], x[[0, 0, 9]])
 
 
 def test_gather_rejects_const_out_of_range():
@@ -86,15 +103,13 @@ def test_gather_elements(dshape, ishape, axis, idtype):
     check(m, {"x": x, "i": i})
 
 
-def test_gather_elements_out_of_range_and_large():
+@pytest.mark.parametrize("bad", [300, -301, 10**9, 2**40])
+def test_gather_elements_out_of_range_fails(bad):
     x = data((40, 300))
     i = idx((40, 300), 300)
-    i[3, 7], i[10, 0], i[39, 299] = 300, -301, 10**9
+    i[39, 299] = bad
     m = make_model(helper.make_node("GatherElements", ["x", "i"], ["y"], axis=1), {"x": x, "i": i}, ["y"], opset=13)
-    (ref,) = graph_reference(m, {"x": x, "i": i})
-    assert ref[3, 7] == 0 and ref[10, 0] == 0 and ref[39, 299] == 0
-    for t in (1, 2):
-        assert_close(run_edgert(m, {"x": x, "i": i}, threads=t)[0], ref)
+    run_fails(m, {"x": x, "i": i}, "gather_elements", bad, 300)
 
 
 def test_gather_elements_rejects_larger_indices():
@@ -134,16 +149,14 @@ def test_scatter_elements_int_add(dtype):
     check(m, {"x": x, "i": i}, expected=[want], threads=(1,))
 
 
-def test_scatter_elements_out_of_range_skipped():
+@pytest.mark.parametrize("bad", [4, -5, 2**40])
+def test_scatter_elements_out_of_range_fails(bad):
     x = data((3, 4))
-    i = np.array([[0, 9], [-5, 1]], I64)
+    i = np.array([[0, bad], [-4, 1]], I64)
     u = data((2, 2))
     node = helper.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=1)
     m = make_model(node, {"x": x, "i": i, "u": u}, ["y"], opset=16)
-    want = x.copy()
-    want[0, 0], want[1, 1] = u[0, 0], u[1, 1]
-    for t in (1, 2):
-        assert_close(run_edgert(m, {"x": x, "i": i, "u": u}, threads=t)[0], want)
+    run_fails(m, {"x": x, "i": i, "u": u}, "scatter_elements", bad, 4)
 
 
 def test_scatter_elements_rejects_bool_add():

@@ -210,6 +210,7 @@ def mutate_params(model, feeds):
             d = bytearray(data)
             struct.pack_into("<I", d, off + 4 * w, bad)
             d[40:44] = struct.pack("<I", zlib.crc32(bytes(d[64:])))
+            d[48:52] = struct.pack("<I", zlib.crc32(bytes(d[:48])))  # header CRC (format 1.1)
             try:
                 sess = edgert.Session(bytes(d))
             except edgert.EdgertError:

@@ -2,11 +2,12 @@
  *
  * Index tensors are int32 or int64 (one_hot also takes float32, truncated toward
  * zero). Negative indices count from the end of the indexed dim. Index values are
- * data, checked one by one at run time so that nothing is ever read or written out
- * of bounds: an index outside [-n, n) makes gather and gather_elements produce 0 for
- * that slice or element, makes scatter_elements skip that update, and leaves a
- * one_hot row at the off value. When the indices are a constant of the model,
- * prepare rejects out-of-range values instead.
+ * data: when they are a constant of the model, prepare rejects out-of-range values;
+ * otherwise eval checks all of them before any copy, and an index outside [-n, n)
+ * stops the run (gather, gather_elements, scatter_elements: ert_run_fail with
+ * EDGERT_ERR_INDEX naming the node and the value, as onnxruntime does). one_hot
+ * follows ONNX instead: an out-of-range index is valid and leaves its row at the off
+ * value. So the copy loops only ever see indices in range.
  *
  * Parameter words (edgert/ops/gather.py): gather 0 axis; gather_elements 0 axis;
  * scatter_elements 0 axis, 1 reduction (0 none, 1 add, 2 mul, 3 max, 4 min);
@@ -48,6 +49,22 @@ static edgert_status check_indices(const ert_node *node, ert_err *err, const cha
         return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (%s): constant index %lld outside [%lld, %lld)",
                         nm(node), op, (long long)read_index(t, k), (long long)-n, (long long)n);
   return EDGERT_OK;
+}
+
+/* Run-time check of every index of input i against [-n, n) (constants were checked
+ * by prepare); false, after ert_run_fail, at the first bad one. */
+static bool indices_ok(const ert_node *node, ert_exec *ex, const char *op, uint32_t i, int64_t n) {
+  const ert_tensor *t = node->in[i];
+  if (t->storage == ERT_STORAGE_CONST) return true;
+  for (size_t k = 0; k < t->numel; k++) {
+    const int64_t v = read_index(t, k);
+    if (v < -n || v >= n) {
+      ert_run_fail(ex, EDGERT_ERR_INDEX, "node '%s' (%s): index %lld out of range [%lld, %lld)", nm(node), op,
+                   (long long)v, (long long)-n, (long long)n);
+      return false;
+    }
+  }
+  return true;
 }
 
 static edgert_status check_axis(const ert_node *node, ert_err *err, const char *op, int32_t axis,
@@ -99,16 +116,15 @@ static void gather_task(void *arg, size_t begin, size_t end) {
   char *dst = (char *)node->out[0]->data;
   for (size_t u = begin; u < end; u++) {
     const size_t o = u / (size_t)count, j = u % (size_t)count;
-    const int64_t i = wrap(read_index(node->in[1], j), n);
-    if (i < 0)
-      memset(dst + u * slice, 0, slice);
-    else
-      memcpy(dst + u * slice, src + (o * (size_t)n + (size_t)i) * slice, slice);
+    int64_t i = read_index(node->in[1], j); /* in [-n, n): checked by eval */
+    if (i < 0) i += n;
+    memcpy(dst + u * slice, src + (o * (size_t)n + (size_t)i) * slice, slice);
   }
 }
 
 void ert_gather_eval(const ert_node *node, ert_exec *ex) {
   const size_t units = (size_t)(node->opdata[0] * node->opdata[2]);
+  if (!indices_ok(node, ex, "gather", 1, node->opdata[1])) return;
   if (node->out[0]->nbytes == 0) return;
   if (node->out[0]->nbytes < PARALLEL_BYTES)
     gather_task((void *)node, 0, units);
@@ -133,7 +149,7 @@ static edgert_status check_elements(const ert_node *node, ert_err *err, const ch
 }
 
 /* Calls visit(ctx, k, data_offset) for each index element k in order, with
- * data_offset the element of data it addresses (-1 when the index is out of range). */
+ * data_offset the element of data it addresses (indices checked by eval). */
 typedef void (*elem_fn)(void *ctx, size_t k, int64_t data_off);
 
 static void walk_elements(const ert_tensor *x, const ert_tensor *ix, int32_t axis, size_t begin,
@@ -154,8 +170,9 @@ static void walk_elements(const ert_tensor *x, const ert_tensor *ix, int32_t axi
   }
   const int64_t n = x->shape[axis];
   for (size_t k = begin; k < end; k++) {
-    const int64_t i = wrap(read_index(ix, k), n);
-    fn(ctx, k, i < 0 ? -1 : base + i * xs[axis]);
+    int64_t i = read_index(ix, k);
+    if (i < 0) i += n;
+    fn(ctx, k, base + i * xs[axis]);
     for (int d = r - 1; d >= 0; d--) {
       if (d != axis) base += xs[d];
       if (++coord[d] < ix->shape[d]) break;
@@ -185,10 +202,7 @@ typedef struct {
 static void gather_elem(void *arg, size_t k, int64_t off) {
   const elem_ctx *c = (const elem_ctx *)arg;
   char *d = (char *)c->node->out[0]->data + k * c->es;
-  if (off < 0)
-    memset(d, 0, c->es);
-  else
-    memcpy(d, (const char *)c->node->in[0]->data + (size_t)off * c->es, c->es);
+  memcpy(d, (const char *)c->node->in[0]->data + (size_t)off * c->es, c->es);
 }
 
 static void gather_elements_task(void *arg, size_t begin, size_t end) {
@@ -199,6 +213,7 @@ static void gather_elements_task(void *arg, size_t begin, size_t end) {
 
 void ert_gather_elements_eval(const ert_node *node, ert_exec *ex) {
   const size_t n = node->out[0]->numel;
+  if (!indices_ok(node, ex, "gather_elements", 1, node->in[0]->shape[ert_pi(node, 0)])) return;
   if (n == 0) return;
   if (node->out[0]->nbytes < PARALLEL_BYTES)
     gather_elements_task((void *)node, 0, n);
@@ -259,7 +274,6 @@ typedef struct {
 
 static void scatter_elem(void *arg, size_t k, int64_t off) {
   const scatter_ctx *c = (const scatter_ctx *)arg;
-  if (off < 0) return;
   char *d = (char *)c->node->out[0]->data + (size_t)off * c->es;
   const char *u = (const char *)c->node->in[2]->data + k * c->es;
   const int32_t red = c->red;
@@ -290,8 +304,8 @@ static void scatter_elem(void *arg, size_t k, int64_t off) {
 }
 
 void ert_scatter_elements_eval(const ert_node *node, ert_exec *ex) {
-  (void)ex;
   const ert_tensor *x = node->in[0], *y = node->out[0];
+  if (!indices_ok(node, ex, "scatter_elements", 1, x->shape[ert_pi(node, 0)])) return;
   if (x->nbytes > 0 && y->data != x->data) memmove(y->data, x->data, x->nbytes);
   if (node->in[1]->numel == 0) return;
   /* Sequential: later updates of one element win (or combine) in index order. */

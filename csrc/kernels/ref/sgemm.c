@@ -222,7 +222,7 @@ ERT_INLINE void gather_row(float *d, const float *row, int32_t ox, int32_t n, in
     if (b > u) memcpy(d + u, row + (ptrdiff_t)ox + off + u, (size_t)(b - u) * sizeof(float));
     u = b;
   } else {
-    const float *s = row + (ptrdiff_t)ox * sw + off;
+    const float *s = row ? row + (ptrdiff_t)ox * sw + off : row; /* NULL row: nothing read */
     if (sw == 2) /* four per step: the strided loop costs ~6 instructions per float */
       for (; u + 4 <= b; u += 4) {
         d[u] = s[2 * u];
@@ -367,12 +367,10 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
           const int32_t mr = min_i32(step, mlen - ir);
           /* rows past the end repeat the last row; their results are dropped */
           const float *rows_own[6];
-          const float *const *rows = rowp + ir;
-          if (!pre) {
+          const float *const *rows = pre ? rowp + ir : rows_own;
+          if (!pre)
             for (int32_t ii = 0; ii < step; ++ii)
               rows_own[ii] = arows + (ptrdiff_t)(ir + (ii < mr ? ii : mr - 1)) * lda;
-            rows = rows_own;
-          }
           float *ct = c + (ptrdiff_t)(i0 + ir) * g->ldc + j0 + jr;
           const ert_sgemm_rows_fn fn = step == 6 ? opt6 : opt;
           if (fn != NULL && mr == step && nr == NR) {
