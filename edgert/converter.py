@@ -33,6 +33,9 @@ def serialize(g: Graph, metadata: dict | None = None) -> bytes:
     p = planner.plan(g)
     planner.verify(g, p)
     meta = {"producer": "edgert", "output_names": g.metadata.get("output_names")}
+    sources = {k: v for k, v in (g.metadata.get("const_sources") or {}).items() if k in g.tensors and k != v}
+    if sources:
+        meta["constant_sources"] = dict(sorted(sources.items()))
     meta.update(metadata or {})
     return fmt.write(g, p, meta)
 

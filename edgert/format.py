@@ -268,6 +268,13 @@ def read(data: bytes) -> dict[str, Any]:
                         "storage": {1: "constant", STORAGE_SPARSE: "sparse"}.get(storage, "arena"),
                         "offset": off, "nbytes": nbytes, "quant": None if q == ABSENT else q,
                         "file_offset": const_off + off if storage == 1 else None})
+    if SPARSE in secs:
+        from .sparse import RECORD_SIZE, _RECORD
+        sb = sec(SPARSE)
+        for k in range(min(secs[SPARSE][2], len(sb) // RECORD_SIZE)):
+            ti, _, bm_off, val_off, nnz = _RECORD.unpack_from(sb, k * RECORD_SIZE)
+            if ti < len(tensors):
+                tensors[ti]["sparse"] = {"bitmap_offset": bm_off, "values_offset": val_off, "nnz": nnz}
     idx = np.frombuffer(sec(INDICES), "<u4")
     params = np.frombuffer(sec(PARAMS), "<u4")
     nodes = []
