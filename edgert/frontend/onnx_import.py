@@ -387,6 +387,10 @@ class OnnxImporter:
         for oname, val in zip(node.output, outs):
             if oname:
                 self._add_const_value(oname, np.asarray(val))
+        if op == "Transpose" and node.output[0]:  # another layout of the same weight (edgert inspect)
+            sources = dict(g.metadata.get("const_sources") or {})
+            sources[self.resolve(node.output[0])] = sources.get(present[0], present[0])
+            g.metadata["const_sources"] = sources
         return True
 
     def _inline_if(self, node, ins: list[str], opset: int) -> None:

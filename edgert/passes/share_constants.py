@@ -1,7 +1,10 @@
 """One tensor per distinct constant: constants with the same dtype, shape, quantization
 and bytes become one tensor, whatever produced the copies (an exporter repeating an
 initializer, a weight transposed or quantized once per node that uses it). The writer
-then stores each constant once (docs/format.md, "Shared constants")."""
+then stores each constant once (docs/format.md, "Shared constants").
+
+A gemm that reads the transpose of a constant also stored as is (a tied embedding:
+Gather on E, Gemm(h, E, transB=1)) reads E itself with trans_b instead of a copy."""
 from __future__ import annotations
 
 import hashlib
@@ -35,8 +38,9 @@ def run(g: Graph) -> bool:
         keep = first.setdefault(key, name)
         if keep != name and np.array_equal(_raw(g.tensors[keep].data), _raw(t.data)):
             same[name] = keep
+    changed = _reuse_stored_layout(g)
     if not same:
-        return False
+        return changed
     for n in g.nodes:
         n.inputs = [same.get(i, i) for i in n.inputs]
     for name in same:
@@ -45,3 +49,23 @@ def run(g: Graph) -> bool:
     if sparse_names:
         g.metadata["sparse_tensors"] = {same.get(s, s) for s in sparse_names}
     return True
+
+
+def _reuse_stored_layout(g: Graph) -> bool:
+    sources = g.metadata.get("const_sources") or {}
+    read = {i for n in g.nodes for i in n.inputs if i}
+    changed = False
+    for n in g.nodes:
+        if n.op != "gemm" or n.attrs.get("trans_b") or len(n.inputs) < 2:
+            continue
+        b = g.tensors[n.inputs[1]]
+        src = g.tensors.get(sources.get(b.name, ""))
+        if (b.is_const and src is not None and src.is_const and src.name in read and b.data.ndim == 2
+                and src.data.shape == b.data.shape[::-1] and src.dtype == b.dtype and src.quant is None
+                and b.quant is None and np.array_equal(src.data.T, b.data)):
+            n.inputs[1] = src.name
+            n.attrs["trans_b"] = True
+            changed = True
+    if changed:
+        g.remove_unused_tensors()
+    return changed
