@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""File size, host latency and accuracy of models whose weights are read by many
+nodes (tools/shared_models.py; docs/format.md "Shared constants", docs/design.md
+"Unrolled recurrences").
+
+Per model: ONNX bytes; edgert fp32 and int8 bytes and their ratio to the ONNX file;
+edgert and onnxruntime latency (1 thread, lowest of 5 medians, both measured in this
+run) and their ratio; max |edgert - onnxruntime| of the fp32 and int8 outputs.
+
+    python tools/bench_shared.py [--models lstm,tied,siamese,crnn] [--runs 100] [--json OUT]
+
+The edgert package is the one Python imports (PYTHONPATH selects another checkout, to
+measure a "before").
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import edgert  # noqa: E402
+import shared_models as sm  # noqa: E402
+
+MODELS = {
+    "lstm": lambda: sm.unrolled_lstm(steps=20, input_size=64, hidden=256),
+    "tied": lambda: sm.tied_embedding(head="gemm"),
+    "tied_transpose": lambda: sm.tied_embedding(head="transpose"),
+    "siamese": lambda: sm.siamese(),
+    "crnn": lambda: sm.crnn(),
+}
+
+
+def _timed(fn, runs: int, blocks: int = 5) -> float:
+    """The lowest of `blocks` medians of runs/blocks calls each, in ms: robust to a busy host."""
+    for _ in range(3):
+        fn()
+    best = float("inf")
+    for _ in range(blocks):
+        times = []
+        for _ in range(max(runs // blocks, 3)):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        best = min(best, float(np.median(times)))
+    return best * 1e3
+
+
+def _err(got, want) -> float:
+    return max(float(np.max(np.abs(np.asarray(g, np.float64) - np.asarray(w, np.float64)))) for g, w in zip(got, want))
+
+
+def bench(name: str, runs: int) -> dict:
+    import onnxruntime as ort
+
+    model, feeds = MODELS[name]()
+    raw = model.SerializeToString()
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    ref = ort.InferenceSession(raw, so, providers=["CPUExecutionProvider"])
+    want = ref.run(None, feeds)
+    t0 = time.perf_counter()
+    fp32 = edgert.convert(model)
+    convert_s = time.perf_counter() - t0
+    int8 = edgert.convert(model, quantize="int8", calibration=sm.calibration(feeds))
+    s32, s8 = edgert.Session(fp32, threads=1), edgert.Session(int8, threads=1)
+    row = {"model": name, "onnx_bytes": len(raw), "fp32_bytes": len(fp32), "int8_bytes": len(int8),
+           "convert_s": convert_s, "err_fp32": _err(s32.run(None, feeds), want),
+           "err_int8": _err(s8.run(None, feeds), want), "out_max": float(np.max(np.abs(want[0])))}
+    row["fp32_ratio"] = row["fp32_bytes"] / row["onnx_bytes"]
+    row["int8_ratio"] = row["int8_bytes"] / row["onnx_bytes"]
+    row["ort_ms"] = _timed(lambda: ref.run(None, feeds), runs)
+    row["fp32_ms"] = _timed(lambda: s32.run(None, feeds), runs)
+    row["int8_ms"] = _timed(lambda: s8.run(None, feeds), runs)
+    row["fp32_vs_ort"] = row["fp32_ms"] / row["ort_ms"]
+    row["int8_vs_ort"] = row["int8_ms"] / row["ort_ms"]
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default="lstm,tied,tied_transpose,siamese,crnn")
+    ap.add_argument("--runs", type=int, default=100)
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args()
+    rows = []
+    print(f"edgert from {os.path.dirname(edgert.__file__)}")
+    head = (f"{'model':15s} {'onnx B':>11s} {'fp32 B':>12s} {'x':>6s} {'int8 B':>12s} {'x':>6s} "
+            f"{'ort ms':>8s} {'fp32 ms':>8s} {'x':>5s} {'int8 ms':>8s} {'x':>5s} {'err fp32':>9s} {'err int8':>9s}")
+    print(head)
+    for name in a.models.split(","):
+        r = bench(name, a.runs)
+        rows.append(r)
+        print(f"{name:15s} {r['onnx_bytes']:11,d} {r['fp32_bytes']:12,d} {r['fp32_ratio']:6.2f} {r['int8_bytes']:12,d} "
+              f"{r['int8_ratio']:6.3f} {r['ort_ms']:8.2f} {r['fp32_ms']:8.2f} {r['fp32_vs_ort']:5.2f} "
+              f"{r['int8_ms']:8.2f} {r['int8_vs_ort']:5.2f} {r['err_fp32']:9.1e} {r['err_int8']:9.1e}", flush=True)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
