@@ -4,8 +4,8 @@ nodes (tools/shared_models.py; docs/format.md "Shared constants", docs/design.md
 "Unrolled recurrences").
 
 Per model: ONNX bytes; edgert fp32 and int8 bytes and their ratio to the ONNX file;
-edgert and onnxruntime latency (1 thread, lowest of 5 medians, both measured in this
-run) and their ratio; max |edgert - onnxruntime| of the fp32 and int8 outputs.
+edgert and onnxruntime latency (1 thread, lowest of 5 medians, measured in this run
+with the calls interleaved) and their ratio; max |edgert - onnxruntime| of the fp32 and int8 outputs.
 
     python tools/bench_shared.py [--models lstm,tied,siamese,crnn] [--runs 100] [--json OUT]
 
@@ -36,19 +36,23 @@ MODELS = {
 }
 
 
-def _timed(fn, runs: int, blocks: int = 5) -> float:
-    """The lowest of `blocks` medians of runs/blocks calls each, in ms: robust to a busy host."""
-    for _ in range(3):
-        fn()
-    best = float("inf")
-    for _ in range(blocks):
-        times = []
-        for _ in range(max(runs // blocks, 3)):
-            t0 = time.perf_counter()
+def _timed(fns: dict, runs: int, blocks: int = 5) -> dict:
+    """ms per call of each function: the lowest of `blocks` medians of runs/blocks calls,
+    the functions interleaved call by call so that a busy host slows them alike."""
+    for fn in fns.values():
+        for _ in range(3):
             fn()
-            times.append(time.perf_counter() - t0)
-        best = min(best, float(np.median(times)))
-    return best * 1e3
+    best = {k: float("inf") for k in fns}
+    for _ in range(blocks):
+        times: dict = {k: [] for k in fns}
+        for _ in range(max(runs // blocks, 3)):
+            for k, fn in fns.items():
+                t0 = time.perf_counter()
+                fn()
+                times[k].append(time.perf_counter() - t0)
+        for k in fns:
+            best[k] = min(best[k], float(np.median(times[k])))
+    return {k: v * 1e3 for k, v in best.items()}
 
 
 def _err(got, want) -> float:
@@ -75,9 +79,9 @@ def bench(name: str, runs: int) -> dict:
            "err_int8": _err(s8.run(None, feeds), want), "out_max": float(np.max(np.abs(want[0])))}
     row["fp32_ratio"] = row["fp32_bytes"] / row["onnx_bytes"]
     row["int8_ratio"] = row["int8_bytes"] / row["onnx_bytes"]
-    row["ort_ms"] = _timed(lambda: ref.run(None, feeds), runs)
-    row["fp32_ms"] = _timed(lambda: s32.run(None, feeds), runs)
-    row["int8_ms"] = _timed(lambda: s8.run(None, feeds), runs)
+    t = _timed({"ort": lambda: ref.run(None, feeds), "fp32": lambda: s32.run(None, feeds),
+                "int8": lambda: s8.run(None, feeds)}, runs)
+    row.update(ort_ms=t["ort"], fp32_ms=t["fp32"], int8_ms=t["int8"])
     row["fp32_vs_ort"] = row["fp32_ms"] / row["ort_ms"]
     row["int8_vs_ort"] = row["int8_ms"] / row["ort_ms"]
     return row
