@@ -23,7 +23,8 @@ def _key(t: Tensor) -> tuple:
     q = t.quant
     qkey = None if q is None else (q.axis, np.asarray(q.scale, np.float32).tobytes(),
                                    np.asarray(q.zero_point, np.int32).tobytes())
-    return (np.dtype(t.dtype).str, tuple(t.shape), qkey, data.nbytes, hashlib.sha256(data).digest())
+    return (np.dtype(t.dtype).str, np.asarray(t.data).dtype.str, tuple(t.shape), qkey, data.nbytes,
+            hashlib.sha256(data).digest())
 
 
 def run(g: Graph) -> bool:
