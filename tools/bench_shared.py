@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """File size, host latency and accuracy of models whose weights are read by many
 nodes (tools/shared_models.py; docs/format.md "Shared constants", docs/design.md
-"Unrolled recurrences").
+"Shared weights and unrolled recurrences").
 
 Per model: ONNX bytes; edgert fp32 and int8 bytes and their ratio to the ONNX file;
 edgert and onnxruntime latency (1 thread, lowest of 5 medians, measured in this run
-with the calls interleaved; CPU time of the calling thread unless --clock wall) and their ratio; max |edgert - onnxruntime| of the fp32 and int8 outputs.
+with the calls interleaved; CPU time of the calling thread unless --clock wall) and
+their ratio; max |edgert - onnxruntime| of the fp32 and int8 outputs.
 
-    python tools/bench_shared.py [--models lstm,tied,siamese,crnn] [--runs 100] [--json OUT]
+    python tools/bench_shared.py [--models lstm,tied,tied_transpose,siamese,crnn] [--runs 100]
+                                 [--clock thread|wall] [--json OUT]
 
 The edgert package is the one Python imports (PYTHONPATH selects another checkout, to
 measure a "before").
