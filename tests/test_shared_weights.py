@@ -50,14 +50,19 @@ def test_fp32_matches_onnxruntime_and_stores_each_weight_once(name):
     assert _max_err(_run(data, feeds), run_ort(model, feeds)) <= 1e-4
     use = _usage(data)
     assert use["bytes_by_use"] > use["unique_bytes"]  # the weights are read by several nodes
-    extra = sum(f["bytes"] for m in use["multiple_forms"] for f in m["forms"][1:])
-    if name == "tied_transpose":
-        # MatMul with Transpose(E) keeps E^T beside E (Gather reads E): listed, and the only excess.
-        assert [m["source"] for m in use["multiple_forms"]] == ["embed.weight"]
-        assert extra == 2000 * 128 * 4
-    else:
-        assert use["multiple_forms"] == []
-    assert len(data) <= 1.05 * onnx_bytes + extra, (len(data), onnx_bytes)
+    assert use["multiple_forms"] == []
+    assert len(data) <= 1.05 * onnx_bytes, (len(data), onnx_bytes)
+
+
+@pytest.mark.parametrize("head", ["gemm", "transpose"])
+def test_tied_head_reads_the_embedding_itself(head):
+    """Gemm(h, E, transB=1) and MatMul(h, Transpose(E)) read E with trans_b: no E^T copy."""
+    model, _ = sm.tied_embedding(head=head)
+    info = fmt.read(edgert.convert(model))
+    consts = {t["name"]: t for t in info["tensors"] if t["storage"] == "constant"}
+    assert [2000, 128] in [t["shape"] for t in consts.values()] and [128, 2000] not in [t["shape"] for t in consts.values()]
+    (gemm,) = [n for n in info["nodes"] if n["op"] == "gemm"]
+    assert info["tensors"][gemm["inputs"][1]]["name"] == "embed.weight" and gemm["params"][1] == 1  # trans_b
 
 
 def test_unrolled_lstm_weights_are_one_blob_each():
@@ -127,20 +132,21 @@ def test_tensors_of_different_shapes_share_equal_bytes():
 
 
 def test_inspect_reports_unique_bytes_and_multiple_forms(tmp_path):
-    model, _ = MODELS["tied_transpose"]()
+    """int8 tied embedding: the Gather reads float E, the output gemm its int8 form."""
+    model, feeds = MODELS["tied_transpose"]()
     path = tmp_path / "tied.edgert"
-    edgert.convert(model, path)
+    edgert.convert(model, path, quantize="int8", calibration=sm.calibration(feeds))
     r = CliRunner().invoke(main, ["inspect", "--json", str(path)])
     assert r.exit_code == 0, r.output
-    c = json.loads(r.output)["constants"]
-    e = 2000 * 128 * 4
-    assert c["unique_bytes"] == json.loads(r.output)["weights_bytes"]
-    assert c["unique_bytes"] >= 2 * e and c["bytes_by_use"] > c["unique_bytes"]
+    d = json.loads(r.output)
+    c = d["constants"]
+    assert c["unique_bytes"] == d["weights_bytes"] and c["bytes_by_use"] > c["unique_bytes"]
     (m,) = c["multiple_forms"]
-    assert m["source"] == "embed.weight" and m["bytes"] == 2 * e
-    assert sorted(tuple(f["shape"]) for f in m["forms"]) == [(128, 2000), (2000, 128)]
+    assert m["source"] == "embed.weight" and m["bytes"] == 2000 * 128 * 5
+    assert sorted((f["dtype"], tuple(f["shape"]), f["bytes"]) for f in m["forms"]) == [
+        ("float32", (2000, 128), 2000 * 128 * 4), ("int8", (2000, 128), 2000 * 128)]
     r = CliRunner().invoke(main, ["inspect", str(path)])
-    assert r.exit_code == 0 and "embed.weight is stored in 2 forms (2,048,000 bytes)" in r.output
+    assert r.exit_code == 0 and "embed.weight is stored in 2 forms (1,280,000 bytes)" in r.output
 
 
 def test_inspect_counts_uses_of_the_unrolled_lstm(tmp_path):
