@@ -163,6 +163,49 @@ def _print_prune_report(path: str) -> None:
                f"({r['sqnr_inputs']} inputs)")
 
 
+def constant_usage(info: dict) -> dict:
+    """How the constants of a read file are stored and used: `blobs` distinct stored
+    ranges and their `unique_bytes` (dense bytes, once per range), `bytes_by_use` (each
+    constant counted once per node input that reads it: what storing a copy per use
+    would take), `stored_bytes` (the CONSTANTS section), and `multiple_forms`: source
+    initializers stored in more than one packed form (a transposed, int8 or CSR copy
+    that a kernel needs beside the original), with the bytes of each form."""
+    tensors = info["tensors"]
+
+    def blob(t: dict):
+        if t["storage"] == "constant":
+            return ("constant", t["offset"])
+        sp = t.get("sparse") or {}
+        return ("sparse", sp.get("bitmap_offset"), sp.get("values_offset"), t["dtype"], t["nbytes"])
+
+    consts = [k for k, t in enumerate(tensors) if t["storage"] in ("constant", "sparse")]
+    uses = {k: 0 for k in consts}
+    for n in info["nodes"]:
+        for i in n["inputs"]:
+            if i is not None and i in uses:
+                uses[i] += 1
+    blobs: dict[tuple, int] = {}
+    for k in consts:
+        blobs.setdefault(blob(tensors[k]), tensors[k]["nbytes"])
+    sources = (info.get("metadata") or {}).get("constant_sources") or {}
+    forms: dict[str, dict[tuple, dict]] = {}
+    for k in consts:
+        t = tensors[k]
+        src = sources.get(t["name"], t["name"])
+        forms.setdefault(src, {}).setdefault(blob(t), {"tensor": t["name"], "dtype": t["dtype"], "shape": t["shape"],
+                                                       "storage": t["storage"], "bytes": t["nbytes"]})
+    multiple = [{"source": src, "forms": list(f.values()), "bytes": sum(v["bytes"] for v in f.values())}
+                for src, f in sorted(forms.items()) if len(f) > 1]
+    return {
+        "tensors": len(consts),
+        "blobs": len(blobs),
+        "unique_bytes": sum(blobs.values()),
+        "bytes_by_use": sum(tensors[k]["nbytes"] * uses[k] for k in consts),
+        "stored_bytes": info["constants_bytes"],
+        "multiple_forms": multiple,
+    }
+
+
 def inspect_dict(path: str) -> dict:
     from . import format as fmt
 
@@ -180,10 +223,12 @@ def inspect_dict(path: str) -> dict:
         t = tensors[idx]
         return {"name": t["name"], "shape": t["shape"], "dtype": t["dtype"]}
 
+    consts = constant_usage(info)
     return {
         "format_version": info["version"],
         "file_bytes": info["file_bytes"],
-        "weights_bytes": sum(t["nbytes"] for t in tensors if t["storage"] in ("constant", "sparse")),
+        "weights_bytes": consts["unique_bytes"],
+        "constants": consts,
         "arena_bytes": info["arena_bytes"],
         "arena_lower_bound_bytes": info["arena_lower_bound_bytes"],
         "nodes": len(info["nodes"]),
@@ -205,6 +250,12 @@ def inspect(model, as_json) -> None:
         return
     click.echo(f"{model}: format {d['format_version']}, {d['file_bytes']:,} bytes "
                f"({d['weights_bytes']:,} of weights)")
+    c = d["constants"]
+    click.echo(f"constants: {c['blobs']} stored ({c['unique_bytes']:,} bytes; {c['bytes_by_use']:,} counted per use), "
+               f"{c['stored_bytes']:,} bytes in the file")
+    for m in c["multiple_forms"]:
+        click.echo(f"  {m['source']} is stored in {len(m['forms'])} forms ({m['bytes']:,} bytes): "
+                   + ", ".join(f"{f['tensor']} {f['dtype']}{f['shape']} {f['bytes']:,}" for f in m["forms"]))
     click.echo(f"arena: {d['arena_bytes']:,} bytes (lower bound {d['arena_lower_bound_bytes']:,})")
     for kind in ("inputs", "outputs"):
         for t in d[kind]:

@@ -28,9 +28,14 @@ def build_graph(model, input_shapes: dict[str, Any] | None = None, input_values:
 
 
 def serialize(g: Graph, metadata: dict | None = None) -> bytes:
+    from .passes import share_constants
+    share_constants.run(g)  # quantization and sparse kernels may have copied shared weights
     p = planner.plan(g)
     planner.verify(g, p)
     meta = {"producer": "edgert", "output_names": g.metadata.get("output_names")}
+    sources = {k: v for k, v in (g.metadata.get("const_sources") or {}).items() if k in g.tensors and k != v}
+    if sources:
+        meta["constant_sources"] = dict(sorted(sources.items()))
     meta.update(metadata or {})
     return fmt.write(g, p, meta)
 

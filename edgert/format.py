@@ -1,6 +1,7 @@
 """Writer and reader of the .edgert file format (docs/format.md)."""
 from __future__ import annotations
 
+import hashlib
 import json
 import struct
 import zlib
@@ -97,7 +98,7 @@ def write(g: Graph, p: Plan, metadata: dict | None = None) -> bytes:
         visit(t)
     tindex = {t: k for k, t in enumerate(order)}
 
-    consts = bytearray()
+    consts = ConstantPool()
     quant_records = bytearray()
     sparse_names = g.metadata.get("sparse_tensors") or ()
     sparse_records = bytearray()
@@ -119,8 +120,8 @@ def write(g: Graph, p: Plan, metadata: dict | None = None) -> bytes:
             q = ten.quant
             sc = np.ascontiguousarray(q.scale, np.float32).reshape(-1)
             zp = np.ascontiguousarray(q.zero_point, np.int32).reshape(-1)
-            so = _append_const(consts, sc.tobytes(), 4)
-            zo = _append_const(consts, zp.tobytes(), 4)
+            so = consts.add(sc.tobytes(), 4)
+            zo = consts.add(zp.tobytes(), 4)
             axis = -1 if q.axis is None else q.axis % max(len(ten.shape), 1)
             quant_records += _QUANT.pack(axis, sc.size, so, zo, b"\0" * 8)
         if ten.is_const and t in sparse_names:
@@ -130,7 +131,7 @@ def write(g: Graph, p: Plan, metadata: dict | None = None) -> bytes:
             storage = STORAGE_SPARSE
         elif ten.is_const:
             data = np.ascontiguousarray(ten.data.astype(ten.dtype, copy=False)).tobytes()
-            off = _append_const(consts, data, CONST_ALIGN)
+            off = consts.add(data, CONST_ALIGN)
             storage = 1
         else:
             if t not in p.offsets:
@@ -177,7 +178,7 @@ def write(g: Graph, p: Plan, metadata: dict | None = None) -> bytes:
         sections.append((SPARSE, bytes(sparse_records), 8, len(sparse_records) // sparse_record_size()))
     if metadata:
         sections.append((METADATA, json.dumps(metadata, sort_keys=True).encode("utf-8"), 1, 0))
-    sections.append((CONSTANTS, bytes(consts), CONST_ALIGN, 0))
+    sections.append((CONSTANTS, bytes(consts.buf), CONST_ALIGN, 0))
 
     table_off = HEADER_SIZE
     pos = table_off + ENTRY_SIZE * len(sections)
@@ -214,12 +215,26 @@ def sparse_record_size() -> int:
     return RECORD_SIZE
 
 
-def _append_const(buf: bytearray, data: bytes, align: int) -> int:
-    pad = (-len(buf)) % align
-    buf += b"\0" * pad
-    off = len(buf)
-    buf += data
-    return off
+class ConstantPool:
+    """The CONSTANTS section being written. Every blob is stored once: adding bytes equal
+    to a blob already stored (same length and SHA-256, then compared byte for byte) at
+    a suitable alignment returns that blob's offset, so tensors with the same packed
+    bytes share one range (docs/format.md, "Shared constants")."""
+
+    def __init__(self, buf: bytearray | None = None) -> None:
+        self.buf = buf if buf is not None else bytearray()
+        self.blobs: dict[tuple[int, bytes], list[int]] = {}
+
+    def add(self, data: bytes, align: int) -> int:
+        key = (len(data), hashlib.sha256(data).digest())
+        for off in self.blobs.get(key, ()):
+            if off % align == 0 and self.buf[off:off + len(data)] == data:
+                return off
+        self.buf += b"\0" * ((-len(self.buf)) % align)
+        off = len(self.buf)
+        self.buf += data
+        self.blobs.setdefault(key, []).append(off)
+        return off
 
 
 def read(data: bytes) -> dict[str, Any]:
@@ -269,6 +284,13 @@ def read(data: bytes) -> dict[str, Any]:
                         "storage": {1: "constant", STORAGE_SPARSE: "sparse"}.get(storage, "arena"),
                         "offset": off, "nbytes": nbytes, "quant": None if q == ABSENT else q,
                         "file_offset": const_off + off if storage == 1 else None})
+    if SPARSE in secs:
+        from .sparse import RECORD_SIZE, _RECORD
+        sb = sec(SPARSE)
+        for k in range(min(secs[SPARSE][2], len(sb) // RECORD_SIZE)):
+            ti, _, bm_off, val_off, nnz = _RECORD.unpack_from(sb, k * RECORD_SIZE)
+            if ti < len(tensors):
+                tensors[ti]["sparse"] = {"bitmap_offset": bm_off, "values_offset": val_off, "nnz": nnz}
     idx = np.frombuffer(sec(INDICES), "<u4")
     params = np.frombuffer(sec(PARAMS), "<u4")
     nodes = []

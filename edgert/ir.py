@@ -85,6 +85,16 @@ class Graph:
         self.add_tensor(name, data.shape, data.dtype, data)
         return name
 
+    def add_derived_const(self, data: np.ndarray, source: str, hint: str = "const") -> str:
+        """add_const for a new layout or encoding of constant `source` (a transpose, its
+        int8 or CSR form); metadata["const_sources"] keeps the initializer it came from,
+        which `edgert inspect` reports when one weight is stored in several forms."""
+        name = self.add_const(data, hint)
+        sources = dict(self.metadata.get("const_sources") or {})  # metadata may be shared with a copy
+        sources[name] = sources.get(source, source)
+        self.metadata["const_sources"] = sources
+        return name
+
     def add_node(self, op: str, inputs: list[str], outputs: list[str], attrs: dict | None = None, name: str = "") -> Node:
         node = Node(op, list(inputs), list(outputs), dict(attrs or {}), name or outputs[0])
         self.nodes.append(node)

@@ -60,18 +60,15 @@ def worth_storing(data: np.ndarray) -> bool:
     return dense >= STORAGE_MIN_BYTES and encoded_bytes(data) <= dense * (1.0 - STORAGE_MIN_SAVING)
 
 
-def encode_record(consts: bytearray, tensor_index: int, data: np.ndarray) -> bytes:
-    """Appends the bitmap (8-aligned) and the values (aligned to the element size) of
-    `data` to the CONSTANTS buffer and returns its SPARSE record."""
+def encode_record(consts, tensor_index: int, data: np.ndarray) -> bytes:
+    """Adds the bitmap (8-aligned) and the values (aligned to the element size) of
+    `data` to the CONSTANTS pool (format.ConstantPool, which stores equal blobs once)
+    and returns its SPARSE record."""
     mask = nonzero_mask(data)
     bitmap = np.packbits(mask, bitorder="little").tobytes()
     values = np.ascontiguousarray(data).reshape(-1)[mask].tobytes()
-    consts += b"\0" * ((-len(consts)) % 8)
-    bm_off = len(consts)
-    consts += bitmap
-    consts += b"\0" * ((-len(consts)) % max(data.dtype.itemsize, 1))
-    val_off = len(consts)
-    consts += values
+    bm_off = consts.add(bitmap, 8)
+    val_off = consts.add(values, max(data.dtype.itemsize, 1))
     return _RECORD.pack(tensor_index, ENC_BITMAP, bm_off, val_off, int(mask.sum()))
 
 
@@ -155,8 +152,9 @@ def use_sparse_kernels(g: Graph, threshold: float | None = None) -> list[str]:
         if sparsity(plan["w"]) < limit:
             continue
         values, cols, rows = _csr(plan["w"])
-        inputs = [n.inputs[0], g.add_const(values, n.name + "_spvalues"), g.add_const(cols, n.name + "_spcols"),
-                  g.add_const(rows, n.name + "_sprows")]
+        w = n.inputs[1]
+        inputs = [n.inputs[0], g.add_derived_const(values, w, n.name + "_spvalues"),
+                  g.add_derived_const(cols, w, n.name + "_spcols"), g.add_derived_const(rows, w, n.name + "_sprows")]
         if plan["bias"] is not None:
             inputs.append(g.add_const(np.ascontiguousarray(plan["bias"], np.float32), n.name + "_spbias"))
         attrs = {key: n.attrs[key] for key in ("act", "act_a", "act_b") if key in n.attrs}

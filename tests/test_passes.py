@@ -234,4 +234,4 @@ def test_fold_constants_and_dce():
 def test_pipeline_lists_every_pass():
     names = {p.__name__.rsplit(".", 1)[-1] for p in passes.PIPELINE}
     assert names == {"fold_constants", "dce", "remove_identity", "fuse_hard_swish", "fuse_silu", "fuse_gelu",
-                     "fuse_layernorm", "fold_batchnorm", "fold_conv_input", "fuse_activation"}
+                     "fuse_layernorm", "fold_batchnorm", "fold_conv_input", "fuse_activation", "share_constants"}

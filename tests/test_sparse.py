@@ -67,9 +67,9 @@ def test_encode_decode_roundtrip():
         a = (rng.standard_normal(n) * (rng.random(n) < 0.3) * 10).astype(dtype)
         if dtype == np.float32:
             a[0] = -0.0
-        buf = bytearray(b"x" * 3)
-        rec = sparse.encode_record(buf, 5, a)
-        back = sparse.decode_record(bytes(buf), rec, a.shape, np.dtype(dtype))
+        pool = fmt.ConstantPool(bytearray(b"x" * 3))
+        rec = sparse.encode_record(pool, 5, a)
+        back = sparse.decode_record(bytes(pool.buf), rec, a.shape, np.dtype(dtype))
         np.testing.assert_array_equal(back, a)
         assert not np.signbit(back[a == 0]).any()  # -0.0 is not stored: it decodes as +0.0
 

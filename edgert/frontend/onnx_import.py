@@ -134,6 +134,17 @@ class LowerCtx:
     def add_const(self, data: np.ndarray, hint: str = "") -> str:
         return self.graph.add_const(np.asarray(data), hint or f"{self.name}_const")
 
+    def derived_const(self, i: int, how: str, make, hint: str) -> str:
+        """The constant make(value of constant input i), e.g. its transpose, computed once
+        per (input, how): every node that reads one initializer the same way shares it."""
+        src = self.input(i)
+        key = (src, how)
+        name = self._imp.derived.get(key)
+        if name is None:
+            name = self.graph.add_derived_const(np.asarray(make(self.graph.const(src))), src, hint)
+            self._imp.derived[key] = name
+        return name
+
     def emit(self, op: str, inputs: list[str], attrs: dict | None = None, outputs: list[str] | None = None,
              n_outputs: int = 1) -> list[str]:
         if outputs is None:
@@ -152,6 +163,7 @@ class OnnxImporter:
         self.input_values = dict(input_values or {})
         self.graph = Graph()
         self.names: dict[str, str] = {}  # ONNX name -> edgert tensor name
+        self.derived: dict[tuple[str, str], str] = {}  # (constant, how) -> LowerCtx.derived_const
         self.problems: list[tuple[str, str, str]] = []
         self.poisoned: set[str] = set()
         self.opset = 0
@@ -375,6 +387,10 @@ class OnnxImporter:
         for oname, val in zip(node.output, outs):
             if oname:
                 self._add_const_value(oname, np.asarray(val))
+        if op == "Transpose" and node.output[0]:  # another layout of the same weight (edgert inspect)
+            sources = dict(g.metadata.get("const_sources") or {})
+            sources[self.resolve(node.output[0])] = sources.get(present[0], present[0])
+            g.metadata["const_sources"] = sources
         return True
 
     def _inline_if(self, node, ins: list[str], opset: int) -> None:

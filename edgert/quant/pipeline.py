@@ -7,6 +7,8 @@ import math
 import os
 from typing import Any
 
+import numpy as np
+
 from ..errors import ConversionError
 from ..ir import Graph
 from . import METHODS, MODES
@@ -59,6 +61,7 @@ def quantize_graph(g: Graph, mode: str, calibration: Any = None, method: str = "
         feeds = batches(g, load_calibration(calibration), max_samples)
         means = {n.inputs[0]: None for n in g.nodes if n.op in ANCHORS and n.inputs}
         ranges = observe(g, feeds, method, progress, means=means)
+        share_weight_ranges(g, ranges, means)
         qparams = qparams_from_ranges(ranges)
         summary = {"quantize": "int8", "calibration_method": method, "calibration_samples": len(feeds)}
     res = quantize_int8(g, qparams, keep, weights, biases, qdq is not None, means)
@@ -104,3 +107,43 @@ def quantize_graph(g: Graph, mode: str, calibration: Any = None, method: str = "
 def _num(v: float) -> float | None:
     """A JSON-safe rounded number (None for an infinite SQNR: no error at all)."""
     return round(v, 2) if math.isfinite(v) else None
+
+
+def share_weight_ranges(g: Graph, ranges: dict, means: dict) -> None:
+    """Nodes that read one constant weight (an unrolled recurrence, Siamese towers) get
+    one input range, one output range and one input mean (bias correction): their int8
+    weights and requantization parameters are then equal, so the file stores them once.
+    The union of the ranges covers every use, at a precision close to the per-use
+    ranges since the uses see alike data."""
+    parent: dict[str, str] = {}
+
+    def find(t: str) -> str:
+        while parent.setdefault(t, t) != t:
+            parent[t] = parent[parent[t]]
+            t = parent[t]
+        return t
+
+    users: dict[str, list] = {}
+    for n in g.nodes:
+        if n.op in ANCHORS and len(n.inputs) > 1 and n.inputs[1] and g.tensors[n.inputs[1]].is_const:
+            users.setdefault(n.inputs[1], []).append(n)
+    for nodes in users.values():
+        for pick in (lambda n: n.inputs[0], lambda n: n.outputs[0]):
+            names = [pick(n) for n in nodes if pick(n) in ranges]
+            for t in names[1:]:
+                parent[find(t)] = find(names[0])
+    sets: dict[str, list[str]] = {}
+    for t in parent:
+        sets.setdefault(find(t), []).append(t)
+    for names in sets.values():
+        if len(names) < 2:
+            continue
+        lo = min(float(ranges[t][0]) for t in names)
+        hi = max(float(ranges[t][1]) for t in names)
+        for t in names:
+            ranges[t] = (lo, hi)
+        ms = [means[t] for t in names if means.get(t) is not None]
+        if len(ms) == len(names) and len({m.shape for m in ms}) == 1:
+            avg = np.mean(np.stack(ms), axis=0)
+            for t in names:
+                means[t] = avg

@@ -22,6 +22,7 @@ so the C kernels never convert floats to fixed point.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 
 import numpy as np
@@ -90,6 +91,7 @@ class _Rewriter:
         self.fake: dict[str, str] = {}
         self.consumers = g.consumers()
         self.means = dict(means or {})
+        self.made_weights: dict[tuple, str] = {}
 
     # ---- helpers -------------------------------------------------------------------
 
@@ -101,6 +103,18 @@ class _Rewriter:
 
     def const(self, arr: np.ndarray, hint: str) -> str:
         return self.g.add_const(np.ascontiguousarray(arr), hint)
+
+    def weight_const(self, arr: np.ndarray, source: str) -> str:
+        """The int8 form of weight `source`, one tensor per distinct content: nodes that
+        share a weight (an unrolled recurrence) share its int8 form, and conversion
+        keeps one copy."""
+        arr = np.ascontiguousarray(arr)
+        key = (arr.dtype.str, arr.shape, hashlib.sha256(arr.reshape(-1).view(np.uint8)).digest())
+        name = self.made_weights.get(key)
+        if name is None or not np.array_equal(self.g.tensors[name].data, arr):
+            name = self.g.add_derived_const(arr, source, f"{source}_q8")
+            self.made_weights[key] = name
+        return name
 
     def qin(self, t: str) -> str:
         """The int8 twin of activation t, quantizing a float tensor (or constant) on first use."""
@@ -251,7 +265,7 @@ class _Rewriter:
         lo, hi = fp.clamp_range(zy, sy, act, a.get("act_a"), a.get("act_b"))
         attrs = {k: v for k, v in a.items() if k not in ("act", "act_a", "act_b")}
         attrs.update(x_zp=zx, y_zp=zy, out_min=lo, out_max=hi, shift=shift)
-        self.emit("conv2d", [self.qin(x), self.const(wq, f"{w}_q8"), self.const(qp, f"{node.name}_qp")], attrs,
+        self.emit("conv2d", [self.qin(x), self.weight_const(wq, w), self.const(qp, f"{node.name}_qp")], attrs,
                   node, [(y, sy, zy)])
 
     def gemm(self, node: Node) -> None:
@@ -286,7 +300,7 @@ class _Rewriter:
         qp, shift = fp.channel_params(self.bias(c, bias, sx, sw, n), sx, sw, sy)
         lo, hi = fp.clamp_range(zy, sy, act, a.get("act_a"), a.get("act_b"))
         attrs = dict(trans_b=True, a_zp=zx, y_zp=zy, out_min=lo, out_max=hi, shift=shift)
-        self.emit("gemm", [self.qin(x), self.const(np.ascontiguousarray(wq), f"{w}_q8"),
+        self.emit("gemm", [self.qin(x), self.weight_const(wq, w),
                            self.const(qp, f"{node.name}_qp")], attrs, node, [(y, sy, zy)])
 
     def add_mul(self, node: Node) -> None:

@@ -175,7 +175,7 @@ def _gemm(ctx: LowerCtx) -> None:
     b = ctx.input(1)
     bc = ctx.const(1)
     if trans_b and bc is not None and bc.ndim == 2:
-        b = ctx.add_const(np.ascontiguousarray(bc.T), f"{ctx.name}_Bt")
+        b = ctx.derived_const(1, "T", lambda v: np.ascontiguousarray(v.T), f"{b}_T")
         trans_b = False
     inputs = [ctx.input(0), b]
     if ctx.has(2) and beta != 0.0:

@@ -65,7 +65,8 @@ def _rnn(ctx: LowerCtx) -> None:
             ctx.fail(f"{'WR'[k - 1]} must have rank 3, got shape {ctx.shape(k)}")
         value = ctx.const(k)
         if value is not None:
-            inputs[k] = ctx.add_const(np.ascontiguousarray(value.transpose(0, 2, 1)), f"{ctx.name}_{'WR'[k - 1]}T")
+            inputs[k] = ctx.derived_const(onnx_pos[k], "T021", lambda v: np.ascontiguousarray(v.transpose(0, 2, 1)),
+                                          f"{inputs[k]}_T")
         else:
             inputs[k] = ctx.emit("transpose", [inputs[k]], {"perm": [0, 2, 1]})[0]
     # Absent ONNX outputs get fresh names (distinct from each other).
