@@ -639,7 +639,8 @@ def copy_model(dtype, shape, in_name="in/put:0", out_name="out/put:0") -> bytes:
 def runner():
     if not os.path.exists(RUNNER):
         # Built here so the suite never silently skips the standalone runner.
-        subprocess.run(["make", "-s", "-C", os.path.join(ROOT, "csrc"), "edgert-run"], check=True)
+        env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}  # tools/sanitize.sh preloads ASan
+        subprocess.run(["make", "-s", "-C", os.path.join(ROOT, "csrc"), "edgert-run"], check=True, env=env)
     return RUNNER
 
 
