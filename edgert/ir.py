@@ -30,7 +30,7 @@ def check_shape(name: str, shape, dtype) -> tuple[int, ...]:
     if any(d < 0 for d in dims):
         raise ConversionError(f"tensor {name!r} has a negative dimension {list(dims)}")
     n = math.prod(dims)
-    if n > MAX_TENSOR_ELEMENTS:
+    if n > MAX_TENSOR_ELEMENTS or any(d > MAX_TENSOR_ELEMENTS for d in dims):
         raise ConversionError(f"tensor {name!r} of shape {list(dims)} has {n} elements, more than the converter's "
                               f"limit of {MAX_TENSOR_ELEMENTS}")
     size = n * np.dtype(dtype).itemsize

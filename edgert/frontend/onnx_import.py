@@ -791,18 +791,18 @@ def check_fold_size(node, values: list[np.ndarray | None]) -> None:
         return list(np.shape(v)) if v is not None else None
 
     n = None
+    dims = None  # output dims, when known: each must fit too (numpy overflows on huge dims of empty arrays)
     if op == "ConstantOfShape":
-        s = ints(0)
-        n = math.prod(max(d, 0) for d in s) if s is not None else None
+        dims = ints(0)
     elif op in ("Expand", "Tile"):
         x, s = shape(0), ints(1)
         if x is not None and s is not None:
             if op == "Tile":
-                n = math.prod(x) * math.prod(max(d, 0) for d in s)
+                dims = [a * b for a, b in zip(x, s)]
             else:
                 r = max(len(x), len(s))
                 xx, ss = [1] * (r - len(x)) + x, [1] * (r - len(s)) + s
-                n = math.prod(max(a, b, 0) for a, b in zip(xx, ss))
+                dims = [max(a, b) for a, b in zip(xx, ss)]
     elif op == "Range" and all(v is not None for v in values[:3]) and len(values) >= 3:
         try:
             start, limit, delta = (float(np.asarray(v).reshape(-1)[0]) for v in values[:3])
@@ -810,27 +810,31 @@ def check_fold_size(node, values: list[np.ndarray | None]) -> None:
             return
         if not all(math.isfinite(v) for v in (start, limit, delta)) or delta == 0:
             raise ConversionError(f"Range({start}, {limit}, {delta}) has no finite length")
-        n = max(math.ceil((limit - start) / delta), 0)
+        dims = [max(math.ceil((limit - start) / delta), 0)]
+    elif op == "Reshape":
+        s = ints(1)
+        if s is not None:
+            dims = [d for d in s if d > 0]  # each dim within limits; the total is the input's
     elif op == "OneHot":
         i, d = shape(0), ints(1)
         if i is not None and d:
-            n = math.prod(i) * max(d[0], 0)
+            dims = i + [d[0]]
     elif op == "Pad":
         x, p = shape(0), ints(1)
         if x is not None and p is not None and len(p) == 2 * len(x):
-            n = math.prod(max(x[k] + p[k] + p[k + len(x)], 0) for k in range(len(x)))
+            dims = [x[k] + p[k] + p[k + len(x)] for k in range(len(x))]
     elif op in ("Resize", "Upsample"):
         x = shape(0)
         if x is not None:
             sizes = ints(3) if op == "Resize" else None
             scales = values[2] if op == "Resize" and len(values) > 2 else (values[1] if len(values) > 1 else None)
             if sizes:
-                n = math.prod(max(d, 0) for d in sizes)
+                dims = sizes
             elif scales is not None and np.size(scales) == len(x):
                 sc = np.asarray(scales, np.float64).reshape(-1)
                 if not np.all(np.isfinite(sc)):
                     raise ConversionError("Resize scales are not finite")
-                n = math.prod(math.floor(d * max(float(c), 0.0)) for d, c in zip(x, sc))
+                dims = [math.floor(d * float(c)) for d, c in zip(x, sc)]
     elif op in _BROADCAST or op in ("MatMul", "Gemm", "Gather"):
         shapes = [shape(k) for k in range(len(values)) if values[k] is not None]
         if op in ("MatMul", "Gemm") and len(shapes) >= 2:
@@ -848,6 +852,11 @@ def check_fold_size(node, values: list[np.ndarray | None]) -> None:
         elif shapes:
             r = max(len(s) for s in shapes)
             n = math.prod(max([1] + [([1] * (r - len(s)) + s)[k] for s in shapes]) for k in range(r))
+    if dims is not None:
+        if any(d > MAX_TENSOR_ELEMENTS for d in dims):
+            raise ConversionError(f"an output dimension of {max(dims)} is larger than the converter's limit of "
+                                  f"{MAX_TENSOR_ELEMENTS}")
+        n = math.prod(max(d, 0) for d in dims)
     if n is not None and n > MAX_TENSOR_ELEMENTS:
         raise ConversionError(f"the output would have {n} elements, more than the converter's limit of "
                               f"{MAX_TENSOR_ELEMENTS}")
