@@ -29,6 +29,11 @@ MIN_OPSET, MAX_OPSET = 7, 28
 
 LOWERINGS: dict[str, Callable[["LowerCtx"], None]] = {}
 
+# The largest constant the converter computes by evaluating a node on constants
+# (ConstantOfShape, Range, Expand, ...): such a tensor is not in the model's file, so it
+# is bounded well below the general tensor limit (docs/format.md, "Converter limits").
+MAX_FOLDED_BYTES = 256 << 20
+
 # Ops never evaluated at convert time even with constant inputs.
 _NO_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
 
@@ -391,8 +396,16 @@ class OnnxImporter:
         if not present and op not in ("ConstantOfShape", "Range", "EyeLike"):
             return False
         values = [g.tensors[i].data if i else None for i in ins]
-        check_fold_size(node, values)
+        n = check_fold_size(node, values)
+        itemsize = max([np.asarray(v).dtype.itemsize for v in values if v is not None] + [4])
+        if n is not None and n * itemsize > MAX_FOLDED_BYTES:
+            raise ConversionError(f"the constant output would take about {n * itemsize} bytes, more than the "
+                                  f"converter's limit of {MAX_FOLDED_BYTES} for a constant it computes")
         outs = _eval_onnx_node(node, values, opset)
+        for oname, val in zip(node.output, outs):
+            if oname and np.asarray(val).nbytes > MAX_FOLDED_BYTES:
+                raise ConversionError(f"constant output {oname!r} takes {np.asarray(val).nbytes} bytes, more than "
+                                      f"the converter's limit of {MAX_FOLDED_BYTES} for a constant it computes")
         for oname, val in zip(node.output, outs):
             if oname:
                 self._add_const_value(oname, np.asarray(val))
@@ -769,7 +782,7 @@ _BROADCAST = {"Add", "Sub", "Mul", "Div", "Pow", "Mod", "And", "Or", "Xor", "Equ
               "BitwiseAnd", "BitwiseOr", "BitwiseXor"}
 
 
-def check_fold_size(node, values: list[np.ndarray | None]) -> None:
+def check_fold_size(node, values: list[np.ndarray | None]) -> int | None:
     """Refuses, before evaluating a node on constants, an output whose size (computed
     from the constant inputs, without overflow) exceeds the converter's limits: the
     shape-making ops (ConstantOfShape, Expand, Tile, Range, OneHot, Pad, Resize,
@@ -860,6 +873,7 @@ def check_fold_size(node, values: list[np.ndarray | None]) -> None:
     if n is not None and n > MAX_TENSOR_ELEMENTS:
         raise ConversionError(f"the output would have {n} elements, more than the converter's limit of "
                               f"{MAX_TENSOR_ELEMENTS}")
+    return n
 
 
 def import_onnx(model, input_shapes=None, input_values=None) -> Graph:
