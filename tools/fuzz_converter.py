@@ -137,7 +137,7 @@ def mutate_model(rng: random.Random, m, case_dir: pathlib.Path, outside: pathlib
     g = m.graph
     kind = rng.choice(["dims", "dims", "cycle", "shuffle", "huge_shape_op", "huge_shape_op", "huge_shape_op",
                        "attr_type", "dup_output", "missing_input", "external", "external", "drop_attr",
-                       "empty", "init_dims", "rewire", "op_type", "range"])
+                       "empty", "init_dims", "rewire", "op_type", "range", "const_node"])
     if kind == "dims":
         # Random dims on inputs, value infos and initializers.
         for vi in list(g.input) + list(g.output) + list(g.value_info):
@@ -265,17 +265,35 @@ def mutate_model(rng: random.Random, m, case_dir: pathlib.Path, outside: pathlib
         return f"{kind} {choice}"
     if kind == "external" and len(g.initializer):
         return _external(rng, m, case_dir, outside)
+    if kind == "const_node" and len(g.initializer):
+        # An initializer becomes a Constant node, whose tensor may be hostile (dims, data
+        # type, data length, external data).
+        t = g.initializer.pop(rng.randrange(len(g.initializer)))
+        node = helper.make_node("Constant", [], [t.name], name="fz_const", value=t)
+        g.node.insert(0, node)
+        vt = node.attribute[0].t
+        r = rng.random()
+        if r < 0.25 and vt.dims:
+            vt.dims[rng.randrange(len(vt.dims))] = rng.choice(HUGE)
+        elif r < 0.4:
+            vt.data_type = rng.choice([0, 8, 16, 23, 1000])
+        elif r < 0.55:
+            vt.raw_data = vt.raw_data[:rng.randrange(len(vt.raw_data) + 1)]
+        elif r < 0.8:
+            return "const_node " + _external(rng, m, case_dir, outside, vt)
+        return f"const_node {t.name} {r:.2f}"
     return kind + " (no-op)"
 
 
-def _external(rng, m, case_dir: pathlib.Path, outside: pathlib.Path) -> str:
+def _external(rng, m, case_dir: pathlib.Path, outside: pathlib.Path, t=None) -> str:
     """Moves one initializer's data to an external file, with a location that may point
     outside the model's folder and offsets/lengths that may be wrong."""
     from onnx import TensorProto
 
     g = m.graph
-    t = max(g.initializer, key=lambda t: len(t.raw_data)) if rng.random() < 0.5 else \
-        g.initializer[rng.randrange(len(g.initializer))]
+    if t is None:
+        t = max(g.initializer, key=lambda t: len(t.raw_data)) if rng.random() < 0.5 else \
+            g.initializer[rng.randrange(len(g.initializer))]
     if not t.raw_data:
         return "external (no raw data)"
     raw = t.raw_data
