@@ -211,10 +211,10 @@ class OnnxImporter:
             raise ConversionError("model imports no default-domain opset")
         if not MIN_OPSET <= self.opset <= MAX_OPSET:
             raise ConversionError(f"opset {self.opset} is outside the supported range {MIN_OPSET}..{MAX_OPSET}")
-        check_graph(m.graph, set())
+        nodes = check_graph(m.graph, set())
         self._graph_inputs(m.graph)
         self._initializers(m.graph)
-        self._nodes(m.graph.node, self.opset)
+        self._nodes(nodes, self.opset)
         if self.problems:
             raise UnsupportedError(self.problems)
         g = self.graph
@@ -423,10 +423,10 @@ class OnnxImporter:
         branch = attrs["then_branch" if bool(cond[0]) else "else_branch"]
         if len(branch.output) != len(node.output):
             raise ConversionError(f"the branch has {len(branch.output)} outputs, the node {len(node.output)}")
-        check_graph(branch, set(self.names) | set(self.graph.tensors))
+        nodes = check_graph(branch, set(self.names) | set(self.graph.tensors))
         self._initializers(branch)
         n_before = len(self.problems)
-        self._nodes(branch.node, opset)
+        self._nodes(nodes, opset)
         if len(self.problems) != n_before:
             self.poisoned.update(node.output)
             return
@@ -656,11 +656,12 @@ def _read_external_data(t, base: str | None) -> None:
     t.data_location = onnx.TensorProto.DEFAULT
 
 
-def check_graph(g, outer: set[str]) -> None:
-    """Refuses graphs that no runtime can execute, naming the nodes involved: names that
-    are not text, an output produced twice, an input nothing produces, a cycle, no
-    outputs. Reorders nodes that are listed out of execution order (as onnxruntime
-    accepts them). `outer`: names visible from an enclosing graph."""
+def check_graph(g, outer: set[str]) -> list:
+    """The graph's nodes in execution order (the file's order when it is one; nodes
+    listed out of order are accepted, as onnxruntime accepts them). Refuses graphs that
+    no runtime can execute, naming the nodes involved: names that are not text, an
+    output produced twice, an input nothing produces, a cycle, no outputs. `outer`:
+    names visible from an enclosing graph."""
     if not g.output:
         raise ConversionError("the graph has no outputs")
     for vi in list(g.input) + list(g.output) + list(g.initializer):
@@ -726,12 +727,10 @@ def check_graph(g, outer: set[str]) -> None:
         cycle = path[seen[k]:][::-1]
         raise ConversionError("the graph has a cycle: " + " -> ".join(
             f"{_label(nodes[j])!r} ({nodes[j].op_type})" for j in cycle + cycle[:1]))
-    if order != list(range(len(nodes))):
-        del g.node[:]
-        g.node.extend(nodes[k] for k in order)
     for o in g.output:
         if o.name not in producer and o.name not in defined and o.name not in outer:
             raise ConversionError(f"graph output {o.name!r} is never produced")
+    return [nodes[k] for k in order]
 
 
 def _subgraph_inputs(node) -> set[str]:
