@@ -16,9 +16,9 @@ import numpy as np
 
 from .errors import ConversionError
 
-# The largest tensor the converter accepts (docs/format.md, "Converter limits"): element
-# counts and byte sizes must fit the runtime's 32-bit dimensions, and the converter
-# refuses before allocating anything of that size.
+# The largest tensor the converter accepts (docs/design.md, "Untrusted ONNX: converter
+# limits"): element counts and byte sizes must fit the runtime's 32-bit dimensions, and
+# the converter refuses before allocating anything of that size.
 MAX_TENSOR_ELEMENTS = 2**31 - 1
 MAX_TENSOR_BYTES = 2**31 - 1
 

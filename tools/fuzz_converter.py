@@ -232,7 +232,8 @@ def mutate_model(rng: random.Random, m, case_dir: pathlib.Path, outside: pathlib
                           helper.make_attribute(a.name, numpy_helper.from_array(np.zeros(3, np.float32))),
                           helper.make_attribute(a.name, helper.make_graph([], "g", [], []))])
         if rng.random() < 0.3:
-            new.type = rng.choice([AttributeProto.UNDEFINED, AttributeProto.INT, AttributeProto.FLOATS])  # the tag disagrees with the payload
+            # The type tag disagrees with the payload.
+            new.type = rng.choice([AttributeProto.UNDEFINED, AttributeProto.INT, AttributeProto.FLOATS])
         a.CopyFrom(new)
         return f"{kind} {n.name}.{a.name}"
     if kind == "dup_output" and len(g.node) >= 2:

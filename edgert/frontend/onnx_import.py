@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import dtypes
 from .. import ops as edgert_ops
-from ..errors import ConversionError, EdgertError, ModelFormatError, OnnxFormatError, UnsupportedError
+from ..errors import ConversionError, ModelFormatError, OnnxFormatError, UnsupportedError
 from ..ir import MAX_TENSOR_BYTES, MAX_TENSOR_ELEMENTS, Graph, check_shape
 from ..ops import OpUnsupported
 
@@ -31,7 +31,8 @@ LOWERINGS: dict[str, Callable[["LowerCtx"], None]] = {}
 
 # The largest constant the converter computes by evaluating a node on constants
 # (ConstantOfShape, Range, Expand, ...): such a tensor is not in the model's file, so it
-# is bounded well below the general tensor limit (docs/format.md, "Converter limits").
+# is bounded well below the general tensor limit (docs/design.md, "Untrusted ONNX:
+# converter limits").
 MAX_FOLDED_BYTES = 256 << 20
 
 # Ops never evaluated at convert time even with constant inputs.
@@ -477,7 +478,8 @@ def load_onnx(model) -> Any:
     """Loads an ONNX model from a path, bytes or ModelProto and checks it before any
     conversion: the protobuf parses, names are text, tensor shapes are within the
     converter's limits and match their data, and external data is read only from
-    regular files inside the model's folder (docs/format.md, "Converter limits")."""
+    regular files inside the model's folder (docs/design.md, "Untrusted ONNX:
+    converter limits")."""
     import onnx
 
     if isinstance(model, onnx.ModelProto):
