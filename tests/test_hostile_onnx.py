@@ -202,12 +202,23 @@ def test_shape_ops_too_large(op, big, const_data):
     assert "internal error" not in msg
 
 
-def test_tile_of_empty_tensor_with_huge_repeats():
+@pytest.mark.parametrize("shape", [(0, 4), (0,)])
+def test_tile_of_empty_tensor_with_huge_repeats(shape):
     # numpy's tile crashed the process on this (an empty input with overflowing repeats).
-    k = numpy_helper.from_array(np.ones((0, 4), np.float32), "k")
-    r = numpy_helper.from_array(np.array([2**62, 2**62], np.int64), "r")
+    k = numpy_helper.from_array(np.ones(shape, np.float32), "k")
+    r = numpy_helper.from_array(np.array([2**62] * len(shape), np.int64), "r")
     nodes = [helper.make_node("Tile", ["k", "r"], ["t"], name="tile"), helper.make_node("Shape", ["t"], ["y"])]
     _convert_error(_model(nodes, [_x()], [_y()], [k, r]), r"tile \(Tile\).*limit")
+
+
+@pytest.mark.parametrize("op", ["Upsample", "Resize"])
+def test_resize_of_empty_tensor_with_huge_scales(op):
+    # numpy's repeat (in onnx's reference Upsample) crashed the process on this.
+    k = numpy_helper.from_array(np.ones((0, 2), np.float32), "k")
+    sc = numpy_helper.from_array(np.array([24019, 4.6e18], np.float32), "sc")
+    ins = ["k", "sc"] if op == "Upsample" else ["k", "", "sc"]
+    nodes = [helper.make_node(op, ins, ["t"], name="up", mode="nearest"), helper.make_node("Shape", ["t"], ["y"])]
+    _convert_error(_model(nodes, [_x()], [_y()], [k, sc], opset=9 if op == "Upsample" else 17), r"up \(" + op)
 
 
 @pytest.mark.parametrize("start,limit,delta", [(0, 2**40, 1), (0.0, 1.0, 1e-30), (0, 10, 0), (0.0, np.inf, 1.0)])
@@ -223,6 +234,14 @@ def test_broadcast_of_constants_too_large():
     b = numpy_helper.from_array(np.ones((1, 100000), np.float32), "b")
     nodes = [helper.make_node("Mul", ["a", "b"], ["y"], name="outer")]
     _convert_error(_model(nodes, [_x()], [_y()], [a, b]), r"outer \(Mul\).*10000000000 elements")
+
+
+def test_upsample_scales_for_another_rank():
+    # The reference evaluation ran numpy's repeat for minutes on this one.
+    k = numpy_helper.from_array(np.ones((2, 3, 4), np.float32), "k")
+    sc = numpy_helper.from_array(np.array([24019, 4.6e18], np.float32), "sc")
+    nodes = [helper.make_node("Upsample", ["k", "sc"], ["y"], name="up")]
+    _convert_error(_model(nodes, [_x()], [_y()], [k, sc], opset=9), r"up \(Upsample\): 2 scales for an input of rank 3")
 
 
 def test_resize_too_large():

@@ -812,7 +812,9 @@ def check_fold_size(node, values: list[np.ndarray | None]) -> int | None:
         x, s = shape(0), ints(1)
         if x is not None and s is not None:
             if op == "Tile":
-                dims = [a * b for a, b in zip(x, s)]
+                if len(s) != len(x):
+                    raise ConversionError(f"{len(s)} repeats for an input of rank {len(x)}")
+                dims = [max(a, 1) * b for a, b in zip(x, s)]  # numpy overflows on empty inputs too
             else:
                 r = max(len(x), len(s))
                 xx, ss = [1] * (r - len(x)) + x, [1] * (r - len(s)) + s
@@ -841,14 +843,23 @@ def check_fold_size(node, values: list[np.ndarray | None]) -> int | None:
         x = shape(0)
         if x is not None:
             sizes = ints(3) if op == "Resize" else None
-            scales = values[2] if op == "Resize" and len(values) > 2 else (values[1] if len(values) > 1 else None)
+            if len(values) == 2 or op == "Upsample":  # Resize-10 and Upsample-9: (X, scales)
+                scales = values[1] if len(values) > 1 else None
+            else:
+                scales = values[2] if len(values) > 2 else None
+            if scales is None and op == "Upsample":  # Upsample-7: an attribute
+                scales = next((list(a.floats) for a in node.attribute if a.name == "scales"), None)
+            has_axes = any(a.name == "axes" for a in node.attribute)
             if sizes:
                 dims = sizes
-            elif scales is not None and np.size(scales) == len(x):
+            elif scales is not None and np.size(scales) > 0:
+                if np.size(scales) != len(x) and not has_axes:
+                    raise ConversionError(f"{np.size(scales)} scales for an input of rank {len(x)}")
                 sc = np.asarray(scales, np.float64).reshape(-1)
                 if not np.all(np.isfinite(sc)):
                     raise ConversionError("Resize scales are not finite")
-                dims = [math.floor(d * float(c)) for d, c in zip(x, sc)]
+                along = [max(x + [1])] * len(sc) if has_axes else x
+                dims = [math.floor(max(d, 1) * float(c)) for d, c in zip(along, sc)]
     elif op in _BROADCAST or op in ("MatMul", "Gemm", "Gather"):
         shapes = [shape(k) for k in range(len(values)) if values[k] is not None]
         if op in ("MatMul", "Gemm") and len(shapes) >= 2:
