@@ -14,8 +14,9 @@ a worker process. Outcomes:
   ok              the converter accepted the model;
   expected        it raised ConversionError or ModelFormatError (edgert's documented errors);
   finding         any other exception, a case that exceeds the time limit (hang), a worker
-                  that dies (crash, out of memory), or a file opened outside the model's
-                  folder during conversion.
+                  that dies (crash, out of memory), a file opened outside the model's
+                  folder during conversion, or a converted file that the runtime's
+                  validating loader refuses.
 Findings are saved to --findings DIR/<kind>-<n>/ with the model and the traceback.
 Cases are a pure function of (--seed, case index), so a finding can be regenerated with
 --replay INDEX.
@@ -137,7 +138,8 @@ def mutate_model(rng: random.Random, m, case_dir: pathlib.Path, outside: pathlib
     g = m.graph
     kind = rng.choice(["dims", "dims", "cycle", "shuffle", "huge_shape_op", "huge_shape_op", "huge_shape_op",
                        "attr_type", "dup_output", "missing_input", "external", "external", "drop_attr",
-                       "empty", "init_dims", "rewire", "op_type", "range", "const_node"])
+                       "empty", "init_dims", "rewire", "op_type", "range", "const_node",
+                       "attr_value", "attr_value"])
     if kind == "dims":
         # Random dims on inputs, value infos and initializers.
         for vi in list(g.input) + list(g.output) + list(g.value_info):
@@ -235,6 +237,33 @@ def mutate_model(rng: random.Random, m, case_dir: pathlib.Path, outside: pathlib
             # The type tag disagrees with the payload.
             new.type = rng.choice([AttributeProto.UNDEFINED, AttributeProto.INT, AttributeProto.FLOATS])
         a.CopyFrom(new)
+        return f"{kind} {n.name}.{a.name}"
+    if kind == "attr_value":
+        # Hostile values of the right type: pads, strides, axes, group, perm, ...
+        cands = [(n, a) for n in g.node for a in n.attribute
+                 if a.type in (AttributeProto.INT, AttributeProto.INTS, AttributeProto.FLOAT, AttributeProto.FLOATS)]
+        if not cands:
+            return kind + " (none)"
+        n, a = rng.choice(cands)
+        pick = [0, -1, 1, 2, -2**31, 2**31, 2**62, -(2**63), 7, 100, -100]
+        fpick = [0.0, -1.0, 1e30, -1e30, float("nan"), float("inf"), 1e-30]
+        if a.type == AttributeProto.INT:
+            a.i = rng.choice(pick)
+        elif a.type == AttributeProto.FLOAT:
+            a.f = rng.choice(fpick)
+        elif a.type == AttributeProto.INTS:
+            vals = list(a.ints) or [1]
+            if rng.random() < 0.3:
+                vals = vals + [rng.choice(pick)] if rng.random() < 0.5 else vals[:-1]
+            else:
+                vals[rng.randrange(len(vals))] = rng.choice(pick)
+            del a.ints[:]
+            a.ints.extend(vals)
+        else:
+            vals = list(a.floats) or [1.0]
+            vals[rng.randrange(len(vals))] = rng.choice(fpick)
+            del a.floats[:]
+            a.floats.extend(vals)
         return f"{kind} {n.name}.{a.name}"
     if kind == "dup_output" and len(g.node) >= 2:
         a, b = rng.sample(range(len(g.node)), 2)
@@ -399,6 +428,25 @@ def _audit(event, args):
     _OPEN_GUARD["bad"].append(real)
 
 
+def load_check(data: bytes) -> str:
+    """"" when the C loader accepts the converted file, else its message (the model is
+    only loaded: no session, so no arena is allocated)."""
+    from edgert import runtime
+
+    ffi, lib = runtime._load()
+    buf = np.empty(len(data) + 64, np.uint8)
+    start = (-buf.ctypes.data) % 64
+    buf = buf[start:start + len(data)]
+    buf[:] = np.frombuffer(data, np.uint8)
+    err = ffi.new("char[]", 1024)
+    out = ffi.new("edgert_model **")
+    status = lib.edgert_model_load_memory(ffi.cast("void *", buf.ctypes.data), len(data), out, err, 1024)
+    if status != 0:
+        return f"the runtime refuses the converted file: status {status}: {ffi.string(err).decode(errors='replace')}"
+    lib.edgert_model_free(out[0])
+    return ""
+
+
 def run_case(path: pathlib.Path, values) -> tuple[str, str]:
     """(outcome, detail): outcome ok / expected / error / outside."""
     import edgert
@@ -407,8 +455,11 @@ def run_case(path: pathlib.Path, values) -> tuple[str, str]:
     _OPEN_GUARD["bad"] = []
     signal.setitimer(signal.ITIMER_REAL, CASE_SECONDS)
     try:
-        edgert.convert(str(path), input_values=values or None)
+        data = edgert.convert(str(path), input_values=values or None)
         outcome, detail = "ok", ""
+        problem = load_check(data)
+        if problem:  # the runtime's validating loader must accept every file the converter writes
+            outcome, detail = "invalid-file", problem
     except (edgert.ConversionError, edgert.ModelFormatError) as e:
         # "internal error" marks an unexpected exception the converter turned into a
         # ConversionError: a clear error for the user, but a defect to fix.
