@@ -10,8 +10,8 @@ create session -> run -> destroy. Every output is compared with the first output
 RSS is read from /proc/self/status at the start, after a warm-up (the first 2% of each
 phase, at least 1,000 iterations), at regular intervals and at the end. The script
 exits 1 when a result differs, or when RSS at any later point exceeds the warm-up RSS
-by more than --tolerance-mb (default 8 MB: allocator noise, not per-iteration growth;
-a leak of 100 bytes per iteration over the full run would exceed it).
+by more than --tolerance-mb (default 8 MB, 2 MB with --short: allocator noise, not
+per-iteration growth; a leak of 100 bytes per inference or cycle exceeds it).
 
     python tools/soak.py            # 1,000,000 inferences, 100,000 cycles
     python tools/soak.py --short    # 20,000 inferences, 2,000 cycles (CI)
@@ -63,13 +63,16 @@ def main(argv=None) -> int:
     ap.add_argument("--inferences", type=int, default=1_000_000)
     ap.add_argument("--cycles", type=int, default=100_000)
     ap.add_argument("--short", action="store_true", help="20,000 inferences and 2,000 cycles")
-    ap.add_argument("--tolerance-mb", type=float, default=8.0)
+    ap.add_argument("--tolerance-mb", type=float, default=None,
+                    help="allowed RSS growth after warm-up (default 8 MB, 2 MB with --short)")
     ap.add_argument("--model", default=str(pathlib.Path(edgert.__file__).parent / "data/digits_cnn.onnx"),
                     help="ONNX model with fixed shapes (default: the shipped digits CNN)")
     ap.add_argument("--json", help="write the RSS samples and timings to this file")
     args = ap.parse_args(argv)
     if args.short:
         args.inferences, args.cycles = 20_000, 2_000
+    if args.tolerance_mb is None:
+        args.tolerance_mb = 2.0 if args.short else 8.0
     tol_kb = int(args.tolerance_mb * 1024)
 
     data = edgert.convert(args.model)
@@ -109,6 +112,9 @@ def main(argv=None) -> int:
     print(f"session cycles: {args.cycles} in {t_cyc:.1f} s ({args.cycles / max(t_cyc, 1e-9):.0f}/s)")
     print(f"RSS: start {rss_start} kB, after inference warm-up {base_inf} kB, inference peak {peak_inf} kB, "
           f"after cycle warm-up {base_cyc} kB, cycle peak {peak_cyc} kB, end {rss_end} kB")
+    for name in ("inference", "cycle"):
+        print(f"RSS samples, {name} (iteration: kB): " +
+              ", ".join(f"{i}: {r}" for n, i, r in samples if n == name))
     print(f"RSS growth after warm-up: inference {growth_inf} kB, cycles {growth_cyc} kB "
           f"(tolerance {tol_kb} kB); results differing from the first: {mismatches[0]}")
     if args.json:
