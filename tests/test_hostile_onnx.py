@@ -166,6 +166,13 @@ def test_graph_input_dims():
     _convert_error(_model(nodes, [_x((1, "n"))], [_y()]), "limit", input_shapes={"x": [1, 2**31]})
 
 
+def test_zero_dims_are_valid():
+    # Empty tensors are legal ONNX: they convert and run as in onnxruntime.
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="r")]
+    m = _model(nodes, [_x((0, 4))], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [0, 4])])
+    _run_both(m, {"x": np.zeros((0, 4), np.float32)})
+
+
 # ---- sizes that overflow -------------------------------------------------------------
 
 HUGE = [2**31, 2**40, 2**63 - 1]
