@@ -75,9 +75,9 @@ def convert(model, output: str | os.PathLike | None = None, input_shapes: dict[s
         data = _convert(model, input_shapes, values, optimize, sparse, prune, prune_method, prune_scope,
                         prune_exclude, calibration, report, quantize, calibration_method, keep_fp32, sqnr_target,
                         calibration_samples, progress, src)
-    except (EdgertError, KeyboardInterrupt):
+    except EdgertError:
         raise
-    except (Exception, RecursionError) as e:  # a defect, or an input no check above refuses: still a clear error
+    except Exception as e:  # a defect, or an input no check above refuses (MemoryError, ...): still a clear error
         raise ConversionError(f"internal error while converting ({type(e).__name__}: {e})") from e
     if output is not None:
         write_atomic(output, data)

@@ -346,7 +346,7 @@ class OnnxImporter:
             self._problem(node, name, str(e))
         except ConversionError as e:
             self._problem(node, name, str(e))
-        except (Exception, RecursionError) as e:  # a defect in edgert, or a case nothing above refuses
+        except Exception as e:  # a defect in edgert, or a case nothing above refuses (MemoryError, ...)
             self._problem(node, name, f"internal error ({type(e).__name__}: {e})")
 
     def _problem(self, node, name: str, why: str) -> None:
