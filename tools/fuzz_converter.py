@@ -41,12 +41,14 @@ import traceback
 
 import numpy as np
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+import edgert
+
+PACKAGE = pathlib.Path(edgert.__file__).resolve().parent  # the edgert being tested (installed or not)
 MODEL_CACHE = pathlib.Path(os.environ.get("EDGERT_MODEL_CACHE", pathlib.Path.home() / ".cache/edgert/models")) / "models"
 
 # Seeds: (file, symbolic input dims fixed in the seed, input values frozen at conversion).
 SEEDS = [
-    (ROOT / "edgert/data/digits_cnn.onnx", {}, {}),
+    (PACKAGE / "data/digits_cnn.onnx", {}, {}),
     (MODEL_CACHE / "ppocr_cls.onnx", {"x": [1, 3, 48, 192]}, {}),
     (MODEL_CACHE / "silero_vad.onnx", {"input": [1, 512], "state": [2, 1, 128]}, {"sr": 16000}),
 ]
@@ -409,6 +411,11 @@ def _alarm(signum, frame):
 _OPEN_GUARD: dict = {"root": None, "bad": []}
 
 
+def _allowed() -> tuple[str, ...]:
+    """Folders whose files conversion may open besides the model's (Python and edgert)."""
+    return tuple(p for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, str(PACKAGE)} if p)
+
+
 def _audit(event, args):
     if event != "open" or _OPEN_GUARD["root"] is None:
         return
@@ -448,9 +455,8 @@ def load_check(data: bytes) -> str:
 
 
 def run_case(path: pathlib.Path, values) -> tuple[str, str]:
-    """(outcome, detail): outcome ok / expected / error / outside."""
-    import edgert
-
+    """(outcome, detail): outcome ok / expected / internal / error / hang / invalid-file /
+    outside."""
     _OPEN_GUARD["root"] = os.path.realpath(path.parent) + os.sep
     _OPEN_GUARD["bad"] = []
     signal.setitimer(signal.ITIMER_REAL, CASE_SECONDS)
@@ -482,7 +488,7 @@ def worker(conn, seed: int, workdir: str, outside: str, start: int) -> None:
     signal.signal(signal.SIGALRM, _alarm)
     import warnings
     warnings.simplefilter("ignore")
-    _OPEN_GUARD["allowed"] = tuple(p for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, str(ROOT / "edgert")} if p)
+    _OPEN_GUARD["allowed"] = _allowed()
     sys.addaudithook(_audit)
     seeds = load_seeds()
     wd = pathlib.Path(workdir)
@@ -534,7 +540,7 @@ def main(argv=None) -> int:
     try:
         if args.replay is not None:
             case_dir, path, desc, values = make_case(args.seed, args.replay, seeds, workdir, outside)
-            _OPEN_GUARD["allowed"] = (sys.prefix, sys.base_prefix, str(ROOT / "edgert"))
+            _OPEN_GUARD["allowed"] = _allowed()
             sys.addaudithook(_audit)
             signal.signal(signal.SIGALRM, _alarm)
             outcome, detail = run_case(path, values)
