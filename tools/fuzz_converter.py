@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Time-bounded fuzzer for the ONNX converter.
 
-Seeds are real models (the shipped digits CNN and the small cached real models, with
-their symbolic input dimensions fixed). Each case is one seed mutated either at the
+Seeds are real models (the shipped digits CNN, the same quantized by onnxruntime to QDQ
+form, and the small cached real models, with their symbolic input dimensions fixed). Each case is one seed mutated either at the
 byte level (bit flips, byte overwrites, truncation, inserted/deleted bytes of the
 serialized protobuf) or structurally on the ModelProto (random dims, shuffled or cyclic
 edges, huge shapes fed to Reshape/Expand/Tile/ConstantOfShape/Range, attributes of the
@@ -65,10 +65,42 @@ class CaseTimeout(BaseException):
 
 # ---- seeds ------------------------------------------------------------------------
 
+def qdq_seed(src: pathlib.Path) -> bytes | None:
+    """The digits CNN quantized by onnxruntime (QDQ, per channel): a seed for the import
+    of quantized models. None when onnxruntime's quantization tools are missing."""
+    try:
+        from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    except ImportError:
+        return None
+    import logging
+    logging.getLogger().setLevel(logging.ERROR)  # onnxruntime's quantization advice
+    rng = np.random.default_rng(0)
+    calib = [{"input": rng.standard_normal((1, 1, 8, 8)).astype(np.float32)} for _ in range(8)]
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter(calib)
+
+        def get_next(self):
+            return next(self.it, None)
+
+    with tempfile.TemporaryDirectory() as d:
+        dst = pathlib.Path(d) / "q.onnx"
+        try:
+            quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                            activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
+        except Exception:
+            return None
+        return dst.read_bytes()
+
+
 def load_seeds() -> list[tuple[str, bytes, dict]]:
     import onnx
 
     out = []
+    q = qdq_seed(SEEDS[0][0])
+    if q is not None:
+        out.append(("digits_qdq", q, {}))
     for path, shapes, values in SEEDS:
         if not path.is_file():
             continue

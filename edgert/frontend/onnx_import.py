@@ -514,7 +514,24 @@ def load_onnx(model) -> Any:
             _read_external_data(t, base)
     for t, where in _all_tensors(m):
         _check_tensor(t, where)
+    _check_structure(m)
     return m
+
+
+def _check_structure(m) -> None:
+    """The main graph's structure and its nodes' attributes, checked before anything
+    (the import of quantized models included) walks the graph."""
+    check_graph(m.graph, set())
+    opset = max([op.version for op in m.opset_import if op.domain in ("", "ai.onnx")] + [0])
+    problems = []
+    for node in m.graph.node:
+        if node.domain in ("", "ai.onnx") and opset:
+            try:
+                check_attributes(node, opset)
+            except ConversionError as e:
+                problems.append((_label(node), node.op_type, str(e)))
+    if problems:
+        raise UnsupportedError(problems)
 
 
 # ---- checks of hostile input ---------------------------------------------------------
@@ -557,6 +574,12 @@ def _label(node) -> str:
 
 _SUBBYTE = {"INT4", "UINT4", "FLOAT4E2M1", "INT2", "UINT2"}
 
+# Element types stored one value per entry of a typed field (when there is no raw_data).
+_TYPED_FIELDS = {1: "float_data", 6: "int32_data", 7: "int64_data", 11: "double_data", 3: "int32_data",
+                 2: "int32_data", 4: "int32_data", 5: "int32_data", 9: "int32_data", 10: "int32_data",
+                 16: "int32_data", 12: "uint64_data", 13: "uint64_data", 14: "float_data", 15: "double_data",
+                 8: "string_data"}
+
 
 def _check_tensor(t, where: str) -> None:
     """Shape within limits and raw data of the right length (before anything reads it)."""
@@ -571,6 +594,14 @@ def _check_tensor(t, where: str) -> None:
             return  # an empty placeholder (an unset attribute)
         raise ConversionError(f"{where}: unsupported element type {t.data_type}") from None
     dims = check_shape(where, t.dims, dt)
+    if not t.HasField("raw_data") and t.data_location != onnx.TensorProto.EXTERNAL:
+        T = onnx.TensorProto
+        field = _TYPED_FIELDS.get(t.data_type)
+        if field is not None:
+            n = math.prod(dims) * (2 if t.data_type in (T.COMPLEX64, T.COMPLEX128) else 1)
+            have = len(getattr(t, field))
+            if have != n:
+                raise ConversionError(f"{where}: shape {list(dims)} needs {n} values, the tensor holds {have}")
     if t.HasField("raw_data") and t.data_location != onnx.TensorProto.EXTERNAL:
         n = math.prod(dims)
         name = onnx.TensorProto.DataType.Name(t.data_type) if t.data_type in onnx.TensorProto.DataType.values() \
