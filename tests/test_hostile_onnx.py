@@ -173,6 +173,32 @@ def test_zero_dims_are_valid():
     _run_both(m, {"x": np.zeros((0, 4), np.float32)})
 
 
+def test_typed_data_count():
+    w = helper.make_tensor("w", TensorProto.FLOAT, [4], [1.0, 2.0, 3.0, 4.0])
+    w.dims[0] = 5  # 4 values for 5 elements
+    nodes = [helper.make_node("Add", ["x", "w"], ["y"])]
+    _convert_error(_model(nodes, [_x()], [_y()], [w]), r"initializer 'w': shape \[5\] needs 5 values, the tensor holds 4")
+
+
+def _qdq_conv(scale, zero_point, axis=0):
+    """x -> Conv with DequantizeLinear(int8 weight [2, 1, 1, 1], scale, zero point)."""
+    inits = [numpy_helper.from_array(np.array([3, -5], np.int8).reshape(2, 1, 1, 1), "wq"),
+             numpy_helper.from_array(np.asarray(scale, np.float32), "ws"),
+             numpy_helper.from_array(np.asarray(zero_point, np.int8), "wz")]
+    nodes = [helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["w"], name="dq_w", axis=axis),
+             helper.make_node("Conv", ["x", "w"], ["y"], name="conv")]
+    return _model(nodes, [_x((1, 1, 4, 4))], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 4, 4])],
+                  inits, opset=13)
+
+
+def test_quantized_weights():
+    m = _qdq_conv([0.5, 0.25], [0, 0])
+    _run_both(m, {"x": np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)})
+    _convert_error(_qdq_conv([0.5, 0.25, 1.0], [0, 0, 0]), r"dq_w \(DequantizeLinear\): 3 scales do not match axis 0")
+    _convert_error(_qdq_conv([0.5, 0.25], [0, 0], axis=7), r"dq_w \(DequantizeLinear\): 2 scales do not match axis 7")
+    _convert_error(_qdq_conv([0.5, 0.25], [0, 0, 0]), r"dq_w \(DequantizeLinear\): scale of shape \[2\] and zero point")
+
+
 # ---- sizes that overflow -------------------------------------------------------------
 
 HUGE = [2**31, 2**40, 2**63 - 1]
