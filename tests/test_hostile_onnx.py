@@ -199,6 +199,36 @@ def test_quantized_weights():
     _convert_error(_qdq_conv([0.5, 0.25], [0, 0, 0]), r"dq_w \(DequantizeLinear\): scale of shape \[2\] and zero point")
 
 
+def test_nul_in_names():
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="r\0elu")]
+    _convert_error(_model(nodes, [_x()], [_y()]), r"'r\\x00elu': name 'r\\x00elu' contains a NUL character")
+
+
+def test_quantized_gemm_with_scales_beyond_fixed_point_stays_float(tmp_path):
+    # A Gemm alpha of 1e30 makes the int8 requantization multiplier unrepresentable: the
+    # node keeps its float form instead of failing.
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    rng = np.random.default_rng(0)
+    calib = iter([{"input": rng.standard_normal((1, 1, 8, 8)).astype(np.float32)} for _ in range(4)])
+
+    class Reader(CalibrationDataReader):
+        def get_next(self):
+            return next(calib, None)
+
+    q = tmp_path / "q.onnx"
+    quantize_static(str(DIGITS), str(q), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
+    m = onnx.load(str(q))
+    gemm = next(n for n in m.graph.node if n.op_type == "Gemm")
+    alpha = next(a for a in gemm.attribute if a.name == "alpha")
+    alpha.f = 1e30
+    from edgert import format as fmt
+    data = edgert.convert(m)
+    nodes = fmt.read(data)["nodes"]
+    assert any(n["op"] == "gemm" for n in nodes)
+
+
 # ---- sizes that overflow -------------------------------------------------------------
 
 HUGE = [2**31, 2**40, 2**63 - 1]

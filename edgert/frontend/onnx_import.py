@@ -700,6 +700,8 @@ def check_graph(g, outer: set[str]) -> list:
     for vi in list(g.input) + list(g.output) + list(g.initializer):
         if isinstance(vi.name, bytes):
             raise OnnxFormatError(f"graph input/output/initializer name {vi.name!r} is not valid UTF-8")
+        if "\0" in vi.name:
+            raise ConversionError(f"graph input/output/initializer name {vi.name!r} contains a NUL character")
     defined = {vi.name: "a graph input" for vi in g.input}
     defined.update((t.name, "an initializer") for t in g.initializer)
     producer: dict[str, int] = {}
@@ -708,6 +710,8 @@ def check_graph(g, outer: set[str]) -> list:
         for field in (n.name, n.op_type, n.domain, *n.input, *n.output):
             if isinstance(field, bytes):
                 raise OnnxFormatError(f"node {k}: name, op type or tensor name {field!r} is not valid UTF-8")
+            if "\0" in field:
+                raise ConversionError(f"node {_label(n)!r}: name {field!r} contains a NUL character")
         for o in n.output:
             if not o:
                 continue
