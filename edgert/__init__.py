@@ -11,14 +11,14 @@ cffi. Every error raised derives from EdgertError.
 """
 from __future__ import annotations
 
-from .errors import (ConversionError, EdgertError, InputError, ModelFormatError, RuntimeFailure,
+from .errors import (ConversionError, EdgertError, InputError, ModelFormatError, OnnxFormatError, RuntimeFailure,
                      UnsupportedError)
 from .runtime import Session, TensorInfo, runtime_info
 
 __version__ = "0.1.0"
 
 __all__ = ["convert", "Session", "TensorInfo", "runtime_info", "EdgertError", "ConversionError", "UnsupportedError",
-           "ModelFormatError", "InputError", "RuntimeFailure", "__version__"]
+           "ModelFormatError", "OnnxFormatError", "InputError", "RuntimeFailure", "__version__"]
 
 
 def convert(model, output=None, input_shapes=None, input_values=None, optimize: bool = True, **options) -> bytes:

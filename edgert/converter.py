@@ -9,7 +9,8 @@ import numpy as np
 
 from . import format as fmt
 from . import passes, planner
-from .frontend.onnx_import import import_onnx
+from .errors import ConversionError, EdgertError
+from .frontend.onnx_import import import_onnx, load_onnx
 from .ir import Graph
 
 
@@ -74,6 +75,23 @@ def convert(model, output: str | os.PathLike | None = None, input_shapes: dict[s
     """
     values = {k: np.asarray(v) for k, v in (input_values or {}).items()}
     src = os.path.basename(os.fspath(model)) if isinstance(model, (str, os.PathLike)) else None
+    model = load_onnx(model)  # checked once (limits, external data inside the model's folder)
+    try:
+        data = _convert(model, input_shapes, values, optimize, sparse, prune, prune_method, prune_scope,
+                        prune_exclude, calibration, report, quantize, calibration_method, keep_fp32, sqnr_target,
+                        calibration_samples, progress, src)
+    except EdgertError:
+        raise
+    except Exception as e:  # a defect, or an input no check above refuses (MemoryError, ...): still a clear error
+        raise ConversionError(f"internal error while converting ({type(e).__name__}: {e})") from e
+    if output is not None:
+        write_atomic(output, data)
+    return data
+
+
+def _convert(model, input_shapes, values, optimize, sparse, prune, prune_method, prune_scope, prune_exclude,
+             calibration, report, quantize, calibration_method, keep_fp32, sqnr_target, calibration_samples,
+             progress, src) -> bytes:
     qdq = None
     if quantize in (None, "int8"):
         from .quant import qdq as qdq_import
@@ -96,10 +114,7 @@ def convert(model, output: str | os.PathLike | None = None, input_shapes: dict[s
     meta: dict[str, Any] = {"source": src}
     if quant_summary is not None:
         meta["quantization"] = quant_summary
-    data = serialize(g, meta)
-    if output is not None:
-        write_atomic(output, data)
-    return data
+    return serialize(g, meta)
 
 
 def write_atomic(path: str | os.PathLike, data: bytes) -> None:

@@ -18,6 +18,11 @@ class ConversionError(EdgertError):
     """The ONNX model cannot be converted as given (for example an unfixed dimension)."""
 
 
+class OnnxFormatError(ModelFormatError, ConversionError):
+    """An ONNX file the converter cannot read: not a protobuf, truncated or corrupt.
+    Both a ModelFormatError and a ConversionError."""
+
+
 class UnsupportedError(ConversionError):
     """Operators or attribute combinations edgert does not run. `problems` lists every
     one as (node name, op type, reason)."""
@@ -25,7 +30,7 @@ class UnsupportedError(ConversionError):
     def __init__(self, problems: list[tuple[str, str, str]]):
         self.problems = problems
         lines = [f"  {name or '<unnamed>'} ({op}): {why}" for name, op, why in problems]
-        ops = sorted({op for _, op, _ in problems})
+        ops = sorted({str(op) for _, op, _ in problems})
         super().__init__(
             f"{len(problems)} node(s) cannot be converted (op types: {', '.join(ops)}):\n"
             + "\n".join(lines)

@@ -68,7 +68,12 @@ class _Strings:
 
     def add(self, s: str) -> tuple[int, int]:
         if s not in self.index:
-            b = s.encode("utf-8")
+            try:
+                b = s.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ConversionError(f"name {s!r} is not valid Unicode text") from None
+            if b"\0" in b:
+                raise ConversionError(f"name {s!r} contains a NUL character, which .edgert names cannot hold")
             self.index[s] = (len(self.buf), len(b))
             self.buf += b + b"\0"
         return self.index[s]

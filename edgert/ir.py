@@ -9,11 +9,35 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from typing import Any, Iterable
 
 import numpy as np
 
 from .errors import ConversionError
+
+# The largest tensor the converter accepts (docs/design.md, "Untrusted ONNX: converter
+# limits"): element counts and byte sizes must fit the runtime's 32-bit dimensions, and
+# the converter refuses before allocating anything of that size.
+MAX_TENSOR_ELEMENTS = 2**31 - 1
+MAX_TENSOR_BYTES = 2**31 - 1
+
+
+def check_shape(name: str, shape, dtype) -> tuple[int, ...]:
+    """shape as a tuple of ints; ConversionError when a dimension is negative or the
+    tensor exceeds MAX_TENSOR_ELEMENTS / MAX_TENSOR_BYTES (computed without overflow)."""
+    dims = tuple(int(d) for d in shape)
+    if any(d < 0 for d in dims):
+        raise ConversionError(f"tensor {name!r} has a negative dimension {list(dims)}")
+    n = math.prod(dims)
+    if n > MAX_TENSOR_ELEMENTS or any(d > MAX_TENSOR_ELEMENTS for d in dims):
+        raise ConversionError(f"tensor {name!r} of shape {list(dims)} has {n} elements, more than the converter's "
+                              f"limit of {MAX_TENSOR_ELEMENTS}")
+    size = n * np.dtype(dtype).itemsize
+    if size > MAX_TENSOR_BYTES:
+        raise ConversionError(f"tensor {name!r} of shape {list(dims)} needs {size} bytes, more than the converter's "
+                              f"limit of {MAX_TENSOR_BYTES}")
+    return dims
 
 
 @dataclasses.dataclass
@@ -40,11 +64,11 @@ class Tensor:
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+        return math.prod(self.shape) * np.dtype(self.dtype).itemsize
 
     @property
     def numel(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
 
 @dataclasses.dataclass
@@ -75,7 +99,7 @@ class Graph:
     def add_tensor(self, name: str, shape: Iterable[int], dtype, data: np.ndarray | None = None) -> Tensor:
         if name in self.tensors:
             raise ConversionError(f"tensor {name!r} defined twice")
-        t = Tensor(name, tuple(int(d) for d in shape), np.dtype(dtype), data)
+        t = Tensor(name, check_shape(name, shape, dtype), np.dtype(dtype), data)
         self.tensors[name] = t
         return t
 

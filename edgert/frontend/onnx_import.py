@@ -10,20 +10,30 @@ Problems are collected for every node, so one error lists them all.
 """
 from __future__ import annotations
 
+import heapq
+import math
 import os
+import re
+import stat
 from typing import Any, Callable
 
 import numpy as np
 
 from .. import dtypes
 from .. import ops as edgert_ops
-from ..errors import ConversionError, ModelFormatError, UnsupportedError
-from ..ir import Graph
+from ..errors import ConversionError, ModelFormatError, OnnxFormatError, UnsupportedError
+from ..ir import MAX_TENSOR_BYTES, MAX_TENSOR_ELEMENTS, Graph, check_shape
 from ..ops import OpUnsupported
 
 MIN_OPSET, MAX_OPSET = 7, 28
 
 LOWERINGS: dict[str, Callable[["LowerCtx"], None]] = {}
+
+# The largest constant the converter computes by evaluating a node on constants
+# (ConstantOfShape, Range, Expand, ...): such a tensor is not in the model's file, so it
+# is bounded well below the general tensor limit (docs/design.md, "Untrusted ONNX:
+# converter limits").
+MAX_FOLDED_BYTES = 256 << 20
 
 # Ops never evaluated at convert time even with constant inputs.
 _NO_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
@@ -76,10 +86,16 @@ class LowerCtx:
         return bool(self.input(i))
 
     def shape(self, i: int) -> tuple[int, ...]:
-        return self.graph.tensors[self.input(i)].shape
+        return self._tensor(i).shape
 
     def dtype(self, i: int) -> np.dtype:
-        return self.graph.tensors[self.input(i)].dtype
+        return self._tensor(i).dtype
+
+    def _tensor(self, i: int):
+        name = self.input(i)
+        if not name:
+            self.fail(f"input {i} is required")
+        return self.graph.tensors[name]
 
     def const(self, i: int) -> np.ndarray | None:
         name = self.input(i)
@@ -97,8 +113,6 @@ class LowerCtx:
 
     def attr(self, name: str, default: Any = None) -> Any:
         import onnx
-        from onnx import numpy_helper
-
         a = self._attrs.get(name)
         if a is None:
             return default
@@ -108,15 +122,21 @@ class LowerCtx:
         if a.type == T.FLOAT:
             return float(a.f)
         if a.type == T.STRING:
-            return a.s.decode("utf-8")
+            try:
+                return a.s.decode("utf-8")
+            except UnicodeDecodeError:
+                self.fail(f"attribute {name!r} is not valid UTF-8")
         if a.type == T.INTS:
             return [int(x) for x in a.ints]
         if a.type == T.FLOATS:
             return [float(x) for x in a.floats]
         if a.type == T.STRINGS:
-            return [s.decode("utf-8") for s in a.strings]
+            try:
+                return [s.decode("utf-8") for s in a.strings]
+            except UnicodeDecodeError:
+                self.fail(f"attribute {name!r} is not valid UTF-8")
         if a.type == T.TENSOR:
-            return numpy_helper.to_array(a.t)
+            return tensor_to_array(a.t, f"attribute {name!r}")
         if a.type == T.GRAPH:
             return a.g
         self.fail(f"attribute {name!r} has an unsupported type")
@@ -204,9 +224,10 @@ class OnnxImporter:
             raise ConversionError("model imports no default-domain opset")
         if not MIN_OPSET <= self.opset <= MAX_OPSET:
             raise ConversionError(f"opset {self.opset} is outside the supported range {MIN_OPSET}..{MAX_OPSET}")
+        nodes = check_graph(m.graph, set())
         self._graph_inputs(m.graph)
         self._initializers(m.graph)
-        self._nodes(m.graph.node, self.opset)
+        self._nodes(nodes, self.opset)
         if self.problems:
             raise UnsupportedError(self.problems)
         g = self.graph
@@ -244,7 +265,9 @@ class OnnxImporter:
             except KeyError:
                 raise ConversionError(f"input {vi.name!r} has an unsupported element type {tt.elem_type}") from None
             if vi.name in self.input_values:
-                value = np.asarray(self.input_values.pop(vi.name)).astype(dt)
+                value = np.asarray(self.input_values.pop(vi.name))
+                check_shape(vi.name, value.shape, dt)
+                value = value.astype(dt)
                 self.graph.add_tensor(vi.name, value.shape, dt, value)
                 continue
             dims: list[Any] = []
@@ -269,7 +292,7 @@ class OnnxImporter:
             if bad:
                 unfixed.append(f"{vi.name} {_fmt_dims(dims)}: dimension(s) " + ", ".join(f"{k} ({d})" for k, d in bad))
                 continue
-            self.graph.add_tensor(vi.name, dims, dt)
+            self.graph.add_tensor(vi.name, dims, dt)  # refuses negative or oversized shapes
             self.graph.inputs.append(vi.name)
         if unfixed:
             raise ConversionError(
@@ -280,16 +303,16 @@ class OnnxImporter:
             raise ConversionError(f"unknown input name(s) {extra}; the model's inputs are {known}")
 
     def _initializers(self, g) -> None:
-        from onnx import numpy_helper
-
         for init in g.initializer:
             if init.name in self.graph.tensors:
                 continue  # an input value given by the caller overrides the default
-            arr = numpy_helper.to_array(init)
+            arr = tensor_to_array(init, f"initializer {init.name!r}")
             self._add_const_value(init.name, arr)
 
     def _add_const_value(self, name: str, arr: np.ndarray) -> None:
-        arr = np.require(np.asarray(arr), requirements="C")
+        arr = np.asarray(arr)
+        check_shape(name, arr.shape, arr.dtype)
+        arr = np.require(arr, requirements="C")
         if not dtypes.supported(arr.dtype):
             # Kept for folding (e.g. doubles cast to float); rejected only if it reaches a kernel.
             pass
@@ -317,6 +340,7 @@ class OnnxImporter:
             self._problem(node, name, f"inputs {missing} are not defined")
             return
         try:
+            check_attributes(node, opset)
             if self._fold(node, ins, opset):
                 return
             if node.op_type == "If":
@@ -334,6 +358,8 @@ class OnnxImporter:
             self._problem(node, name, str(e))
         except ConversionError as e:
             self._problem(node, name, str(e))
+        except Exception as e:  # a defect in edgert, or a case nothing above refuses (MemoryError, ...)
+            self._problem(node, name, f"internal error ({type(e).__name__}: {e})")
 
     def _problem(self, node, name: str, why: str) -> None:
         self.problems.append((name, node.op_type, why))
@@ -344,11 +370,11 @@ class OnnxImporter:
         g = self.graph
         op = node.op_type
         if op == "Constant":
-            import onnx
-            from onnx import numpy_helper
+            if len(node.attribute) != 1 or len(node.output) != 1:
+                raise ConversionError("Constant needs exactly one value attribute and one output")
             a = node.attribute[0]
             if a.name == "value":
-                val = numpy_helper.to_array(a.t)
+                val = tensor_to_array(a.t, "value")
             elif a.name == "value_float":
                 val = np.array(a.f, np.float32)
             elif a.name == "value_floats":
@@ -359,13 +385,12 @@ class OnnxImporter:
                 val = np.array(list(a.ints), np.int64)
             else:
                 raise OpUnsupported(f"Constant attribute {a.name!r} is not supported")
-            del onnx
             self._add_const_value(node.output[0], val)
             return True
         if op in ("Shape", "Size") and ins and ins[0]:
             shape = np.array(g.tensors[ins[0]].shape, np.int64)
             if op == "Size":
-                val = np.array(int(np.prod(shape)), np.int64)
+                val = np.array(math.prod(g.tensors[ins[0]].shape), np.int64)
             else:
                 attrs = {a.name: a.i for a in node.attribute}
                 r = len(shape)
@@ -383,7 +408,17 @@ class OnnxImporter:
             return False
         if not present and op not in ("ConstantOfShape", "Range", "EyeLike"):
             return False
-        outs = _eval_onnx_node(node, [g.tensors[i].data if i else None for i in ins], opset)
+        values = [g.tensors[i].data if i else None for i in ins]
+        n = check_fold_size(node, values)
+        itemsize = max([np.asarray(v).dtype.itemsize for v in values if v is not None] + [4])
+        if n is not None and n * itemsize > MAX_FOLDED_BYTES:
+            raise ConversionError(f"the constant output would take about {n * itemsize} bytes, more than the "
+                                  f"converter's limit of {MAX_FOLDED_BYTES} for a constant it computes")
+        outs = _eval_onnx_node(node, values, opset)
+        for oname, val in zip(node.output, outs):
+            if oname and np.asarray(val).nbytes > MAX_FOLDED_BYTES:
+                raise ConversionError(f"constant output {oname!r} takes {np.asarray(val).nbytes} bytes, more than "
+                                      f"the converter's limit of {MAX_FOLDED_BYTES} for a constant it computes")
         for oname, val in zip(node.output, outs):
             if oname:
                 self._add_const_value(oname, np.asarray(val))
@@ -399,10 +434,16 @@ class OnnxImporter:
             raise OpUnsupported(
                 "condition depends on runtime data; fix the inputs it depends on with --input-value NAME=VALUE")
         attrs = {a.name: a.g for a in node.attribute}
-        branch = attrs["then_branch" if bool(np.asarray(cond).reshape(-1)[0]) else "else_branch"]
+        cond = np.asarray(cond).reshape(-1)
+        if cond.size != 1:
+            raise ConversionError(f"condition must hold one value, got {cond.size}")
+        branch = attrs["then_branch" if bool(cond[0]) else "else_branch"]
+        if len(branch.output) != len(node.output):
+            raise ConversionError(f"the branch has {len(branch.output)} outputs, the node {len(node.output)}")
+        nodes = check_graph(branch, set(self.names) | set(self.graph.tensors))
         self._initializers(branch)
         n_before = len(self.problems)
-        self._nodes(branch.node, opset)
+        self._nodes(nodes, opset)
         if len(self.problems) != n_before:
             self.poisoned.update(node.output)
             return
@@ -450,31 +491,452 @@ def _eval_onnx_node(node, values: list[np.ndarray | None], opset: int) -> list[n
 
 
 def load_onnx(model) -> Any:
-    """Loads an ONNX model from a path, bytes or ModelProto, with external data."""
+    """Loads an ONNX model from a path, bytes or ModelProto and checks it before any
+    conversion: the protobuf parses, names are text, tensor shapes are within the
+    converter's limits and match their data, and external data is read only from
+    regular files inside the model's folder (docs/design.md, "Untrusted ONNX:
+    converter limits")."""
     import onnx
 
     if isinstance(model, onnx.ModelProto):
-        return model
-    if isinstance(model, (bytes, bytearray)):
+        m, base, what = model, None, "model"
+    elif isinstance(model, (bytes, bytearray, memoryview)):
         try:
-            return onnx.load_from_string(bytes(model))
+            m = onnx.load_from_string(bytes(model))
         except Exception as e:
-            raise ModelFormatError(f"not an ONNX model: {e}") from None
-    path = os.fspath(model)
-    if not os.path.exists(path):
-        raise ModelFormatError(f"{path}: no such file")
-    try:
-        m = onnx.load(path, load_external_data=False)
-    except Exception as e:
-        raise ModelFormatError(f"{path}: not an ONNX model ({type(e).__name__}: {e})") from None
-    if not m.graph.node and not m.graph.output:
-        raise ModelFormatError(f"{path}: not an ONNX model (no graph)")
-    try:
-        from onnx.external_data_helper import load_external_data_for_model
-        load_external_data_for_model(m, os.path.dirname(os.path.abspath(path)))
-    except Exception as e:
-        raise ModelFormatError(f"{path}: cannot load external data: {e}") from None
+            raise OnnxFormatError(f"not an ONNX model ({type(e).__name__}: {e})") from None
+        base, what = None, "model"
+    else:
+        path = os.fspath(model)
+        if not os.path.exists(path):
+            raise ModelFormatError(f"{path}: no such file")
+        if not os.path.isfile(path):
+            raise OnnxFormatError(f"{path}: not a regular file")
+        try:
+            m = onnx.load(path, load_external_data=False)
+        except Exception as e:
+            raise OnnxFormatError(f"{path}: not an ONNX model ({type(e).__name__}: {e})") from None
+        base, what = os.path.dirname(os.path.abspath(path)), path
+    if not m.HasField("graph") or (not m.graph.node and not m.graph.output):
+        raise OnnxFormatError(f"{what}: not an ONNX model (no graph)")
+    external = [t for t, _ in _all_tensors(m) if t.data_location == onnx.TensorProto.EXTERNAL]
+    if external:
+        if isinstance(model, onnx.ModelProto):
+            m2 = onnx.ModelProto()
+            m2.CopyFrom(m)  # the caller's ModelProto is not modified
+            m = m2
+            external = [t for t, _ in _all_tensors(m) if t.data_location == onnx.TensorProto.EXTERNAL]
+        for t in external:
+            _read_external_data(t, base)
+    for t, where in _all_tensors(m):
+        _check_tensor(t, where)
+    _check_structure(m)
     return m
+
+
+def _check_structure(m) -> None:
+    """The main graph's structure and its nodes' attributes, checked before anything
+    (the import of quantized models included) walks the graph."""
+    check_graph(m.graph, set())
+    opset = max([op.version for op in m.opset_import if op.domain in ("", "ai.onnx")] + [0])
+    problems = []
+    for node in m.graph.node:
+        if node.domain in ("", "ai.onnx") and opset:
+            try:
+                check_attributes(node, opset)
+            except ConversionError as e:
+                problems.append((_label(node), node.op_type, str(e)))
+    if problems:
+        raise UnsupportedError(problems)
+
+
+# ---- checks of hostile input ---------------------------------------------------------
+
+def _all_tensors(m):
+    """(TensorProto, description) of every tensor the model holds: initializers and
+    tensor attributes, in the main graph, subgraphs and functions."""
+    A = __import__("onnx").AttributeProto
+    graphs = [m.graph]
+    nodes = [n for f in m.functions for n in f.node]
+    while graphs or nodes:
+        if graphs:
+            g = graphs.pop()
+            for t in g.initializer:
+                yield t, f"initializer {t.name!r}"
+            for st in g.sparse_initializer:
+                yield st.values, f"sparse initializer {st.values.name!r}"
+                yield st.indices, f"sparse initializer {st.values.name!r} (indices)"
+            nodes.extend(g.node)
+            continue
+        n = nodes.pop()
+        for a in n.attribute:
+            where = f"attribute {a.name!r} of node {_label(n)!r}"
+            if a.type == A.TENSOR or a.HasField("t"):
+                yield a.t, where
+            for t in a.tensors:
+                yield t, where
+            if a.HasField("sparse_tensor"):
+                yield a.sparse_tensor.values, where
+                yield a.sparse_tensor.indices, where
+            if a.HasField("g"):
+                graphs.append(a.g)
+            graphs.extend(a.graphs)
+
+
+def _label(node) -> str:
+    name = node.name or (node.output[0] if node.output else node.op_type)
+    return name if isinstance(name, str) else repr(name)
+
+
+_SUBBYTE = {"INT4", "UINT4", "FLOAT4E2M1", "INT2", "UINT2"}
+
+# Element types stored one value per entry of a typed field (when there is no raw_data).
+_TYPED_FIELDS = {1: "float_data", 6: "int32_data", 7: "int64_data", 11: "double_data", 3: "int32_data",
+                 2: "int32_data", 4: "int32_data", 5: "int32_data", 9: "int32_data", 10: "int32_data",
+                 16: "int32_data", 12: "uint64_data", 13: "uint64_data", 14: "float_data", 15: "double_data",
+                 8: "string_data"}
+
+
+def _check_tensor(t, where: str) -> None:
+    """Shape within limits and raw data of the right length (before anything reads it)."""
+    import onnx
+
+    if isinstance(t.name, bytes):
+        raise OnnxFormatError(f"{where}: the tensor name is not valid UTF-8")
+    try:
+        dt = onnx.helper.tensor_dtype_to_np_dtype(t.data_type)
+    except Exception:
+        if not t.dims and not t.raw_data and t.data_type == 0:
+            return  # an empty placeholder (an unset attribute)
+        raise ConversionError(f"{where}: unsupported element type {t.data_type}") from None
+    dims = check_shape(where, t.dims, dt)
+    if not t.HasField("raw_data") and t.data_location != onnx.TensorProto.EXTERNAL:
+        T = onnx.TensorProto
+        field = _TYPED_FIELDS.get(t.data_type)
+        if field is not None:
+            n = math.prod(dims) * (2 if t.data_type in (T.COMPLEX64, T.COMPLEX128) else 1)
+            have = len(getattr(t, field))
+            if have != n:
+                raise ConversionError(f"{where}: shape {list(dims)} needs {n} values, the tensor holds {have}")
+    if t.HasField("raw_data") and t.data_location != onnx.TensorProto.EXTERNAL:
+        n = math.prod(dims)
+        name = onnx.TensorProto.DataType.Name(t.data_type) if t.data_type in onnx.TensorProto.DataType.values() \
+            else ""
+        need = (n * {"INT2": 2, "UINT2": 2}.get(name, 4) + 7) // 8 if name in _SUBBYTE else n * dt.itemsize
+        if name != "STRING" and len(t.raw_data) != need:
+            raise ConversionError(f"{where}: shape {list(dims)} needs {need} bytes of data, the tensor holds "
+                                  f"{len(t.raw_data)}")
+
+
+def tensor_to_array(t, where: str) -> np.ndarray:
+    """numpy_helper.to_array with ConversionError instead of the errors of a malformed
+    tensor."""
+    from onnx import numpy_helper
+
+    _check_tensor(t, where)
+    try:
+        return numpy_helper.to_array(t)
+    except Exception as e:
+        raise ConversionError(f"{where}: cannot read its data ({type(e).__name__}: {e})") from None
+
+
+def _read_external_data(t, base: str | None) -> None:
+    """Reads a tensor's external data into raw_data. The location must be a relative
+    path without '..' that resolves (symbolic links included) to a regular file inside
+    the model's folder; offset and length must lie within that file."""
+    import onnx
+
+    info = {e.key: e.value for e in t.external_data}
+    where = f"tensor {t.name!r}"
+    loc = info.get("location", "")
+    if base is None:
+        raise ConversionError(f"{where} keeps its data in an external file ({loc!r}); convert the model from "
+                              "its path so that the file can be found next to it")
+    if not isinstance(loc, str) or not loc or "\0" in loc:
+        raise ConversionError(f"{where}: external data has no valid location")
+    parts = re.split(r"[\\/]", loc)
+    if os.path.isabs(loc) or loc.startswith("\\") or re.match(r"^[A-Za-z]:", loc):
+        raise ConversionError(f"{where}: external data location {loc!r} is an absolute path; it must be "
+                              "relative to the model's folder")
+    if ".." in parts:
+        raise ConversionError(f"{where}: external data location {loc!r} contains '..'; it must stay inside "
+                              "the model's folder")
+    root = os.path.realpath(base)
+    full = os.path.realpath(os.path.join(root, loc))
+    if os.path.commonpath([root, full]) != root:
+        raise ConversionError(f"{where}: external data location {loc!r} resolves to {full}, outside the model's "
+                              f"folder {root}")
+    nums = {}
+    for key in ("offset", "length"):
+        if key in info:
+            try:
+                nums[key] = int(info[key])
+            except ValueError:
+                raise ConversionError(f"{where}: external data {key} {info[key]!r} is not an integer") from None
+            if nums[key] < 0:
+                raise ConversionError(f"{where}: external data {key} {nums[key]} is negative")
+    try:
+        fd = os.open(full, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise ConversionError(f"{where}: cannot open external data {loc!r} ({e.strerror})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ConversionError(f"{where}: external data {loc!r} is not a regular file")
+        offset = nums.get("offset", 0)
+        length = nums.get("length", st.st_size - offset)
+        if offset > st.st_size or offset + length > st.st_size:
+            raise ConversionError(f"{where}: external data {loc!r} has {st.st_size} bytes; offset {offset} and "
+                                  f"length {length} go past its end")
+        if length > MAX_TENSOR_BYTES:
+            raise ConversionError(f"{where}: external data of {length} bytes is larger than the converter's limit "
+                                  f"of {MAX_TENSOR_BYTES}")
+        chunks, pos = [], offset
+        while pos < offset + length:
+            b = os.pread(fd, min(offset + length - pos, 1 << 24), pos)
+            if not b:
+                raise ConversionError(f"{where}: external data {loc!r} ended early")
+            chunks.append(b)
+            pos += len(b)
+    finally:
+        os.close(fd)
+    t.raw_data = b"".join(chunks)
+    del t.external_data[:]
+    t.data_location = onnx.TensorProto.DEFAULT
+
+
+def check_graph(g, outer: set[str]) -> list:
+    """The graph's nodes in execution order (the file's order when it is one; nodes
+    listed out of order are accepted, as onnxruntime accepts them). Refuses graphs that
+    no runtime can execute, naming the nodes involved: names that are not text, an
+    output produced twice, an input nothing produces, a cycle, no outputs. `outer`:
+    names visible from an enclosing graph."""
+    if not g.output:
+        raise ConversionError("the graph has no outputs")
+    for vi in list(g.input) + list(g.output) + list(g.initializer):
+        if isinstance(vi.name, bytes):
+            raise OnnxFormatError(f"graph input/output/initializer name {vi.name!r} is not valid UTF-8")
+        if "\0" in vi.name:
+            raise ConversionError(f"graph input/output/initializer name {vi.name!r} contains a NUL character")
+    defined = {vi.name: "a graph input" for vi in g.input}
+    defined.update((t.name, "an initializer") for t in g.initializer)
+    producer: dict[str, int] = {}
+    nodes = list(g.node)
+    for k, n in enumerate(nodes):
+        for field in (n.name, n.op_type, n.domain, *n.input, *n.output):
+            if isinstance(field, bytes):
+                raise OnnxFormatError(f"node {k}: name, op type or tensor name {field!r} is not valid UTF-8")
+            if "\0" in field:
+                raise ConversionError(f"node {_label(n)!r}: name {field!r} contains a NUL character")
+        for o in n.output:
+            if not o:
+                continue
+            if o in producer:
+                raise ConversionError(f"node {_label(n)!r} ({n.op_type}): output {o!r} is also produced by node "
+                                      f"{_label(nodes[producer[o]])!r}")
+            if o in defined:
+                raise ConversionError(f"node {_label(n)!r} ({n.op_type}): output {o!r} is also {defined[o]}")
+            producer[o] = k
+    deps: list[set[int]] = []
+    missing = []
+    for k, n in enumerate(nodes):
+        d = set()
+        for i in n.input:
+            if not i:
+                continue
+            if i in producer:
+                d.add(producer[i])
+            elif i not in defined and i not in outer:
+                missing.append(f"node {_label(n)!r} ({n.op_type}) reads {i!r}")
+        for i in _subgraph_inputs(n):
+            if i in producer:
+                d.add(producer[i])
+        deps.append(d)
+    if missing:
+        raise ConversionError("tensors that no node, initializer or graph input produces:\n  " + "\n  ".join(missing))
+    users: list[list[int]] = [[] for _ in nodes]
+    count = [len(d) for d in deps]
+    for k, d in enumerate(deps):
+        for j in d:
+            users[j].append(k)
+    ready = [k for k, c in enumerate(count) if c == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        k = heapq.heappop(ready)
+        order.append(k)
+        for u in users[k]:
+            count[u] -= 1
+            if count[u] == 0:
+                heapq.heappush(ready, u)
+    if len(order) != len(nodes):
+        left = {k for k in range(len(nodes)) if count[k] > 0}
+        # Walk back along unresolved inputs until a node repeats: that is a cycle.
+        k, seen, path = min(left), {}, []
+        while k not in seen:
+            seen[k] = len(path)
+            path.append(k)
+            k = min(j for j in deps[k] if j in left)
+        cycle = path[seen[k]:][::-1]
+        raise ConversionError("the graph has a cycle: " + " -> ".join(
+            f"{_label(nodes[j])!r} ({nodes[j].op_type})" for j in cycle + cycle[:1]))
+    for o in g.output:
+        if o.name not in producer and o.name not in defined and o.name not in outer:
+            raise ConversionError(f"graph output {o.name!r} is never produced")
+    return [nodes[k] for k in order]
+
+
+def _subgraph_inputs(node) -> set[str]:
+    """Names read by the nodes of a node's subgraphs (outer-scope references among them)."""
+    out: set[str] = set()
+    stack = [a.g for a in node.attribute if a.HasField("g")] + [g for a in node.attribute for g in a.graphs]
+    while stack:
+        g = stack.pop()
+        for n in g.node:
+            out.update(i for i in n.input if i)
+            stack.extend(a.g for a in n.attribute if a.HasField("g"))
+            stack.extend(x for a in n.attribute for x in a.graphs)
+    return out
+
+
+def check_attributes(node, opset: int) -> None:
+    """Attributes of the types the op's ONNX schema states, required attributes and
+    required inputs present."""
+    import onnx
+
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opset, node.domain)
+    except Exception:
+        return  # unknown op: reported by the lowering lookup
+    Opt = onnx.defs.OpSchema.FormalParameterOption
+    for k, f in enumerate(schema.inputs):
+        if f.option == Opt.Single and (k >= len(node.input) or not node.input[k]):
+            raise ConversionError(f"required input {k} ({f.name}) is missing")
+    if len(node.input) > schema.max_input:
+        raise ConversionError(f"{len(node.input)} inputs, the ONNX schema allows at most {schema.max_input}")
+    present = set()
+    for a in node.attribute:
+        if isinstance(a.name, bytes):
+            raise OnnxFormatError(f"attribute name {a.name!r} is not valid UTF-8")
+        present.add(a.name)
+        spec = schema.attributes.get(a.name)
+        if spec is not None and int(a.type) != int(spec.type.value):
+            T = onnx.AttributeProto.AttributeType
+            have = T.Name(a.type) if a.type in T.values() else str(a.type)
+            raise ConversionError(f"attribute {a.name!r} has type {have}, the ONNX schema says {spec.type.name}")
+    for name, spec in schema.attributes.items():
+        if spec.required and name not in present:
+            raise ConversionError(f"required attribute {name!r} is missing")
+
+
+_BROADCAST = {"Add", "Sub", "Mul", "Div", "Pow", "Mod", "And", "Or", "Xor", "Equal", "Greater", "Less",
+              "GreaterOrEqual", "LessOrEqual", "Where", "Max", "Min", "Mean", "Sum", "BitShift", "PRelu",
+              "BitwiseAnd", "BitwiseOr", "BitwiseXor"}
+
+
+def check_fold_size(node, values: list[np.ndarray | None]) -> int | None:
+    """Refuses, before evaluating a node on constants, an output whose size (computed
+    from the constant inputs, without overflow) exceeds the converter's limits: the
+    shape-making ops (ConstantOfShape, Expand, Tile, Range, OneHot, Pad, Resize,
+    Upsample), broadcasting ops, MatMul/Gemm and Gather."""
+    op = node.op_type
+
+    def ints(k):
+        v = values[k] if k < len(values) else None
+        if v is None:
+            return None
+        v = np.asarray(v)
+        if v.dtype.kind not in "iuf" or v.size > 64:
+            return None
+        with np.errstate(all="ignore"):
+            return [int(x) if np.isfinite(x) else MAX_TENSOR_ELEMENTS + 1 for x in v.reshape(-1).tolist()]
+
+    def shape(k):
+        v = values[k] if k < len(values) else None
+        return list(np.shape(v)) if v is not None else None
+
+    n = None
+    dims = None  # output dims, when known: each must fit too (numpy overflows on huge dims of empty arrays)
+    if op == "ConstantOfShape":
+        dims = ints(0)
+    elif op in ("Expand", "Tile"):
+        x, s = shape(0), ints(1)
+        if x is not None and s is not None:
+            if op == "Tile":
+                if len(s) != len(x):
+                    raise ConversionError(f"{len(s)} repeats for an input of rank {len(x)}")
+                dims = [max(a, 1) * b for a, b in zip(x, s)]  # numpy overflows on empty inputs too
+            else:
+                r = max(len(x), len(s))
+                xx, ss = [1] * (r - len(x)) + x, [1] * (r - len(s)) + s
+                dims = [max(a, b) for a, b in zip(xx, ss)]
+    elif op == "Range" and all(v is not None for v in values[:3]) and len(values) >= 3:
+        try:
+            start, limit, delta = (float(np.asarray(v).reshape(-1)[0]) for v in values[:3])
+        except (IndexError, ValueError, TypeError):
+            return
+        if not all(math.isfinite(v) for v in (start, limit, delta)) or delta == 0:
+            raise ConversionError(f"Range({start}, {limit}, {delta}) has no finite length")
+        dims = [max(math.ceil((limit - start) / delta), 0)]
+    elif op == "Reshape":
+        s = ints(1)
+        if s is not None:
+            dims = [d for d in s if d > 0]  # each dim within limits; the total is the input's
+    elif op == "OneHot":
+        i, d = shape(0), ints(1)
+        if i is not None and d:
+            dims = i + [d[0]]
+    elif op == "Pad":
+        x, p = shape(0), ints(1)
+        if x is not None and p is not None and len(p) == 2 * len(x):
+            dims = [x[k] + p[k] + p[k + len(x)] for k in range(len(x))]
+    elif op in ("Resize", "Upsample"):
+        x = shape(0)
+        if x is not None:
+            sizes = ints(3) if op == "Resize" else None
+            if len(values) == 2 or op == "Upsample":  # Resize-10 and Upsample-9: (X, scales)
+                scales = values[1] if len(values) > 1 else None
+            else:
+                scales = values[2] if len(values) > 2 else None
+            if scales is None and op == "Upsample":  # Upsample-7: an attribute
+                scales = next((list(a.floats) for a in node.attribute if a.name == "scales"), None)
+            has_axes = any(a.name == "axes" for a in node.attribute)
+            if sizes:
+                dims = sizes
+            elif scales is not None and np.size(scales) > 0:
+                if np.size(scales) != len(x) and not has_axes:
+                    raise ConversionError(f"{np.size(scales)} scales for an input of rank {len(x)}")
+                sc = np.asarray(scales, np.float64).reshape(-1)
+                if not np.all(np.isfinite(sc)):
+                    raise ConversionError("Resize scales are not finite")
+                along = [max(x + [1])] * len(sc) if has_axes else x
+                dims = [math.floor(max(d, 1) * float(c)) for d, c in zip(along, sc)]
+    elif op in _BROADCAST or op in ("MatMul", "Gemm", "Gather"):
+        shapes = [shape(k) for k in range(len(values)) if values[k] is not None]
+        if op in ("MatMul", "Gemm") and len(shapes) >= 2:
+            a, b = shapes[0], shapes[1]
+            a, b = ([1] + a if len(a) == 1 else a), (b + [1] if len(b) == 1 else b)
+            if len(a) >= 2 and len(b) >= 2:
+                r = max(len(a), len(b)) - 2
+                batch = [max(x, y) for x, y in zip([1] * (r - len(a) + 2) + a[:-2], [1] * (r - len(b) + 2) + b[:-2])]
+                n = math.prod(batch) * max(a[-2:]) * max(b[-2:])
+        elif op == "Gather" and len(shapes) == 2:
+            axis = next((int(a.i) for a in node.attribute if a.name == "axis"), 0)
+            d = shapes[0]
+            if d and -len(d) <= axis < len(d):
+                n = math.prod(shapes[1]) * (math.prod(d) // max(d[axis], 1))
+        elif shapes:
+            r = max(len(s) for s in shapes)
+            n = math.prod(max([1] + [([1] * (r - len(s)) + s)[k] for s in shapes]) for k in range(r))
+    if dims is not None:
+        if any(d > MAX_TENSOR_ELEMENTS for d in dims):
+            raise ConversionError(f"an output dimension of {max(dims)} is larger than the converter's limit of "
+                                  f"{MAX_TENSOR_ELEMENTS}")
+        n = math.prod(max(d, 0) for d in dims)
+    if n is not None and n > MAX_TENSOR_ELEMENTS:
+        raise ConversionError(f"the output would have {n} elements, more than the converter's limit of "
+                              f"{MAX_TENSOR_ELEMENTS}")
+    return n
 
 
 def import_onnx(model, input_shapes=None, input_values=None) -> Graph:

@@ -21,12 +21,17 @@ QMIN, QMAX = -128, 127
 SHIFT_MIN, SHIFT_MAX = 1, 62
 
 
+class MultiplierRangeError(ValueError):
+    """A requantization multiplier that the fixed-point form cannot hold (not finite,
+    negative, or 2**30 and above): the node has no int8 form with these scales."""
+
+
 def quantize_multiplier(m: float) -> tuple[int, int]:
     """(mult, shift) with mult * 2**-shift the closest such value to m (m >= 0, below
     2**30). Multipliers too small for shift 62 lose low bits (down to mult 0)."""
     m = float(m)
     if not math.isfinite(m) or m < 0:
-        raise ValueError(f"requantization multiplier {m} must be finite and >= 0")
+        raise MultiplierRangeError(f"requantization multiplier {m} must be finite and >= 0")
     if m == 0.0:
         return 0, SHIFT_MIN
     f, e = math.frexp(m)  # m = f * 2**e, f in [0.5, 1)
@@ -36,7 +41,7 @@ def quantize_multiplier(m: float) -> tuple[int, int]:
         e += 1
     shift = 31 - e
     if shift < SHIFT_MIN:
-        raise ValueError(f"requantization multiplier {m} is too large (at most 2**30)")
+        raise MultiplierRangeError(f"requantization multiplier {m} is too large (at most 2**30)")
     if shift > SHIFT_MAX:
         drop = shift - SHIFT_MAX
         mult = (mult + (1 << (drop - 1))) >> drop if drop < 63 else 0
@@ -50,7 +55,7 @@ def narrow_multipliers(ms, bits: int) -> tuple[list[int], int]:
     2**(bits-1) or more (no shift >= 1 represents it)."""
     top = max(float(m) for m in ms)
     if not math.isfinite(top) or top < 0:
-        raise ValueError(f"multipliers {ms} must be finite and >= 0")
+        raise MultiplierRangeError(f"multipliers {ms} must be finite and >= 0")
     if top == 0.0:
         return [0 for _ in ms], 1
     _, e = math.frexp(top)
@@ -59,7 +64,7 @@ def narrow_multipliers(ms, bits: int) -> tuple[list[int], int]:
         shift -= 1
     shift = min(shift, 31)
     if shift < 1:
-        raise ValueError(f"multiplier {top} is too large for {bits}-bit multipliers")
+        raise MultiplierRangeError(f"multiplier {top} is too large for {bits}-bit multipliers")
     return [min(int(round(float(m) * 2.0 ** shift)), (1 << bits) - 1) for m in ms], shift
 
 

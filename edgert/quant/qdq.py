@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ConversionError
+
 from .rewrite import WeightOverride
 
 QOPS = {"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul"}
@@ -96,12 +98,15 @@ class _Stripper:
     def __init__(self, m):
         from onnx import numpy_helper
 
+        from ..frontend.onnx_import import tensor_to_array
+
         self.m = m
         self.g = m.graph
-        self.consts: dict[str, np.ndarray] = {i.name: numpy_helper.to_array(i) for i in self.g.initializer}
+        self.consts: dict[str, np.ndarray] = {i.name: tensor_to_array(i, f"initializer {i.name!r}")
+                                              for i in self.g.initializer}
         for n in self.g.node:
-            if n.op_type == "Constant" and len(n.attribute) == 1 and n.attribute[0].name == "value":
-                self.consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
+            if n.op_type == "Constant" and len(n.attribute) == 1 and n.attribute[0].name == "value" and n.output:
+                self.consts[n.output[0]] = tensor_to_array(n.attribute[0].t, f"node {n.name!r}")
         self.qparams: dict[str, tuple[float, int]] = {}
         self.weights: dict[str, WeightOverride] = {}
         self.biases: dict[str, np.ndarray] = {}
@@ -122,7 +127,11 @@ class _Stripper:
         z = self._const(node.input[2]) if len(node.input) > 2 and node.input[2] else None
         if s is None or (len(node.input) > 2 and node.input[2] and z is None):
             return None
-        return (np.asarray(s, np.float32), None if z is None else np.asarray(z), self._attr(node, "axis", 1),
+        s = np.asarray(s)
+        if s.dtype.kind != "f" or s.ndim > 1 or s.size == 0 or (z is not None and (np.ndim(z) > 1 or np.size(z) != s.size)):
+            raise ConversionError(f"{node.name or node.output[0]} ({node.op_type}): scale of shape {list(s.shape)} "
+                                  f"and zero point of shape {list(np.shape(z))} do not match")
+        return (s.astype(np.float32), None if z is None else np.asarray(z), self._attr(node, "axis", 1),
                 self._attr(node, "block_size", 0))
 
     # ---- QOperator -> QDQ ------------------------------------------------------------
@@ -195,6 +204,9 @@ class _Stripper:
             zz = np.zeros_like(s, dtype=np.int64) if z is None else z.astype(np.int64)
             shape = [1] * q.ndim
             if s.size > 1:
+                if not -q.ndim <= axis < q.ndim or q.shape[axis] != s.size:
+                    raise ConversionError(f"{n.name or n.output[0]} (DequantizeLinear): {s.size} scales do not "
+                                          f"match axis {axis} of a tensor of shape {list(q.shape)}")
                 axis %= q.ndim
                 shape[axis] = -1
             real = ((q.astype(np.float32) - zz.astype(np.float32).reshape(shape)) *

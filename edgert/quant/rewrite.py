@@ -434,7 +434,7 @@ class _Rewriter:
             try:
                 self.convert(node)
                 continue
-            except Skip:
+            except (Skip, fp.MultiplierRangeError):  # scales out of the fixed-point range: the node stays float
                 self._pending = []
             self.nodes.append(Node(node.op, [self.fq(self.fin(i)) for i in node.inputs], list(node.outputs),
                                    dict(node.attrs), node.name))

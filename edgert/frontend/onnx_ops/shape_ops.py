@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...ir import check_shape
 from ...ops.shape_ops import normalize_slice
 from ..onnx_import import LowerCtx, lower
 
@@ -410,6 +411,7 @@ def _emit_resize(ctx: LowerCtx, attrs: dict, scales: list[float] | None, sizes: 
             shape[a] = int(np.float64(scales[k]) * xs[a])
     attrs["scales"] = full_scales
     attrs["shape"] = shape
+    check_shape(ctx.outputs[0] if ctx.outputs else ctx.name, shape, ctx.dtype(0))  # before any coordinate table
     ctx.emit("resize", [ctx.input(0)], attrs, outputs=ctx.outputs)
 
 
