@@ -52,7 +52,8 @@ OPT_COLD = "-Os"
 # kernel tables, read-only after load; a deliberate size-over-hardening trade, docs/arm.md).
 # common-page-size=64: the data segment follows the code in the file without padding to a
 # page (it still sits at the same offset modulo 16 KB in memory), which saves up to 4 KB.
-BASE_LDFLAGS = ["-Wl,--gc-sections", "-Wl,-z,max-page-size=16384", "-Wl,-z,common-page-size=64", "-Wl,-z,norelro", "-Wl,--hash-style=gnu", "-Wl,--build-id=none"]
+BASE_LDFLAGS = ["-Wl,--gc-sections", "-Wl,-z,max-page-size=16384", "-Wl,-z,common-page-size=64", "-Wl,-z,norelro",
+                "-Wl,--hash-style=gnu", "-Wl,--build-id=none"]
 
 # Files of the installed package that the board wheel leaves out: the host extension and
 # the build tooling (a board runs, inspects and benchmarks; it does not cross-build).

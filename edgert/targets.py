@@ -18,7 +18,6 @@ Fields (all present in every file):
 from __future__ import annotations
 
 import dataclasses
-import pathlib
 import shutil
 
 from . import sources

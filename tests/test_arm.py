@@ -27,7 +27,6 @@ import pathlib
 import re
 import shutil
 import subprocess
-import sys
 import zipfile
 
 import numpy as np
@@ -466,7 +465,7 @@ def test_board_wheel_pip_install(arch, tmp_path, workdir, real_model):
     """The board's wheel installed by pip itself inside an emulated Debian Python of that
     architecture (pip checks the platform tag and the dependencies, satisfied by the root's
     numpy, cffi and click), then the `edgert` command and edgert.Session there."""
-    root = _arm_python(arch)
+    _arm_python(arch)
     board = PY_ROOTS[arch][3]
     r = ebuild.build(board, tmp_path / "out")
     wheel = pathlib.Path(r["wheel"])

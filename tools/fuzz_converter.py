@@ -166,8 +166,7 @@ def _shape_const(g, name: str, values, dtype=np.int64):
 def mutate_model(rng: random.Random, m, case_dir: pathlib.Path, outside: pathlib.Path) -> str:
     """Mutates ModelProto m in place; returns a description. May write external data
     files into case_dir."""
-    import onnx
-    from onnx import AttributeProto, TensorProto, helper, numpy_helper
+    from onnx import AttributeProto, helper, numpy_helper
 
     g = m.graph
     kind = rng.choice(["dims", "dims", "cycle", "shuffle", "huge_shape_op", "huge_shape_op", "huge_shape_op",

@@ -739,7 +739,7 @@ def check_graph(g, outer: set[str]) -> list:
             producer[o] = k
     deps: list[set[int]] = []
     missing = []
-    for k, n in enumerate(nodes):
+    for n in nodes:
         d = set()
         for i in n.input:
             if not i:

@@ -96,7 +96,6 @@ def _to_s8(q: np.ndarray, zp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 class _Stripper:
     def __init__(self, m):
-        from onnx import numpy_helper
 
         from ..frontend.onnx_import import tensor_to_array
 
