@@ -52,8 +52,9 @@ def plugin() -> pathlib.Path:
     return out
 
 
-def _insns(cmd: list[str], cwd: str) -> int:
-    env = {k: v for k, v in os.environ.items() if k != "EDGERT_FORCE_REF"}  # the board's own kernels
+def instructions(cmd: list[str], env: dict[str, str] | None = None, cwd: str | None = None) -> int:
+    """All guest instructions of one QEMU run of cmd (loaded with plugin()): the plugin's
+    report on stderr."""
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=env)
     if r.returncode != 0:
         raise EdgertError(f"{' '.join(cmd[:6])} ... failed (exit {r.returncode}):\n{r.stderr[-2000:]}")
@@ -61,6 +62,11 @@ def _insns(cmd: list[str], cwd: str) -> int:
     if not m:
         raise EdgertError("no instruction count from QEMU (is the plugin loaded?)\n" + r.stderr[-2000:])
     return int(m.group(1))
+
+
+def _insns(cmd: list[str], cwd: str) -> int:
+    env = {k: v for k, v in os.environ.items() if k != "EDGERT_FORCE_REF"}  # the board's own kernels
+    return instructions(cmd, env, cwd)
 
 
 def count(model: str, target_name: str, progress: bool | None = None) -> dict:

@@ -22,15 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from .quant.report import sqnr
+
 SAMPLES = 32
-
-
-def sqnr(sig: float, noise: float) -> float:
-    if noise <= 0:
-        return math.inf
-    if sig <= 0:
-        return -math.inf
-    return 10.0 * math.log10(sig / noise)
 
 
 class _Acc:

@@ -38,7 +38,7 @@ sys.path.append(str(ROOT))  # the installed edgert first; tools/ from the checko
 
 import edgert  # noqa: E402
 from edgert import build as ebuild  # noqa: E402
-from edgert import targets  # noqa: E402
+from edgert import report_qemu, targets  # noqa: E402
 from tools import models  # noqa: E402
 
 ICOUNT_DIR = pathlib.Path(os.environ.get("EDGERT_ICOUNT_DIR", ROOT.parent / "shared" / "tools" / "qemu-icount"))
@@ -47,25 +47,14 @@ ORT_SITE = pathlib.Path.home() / ".cache" / "edgert" / "ort-aarch64"
 
 
 def plugin() -> pathlib.Path:
-    out = ROOT / "build" / "icount" / "libicount.so"
-    src = ICOUNT_DIR / "icount.c"
-    if not src.exists():
-        sys.exit(f"qemu-icount plugin source not found at {src} (set EDGERT_ICOUNT_DIR)")
-    if not out.exists() or out.stat().st_mtime < src.stat().st_mtime:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["gcc", "-O2", "-shared", "-fPIC", f"-I{ICOUNT_DIR}", "-o", str(out), str(src)], check=True)
-    return out
+    """The compiled qemu-icount plugin (edgert.report_qemu builds it), from ICOUNT_DIR."""
+    os.environ.setdefault("EDGERT_ICOUNT_DIR", str(ICOUNT_DIR))
+    return report_qemu.plugin()
 
 
 def count(cmd: list[str], env: dict[str, str] | None = None, cwd: str | None = None) -> int:
     """All guest instructions of one run (the plugin's report on stderr)."""
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd)
-    if r.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd[:8])}...: exit {r.returncode}\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
-    m = re.search(r"icount: insns=(\d+)", r.stderr + r.stdout)
-    if not m:
-        raise RuntimeError("no icount report (is the plugin loaded?)\n" + r.stderr[-2000:])
-    return int(m.group(1))
+    return report_qemu.instructions(cmd, env, cwd)
 
 
 def per_inference(make_cmd, n: int, k: int, env=None, cwd=None) -> float:

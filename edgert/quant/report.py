@@ -15,7 +15,8 @@ from .calibrate import exposed_session
 from .rewrite import Result
 
 
-def _sqnr(sig: float, noise: float) -> float:
+def sqnr(sig: float, noise: float) -> float:
+    """10 log10(signal power / noise power) in dB; inf for no noise, -inf for no signal."""
     if noise <= 0:
         return math.inf
     if sig <= 0:
@@ -50,8 +51,8 @@ def measure(g: Graph, res: Result, feeds: list[dict[str, np.ndarray]]) -> dict:
             add("output:" + o, fv[o], qv[o])
     fsess.close()
     qsess.close()
-    tensors = {t: _sqnr(sig[t], noise[t]) for t in pairs}
-    outputs = {o: _sqnr(sig["output:" + o], noise["output:" + o]) for o in g.outputs}
+    tensors = {t: sqnr(sig[t], noise[t]) for t in pairs}
+    outputs = {o: sqnr(sig["output:" + o], noise["output:" + o]) for o in g.outputs}
     return {"tensors": tensors, "outputs": outputs}
 
 
