@@ -13,8 +13,10 @@ on the same calibration samples.
 
 Timing: for each thread count, one process loads the four sessions (edgert's threads=N,
 onnxruntime's intra_op_num_threads=N, default graph optimizations), warms each up, then
-runs them in turn, one inference of each per round, for --runs rounds on the same input,
-so that a change of load on the machine hits all of them alike. Medians are reported,
+runs them in turn, --block inferences of each at a time (plus one untimed, as onnxruntime's
+pool threads spin for a while after a run and would take the next engine's cores), until
+each has --runs timed inferences on the same input; so a change of load on the machine
+hits all of them alike. Medians are reported,
 with ratios edgert / onnxruntime at the same precision.
 
 --profile runs `edgert bench --profile --json` on both .edgert files (one thread) and sums
@@ -64,7 +66,7 @@ def prepare(d: pathlib.Path, work: pathlib.Path) -> dict[str, pathlib.Path]:
             "edgert int8": int8}
 
 
-def worker(paths: dict[str, str], threads: int, runs: int, warmup: int) -> dict:
+def worker(paths: dict[str, str], threads: int, runs: int, warmup: int, block: int) -> dict:
     import edgert
     import onnxruntime as ort
 
@@ -88,11 +90,16 @@ def worker(paths: dict[str, str], threads: int, runs: int, warmup: int) -> dict:
         for _ in range(warmup):
             fn()
     times: dict[str, list[float]] = {k: [] for k in fns}
-    for _ in range(runs):
+    done = 0
+    while done < runs:
+        n = min(block, runs - done)
         for k, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            times[k].append((time.perf_counter() - t0) * 1e3)
+            fn()  # the first run of a block is not timed: the previous engine's threads may still spin
+            for _ in range(n):
+                t0 = time.perf_counter()
+                fn()
+                times[k].append((time.perf_counter() - t0) * 1e3)
+        done += n
     return {k: {"median_ms": statistics.median(v), "min_ms": min(v)} for k, v in times.items()}
 
 
@@ -161,6 +168,7 @@ def main() -> int:
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--block", type=int, default=10, help="consecutive runs of one engine before the next")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--profile-target", default=None)
     ap.add_argument("--json", default=None)
@@ -168,19 +176,19 @@ def main() -> int:
     a = ap.parse_args()
     if a._worker:
         spec = json.loads(a._worker)
-        print(json.dumps(worker(spec["paths"], spec["threads"], a.runs, a.warmup)))
+        print(json.dumps(worker(spec["paths"], spec["threads"], a.runs, a.warmup, a.block)))
         return 0
     out: dict = {"runs": a.runs, "warmup": a.warmup, "timing": {}, "profile": {}}
     with tempfile.TemporaryDirectory(prefix="edgert-mnv2-") as tmp:
         paths = prepare(pathlib.Path(a.dir), pathlib.Path(tmp))
         spaths = {k: str(v) for k, v in paths.items()}
-        print(f"median ms of {a.runs} rounds after {a.warmup} warm-up; ratio = edgert / onnxruntime, same precision")
+        print(f"median ms of {a.runs} runs (blocks of {a.block}) after {a.warmup} warm-up; ratio = edgert / onnxruntime, same precision")
         print(f"{'threads':>7}  " + "  ".join(f"{e:>16}" for e in ENGINES) + "  fp32 ratio  int8 ratio  "
               "edgert int8/fp32")
         for t in (int(v) for v in a.threads.split(",")):
             spec = json.dumps({"paths": spaths, "threads": t})
             r = subprocess.run([sys.executable, os.path.abspath(__file__), "--_worker", spec, "--runs", str(a.runs),
-                                "--warmup", str(a.warmup)], capture_output=True, text=True, env=dict(os.environ))
+                                "--warmup", str(a.warmup), "--block", str(a.block)], capture_output=True, text=True, env=dict(os.environ))
             if r.returncode != 0:
                 print(r.stderr[-3000:], file=sys.stderr)
                 return 1
