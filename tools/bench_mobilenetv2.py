@@ -182,13 +182,15 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="edgert-mnv2-") as tmp:
         paths = prepare(pathlib.Path(a.dir), pathlib.Path(tmp))
         spaths = {k: str(v) for k, v in paths.items()}
-        print(f"median ms of {a.runs} runs (blocks of {a.block}) after {a.warmup} warm-up; ratio = edgert / onnxruntime, same precision")
+        print(f"median ms of {a.runs} runs (blocks of {a.block}) after {a.warmup} warm-up; "
+              "ratio = edgert / onnxruntime, same precision")
         print(f"{'threads':>7}  " + "  ".join(f"{e:>16}" for e in ENGINES) + "  fp32 ratio  int8 ratio  "
               "edgert int8/fp32")
         for t in (int(v) for v in a.threads.split(",")):
             spec = json.dumps({"paths": spaths, "threads": t})
             r = subprocess.run([sys.executable, os.path.abspath(__file__), "--_worker", spec, "--runs", str(a.runs),
-                                "--warmup", str(a.warmup), "--block", str(a.block)], capture_output=True, text=True, env=dict(os.environ))
+                                "--warmup", str(a.warmup), "--block", str(a.block)],
+                               capture_output=True, text=True)
             if r.returncode != 0:
                 print(r.stderr[-3000:], file=sys.stderr)
                 return 1
