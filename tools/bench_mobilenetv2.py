@@ -23,7 +23,8 @@ with ratios edgert / onnxruntime at the same precision.
 the per-node medians by layer kind (the stem convolution, depthwise 3x3 stride 1 and 2,
 the 1x1 expansions, projections and the last 1x1 convolution, the adds, pooling, the
 classifier, int8 quantize/dequantize); --profile-target also counts the instructions per
-node on that board under QEMU (`edgert bench --target`).
+node on that board under QEMU (`edgert bench --target`). --profile-ort prints
+onnxruntime's own per-node profile (fp32 and its int8 model) summed the same way.
 """
 from __future__ import annotations
 
@@ -162,6 +163,63 @@ def profile(model: pathlib.Path, kinds: dict[str, str], runs: int, target: str |
     return {"total_ms": total, "kinds": dict(sorted(by.items(), key=lambda kv: -kv[1]["ms"])), "raw": data}
 
 
+def ort_profile(model: pathlib.Path, onnx_path: pathlib.Path, calib: pathlib.Path, kinds: dict[str, str],
+                runs: int, work: pathlib.Path) -> dict:
+    """onnxruntime's own per-node profile (SessionOptions.enable_profiling), one thread,
+    the per-node medians summed by layer kind. onnxruntime renames and fuses nodes; a node
+    is attributed to the kind of the model's Conv it derives from (its name starts with
+    that Conv's name, or with the Clip or Add fused into it), otherwise to its op type
+    (QuantizeLinear, DequantizeLinear, Transpose, ...)."""
+    import re
+
+    import onnx
+    import onnxruntime as ort
+
+    g = onnx.load(str(onnx_path)).graph
+    producer = {o: n for n in g.node for o in n.output}
+    by_name = {n.name: n for n in g.node}
+
+    def kind_of(node) -> str:
+        if node.op_type == "Conv":
+            return kinds[node.name]
+        if node.op_type == "Clip":
+            return kind_of(producer[node.input[0]])
+        if node.op_type == "Add":  # a projection with its residual add fused
+            convs = [producer[i] for i in node.input if i in producer and producer[i].op_type == "Conv"]
+            return kinds[convs[-1].name] if convs else "add"
+        return kinds.get(node.name, node.op_type.lower())
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    so.log_severity_level = 3
+    so.enable_profiling = True
+    so.profile_file_prefix = str(work / "ort_profile")
+    sess = ort.InferenceSession(str(model), so, providers=["CPUExecutionProvider"])
+    x = {"input": np.ascontiguousarray(np.load(calib)["input"][:1])}
+    warmup = 3
+    for _ in range(warmup + runs):
+        sess.run(None, x)
+    events = [e for e in json.loads(pathlib.Path(sess.end_profiling()).read_text())
+              if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")]
+    per_node: dict[tuple[str, str], list[float]] = {}
+    for e in events:
+        per_node.setdefault((e["name"], e["args"].get("op_name", "?")), []).append(e["dur"] / 1e3)
+    per_node = {k: v[warmup:] for k, v in per_node.items() if len(v) > warmup}
+    by: dict[str, dict] = {}
+    for (name, op), durs in per_node.items():
+        m = re.match(r"((?:Conv|Clip|Add)_\d+)(?![\d.])", name)
+        kind = kind_of(by_name[m.group(1)]) if m and op not in ("DequantizeLinear", "QuantizeLinear") else op
+        row = by.setdefault(kind, {"nodes": 0, "ms": 0.0, "ops": {}})
+        row["nodes"] += 1
+        row["ms"] += statistics.median(durs)
+        row["ops"][op] = row["ops"].get(op, 0) + 1
+    total = sum(r["ms"] for r in by.values())
+    for r in by.values():
+        r["percent"] = 100.0 * r["ms"] / total if total else 0.0
+    return {"total_ms": total, "kinds": dict(sorted(by.items(), key=lambda kv: -kv[1]["ms"]))}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dir", default=str(DEFAULT_DIR))
@@ -171,6 +229,7 @@ def main() -> int:
     ap.add_argument("--block", type=int, default=10, help="consecutive runs of one engine before the next")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--profile-target", default=None)
+    ap.add_argument("--profile-ort", action="store_true", help="also onnxruntime's per-node profile by layer kind")
     ap.add_argument("--json", default=None)
     ap.add_argument("--_worker", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -217,6 +276,16 @@ def main() -> int:
                     if a.profile_target:
                         line += f" {row['instructions'] / 1e6:>8.2f}"
                     print(line)
+        if a.profile_ort:
+            kinds = layer_kinds(paths["onnx"])
+            for prec, model in (("fp32", paths["onnx"]), ("int8", paths["ort int8"])):
+                p = ort_profile(model, paths["onnx"], paths["calib"], kinds, a.runs, pathlib.Path(tmp))
+                out.setdefault("ort_profile", {})[prec] = p
+                print(f"\nonnxruntime {prec}, 1 thread, per-node medians summed by kind (total {p['total_ms']:.2f} ms)")
+                print(f"{'kind':24s} {'nodes':>5} {'ms':>8} {'%':>6}  onnxruntime ops")
+                for kind, row in p["kinds"].items():
+                    ops = ", ".join(f"{o} x{c}" for o, c in row["ops"].items())
+                    print(f"{kind:24s} {row['nodes']:>5} {row['ms']:>8.3f} {row['percent']:>6.1f}  {ops}")
     if a.json:
         pathlib.Path(a.json).write_text(json.dumps(out, indent=2))
     return 0
