@@ -183,8 +183,7 @@ def _with_arena(data: bytes, arena: int) -> bytes:
         if kind == fmt.GRAPH:
             goff = off
     struct.pack_into("<Q", d, goff, arena)
-    d[40:44] = struct.pack("<I", zlib.crc32(bytes(d[64:])))
-    d[48:52] = struct.pack("<I", zlib.crc32(bytes(d[:48])))
+    fmt.seal(d)
     return bytes(d)
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import struct
 import sys
-import zlib
 
 import numpy as np
 import pytest
@@ -124,8 +123,7 @@ def _sections(data: bytes) -> dict[int, tuple[int, int, int]]:
 
 
 def _fix_crc(buf: bytearray) -> bytes:
-    struct.pack_into("<I", buf, 40, zlib.crc32(bytes(buf[64:])) & 0xFFFFFFFF)
-    struct.pack_into("<I", buf, 48, zlib.crc32(bytes(buf[:48])) & 0xFFFFFFFF)  # header CRC (format 1.1)
+    fmt.seal(buf)
     return bytes(buf)
 
 

@@ -8,6 +8,7 @@ import pytest
 from onnx import helper
 
 import edgert
+import edgert.format
 from edgert.frontend.onnx_import import import_onnx
 from edgert.ops import get as get_op
 from tests.helpers import assert_close, check_against_ort, make_model, run_ort
@@ -195,7 +196,6 @@ def mutate_params(model, feeds):
     """Converts `model`, then sets each parameter word in turn to each of BAD_WORDS: every
     load must succeed (and then run) or fail with an EdgertError."""
     import struct
-    import zlib
 
     data = edgert.convert(model)
     n, toff = struct.unpack_from("<I", data, 28)[0], struct.unpack_from("<Q", data, 32)[0]
@@ -209,8 +209,7 @@ def mutate_params(model, feeds):
         for bad in BAD_WORDS:
             d = bytearray(data)
             struct.pack_into("<I", d, off + 4 * w, bad)
-            d[40:44] = struct.pack("<I", zlib.crc32(bytes(d[64:])))
-            d[48:52] = struct.pack("<I", zlib.crc32(bytes(d[:48])))  # header CRC (format 1.1)
+            edgert.format.seal(d)
             try:
                 sess = edgert.Session(bytes(d))
             except edgert.EdgertError:
