@@ -21,9 +21,9 @@
  * writes through it, and on a bad one calls ert_run_fail(ex, ...) with a message
  * naming the node, writes nothing out of bounds and returns; the session then stops
  * the run after this node and returns that status. eval may use node->scratch
- * (scratch_bytes, 64-aligned), which the plan gives to this node alone while it runs. Inputs and outputs never alias,
- * except for ops the converter marks in-place (documented per op), where the
- * output may be the first input.
+ * (scratch_bytes, 64-aligned), which the plan gives to this node alone while it
+ * runs. Inputs and outputs never alias, except for ops the converter marks in-place
+ * (documented per op), where the output may be the first input.
  */
 #ifndef EDGERT_INTERNAL_H_
 #define EDGERT_INTERNAL_H_
