@@ -33,6 +33,9 @@ build/venv/bin/edgert --version
 echo "== real models (cached in ${EDGERT_MODEL_CACHE:-~/.cache/edgert/models})"
 $VPY tools/fetch_models.py
 
+echo "== the fallback backends' wheels for the emulated boards"
+$VPY tools/fetch_backend_wheels.py
+
 echo "== generated files up to date"
 $VPY tools/gen_oplist.py --check
 
