@@ -150,6 +150,27 @@ def board_modules() -> list[pathlib.Path]:
                   if p.name not in WHEEL_EXCLUDE and "__pycache__" not in p.parts and "_src" not in p.parts)
 
 
+def extras_metadata() -> str:
+    """The METADATA lines of the package's extras (all but `test`), copied from the
+    installed edgert distribution so that a board wheel offers what pyproject.toml
+    declares, environment markers included (`edgert[litert]` on aarch64, `edgert[tflite]`
+    on armv7l). Without distribution metadata: the `convert` extra alone."""
+    import importlib.metadata as im
+
+    try:
+        md = im.metadata("edgert")
+    except im.PackageNotFoundError:
+        md = None
+    extras = [e for e in (md.get_all("Provides-Extra") or []) if e != "test"] if md is not None else []
+    if not extras:
+        return 'Provides-Extra: convert\nRequires-Dist: onnx>=1.14; extra == "convert"\n'
+    lines = [f"Provides-Extra: {e}" for e in extras]
+    for req in md.get_all("Requires-Dist") or []:
+        if any(re.search(rf"extra\s*==\s*['\"]{re.escape(e)}['\"]", req) for e in extras):
+            lines.append(f"Requires-Dist: {req}")
+    return "\n".join(lines) + "\n"
+
+
 def write_wheel(target: Target, lib: pathlib.Path, header: pathlib.Path, out_dir: pathlib.Path) -> pathlib.Path:
     """The board wheel: the pure-Python package + libedgert.so + edgert.h."""
     plat = wheel_platform(target, lib)
@@ -163,7 +184,7 @@ def write_wheel(target: Target, lib: pathlib.Path, header: pathlib.Path, out_dir
     metadata = (f"Metadata-Version: 2.1\nName: edgert\nVersion: {__version__}\n"
                 f"Summary: edgert runtime for {target.description}\nRequires-Python: >=3.9\n"
                 "Requires-Dist: numpy\nRequires-Dist: cffi>=1.15\nRequires-Dist: click>=8\n"
-                "Provides-Extra: convert\nRequires-Dist: onnx>=1.14; extra == \"convert\"\n").encode()
+                + extras_metadata()).encode()
     entry_points = b"[console_scripts]\nedgert = edgert.cli:main\n"
     wheel = f"Wheel-Version: 1.0\nGenerator: edgert.build\nRoot-Is-Purelib: false\nTag: {tag}\n".encode()
     files.append((f"{dist}/METADATA", metadata, 0o644))
