@@ -114,9 +114,13 @@ class LiteRtRunner:
         if delegate:
             lib = DELEGATES.get(delegate, delegate)
             try:
-                delegates.append(mod.load_delegate(lib, dict(delegate_options or {})))
+                # Opened with ctypes first: load_delegate's object reports a failed open
+                # again, noisily, when it is collected.
+                import ctypes
+                ctypes.CDLL(lib)
+                delegates.append(mod.load_delegate(lib, {str(k): str(v) for k, v in (delegate_options or {}).items()}))
                 self.delegate_loaded = True
-            except Exception as e:  # ValueError/OSError from the loader: run on the CPU instead
+            except Exception as e:  # OSError/ValueError from the loader: run on the CPU instead
                 self.reason = f"delegate {delegate!r} ({lib}) could not be loaded: {e}"
         self.interpreter = mod.Interpreter(model_content=payload, experimental_delegates=delegates or None,
                                            num_threads=threads)

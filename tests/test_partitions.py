@@ -58,6 +58,64 @@ def ort_payload(out_shape=T_SHAPE) -> bytes:
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
 
 
+def tiny_tflite(shape=SHAPE, perm=(0, 2, 1, 3), scale=0.5) -> bytes:
+    """The partition of original_onnx() as a .tflite flatbuffer (TRANSPOSE, MUL, RELU),
+    written field by field with the flatbuffers package (a dependency of ai-edge-litert)
+    following LiteRT's schema.fbs, so no TensorFlow is needed."""
+    import flatbuffers
+    out_shape = [shape[p] for p in perm]
+    b = flatbuffers.Builder(1024)
+
+    def ints(vals):
+        b.StartVector(4, len(vals), 4)
+        for v in reversed(vals):
+            b.PrependInt32(int(v))
+        return b.EndVector()
+
+    def offsets(offs):
+        b.StartVector(4, len(offs), 4)
+        for o in reversed(offs):
+            b.PrependUOffsetTRelative(o)
+        return b.EndVector()
+
+    def table(fields):
+        b.StartObject(len(fields) and max(f[0] for f in fields) + 1)
+        for slot, kind, value in fields:
+            getattr(b, f"Prepend{kind}Slot")(slot, value, 0)
+        return b.EndObject()
+
+    def buffer(data: bytes):
+        if not data:
+            return table([])
+        b.StartVector(1, len(data), 16)
+        for x in reversed(data):
+            b.PrependUint8(x)
+        v = b.EndVector()
+        return table([(0, "UOffsetTRelative", v)])
+
+    def tensor(name, shp, ttype, buf):
+        n, s = b.CreateString(name), ints(shp)
+        return table([(0, "UOffsetTRelative", s), (1, "Int8", ttype), (2, "Uint32", buf), (3, "UOffsetTRelative", n)])
+
+    bufs = [buffer(b""), buffer(np.array(perm, "<i4").tobytes()), buffer(np.array(scale, "<f4").tobytes())]
+    tensors = [tensor("t", shape, 0, 0), tensor("perm", [len(perm)], 2, 1), tensor("e", out_shape, 0, 0),
+               tensor("half", [], 0, 2), tensor("m", out_shape, 0, 0), tensor("u", out_shape, 0, 0)]
+    ops = []
+    for idx, ins, outs in ((0, [0, 1], [2]), (1, [2, 3], [4]), (2, [4], [5])):
+        i, o = ints(ins), ints(outs)
+        ops.append(table([(0, "Uint32", idx), (1, "UOffsetTRelative", i), (2, "UOffsetTRelative", o)]))
+    codes = [table([(0, "Int8", c), (2, "Int32", 1), (3, "Int32", c)]) for c in (39, 18, 19)]  # TRANSPOSE, MUL, RELU
+    name = b.CreateString("partition_0")
+    tv, iv, ov, opv = offsets(tensors), ints([0]), ints([5]), offsets(ops)
+    sub = table([(0, "UOffsetTRelative", tv), (1, "UOffsetTRelative", iv), (2, "UOffsetTRelative", ov),
+                 (3, "UOffsetTRelative", opv), (4, "UOffsetTRelative", name)])
+    cv, sv, bv = offsets(codes), offsets([sub]), offsets(bufs)
+    model = table([(0, "Uint32", 3), (1, "UOffsetTRelative", cv), (2, "UOffsetTRelative", sv),
+                   (4, "UOffsetTRelative", bv)])
+    b.Finish(model, file_identifier=b"TFL3")
+    return bytes(b.Output())
+
+
 PART_NODES = ["einsum", "mul", "relu"]
 PART_OPS = ["Einsum", "Mul", "Relu"]
 
@@ -283,3 +341,108 @@ def test_c_partition_test_program(tmp_path):
                        capture_output=True, text=True, timeout=120, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "partition_test: ok" in r.stdout
+
+
+# ---- LiteRT partitions --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def litert_file(tmp_path_factory) -> pathlib.Path:
+    pytest.importorskip("ai_edge_litert.interpreter", reason="ai-edge-litert has no wheel for this machine")
+    p = tmp_path_factory.mktemp("partitions") / "litert.edgert"
+    p.write_bytes(partition_file(tiny_tflite(), backend="litert"))
+    return p
+
+
+def test_litert_partition_matches_onnxruntime(litert_file):
+    from importlib.metadata import version
+
+    s = edgert.Session(litert_file)
+    for x in inputs(3, seed=2):
+        np.testing.assert_allclose(s.run(None, {"x": x})[0], reference(x), rtol=0, atol=1e-6)
+    assert s.partitions() == [{"index": 0, "node": "partition_0", "backend": "litert",
+                               "runtime": f"ai-edge-litert {version('ai-edge-litert')}", "delegate": None,
+                               "delegate_loaded": False, "reason": None, "nodes": PART_NODES}]
+
+
+def test_litert_delegate_that_cannot_load_warns_and_runs_on_cpu(litert_file, tmp_path):
+    missing = str(tmp_path / "libno_such_delegate.so")
+    with pytest.warns(RuntimeWarning, match="could not be loaded"):
+        s = edgert.Session(litert_file, delegate=missing, delegate_options={"device": "usb"})
+    info, = s.partitions()
+    assert info["delegate"] == missing and info["delegate_loaded"] is False
+    assert "libno_such_delegate.so" in info["reason"], info
+    x = inputs(1, seed=3)[0]
+    np.testing.assert_allclose(s.run(None, {"x": x})[0], reference(x), rtol=0, atol=1e-6)
+
+
+def test_delegate_recorded_at_conversion_is_used(tmp_path):
+    pytest.importorskip("ai_edge_litert.interpreter", reason="ai-edge-litert has no wheel for this machine")
+    p = tmp_path / "edgetpu.edgert"
+    p.write_bytes(partition_file(tiny_tflite(), backend="litert", delegate="edgetpu"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        s = edgert.Session(p)
+    info, = s.partitions()
+    assert info["delegate"] == "edgetpu"
+    if not info["delegate_loaded"]:  # no Edge TPU runtime on this machine: never silent
+        assert "libedgetpu.so.1" in info["reason"]
+        assert any("edgetpu" in str(w.message) for w in caught), [str(w.message) for w in caught]
+    x = inputs(1, seed=4)[0]
+    np.testing.assert_allclose(s.run(None, {"x": x})[0], reference(x), rtol=0, atol=1e-6)
+
+
+def test_litert_threads_each_context_has_its_interpreter(litert_file):
+    s = edgert.Session(litert_file, max_contexts=4)
+    xs = inputs(200, seed=6)
+    want = [s.run(None, {"x": x})[0] for x in xs]
+    wrong = []
+
+    def work(t: int) -> None:
+        for r in range(50):
+            k = t * 50 + r
+            if not np.array_equal(s.run(None, {"x": xs[k]})[0], want[k]):
+                wrong.append(k)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not wrong
+    runners = [r for _, r in s._backends.states.values()]
+    assert len({id(r) for r in runners}) == len(s._contexts) == len(runners)
+
+
+def test_litert_no_backend_errors(litert_file, monkeypatch):
+    with pytest.raises(NoBackendError) as ei:
+        edgert.Session(litert_file, fallback="onnxruntime")
+    msg = str(ei.value)
+    assert "partition_0" in msg and "fallback='onnxruntime' cannot run litert partitions" in msg, msg
+    assert "no litert backend was given" in msg and ".tflite" in msg, msg
+    monkeypatch.setenv("EDGERT_DISABLE_BACKENDS", "litert,tflite")
+    with pytest.raises(NoBackendError) as ei:
+        edgert.Session(litert_file)
+    msg = str(ei.value)
+    assert "ai-edge-litert or tflite-runtime is not installed" in msg and "edgert[litert]" in msg, msg
+    assert "einsum, mul, relu" in msg, msg
+
+
+def test_tflite_runtime_choice_when_absent(litert_file):
+    try:
+        import tflite_runtime  # noqa: F401
+    except ImportError:
+        with pytest.raises(NoBackendError, match="tflite-runtime is not installed"):
+            edgert.Session(litert_file, fallback="tflite")
+    else:
+        assert edgert.Session(litert_file, fallback="tflite").partitions()[0]["runtime"].startswith("tflite-runtime")
+
+
+def test_corrupt_tflite_payload(tmp_path):
+    pytest.importorskip("ai_edge_litert.interpreter", reason="ai-edge-litert has no wheel for this machine")
+    good = tiny_tflite()
+    p = tmp_path / "bad.edgert"
+    p.write_bytes(partition_file(good[:8] + bytes(len(good) - 8), backend="litert"))
+    with pytest.raises(BackendError) as ei:
+        edgert.Session(p)
+    assert "partition_0" in str(ei.value) and "litert" in str(ei.value), str(ei.value)
