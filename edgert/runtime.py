@@ -262,15 +262,17 @@ class Session:
                 continue
             wanted = self._fallback
             if wanted is not None and wanted not in backends.RUNTIMES[p.kind]:
-                why = f"fallback={wanted!r} cannot run {p.kind} partitions"
+                choices = " or ".join(repr(r) for r in backends.RUNTIMES[p.kind])
+                why = (f"fallback={wanted!r} cannot run {p.kind} partitions (use fallback=None or {choices}; "
+                       f"the runtime installs with {backends.pip_hint(p.kind)})")
             else:
                 names = " or ".join(backends._DISTRIBUTIONS[r] for r in backends.RUNTIMES[p.kind]
                                     if wanted is None or r == wanted)
-                why = f"{names} is not installed" + (" (EDGERT_DISABLE_BACKENDS)" if backends.disabled() else "")
+                off = " (or disabled by EDGERT_DISABLE_BACKENDS)" if backends.disabled() else ""
+                why = f"{names} is not installed{off}; install it with {backends.pip_hint(p.kind)}"
             nodes = ", ".join(p.nodes) or "?"
             ops = ", ".join(sorted(set(p.ops))) or "?"
-            lines.append(f"partition {p.name} ({p.kind}: nodes {nodes}; ops {ops}): {why}; "
-                         f"install it with {backends.pip_hint(p.kind)}")
+            lines.append(f"partition {p.name} ({p.kind}: nodes {nodes}; ops {ops}): {why}")
         text = "no backend for a fallback partition: " + "; ".join(lines or [c_message])
         return NoBackendError(text + f" [{c_message}]" if lines else text, 202)
 

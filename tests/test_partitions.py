@@ -446,3 +446,36 @@ def test_corrupt_tflite_payload(tmp_path):
     with pytest.raises(BackendError) as ei:
         edgert.Session(p)
     assert "partition_0" in str(ei.value) and "litert" in str(ei.value), str(ei.value)
+
+
+# ---- command line ----------------------------------------------------------------------
+
+
+def test_cli_run_and_inspect_show_partitions(ort_file, tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from edgert.cli import main
+
+    x = inputs(1, seed=7)[0]
+    np.save(tmp_path / "x.npy", x)
+    try:
+        runner = CliRunner(mix_stderr=False)
+    except TypeError:  # click >= 8.2 keeps stderr apart by default
+        runner = CliRunner()
+    r = runner.invoke(main, ["run", str(ort_file), "--input", f"x={tmp_path / 'x.npy'}", "--output-dir",
+                             str(tmp_path / "out")])
+    assert r.exit_code == 0, r.output + r.stderr
+    assert f"partition partition_0 (3 nodes): onnxruntime on onnxruntime {ort.__version__}, CPU" in r.stderr
+    np.testing.assert_allclose(np.load(tmp_path / "out" / "y.npy"), reference(x), rtol=0, atol=1e-6)
+
+    r = runner.invoke(main, ["run", str(ort_file), "--input", f"x={tmp_path / 'x.npy'}", "--fallback", "litert"])
+    assert r.exit_code != 0 and "edgert[ort]" in r.output + r.stderr
+
+    r = runner.invoke(main, ["inspect", str(ort_file), "--json"])
+    assert r.exit_code == 0, r.output
+    parts = json.loads(r.stdout)["partitions"]
+    assert [(p["node"], p["backend"], p["nodes"]) for p in parts] == [("partition_0", "onnxruntime", PART_NODES)]
+    r = runner.invoke(main, ["inspect", str(ort_file)])
+    assert "partition partition_0: onnxruntime" in r.stdout and "3 nodes (Einsum, Mul, Relu)" in r.stdout, r.stdout
