@@ -479,3 +479,20 @@ def test_cli_run_and_inspect_show_partitions(ort_file, tmp_path):
     assert [(p["node"], p["backend"], p["nodes"]) for p in parts] == [("partition_0", "onnxruntime", PART_NODES)]
     r = runner.invoke(main, ["inspect", str(ort_file)])
     assert "partition partition_0: onnxruntime" in r.stdout and "3 nodes (Einsum, Mul, Relu)" in r.stdout, r.stdout
+
+
+def test_abi_mode_library_runs_partitions(ort_file, tmp_path):
+    """The same backends through a prebuilt libedgert.so loaded in cffi ABI mode
+    (EDGERT_LIBRARY), as on boards without a compiler."""
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    subprocess.run(["make", "-s", "-C", str(ROOT / "csrc"), "lib"], check=True, env=env)
+    x = inputs(1, seed=8)[0]
+    np.save(tmp_path / "x.npy", x)
+    code = ("import sys, numpy as np, edgert; s = edgert.Session(sys.argv[1]); "
+            "np.save(sys.argv[3], s.run(None, {'x': np.load(sys.argv[2])})[0]); print(s.partitions()[0]['runtime'])")
+    env["EDGERT_LIBRARY"] = str(ROOT / "build" / "host" / "libedgert.so")
+    r = subprocess.run([sys.executable, "-c", code, str(ort_file), str(tmp_path / "x.npy"), str(tmp_path / "y.npy")],
+                       capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == f"onnxruntime {ort.__version__}"
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), reference(x), rtol=0, atol=1e-6)
