@@ -151,21 +151,36 @@ def run_payload(kind: str, payload: bytes, inputs: list[np.ndarray], fallback: s
 # ---- the file's partition metadata --------------------------------------------------
 
 
-def partition_metadata(data: bytes) -> list[dict]:
-    """The METADATA section's "partitions" list of a file (empty when absent). The file
+def partition_metadata(source) -> list[dict]:
+    """The METADATA section's "partitions" list of a file (empty when absent), from its
+    bytes or its path (reading only the header, section table and METADATA). The file
     has been validated by the C loader already."""
     from . import format as fmt
-    try:
-        (_, _, _, _, _, _, nsec, toff, *_rest) = fmt._HEADER.unpack_from(data, 0)
+
+    def read_at(f, off: int, n: int) -> bytes:
+        if isinstance(f, (bytes, bytearray, memoryview)):
+            return bytes(f[off:off + n])
+        f.seek(off)
+        return f.read(n)
+
+    def scan(f) -> list[dict]:
+        (_, _, _, _, _, _, nsec, toff, *_rest) = fmt._HEADER.unpack(read_at(f, 0, fmt.HEADER_SIZE))
+        table = read_at(f, toff, nsec * fmt.ENTRY_SIZE)
         for k in range(nsec):
-            kind, _, off, size, _, _ = fmt._ENTRY.unpack_from(data, toff + k * fmt.ENTRY_SIZE)
+            kind, _, off, size, _, _ = fmt._ENTRY.unpack_from(table, k * fmt.ENTRY_SIZE)
             if kind == fmt.METADATA:
-                meta = json.loads(bytes(data[off:off + size]).decode("utf-8"))
+                meta = json.loads(read_at(f, off, size).decode("utf-8"))
                 parts = meta.get("partitions") if isinstance(meta, dict) else None
                 return [p for p in parts if isinstance(p, dict)] if isinstance(parts, list) else []
-    except (struct.error, ValueError, UnicodeDecodeError):
-        pass
-    return []
+        return []
+
+    try:
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            return scan(source)
+        with open(source, "rb") as f:
+            return scan(f)
+    except (OSError, struct.error, ValueError, UnicodeDecodeError):
+        return []
 
 
 # ---- the C backends -----------------------------------------------------------------

@@ -226,11 +226,8 @@ class Session:
         count = int(lib.edgert_model_num_partitions(self._model))
         if count == 0:
             return
-        if isinstance(model, (bytes, bytearray, memoryview)):
-            meta = backends.partition_metadata(bytes(self._buffer))
-        else:
-            with open(os.fspath(model), "rb") as f:
-                meta = backends.partition_metadata(f.read())
+        is_bytes = isinstance(model, (bytes, bytearray, memoryview))
+        meta = backends.partition_metadata(memoryview(self._buffer) if is_bytes else os.fspath(model))
         by_index = {m.get("index"): m for m in meta}
         info = ffi.new("edgert_partition_info *")
         tinfo = ffi.new("edgert_tensor_info *")
