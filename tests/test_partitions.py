@@ -299,8 +299,8 @@ def _param_word_offset(data: bytes, node_index: int, word: int) -> int:
     return secs[fmt.PARAMS] + 4 * (rec[8] + word)
 
 
-@pytest.mark.parametrize("word,value,text", [(0, 7, "backend code 7"), (2, 0, "boundary inputs"),
-                                             (1, 0x80000000, "partition number")])
+@pytest.mark.parametrize("word,value,text", [(0, 7, "unknown backend code 7"), (0, 0, "unknown backend code 0"),
+                                             (2, 0, "its 0 boundary inputs, then the payload")])
 def test_loader_rejects_bad_partition_parameters(ort_file, word, value, text):
     data = bytearray(ort_file.read_bytes())
     at = _param_word_offset(bytes(data), 1, word)
@@ -317,7 +317,7 @@ def test_loader_rejects_a_payload_that_is_not_1d(tmp_path):
     g.inputs, g.outputs = ["x"], ["t"]
     blob = g.add_const(np.frombuffer(ort_payload(), np.uint8).reshape(1, -1).copy(), "payload")
     g.add_node("partition", ["x", blob], ["t"], {"backend": "onnxruntime", "index": 0}, name="partition_0")
-    with pytest.raises(ModelFormatError, match="payload, a non-empty constant uint8 1-D tensor"):
+    with pytest.raises(ModelFormatError, match=r"then the payload \(a constant uint8 1-D tensor, not empty\)"):
         edgert.Session(serialize(g))
 
 
