@@ -230,8 +230,7 @@ class Backends:
     with the cffi callbacks they point at. Keep this object alive as long as any C
     session created with it."""
 
-    def __init__(self, ffi, partitions: list[Partition], delegate: str | None, delegate_options: dict | None,
-                 threads: int | None):
+    def __init__(self, ffi, partitions: list[Partition], delegate_options: dict | None, threads: int | None):
         self.ffi = ffi
         self.by_node = {p.node: p for p in partitions}
         self.delegate_options = delegate_options
@@ -332,9 +331,12 @@ def describe(partitions: list[Partition]) -> list[dict]:
 
 
 def warn_delegate(p: Partition) -> None:
+    """A RuntimeWarning when a requested or recorded delegate does not run partition p."""
     if p.delegate and not p.delegate_loaded:
         warnings.warn(f"partition {p.name}: {p.reason or 'delegate not loaded'}; it runs on the {p.runtime} CPU path",
                       RuntimeWarning, stacklevel=3)
+    elif p.kind == "onnxruntime" and p.reason:
+        warnings.warn(f"partition {p.name}: {p.reason}", RuntimeWarning, stacklevel=3)
 
 
 def tensor_spec(ffi, info) -> tuple[tuple[int, ...], np.dtype, int]:

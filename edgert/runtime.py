@@ -249,7 +249,7 @@ class Session:
             elif delegate is not None:
                 p.reason = "delegates apply to LiteRT partitions; this one runs on onnxruntime's CPU provider"
             self._partitions.append(p)
-        self._backends = backends.Backends(ffi, self._partitions, None, delegate_options, self._threads)
+        self._backends = backends.Backends(ffi, self._partitions, delegate_options, self._threads)
 
     def _no_backend(self, c_message: str) -> NoBackendError:
         """The error for partitions no installed (or allowed) runtime can run."""

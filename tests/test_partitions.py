@@ -222,6 +222,15 @@ def test_threads_share_one_session(ort_file):
     assert len(s._contexts) >= 1
 
 
+def test_delegate_for_onnxruntime_partitions_is_reported(ort_file):
+    with pytest.warns(RuntimeWarning, match="delegates apply to LiteRT partitions"):
+        s = edgert.Session(ort_file, delegate="edgetpu")
+    info, = s.partitions()
+    assert info["delegate"] is None and not info["delegate_loaded"] and "LiteRT" in info["reason"]
+    x = inputs(1, seed=9)[0]
+    np.testing.assert_allclose(s.run(None, {"x": x})[0], reference(x), rtol=0, atol=1e-6)
+
+
 # ---- no backend ----------------------------------------------------------------------
 
 
