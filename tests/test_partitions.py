@@ -505,3 +505,23 @@ def test_abi_mode_library_runs_partitions(ort_file, tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == f"onnxruntime {ort.__version__}"
     np.testing.assert_allclose(np.load(tmp_path / "y.npy"), reference(x), rtol=0, atol=1e-6)
+
+
+def test_litert_payload_from_the_tflite_writer(tmp_path):
+    """A payload written by edgert.tflite.writer.write_tflite for an IR subgraph (relu on
+    NCHW boundaries) runs as a litert partition: y = sigmoid(relu(-x))."""
+    writer = pytest.importorskip("edgert.tflite.writer", reason="the TFLite writer is not part of this build")
+    pytest.importorskip("ai_edge_litert.interpreter", reason="ai-edge-litert has no wheel for this machine")
+    sub = Graph()
+    sub.add_tensor("t", SHAPE, np.float32)
+    sub.add_tensor("u", SHAPE, np.float32)
+    sub.inputs, sub.outputs = ["t"], ["u"]
+    sub.add_node("relu", ["t"], ["u"], name="relu")
+    p = tmp_path / "written.edgert"
+    p.write_bytes(partition_file(writer.write_tflite(sub), backend="litert", out_shape=SHAPE, nodes=["relu"],
+                                 ops=["Relu"]))
+    s = edgert.Session(p)
+    assert s.partitions()[0]["backend"] == "litert"
+    x = inputs(1, seed=10)[0]
+    want = 1.0 / (1.0 + np.exp(-np.maximum(-x, 0.0)))
+    np.testing.assert_allclose(s.run(None, {"x": x})[0], want, rtol=0, atol=1e-6)
