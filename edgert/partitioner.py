@@ -410,7 +410,23 @@ def build_onnx_payload(part: OnnxPartition, model, inputs: list[tuple[str, tuple
         onnx.checker.check_model(m)
     except Exception as e:
         raise ConversionError(f"{part.name}: its ONNX payload does not check ({e})") from None
-    return m.SerializeToString(), kept, types
+    data = m.SerializeToString()
+    _check_runs(part, data)
+    return data, kept, types
+
+
+def _check_runs(part: OnnxPartition, payload: bytes) -> None:
+    """onnxruntime accepts the payload (a node it has no kernel for is refused now, not
+    on the board)."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 4
+    try:
+        ort.InferenceSession(payload, opts, providers=["CPUExecutionProvider"])
+    except Exception as e:
+        raise ConversionError(f"{part.name} ({', '.join(n.name for n in part.nodes)}): onnxruntime cannot load "
+                              f"its payload: {str(e).strip().splitlines()[-1]}") from None
 
 
 def _output_types(m, part: OnnxPartition) -> list[tuple[tuple[int, ...], np.dtype]]:

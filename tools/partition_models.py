@@ -65,7 +65,7 @@ def spatial_transformer(angle_deg: float = 12.0, seed: int = 0):
         helper.make_node("MatMul", ["stn.base_grid", "stn/thetaT"], ["stn/grid_flat"], name="stn/MatMul"),
         helper.make_node("Reshape", ["stn/grid_flat", "stn.grid_shape"], ["stn/grid"], name="stn/GridReshape"),
         helper.make_node("GridSample", ["image", "stn/grid"], ["input"], name="stn/GridSample",
-                         mode="linear", padding_mode="zeros", align_corners=0),
+                         mode="bilinear", padding_mode="zeros", align_corners=0),
     ]
     old = list(g.node)
     del g.node[:]
