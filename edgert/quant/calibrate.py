@@ -114,6 +114,9 @@ class ReferenceSession:
                     values.pop(i, None)
         return [values[o] if o in values else g.tensors[o].data for o in (output_names or g.outputs)]
 
+    def close(self) -> None:
+        self.values = None
+
 
 def float_tensors(g: Graph) -> list[str]:
     """Every float32 tensor computed at run time (graph inputs and node outputs)."""
