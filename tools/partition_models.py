@@ -79,11 +79,12 @@ def spatial_transformer(angle_deg: float = 12.0, seed: int = 0):
     return m
 
 
-def einsum_middle():
+def einsum_middle(base=None):
+    """base: the model to edit (default the digits CNN; any model holding its nodes)."""
     import onnx
     from onnx import helper, numpy_helper
 
-    m = _digits()
+    m = _digits() if base is None else base
     g = m.graph
     names = [n.name for n in g.node]
     k = names.index("/6/MaxPool")
