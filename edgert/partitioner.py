@@ -75,7 +75,7 @@ def _clusters(n: int, groups: list[set[int]]) -> list[int]:
     return cluster
 
 
-def group_nodes(n: int, deps: list[set[int]], chosen: set[int]) -> list[set[int]]:
+def group_nodes(n: int, deps: list[set[int]], chosen: set[int]) -> list[list[int]]:
     """Groups the chosen node indices (0..n-1 in execution order; deps[i] = producers of
     node i) into connected groups such that contracting each group keeps the graph
     acyclic. Greedy in execution order: a node joins the groups of its chosen producers
@@ -85,29 +85,18 @@ def group_nodes(n: int, deps: list[set[int]], chosen: set[int]) -> list[set[int]
     for i in range(n):
         if i not in chosen:
             continue
-        mine: int | None = None
-        for gk in sorted({owner[j] for j in deps[i] if j in owner}):
+        groups.append({i})
+        mine = len(groups) - 1
+        owner[i] = mine
+        for gk in sorted({owner[j] for j in deps[i] if j in owner} - {mine}):
             trial = [set(g) for g in groups]
-            if mine is None:
-                trial[gk].add(i)
-            else:
-                trial[mine] |= trial[gk]
-                trial[gk] = set()
+            trial[mine] |= trial[gk]
+            trial[gk] = set()
             if _acyclic(n, deps, _clusters(n, [g for g in trial if g])):
                 groups = trial
-                if mine is None:
-                    mine = gk
-                else:
-                    for j in groups[mine]:
-                        owner[j] = mine
-            owner[i] = mine if mine is not None else owner.get(i, -1)
-        if mine is None:
-            groups.append({i})
-            mine = len(groups) - 1
-        owner[i] = mine
-        for j in groups[mine]:
-            owner[j] = mine
-    return [g for g in (sorted(g) for g in groups) if g]
+                for j in groups[mine]:
+                    owner[j] = mine
+    return sorted((sorted(g) for g in groups if g), key=lambda g: g[0])
 
 
 def _reach(start: Iterable[int], edges: list[set[int]]) -> set[int]:

@@ -307,3 +307,27 @@ def test_litert_partition_of_forced_node():
     assert any(n.startswith("/7/Conv") for n in p["nodes"])
     payload = _payload(data, p)
     assert payload[4:8] == b"TFL3"
+
+
+def test_groups_stay_cycle_free():
+    """a = Einsum(x), b = Conv(a) (edgert, too costly to absorb), c = Einsum(a, b): a and
+    c in one partition would both feed and read the conv, so they stay apart."""
+    from tests.helpers import make_model
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 16, 8, 8)).astype(np.float32)
+    nodes = [onnx.helper.make_node("Einsum", ["x", "s"], ["a"], name="A", equation="nchw,c->nchw"),
+             onnx.helper.make_node("Conv", ["a", "w"], ["b"], name="B", pads=[1, 1, 1, 1]),
+             onnx.helper.make_node("Einsum", ["a", "b"], ["c"], name="C", equation="nchw,nchw->nchw")]
+    inits = {"s": rng.standard_normal(16).astype(np.float32),
+             "w": (rng.standard_normal((16, 16, 3, 3)) * 0.1).astype(np.float32)}
+    m = make_model(nodes, {"x": x}, ["c"], inits)
+    g = build_graph(m, fallback={"fallback": "onnxruntime"})
+    parts = [n.attrs["nodes"] for n in g.nodes if n.op == "partition"]
+    assert parts == [["A"], ["C"]]
+    assert [n.op for n in g.nodes] == ["partition", "conv2d", "partition"]
+    want = _ort(m, {"x": x})["c"]
+    np.testing.assert_allclose(ReferenceSession(g).run(None, {"x": x})[0], want, rtol=1e-4, atol=1e-4)
+    # Forcing the conv too makes one partition of all three.
+    g = build_graph(m, fallback={"fallback": "onnxruntime", "fallback_ops": ["B"]})
+    assert [n.attrs["nodes"] for n in g.nodes if n.op == "partition"] == [["A", "B", "C"]]
