@@ -187,6 +187,14 @@ def select_forced(names: list[str], op_types: list[str], fallback_ops: Iterable[
 
 # ---- onnxruntime: carving the ONNX model -------------------------------------------
 
+class DataDependentShape(ConversionError):
+    """A partition output whose shape follows the data; `tensor` names it."""
+
+    def __init__(self, message: str, tensor: str):
+        super().__init__(message)
+        self.tensor = tensor
+
+
 @dataclasses.dataclass
 class OnnxPartition:
     """One group of the ONNX model and what its placeholder node needs."""
@@ -433,17 +441,24 @@ def _output_types(m, part: OnnxPartition) -> list[tuple[tuple[int, ...], np.dtyp
                 found[vi.name] = (tuple(dims), np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)))
     except Exception:
         pass
+    producer = {o: n for n in part.nodes for o in n.output}
+    for o in part.outputs:
+        if o not in found and producer[o].op_type in DATA_DEPENDENT_OPS:
+            raise DataDependentShape(
+                f"{part.name}: output {o!r} of {producer[o].op_type} has a data-dependent shape; edgert needs "
+                "static shapes: bound it (for example concatenate a fixed block and slice a fixed count)", o)
     if len(found) < len(part.outputs):
-        runs = [_run_random(m, seed) for seed in (0, 1)]
-        for o, a, b in zip(part.outputs, runs[0], runs[1]):
+        runs = [_run_sample(m, kind) for kind in _SAMPLE_KINDS]
+        for k, o in enumerate(part.outputs):
             if o in found:
                 continue
-            if a.shape != b.shape:
-                raise ConversionError(
-                    f"{part.name}: output {o!r} has a data-dependent shape ({list(a.shape)} on one input, "
-                    f"{list(b.shape)} on another); edgert needs static shapes: end the partition before it or "
-                    "bound the output (for example with a fixed-size TopK/Pad)")
-            found[o] = (tuple(a.shape), a.dtype)
+            got = {tuple(r[k].shape) for r in runs}
+            if len(got) > 1:
+                raise DataDependentShape(
+                    f"{part.name}: output {o!r} has a data-dependent shape ({' or '.join(str(list(g)) for g in got)} "
+                    "depending on the input values); edgert needs static shapes: end the partition before it or "
+                    "bound the output (for example concatenate a fixed block and slice a fixed count)", o)
+            found[o] = (tuple(runs[0][k].shape), runs[0][k].dtype)
     out = []
     for o in part.outputs:
         shape, dt = found[o]
@@ -453,23 +468,31 @@ def _output_types(m, part: OnnxPartition) -> list[tuple[tuple[int, ...], np.dtyp
     return out
 
 
-def _run_random(m, seed: int) -> list[np.ndarray]:
+# ONNX ops whose output shape follows the input values.
+DATA_DEPENDENT_OPS = {"NonZero", "NonMaxSuppression", "Unique", "Compress", "StringSplit"}
+# Inputs the payload runs on when shape inference leaves an output shape unknown: a
+# shape that differs between them follows the data.
+_SAMPLE_KINDS = ("normal", "half_zero", "zero", "large")
+
+
+def _run_sample(m, kind: str) -> list[np.ndarray]:
     import onnx
     import onnxruntime as ort
 
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(len(kind))
     feeds = {}
     for vi in m.graph.input:
         tt = vi.type.tensor_type
         dt = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type))
         shape = [d.dim_value for d in tt.shape.dim]
-        if dt.kind == "f":  # the second run has zeros in it (NonZero, masks): shapes that follow data differ
+        if dt.kind == "f":
             x = rng.standard_normal(shape)
-            feeds[vi.name] = (x * (rng.random(shape) < 0.5) if seed else x).astype(dt)
+            x = {"normal": x, "half_zero": x * (rng.random(shape) < 0.5), "zero": 0 * x, "large": 100 * x}[kind]
+            feeds[vi.name] = x.astype(dt)
         elif dt.kind == "b":
-            feeds[vi.name] = rng.integers(0, 2, shape).astype(dt)
+            feeds[vi.name] = (rng.integers(0, 2, shape) if kind != "zero" else np.zeros(shape)).astype(dt)
         else:
-            feeds[vi.name] = rng.integers(0, 3, shape).astype(dt)
+            feeds[vi.name] = (rng.integers(0, 2, shape) if kind != "zero" else np.zeros(shape)).astype(dt)
     try:
         opts = ort.SessionOptions()
         opts.log_severity_level = 3
@@ -488,7 +511,11 @@ def emit_placeholder(importer, node) -> None:
     for name in part.inputs:
         t = g.tensors[importer.resolve(name)]
         ins.append((name, t.shape, t.dtype, t.data if t.is_const else None, t.name))
-    payload, kept, types = build_onnx_payload(part, importer.model, [x[:4] for x in ins])
+    try:
+        payload, kept, types = build_onnx_payload(part, importer.model, [x[:4] for x in ins])
+    except DataDependentShape as e:
+        importer.data_dependent.append(e.tensor)
+        raise
     edgert_ins = [x[4] for x in ins if x[0] in kept]
     const = g.add_const(np.frombuffer(payload, np.uint8).copy(), f"{part.name}_payload")
     attrs = {"backend": "onnxruntime", "index": part.index, "delegate": part.delegate,
@@ -527,6 +554,12 @@ def import_with_fallback(model, shapes, values, fallback: str, fallback_ops, del
         try:
             return imp.run(), set(), {}
         except UnsupportedError as e:
+            # A partition output whose shape follows the data pulls its readers in: the
+            # partition ends where the model bounds it again (or the error stays).
+            grow = {k for k, n in enumerate(norm.graph.node) if set(n.input) & set(imp.data_dependent)} - chosen
+            if grow:
+                chosen |= grow
+                continue
             new, stuck = set(), []
             for name, op, why in e.problems:
                 if name in parts or name not in index:

@@ -30,7 +30,9 @@ needs_runtime = pytest.mark.skipif(not RUNTIME_RUNS_PARTITIONS,
 @pytest.fixture(scope="module")
 def models(tmp_path_factory) -> dict[str, pathlib.Path]:
     d = tmp_path_factory.mktemp("partitions")
-    out = {"stn": d / "stn_digits.onnx", "einsum": d / "digits_einsum.onnx", "both": d / "stn_einsum.onnx"}
+    out = {"stn": d / "stn_digits.onnx", "einsum": d / "digits_einsum.onnx", "both": d / "stn_einsum.onnx",
+           "det": d / "det_head.onnx"}
+    onnx.save(partition_models.detection_head(), out["det"])
     onnx.save(partition_models.spatial_transformer(), out["stn"])
     onnx.save(partition_models.einsum_middle(), out["einsum"])
     onnx.save(partition_models.einsum_middle(partition_models.spatial_transformer()), out["both"])
@@ -143,7 +145,7 @@ def test_data_dependent_output_shape_is_refused():
     x = np.zeros((2, 3), np.float32)
     nz = onnx.helper.make_node("NonZero", ["x"], ["idx"], name="nz")
     m = make_model([nz], {"x": x}, ["idx"])
-    with pytest.raises(edgert.ConversionError, match=r"partition_0: output 'idx' has a data-dependent shape"):
+    with pytest.raises(edgert.ConversionError, match=r"partition_0: output 'idx' of NonZero has a data-dependent shape"):
         edgert.convert(m, fallback="onnxruntime")
 
 
@@ -217,6 +219,30 @@ def test_small_segment_between_partitions_is_absorbed(models):
     assert [p["nodes"] for p in parts] == [["/2/Relu"], ["/5/Relu"]]
 
 
+def test_bounded_nms_head_pulls_its_bounding_nodes_in(models):
+    """NonMaxSuppression's output shape follows the data, so the partition grows over its
+    readers until the model bounds it (Concat of a fixed block, Slice of 10 rows)."""
+    data = edgert.convert(str(models["det"]), fallback="onnxruntime")
+    info = fmt.read(data)
+    p, = info["metadata"]["partitions"]
+    assert p["nodes"] == ["det/NMS", "det/Concat", "det/Slice"]
+    assert p["inputs"] == ["det/boxes", "det/score"] and p["outputs"] == ["detections"]
+    out = next(t for t in info["tensors"] if t["name"] == "detections")
+    assert out["dtype"] == "int64" and out["shape"] == [10, 3]
+    g = build_graph(str(models["det"]), fallback={"fallback": "onnxruntime"})
+    ref = ReferenceSession(g)
+    counts = set()
+    for seed in range(4):
+        # a blank image gives 64 identical boxes: NMS keeps one
+        x = np.random.default_rng(seed).standard_normal((1, 1, 32, 32)).astype(np.float32) * (seed > 0)
+        want = _ort(models["det"], {"image": x})
+        got = dict(zip(g.outputs, ref.run(None, {"image": x})))
+        np.testing.assert_array_equal(got["detections"], want["detections"])
+        counts.add(int((want["detections"][:, 0] >= 0).sum()))
+        _check_payload_matches(data, p, models["det"], {"image": x})
+    assert len(counts) > 1  # the inputs do select different numbers of boxes
+
+
 def test_delegate_is_recorded(models):
     p, = fmt.read(edgert.convert(str(models["stn"]), fallback="onnxruntime", delegate="edgetpu"))["metadata"][
         "partitions"]
@@ -260,18 +286,19 @@ def test_int8_keeps_partition_boundaries_float_and_calibrates_through_them(model
 # ---- end to end through the runtime (needs the runtime's partition support) -------------
 
 @needs_runtime
-@pytest.mark.parametrize("name,ops", [("stn", ()), ("einsum", ()), ("both", ()), ("digits", ("/7/Conv",)),
-                                      ("digits", ("Relu",))])
+@pytest.mark.parametrize("name,ops", [("stn", ()), ("einsum", ()), ("both", ()), ("det", ()),
+                                      ("digits", ("/7/Conv",)), ("digits", ("Relu",))])
 def test_session_runs_partitions(models, name, ops):
     src = DIGITS if name == "digits" else models[name]
     data = edgert.convert(str(src), fallback="onnxruntime", fallback_ops=list(ops))
     sess = edgert.Session(data)
     inp = sess.get_inputs()[0].name
+    shape = sess.get_inputs()[0].shape
     for seed in range(3):
-        x = _image(seed)
-        got = sess.run(None, {inp: x})[0]
-        want = _ort(src, {inp: x})[sess.get_outputs()[0].name]
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+        x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+        want = _ort(src, {inp: x})
+        for o, got in zip(sess.get_outputs(), sess.run(None, {inp: x})):
+            np.testing.assert_allclose(got, want[o.name], rtol=1e-4, atol=1e-4)
     assert [p["backend"] for p in sess.partitions()] == ["onnxruntime"] * len(fmt.read(data)["metadata"]["partitions"])
 
 

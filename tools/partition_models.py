@@ -8,6 +8,8 @@ partitions (docs/partitions.md).
   input before the CNN classifies it.
 - einsum_middle(): the digits CNN with a per-channel Einsum scale inserted after its
   MaxPool, so the partition sits in the middle of the graph.
+- detection_head(): a tiny detector ending in NonMaxSuppression, its output bounded to
+  a fixed number of rows.
 
 Usage: python tools/partition_models.py OUTDIR   (writes both .onnx files)
 """
@@ -105,12 +107,57 @@ def einsum_middle(base=None):
     return m
 
 
+def detection_head(max_boxes: int = 10, seed: int = 0):
+    """A detection-style model: a strided Conv predicts 4 box coordinates and a score per
+    cell of an 8x8 grid; NonMaxSuppression picks boxes, and the model bounds its output
+    the usual way (a fixed block of -1 rows appended, then the first `max_boxes` rows
+    sliced), so "detections" is int64[max_boxes, 3] whatever the data."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    k = max_boxes
+    inits = [
+        numpy_helper.from_array((rng.standard_normal((5, 1, 4, 4)) * 0.5).astype(np.float32), "det.w"),
+        numpy_helper.from_array(rng.standard_normal(5).astype(np.float32), "det.b"),
+        numpy_helper.from_array(np.array([1, 5, 64], np.int64), "det.shape"),
+        numpy_helper.from_array(np.array([4, 1], np.int64), "det.split"),
+        numpy_helper.from_array(np.array([k], np.int64), "det.max_boxes"),
+        numpy_helper.from_array(np.array([0.5], np.float32), "det.iou"),
+        numpy_helper.from_array(np.array([0.3], np.float32), "det.score_min"),
+        numpy_helper.from_array(np.full((k, 3), -1, np.int64), "det.pad"),
+        numpy_helper.from_array(np.array([0], np.int64), "det.start"),
+        numpy_helper.from_array(np.array([k], np.int64), "det.end"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["image", "det.w", "det.b"], ["det/map"], name="det/Conv", strides=[4, 4]),
+        helper.make_node("Sigmoid", ["det/map"], ["det/prob"], name="det/Sigmoid"),
+        helper.make_node("Reshape", ["det/prob", "det.shape"], ["det/flat"], name="det/Reshape"),
+        helper.make_node("Split", ["det/flat", "det.split"], ["det/box_t", "det/score"], name="det/Split",
+                         axis=1),
+        helper.make_node("Transpose", ["det/box_t"], ["det/boxes"], name="det/Transpose", perm=[0, 2, 1]),
+        helper.make_node("NonMaxSuppression", ["det/boxes", "det/score", "det.max_boxes", "det.iou",
+                                               "det.score_min"], ["det/selected"], name="det/NMS"),
+        helper.make_node("Concat", ["det/selected", "det.pad"], ["det/padded"], name="det/Concat", axis=0),
+        helper.make_node("Slice", ["det/padded", "det.start", "det.end"], ["detections"], name="det/Slice"),
+    ]
+    g = helper.make_graph(nodes, "det_head", [helper.make_tensor_value_info("image", TensorProto.FLOAT,
+                                                                            [1, 1, 32, 32])],
+                          [helper.make_tensor_value_info("detections", TensorProto.INT64, [k, 3]),
+                           helper.make_tensor_value_info("det/boxes", TensorProto.FLOAT, [1, 64, 4])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    return m
+
+
 def main(argv: list[str]) -> int:
     import onnx
 
     out = argv[1] if len(argv) > 1 else "."
     os.makedirs(out, exist_ok=True)
-    for name, fn in (("stn_digits", spatial_transformer), ("digits_einsum", einsum_middle)):
+    for name, fn in (("stn_digits", spatial_transformer), ("digits_einsum", einsum_middle),
+                     ("det_head", detection_head)):
         path = os.path.join(out, f"{name}.onnx")
         onnx.save(fn(), path)
         print(path)

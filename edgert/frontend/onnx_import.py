@@ -188,6 +188,7 @@ class OnnxImporter:
         self.poisoned: set[str] = set()
         self.opset = 0
         self.partitions: dict[str, Any] = {}  # placeholder node name -> partitioner.OnnxPartition
+        self.data_dependent: list[str] = []  # partition outputs whose shape follows the data
 
     # ---- name handling -------------------------------------------------------
     def resolve(self, onnx_name: str) -> str:
