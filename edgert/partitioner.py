@@ -126,22 +126,23 @@ def absorb_segments(n: int, deps: list[set[int]], groups: list[list[int]], can_r
     changed = True
     while changed and len(groups) > 1:
         changed = False
+        sets = [set(g) for g in groups]
+        down = [_reach(g, succ) for g in sets]  # nodes each partition reaches
+        up = [_reach(g, deps) for g in sets]  # nodes that reach each partition
+        owner = {i: k for k, g in enumerate(sets) for i in g}
         for a in range(len(groups)):
             for b in range(len(groups)):
-                if a == b:
+                if a == b or not (down[a] & sets[b]):
                     continue
-                ga, gb = set(groups[a]), set(groups[b])
-                seg = (_reach(ga, succ) & _reach(gb, deps)) - ga - gb
-                if not seg or len(seg) > MAX_ABSORBED_NODES:
+                seg = (down[a] & up[b]) - sets[a] - sets[b]
+                if not seg or len(seg) > MAX_ABSORBED_NODES or any(i in owner for i in seg):
                     continue
-                others = {i for k, g in enumerate(groups) if k not in (a, b) for i in g}
-                if seg & others or not all(can_run(i) for i in seg):
+                if not all(can_run(i) for i in seg):
                     continue
-                cost = PARTITION_FIXED_COST + BYTE_COST * crossing_bytes(ga | gb, seg)
+                cost = PARTITION_FIXED_COST + BYTE_COST * crossing_bytes(sets[a] | sets[b], seg)
                 if cost <= sum(compute(i) for i in seg):
                     continue
-                merged = ga | gb | seg
-                trial = [set(g) for k, g in enumerate(groups) if k not in (a, b)] + [merged]
+                trial = [g for k, g in enumerate(sets) if k not in (a, b)] + [sets[a] | sets[b] | seg]
                 if not _acyclic(n, deps, _clusters(n, trial)):
                     continue
                 absorbed += sorted(seg)
@@ -529,6 +530,12 @@ def import_with_fallback(model, shapes, values, fallback: str, fallback_ops, del
     onnxruntime partitions; for litert, the graph and the node names to carve later."""
     from .frontend.onnx_import import OnnxImporter
 
+    if fallback == "onnxruntime":
+        try:
+            import onnxruntime  # noqa: F401  (checks and shapes every payload)
+        except ImportError:
+            raise ConversionError("--fallback onnxruntime needs the onnxruntime package at conversion: "
+                                  "pip install 'edgert[ort]'") from None
     norm = normalize(model)
     names = [n.name for n in norm.graph.node]
     op_types = [n.op_type for n in norm.graph.node]
