@@ -28,11 +28,11 @@ def build_graph(model, input_shapes: dict[str, Any] | None = None, input_values:
         g = import_onnx(model, shapes, input_values)
     else:
         from .partitioner import import_with_fallback
-        g, litert_nodes, _ = import_with_fallback(load_onnx(model), shapes, input_values, fb["fallback"],
+        g, litert_nodes, requested = import_with_fallback(load_onnx(model), shapes, input_values, fb["fallback"],
                                                   fb.get("fallback_ops") or (), fb.get("delegate"),
                                                   fb.get("max_partitions", DEFAULT_MAX_PARTITIONS))
         if litert_nodes:
-            g.metadata["litert_nodes"] = sorted(litert_nodes)
+            g.metadata["litert_nodes"] = (sorted(litert_nodes), requested)
     if optimize:
         g.metadata["passes"] = passes.run_pipeline(g)
     else:
@@ -137,7 +137,7 @@ def _convert(model, input_shapes, values, optimize, sparse, prune, prune_method,
     litert_nodes = g.metadata.pop("litert_nodes", None)
     if litert_nodes:
         from .partitioner import carve_ir
-        carve_ir(g, set(litert_nodes), fb["delegate"], fb["max_partitions"])
+        carve_ir(g, set(litert_nodes[0]), fb["delegate"], fb["max_partitions"], litert_nodes[1])
     if sparse:
         from . import sparse as sparse_
         sparse_.apply(g, kernels=sparse is True, storage=True)

@@ -549,7 +549,9 @@ def import_with_fallback(model, shapes, values, fallback: str, fallback_ops, del
                 "LiteRT partitions are made from nodes edgert imports; these cannot be imported:\n"
                 + "\n".join(f"  {n or '<unnamed>'} ({op}): {why}" for n, op, why in e.problems)
                 + "\nrun them with onnxruntime instead: --fallback onnxruntime (fallback='onnxruntime')") from None
-        return g, {names[i] for i in forced}, {names[i]: op_types[i] for i in range(len(names))}
+        requested = {item: {nm for nm, op in zip(names, op_types) if item in (nm, op, "all")}
+                     for item in fallback_ops}
+        return g, {names[i] for i in forced}, requested
     chosen = set(forced)
     for _ in range(len(names) + 1):
         if chosen:
@@ -585,9 +587,13 @@ def import_with_fallback(model, shapes, values, fallback: str, fallback_ops, del
 
 # ---- litert: carving the edgert graph ------------------------------------------------
 
-def carve_ir(g, names: set[str], delegate: str | None, max_partitions: int) -> None:
+def carve_ir(g, names: set[str], delegate: str | None, max_partitions: int,
+             requested: dict[str, set[str]] | None = None) -> None:
     """Replaces the nodes named in `names` (edgert node names: the ONNX node each came
-    from) with litert `partition` nodes whose payload the TFLite writer makes."""
+    from) with litert `partition` nodes whose payload the TFLite writer makes.
+    requested: each --fallback-ops entry and the ONNX nodes it named; an entry none of
+    whose nodes an edgert node still carries (the passes fused them into other nodes)
+    is an error."""
     from .ir import Graph
 
     try:
@@ -600,6 +606,13 @@ def carve_ir(g, names: set[str], delegate: str | None, max_partitions: int) -> N
     producer = {o: k for k, n in enumerate(nodes) for o in n.outputs}
     deps = [{producer[i] for i in n.inputs if i in producer} for n in nodes]
     chosen = {k for k, n in enumerate(nodes) if n.name in names or n.name.split("__")[0] in names}
+    carried = {n.name for n in nodes} | {n.name.split("__")[0] for n in nodes}
+    gone = sorted(item for item, nms in (requested or {}).items() if nms and not nms & carried)
+    if gone:
+        raise ConversionError(
+            f"--fallback-ops {', '.join(gone)}: the graph passes merged these nodes into others (an activation "
+            "fused into its convolution, a BatchNormalization folded into it); name the node they joined, "
+            "or convert with --no-optimize")
     if not chosen:
         return
     groups = group_nodes(len(nodes), deps, chosen)
