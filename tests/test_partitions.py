@@ -386,3 +386,41 @@ def test_real_model_with_forced_middle_node_and_absorbed_segments(real_model):
     assert absorbed and all(inits[c.input[1]][1] == 1 for c in absorbed)  # depthwise (one input channel per group)
     for p in parts[:3]:
         _check_payload_matches(data, p, path, {"x": x})
+
+
+def test_other_domain_op_runs_in_a_partition():
+    """A com.microsoft op (edgert imports only the default domain) runs in onnxruntime."""
+    from tests.helpers import make_model
+
+    x = np.random.default_rng(0).standard_normal((2, 8)).astype(np.float32)
+    nodes = [onnx.helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+             onnx.helper.make_node("Gelu", ["h"], ["g"], name="gelu_ms", domain="com.microsoft"),
+             onnx.helper.make_node("Relu", ["g"], ["y"], name="relu")]
+    m = make_model(nodes, {"x": x}, ["y"],
+                   {"w": np.random.default_rng(1).standard_normal((8, 4)).astype(np.float32)})
+    m.opset_import.append(onnx.helper.make_opsetid("com.microsoft", 1))
+    with pytest.raises(edgert.UnsupportedError, match="gelu_ms"):
+        edgert.convert(m)
+    g = build_graph(m, fallback={"fallback": "onnxruntime"})
+    assert [n.op for n in g.nodes] == ["matmul", "partition", "relu"]
+    np.testing.assert_allclose(ReferenceSession(g).run(None, {"x": x})[0], _ort(m, {"x": x})["y"], rtol=1e-5,
+                               atol=1e-6)
+    data = edgert.convert(m, fallback="onnxruntime")
+    p, = fmt.read(data)["metadata"]["partitions"]
+    payload = onnx.load_from_string(_payload(data, p))
+    assert {(o.domain, o.version) for o in payload.opset_import} >= {("com.microsoft", 1)}
+
+
+def test_fallback_without_anything_to_hand_off_changes_nothing():
+    assert edgert.convert(str(DIGITS), fallback="onnxruntime") == edgert.convert(str(DIGITS))
+    assert "partitions" not in fmt.read(edgert.convert(str(DIGITS)))["metadata"]
+    assert _inspect_json_bytes(edgert.convert(str(DIGITS)))["partitions"] == []
+
+
+def _inspect_json_bytes(data: bytes) -> dict:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        path = pathlib.Path(d) / "m.edgert"
+        path.write_bytes(data)
+        return _inspect_json(path)
