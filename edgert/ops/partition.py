@@ -6,7 +6,8 @@ partition (inputs: the boundary inputs, any dtype, in the payload's input order,
            its node name partition_<k>); delegate: str or None (recorded for the
            runtime); nodes, ops: the original node names and op types it replaces;
            output_shapes, output_dtypes: the boundary outputs' static shapes and dtype
-           names (in the payload's output order)
+           names (in the payload's output order; without them, the shapes and dtypes
+           of the output tensors the graph already declares)
     out    what the payload computes: for "onnxruntime" a serialized ONNX model whose
            graph inputs/outputs are the boundary tensors in order (same shapes and
            dtypes); for "litert" a .tflite flatbuffer whose subgraph 0 inputs/outputs
@@ -44,7 +45,11 @@ def _infer(node, graph):
     payload = graph.tensors[node.inputs[-1]]
     if not payload.is_const or payload.dtype != np.uint8 or len(payload.shape) != 1 or payload.shape[0] == 0:
         raise OpUnsupported("partition: the payload must be a non-empty constant uint8 vector")
-    shapes, dts = a.get("output_shapes") or [], a.get("output_dtypes") or []
+    shapes, dts = a.get("output_shapes"), a.get("output_dtypes")
+    if shapes is None and dts is None and all(o in graph.tensors for o in node.outputs):
+        # a graph that already declares the boundary outputs (built by hand, or read back)
+        return [(graph.tensors[o].shape, graph.tensors[o].dtype) for o in node.outputs]
+    shapes, dts = shapes or [], dts or []
     if len(shapes) != len(node.outputs) or len(dts) != len(node.outputs):
         raise OpUnsupported(f"partition: {len(node.outputs)} outputs but {len(shapes)} shapes / {len(dts)} dtypes")
     return [(tuple(int(d) for d in s), np.dtype(t)) for s, t in zip(shapes, dts)]
