@@ -281,12 +281,11 @@ def inspect(model, as_json) -> None:
         for t in d[kind]:
             click.echo(f"{kind[:-1]:7s} {t['name']}: {t['dtype']}{t['shape']}")
     click.echo(f"{d['nodes']} nodes: " + ", ".join(f"{k} x{v}" for k, v in d["ops"].items()))
-    if d["partitions"]:
-        click.echo(f"{len(d['partitions'])} fallback partition(s):")
-        click.echo(f"  {'node':14s} {'backend':12s} {'delegate':10s} {'nodes':>5s} {'payload':>12s}  boundary")
-        for p in d["partitions"]:
-            click.echo(f"  {p['node']:14s} {p['backend']:12s} {str(p['delegate'] or '-'):10s} {len(p['nodes']):5d} "
-                       f"{p['bytes']:12,d}  in: {', '.join(p['inputs'])}; out: {', '.join(p['outputs'])}")
+    for p in d["partitions"]:
+        delegate = f", delegate {p['delegate']}" if p.get("delegate") else ""
+        click.echo(f"partition {p.get('node')}: {p.get('backend')}{delegate}, {p.get('bytes', 0):,} bytes, "
+                   f"{len(p.get('nodes') or [])} nodes ({', '.join(sorted(set(p.get('ops') or [])))})")
+        click.echo(f"  in: {', '.join(p.get('inputs') or [])}; out: {', '.join(p.get('outputs') or [])}")
 
 
 @main.command()

@@ -168,7 +168,8 @@ def test_spatial_transformer_partition(models, tmp_path):
     assert p["bytes"] == len(_payload(data, p)) > 0
     assert d["ops"]["partition"] == 1 and "conv2d" in d["ops"] and "matmul" in d["ops"]
     text = CliRunner().invoke(main, ["inspect", str(out)]).output
-    assert "1 fallback partition(s)" in text and "partition_0" in text and "in: image, stn/grid; out: input" in text
+    assert f"partition partition_0: onnxruntime, {p['bytes']:,} bytes, 1 nodes (GridSample)" in text
+    assert "in: image, stn/grid; out: input" in text
     for seed in range(3):
         _check_payload_matches(data, p, models["stn"], {"image": _image(seed)})
 
