@@ -254,8 +254,8 @@ def inspect_dict(path: str) -> dict:
         "ops": dict(sorted(ops.items())),
         "inputs": [io(i) for i in info["inputs"]],
         "outputs": [io(i) for i in info["outputs"]],
-        "partitions": list((info["metadata"] or {}).get("partitions") or []),
         "metadata": info["metadata"],
+        "partitions": list((info["metadata"] or {}).get("partitions") or []),
     }
 
 
