@@ -239,25 +239,30 @@ def onnx_dependencies(nodes) -> list[set[int]]:
     return [{producer[i] for i in _node_reads(n) if i in producer} for n in nodes]
 
 
-def value_bytes(model) -> dict[str, int]:
-    """Bytes of every tensor whose static shape ONNX shape inference finds."""
+def static_shapes(model) -> dict[str, tuple[list[int], int]]:
+    """(dims, item size) of every tensor whose static shape ONNX shape inference finds
+    (initializers included)."""
     import onnx
 
+    out: dict[str, tuple[list[int], int]] = {}
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
     except Exception:
-        return {}
-    out = {}
+        return out
     for vi in list(inferred.graph.value_info) + list(inferred.graph.input) + list(inferred.graph.output):
         tt = vi.type.tensor_type
         dims = [d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim]
         if not tt.HasField("shape") or any(d < 0 for d in dims):
             continue
         try:
-            size = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)).itemsize
+            out[vi.name] = (dims, np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)).itemsize)
         except Exception:
             continue
-        out[vi.name] = math.prod(dims) * size
+    for t in model.graph.initializer:
+        try:
+            out[t.name] = (list(t.dims), np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.data_type)).itemsize)
+        except Exception:
+            continue
     return out
 
 
@@ -293,36 +298,25 @@ def carve_onnx(model, chosen: set[int], delegate: str | None, max_partitions: in
     deps = onnx_dependencies(nodes)
     groups = group_nodes(len(nodes), deps, chosen_o)
     if absorb and len(groups) > 1:
-        sizes = value_bytes(with_input_shapes(model, shapes))
-        elem = {}
-        try:
-            inferred = onnx.shape_inference.infer_shapes(with_input_shapes(model, shapes), strict_mode=False,
-                                                         data_prop=True)
-            for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
-                dims = [d.dim_value if d.HasField("dim_value") else -1 for d in vi.type.tensor_type.shape.dim]
-                if vi.type.tensor_type.HasField("shape") and all(d >= 0 for d in dims):
-                    elem[vi.name] = math.prod(dims)
-            for t in model.graph.initializer:
-                elem[t.name] = math.prod(t.dims)
-        except Exception:
-            pass
+        known = static_shapes(with_input_shapes(model, shapes))
+        sizes = {k: math.prod(d) * item for k, (d, item) in known.items()}
 
         def compute(i: int) -> float:
+            """Multiply-adds of node i (output elements for ops without a reduction)."""
             node = nodes[i]
             outs = [o for o in node.output if o]
-            if not outs or any(o not in elem for o in outs):
+            if not outs or any(o not in known for o in outs):
                 return math.inf
-            n_out = sum(elem[o] for o in outs)
-            if node.op_type in ("Conv", "ConvTranspose", "MatMul", "Gemm") and len(node.input) > 1:
-                w = elem.get(node.input[1])
-                if w is None:
+            n_out = sum(math.prod(known[o][0]) for o in outs)
+            if node.op_type in ("Conv", "ConvTranspose") and len(node.input) > 1:
+                w = known.get(node.input[1])
+                return math.inf if w is None else float(n_out * math.prod(w[0][1:]))
+            if node.op_type in ("MatMul", "Gemm"):
+                a = known.get(node.input[0])
+                if a is None or not a[0]:
                     return math.inf
-                if node.op_type in ("Conv", "ConvTranspose"):
-                    # each output element reads one filter: weights / output channels MACs
-                    co = next((vi for vi in model.graph.initializer if vi.name == node.input[1]), None)
-                    per = w / max(1, co.dims[0]) if co is not None and co.dims else w
-                    return float(n_out * per)
-                return float(n_out * max(1, int(math.isqrt(w))))
+                trans_a = any(t.name == "transA" and t.i for t in node.attribute)
+                return float(n_out * (a[0][0] if trans_a and len(a[0]) == 2 else a[0][-1]))
             return float(n_out)
 
         def crossing(part: set[int], seg: set[int]) -> int:
