@@ -618,7 +618,14 @@ def carve_ir(g, names: set[str], delegate: str | None, max_partitions: int,
         return not unsupported(standalone([i]))
 
     def compute(i: int) -> float:
-        return float(sum(g.tensors[o].numel for o in nodes[i].outputs))
+        """Multiply-adds of node i (output elements for ops without a reduction)."""
+        n = nodes[i]
+        out = sum(g.tensors[o].numel for o in n.outputs)
+        if n.op.startswith("conv") and len(n.inputs) > 1 and n.inputs[1]:
+            return float(out * math.prod(g.tensors[n.inputs[1]].shape[1:]))
+        if n.op.startswith(("gemm", "matmul")) and n.inputs and g.tensors[n.inputs[0]].shape:
+            return float(out * g.tensors[n.inputs[0]].shape[-1])
+        return float(out)
 
     def crossing(part: set[int], seg: set[int]) -> int:
         outs_p = {o for j in part for o in nodes[j].outputs}
