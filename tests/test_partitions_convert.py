@@ -425,3 +425,21 @@ def _inspect_json_bytes(data: bytes) -> dict:
         path = pathlib.Path(d) / "m.edgert"
         path.write_bytes(data)
         return _inspect_json(path)
+
+
+@pytest.mark.skipif(not _has_tflite_writer(), reason="edgert.tflite.writer is not in this build")
+def test_litert_partitions_are_cut_after_quantization():
+    """int8: the LiteRT payload is written from the quantized edgert graph, so its
+    boundary tensors are edgert's int8 tensors; the cheap MaxPool between the forced
+    convolutions joins them."""
+    cal = {"input": _image(7, n=8)}
+    data = edgert.convert(str(DIGITS), fallback="litert", fallback_ops=["Conv"], quantize="int8", calibration=cal)
+    info = fmt.read(data)
+    p, = info["metadata"]["partitions"]
+    assert p["nodes"] == ["/0/Conv", "/3/Conv", "/6/MaxPool", "/7/Conv"]
+    by_name = {t["name"]: t for t in info["tensors"]}
+    assert [by_name[t]["dtype"] for t in p["inputs"] + p["outputs"]] == ["int8", "int8"]
+    assert all(by_name[t]["quant"] is not None for t in p["inputs"] + p["outputs"])
+    assert _payload(data, p)[4:8] == b"TFL3"
+    fp32 = fmt.read(edgert.convert(str(DIGITS), fallback="litert", fallback_ops=["Conv"]))["metadata"]["partitions"][0]
+    assert p["bytes"] < fp32["bytes"] / 2  # int8 weights in the payload
