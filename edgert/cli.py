@@ -132,8 +132,19 @@ def main() -> None:
 @click.option("--keep-fp32", multiple=True, metavar="NODE", help="Keep this node float in int8 (repeatable).")
 @click.option("--sqnr-target", type=float, default=None, metavar="DB",
               help="Keep the worst int8 layers float until every output reaches this SQNR.")
+@click.option("--fallback", type=click.Choice(["off", "onnxruntime", "litert"]), default="off", show_default=True,
+              help="Run nodes edgert cannot run (and --fallback-ops) in partitions computed by onnxruntime or "
+                   "LiteRT (docs/partitions.md); off: such nodes are an error.")
+@click.option("--fallback-ops", "fallback_ops", multiple=True, metavar="OPTYPE|NODE|all",
+              help="Hand these nodes to the fallback runtime (an ONNX op type, a node name, or all; repeatable).")
+@click.option("--delegate", default=None, metavar="NAME|PATH",
+              help="Delegate the fallback runtime should use (edgetpu, armnn or a library path); recorded in the "
+                   "file for the runtime.")
+@click.option("--max-partitions", type=click.IntRange(1, None), default=8, show_default=True,
+              help="Refuse a model that needs more fallback partitions than this.")
 def convert(model, output, input_shapes, input_values, no_optimize, sparse, prune, prune_method, prune_scope,
-            prune_exclude, calibration, report, quantize, calibration_method, keep_fp32, sqnr_target) -> None:
+            prune_exclude, calibration, report, quantize, calibration_method, keep_fp32, sqnr_target, fallback,
+            fallback_ops, delegate, max_partitions) -> None:
     """Convert an ONNX MODEL into an .edgert file."""
     from .converter import convert as _convert
 
@@ -143,12 +154,20 @@ def convert(model, output, input_shapes, input_values, no_optimize, sparse, prun
                     prune=prune, prune_method=prune_method, prune_scope=prune_scope, prune_exclude=prune_exclude,
                     calibration=calibration, report=report, quantize=quantize,
                     calibration_method=calibration_method, keep_fp32=keep_fp32, sqnr_target=sqnr_target,
-                    progress=None)
+                    progress=None, fallback=fallback, fallback_ops=fallback_ops, delegate=delegate,
+                    max_partitions=max_partitions)
     if report and prune:
         _print_prune_report(report)
     from . import format as fmt
 
     info = fmt.read(data)
+    from .partitioner import summary_lines
+    parts = (info.get("metadata") or {}).get("partitions") or []
+    if parts:
+        shapes = {t["name"]: (t["shape"], t["dtype"]) for t in info["tensors"]}
+        click.echo(f"fallback partitions: {len(parts)}", err=True)
+        for line in summary_lines(parts, shapes):
+            click.echo("  " + line, err=True)
     click.echo(f"wrote {output}: {len(data):,} bytes, {len(info['nodes'])} nodes, arena {info['arena_bytes']:,} bytes "
                f"(lower bound {info['arena_lower_bound_bytes']:,}) in {time.perf_counter() - t0:.2f} s")
 
@@ -266,6 +285,7 @@ def inspect(model, as_json) -> None:
         delegate = f", delegate {p['delegate']}" if p.get("delegate") else ""
         click.echo(f"partition {p.get('node')}: {p.get('backend')}{delegate}, {p.get('bytes', 0):,} bytes, "
                    f"{len(p.get('nodes') or [])} nodes ({', '.join(sorted(set(p.get('ops') or [])))})")
+        click.echo(f"  in: {', '.join(p.get('inputs') or [])}; out: {', '.join(p.get('outputs') or [])}")
 
 
 @main.command()

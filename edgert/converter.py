@@ -12,13 +12,27 @@ from . import passes, planner
 from .errors import ConversionError, EdgertError
 from .frontend.onnx_import import import_onnx, load_onnx
 from .ir import Graph
+from .partitioner import DEFAULT_MAX_PARTITIONS, FALLBACKS
 
 
 def build_graph(model, input_shapes: dict[str, Any] | None = None, input_values: dict[str, Any] | None = None,
-                optimize: bool = True) -> Graph:
-    """The optimized edgert graph of an ONNX model (path, bytes or ModelProto)."""
+                optimize: bool = True, fallback: dict[str, Any] | None = None) -> Graph:
+    """The optimized edgert graph of an ONNX model (path, bytes or ModelProto).
+    fallback: {"fallback", "fallback_ops", "delegate", "max_partitions"} as convert
+    takes them; onnxruntime partitions are carved here, before import; for litert the
+    names of the nodes to carve after passes and quantization go to
+    g.metadata["litert_nodes"]."""
     shapes = {k: [int(d) for d in v] for k, v in (input_shapes or {}).items()}
-    g = import_onnx(model, shapes, input_values)
+    fb = fallback or {}
+    if fb.get("fallback", "off") == "off":
+        g = import_onnx(model, shapes, input_values)
+    else:
+        from .partitioner import import_with_fallback
+        g, litert_nodes, requested = import_with_fallback(load_onnx(model), shapes, input_values, fb["fallback"],
+                                                  fb.get("fallback_ops") or (), fb.get("delegate"),
+                                                  fb.get("max_partitions", DEFAULT_MAX_PARTITIONS))
+        if litert_nodes:
+            g.metadata["litert_nodes"] = (sorted(litert_nodes), requested)
     if optimize:
         g.metadata["passes"] = passes.run_pipeline(g)
     else:
@@ -37,6 +51,10 @@ def serialize(g: Graph, metadata: dict | None = None) -> bytes:
     sources = {k: v for k, v in (g.metadata.get("const_sources") or {}).items() if k in g.tensors and k != v}
     if sources:
         meta["constant_sources"] = dict(sorted(sources.items()))
+    from .partitioner import metadata as partition_metadata
+    parts = partition_metadata(g)
+    if parts:
+        meta["partitions"] = parts
     meta.update(metadata or {})
     return fmt.write(g, p, meta)
 
@@ -47,7 +65,8 @@ def convert(model, output: str | os.PathLike | None = None, input_shapes: dict[s
             prune_exclude: Any = (), calibration: Any = None, report: str | os.PathLike | None = None,
             quantize: str | None = None, calibration_method: str = "percentile", keep_fp32: Any = (),
             sqnr_target: float | None = None, calibration_samples: int | None = None,
-            progress: bool | None = None) -> bytes:
+            progress: bool | None = None, fallback: str = "off", fallback_ops: Any = (),
+            delegate: str | None = None, max_partitions: int = DEFAULT_MAX_PARTITIONS) -> bytes:
     """Converts an ONNX model to the .edgert format and returns the file's bytes; also
     writes them to `output` when given (atomically: no partial file on failure).
 
@@ -72,14 +91,21 @@ def convert(model, output: str | os.PathLike | None = None, input_shapes: dict[s
     A model that is already quantized (ONNX QuantizeLinear/DequantizeLinear pairs, or
     QLinearConv/QLinearMatMul) converts to int8 with its own parameters, without
     calibration. progress: a progress bar on stderr (default: when it is a terminal).
+
+    fallback: "off" (nodes edgert cannot run are an error), "onnxruntime" or "litert":
+    such nodes, and those `fallback_ops` names (node names, op types or "all"), run in
+    partitions that the other runtime computes (docs/partitions.md); `delegate` (a
+    name or a path) is recorded for the runtime; more than `max_partitions`
+    partitions is an error.
     """
+    fb = _check_fallback(fallback, fallback_ops, delegate, max_partitions)
     values = {k: np.asarray(v) for k, v in (input_values or {}).items()}
     src = os.path.basename(os.fspath(model)) if isinstance(model, (str, os.PathLike)) else None
     model = load_onnx(model)  # checked once (limits, external data inside the model's folder)
     try:
         data = _convert(model, input_shapes, values, optimize, sparse, prune, prune_method, prune_scope,
                         prune_exclude, calibration, report, quantize, calibration_method, keep_fp32, sqnr_target,
-                        calibration_samples, progress, src)
+                        calibration_samples, progress, src, fb)
     except EdgertError:
         raise
     except Exception as e:  # a defect, or an input no check above refuses (MemoryError, ...): still a clear error
@@ -91,12 +117,12 @@ def convert(model, output: str | os.PathLike | None = None, input_shapes: dict[s
 
 def _convert(model, input_shapes, values, optimize, sparse, prune, prune_method, prune_scope, prune_exclude,
              calibration, report, quantize, calibration_method, keep_fp32, sqnr_target, calibration_samples,
-             progress, src) -> bytes:
+             progress, src, fb=None) -> bytes:
     qdq = None
     if quantize in (None, "int8"):
         from .quant import qdq as qdq_import
         model, qdq = qdq_import.strip(model)
-    g = build_graph(model, input_shapes, values, optimize and qdq is None)
+    g = build_graph(model, input_shapes, values, optimize and qdq is None, fb)
     if qdq is not None and optimize:
         g.metadata["passes"] = qdq_import.optimize(g)
     if prune:
@@ -108,13 +134,36 @@ def _convert(model, input_shapes, values, optimize, sparse, prune, prune_method,
         g, quant_summary = quantize_graph(g, quantize or "int8", calibration, calibration_method, keep_fp32,
                                           sqnr_target, report, progress, calibration_samples, qdq,
                                           merge_report=bool(prune))
+    litert_nodes = g.metadata.pop("litert_nodes", None)
+    if litert_nodes:
+        from .partitioner import carve_ir
+        carve_ir(g, set(litert_nodes[0]), fb["delegate"], fb["max_partitions"], litert_nodes[1])
     if sparse:
         from . import sparse as sparse_
         sparse_.apply(g, kernels=sparse is True, storage=True)
     meta: dict[str, Any] = {"source": src}
     if quant_summary is not None:
         meta["quantization"] = quant_summary
-    return serialize(g, meta)
+    data = serialize(g, meta)
+    if progress:
+        from .partitioner import metadata as partition_metadata, print_summary
+        print_summary(partition_metadata(g), {t.name: (list(t.shape), str(t.dtype)) for t in g.tensors.values()})
+    return data
+
+
+def _check_fallback(fallback, fallback_ops, delegate, max_partitions) -> dict[str, Any]:
+    fallback = "off" if fallback in (None, False) else fallback
+    if fallback not in FALLBACKS:
+        raise ConversionError(f"fallback {fallback!r} is not one of {', '.join(FALLBACKS)}")
+    ops = [fallback_ops] if isinstance(fallback_ops, str) else list(fallback_ops or ())
+    if ops and fallback == "off":
+        raise ConversionError("--fallback-ops needs a fallback runtime: --fallback onnxruntime or --fallback litert")
+    if delegate is not None and fallback == "off":
+        raise ConversionError("--delegate needs a fallback runtime: --fallback onnxruntime or --fallback litert")
+    if isinstance(max_partitions, bool) or not isinstance(max_partitions, int) or max_partitions < 1:
+        raise ConversionError(f"max_partitions must be a positive integer, got {max_partitions!r}")
+    return {"fallback": fallback, "fallback_ops": ops, "delegate": None if delegate is None else str(delegate),
+            "max_partitions": max_partitions}
 
 
 def write_atomic(path: str | os.PathLike, data: bytes) -> None:

@@ -34,6 +34,8 @@ class UnsupportedError(ConversionError):
         super().__init__(
             f"{len(problems)} node(s) cannot be converted (op types: {', '.join(ops)}):\n"
             + "\n".join(lines)
+            + "\nto run them with onnxruntime inside the edgert file: --fallback onnxruntime "
+              "(edgert.convert(..., fallback='onnxruntime'); docs/partitions.md)"
         )
 
 

@@ -168,7 +168,9 @@ def use_sparse_kernels(g: Graph, threshold: float | None = None) -> list[str]:
 
 def mark_storage(g: Graph) -> list[str]:
     """Records in g.metadata["sparse_tensors"] the constants the writer stores sparse."""
-    names = [name for name, t in g.tensors.items() if t.is_const and worth_storing(np.asarray(t.data, t.dtype))]
+    payloads = {n.inputs[-1] for n in g.nodes if n.op == "partition"}  # handed to a backend as stored
+    names = [name for name, t in g.tensors.items()
+             if t.is_const and name not in payloads and worth_storing(np.asarray(t.data, t.dtype))]
     g.metadata["sparse_tensors"] = set(names)
     return names
 

@@ -187,6 +187,8 @@ class OnnxImporter:
         self.problems: list[tuple[str, str, str]] = []
         self.poisoned: set[str] = set()
         self.opset = 0
+        self.partitions: dict[str, Any] = {}  # placeholder node name -> partitioner.OnnxPartition
+        self.data_dependent: list[str] = []  # partition outputs whose shape follows the data
 
     # ---- name handling -------------------------------------------------------
     def resolve(self, onnx_name: str) -> str:
@@ -326,6 +328,16 @@ class OnnxImporter:
 
     def _node(self, node, opset: int) -> None:
         name = node.name or (node.output[0] if node.output else node.op_type)
+        if node.name in self.partitions and node.domain == "ai.edgert.partition":
+            from ..partitioner import emit_placeholder
+            if any(self.resolve(i) in self.poisoned for i in node.input if i):
+                self.poisoned.update(node.output)  # the problem upstream is reported there
+                return
+            try:
+                emit_placeholder(self, node)
+            except ConversionError as e:
+                self._problem(node, name, str(e))
+            return
         if node.domain not in ("", "ai.onnx"):
             self._problem(node, name, f"domain {node.domain!r} is not supported")
             return

@@ -72,7 +72,9 @@ def batches(g: Graph, data: dict[str, np.ndarray], limit: int | None = None) -> 
 
 
 def exposed_session(g: Graph, names: list[str]):
-    """A Session running g with `names` (float arena tensors) as its outputs."""
+    """A Session running g with `names` (float arena tensors) as its outputs. A graph
+    with fallback partitions runs on the ops' numpy meanings (the partitions on their
+    own runtime) when the C runtime in use cannot run partitions."""
     from ..converter import serialize
     from ..runtime import Session
 
@@ -80,7 +82,40 @@ def exposed_session(g: Graph, names: list[str]):
     h.tensors, h.nodes, h.inputs = g.tensors, g.nodes, list(g.inputs)
     h.outputs = list(dict.fromkeys(list(g.outputs) + [n for n in names if n not in g.inputs]))
     h.metadata = {}
+    if any(n.op == "partition" for n in g.nodes) and not hasattr(Session, "partitions"):
+        return ReferenceSession(h), h.outputs
     return Session(serialize(h)), h.outputs
+
+
+class ReferenceSession:
+    """Runs a Graph node by node with each op's numpy `reference` (edgert/ops/);
+    `run(None, feeds)` returns the graph outputs like Session.run."""
+
+    def __init__(self, g: Graph):
+        from .. import ops
+
+        self.g = g
+        self.defs = [ops.get(n.op) for n in g.nodes]
+
+    def run(self, output_names, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        g = self.g
+        values: dict[str, np.ndarray] = {k: np.asarray(v) for k, v in feeds.items()}
+        last_use = {}
+        for k, n in enumerate(g.nodes):
+            for i in n.inputs:
+                last_use[i] = k
+        keep = set(output_names or g.outputs)
+        for k, (n, d) in enumerate(zip(g.nodes, self.defs)):
+            ins = [None if not i else (values[i] if i in values else g.tensors[i].data) for i in n.inputs]
+            for o, v in zip(n.outputs, d.reference(n, ins)):
+                values[o] = np.asarray(v)
+            for i in n.inputs:  # free what no later node reads
+                if i and last_use.get(i) == k and i not in keep and i not in feeds:
+                    values.pop(i, None)
+        return [values[o] if o in values else g.tensors[o].data for o in (output_names or g.outputs)]
+
+    def close(self) -> None:
+        self.values = None
 
 
 def float_tensors(g: Graph) -> list[str]:

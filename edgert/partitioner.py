@@ -1,0 +1,739 @@
+"""Fallback partitions at conversion (docs/partitions.md, "Conversion").
+
+Nodes edgert cannot run, or that the user hands off with --fallback-ops, are grouped
+into partitions; each partition becomes one `partition` node (edgert/ops/partition.py)
+whose payload another runtime executes.
+
+- onnxruntime: carved from the ONNX model BEFORE import. The importer's own verdict
+  (its problem list) says which nodes edgert cannot run; those and the forced nodes are
+  grouped, and each group is replaced by one placeholder node that the importer turns
+  into the `partition` node, building the payload (an ONNX model of the group's
+  original nodes) once it knows the boundary tensors' static shapes.
+- litert: carved from the edgert graph AFTER passes and quantization, since the TFLite
+  writer consumes edgert IR (so int8 payloads carry edgert's own quantization).
+
+Grouping (both backends): the chosen nodes form maximal connected groups whose
+contraction keeps the graph acyclic; then two partitions separated by a small edgert
+segment are merged with it when crossing the boundary costs more than the segment
+computes (`absorb_segments`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from . import dtypes
+from .errors import ConversionError, UnsupportedError
+
+BACKENDS = ("onnxruntime", "litert")
+FALLBACKS = ("off",) + BACKENDS
+DEFAULT_MAX_PARTITIONS = 8
+PLACEHOLDER_DOMAIN = "ai.edgert.partition"
+
+# Cost model of the segment-absorbing rule, in units of one multiply-add (about a
+# nanosecond on the boards edgert targets). Calling another runtime costs a fixed
+# overhead (its session run: tens of microseconds) plus copying each boundary byte
+# in or out.
+PARTITION_FIXED_COST = 20_000
+BYTE_COST = 1.0
+MAX_ABSORBED_NODES = 16
+
+
+# ---- grouping (shared by both backends) --------------------------------------------
+
+def _acyclic(n: int, deps: list[set[int]], cluster: list[int]) -> bool:
+    """True when contracting every cluster to one vertex leaves the graph acyclic."""
+    succ: dict[int, set[int]] = {}
+    indeg: dict[int, int] = {c: 0 for c in set(cluster)}
+    for i in range(n):
+        for j in deps[i]:
+            a, b = cluster[j], cluster[i]
+            if a != b and b not in succ.setdefault(a, set()):
+                succ[a].add(b)
+                indeg[b] += 1
+    ready = [c for c, d in indeg.items() if d == 0]
+    seen = 0
+    while ready:
+        c = ready.pop()
+        seen += 1
+        for s in succ.get(c, ()):
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                ready.append(s)
+    return seen == len(indeg)
+
+
+def _clusters(n: int, groups: list[set[int]]) -> list[int]:
+    cluster = list(range(n))
+    for k, grp in enumerate(groups):
+        for i in grp:
+            cluster[i] = n + k
+    return cluster
+
+
+def group_nodes(n: int, deps: list[set[int]], chosen: set[int]) -> list[list[int]]:
+    """Groups the chosen node indices (0..n-1 in execution order; deps[i] = producers of
+    node i) into connected groups such that contracting each group keeps the graph
+    acyclic. Greedy in execution order: a node joins the groups of its chosen producers
+    when the contraction stays acyclic, else starts a group."""
+    groups: list[set[int]] = []
+    owner: dict[int, int] = {}
+    for i in range(n):
+        if i not in chosen:
+            continue
+        groups.append({i})
+        mine = len(groups) - 1
+        owner[i] = mine
+        for gk in sorted({owner[j] for j in deps[i] if j in owner} - {mine}):
+            trial = [set(g) for g in groups]
+            trial[mine] |= trial[gk]
+            trial[gk] = set()
+            if _acyclic(n, deps, _clusters(n, [g for g in trial if g])):
+                groups = trial
+                for j in groups[mine]:
+                    owner[j] = mine
+    return sorted((sorted(g) for g in groups if g), key=lambda g: g[0])
+
+
+def _reach(start: Iterable[int], edges: list[set[int]]) -> set[int]:
+    seen, stack = set(), list(start)
+    while stack:
+        i = stack.pop()
+        for j in edges[i]:
+            if j not in seen:
+                seen.add(j)
+                stack.append(j)
+    return seen
+
+
+def absorb_segments(n: int, deps: list[set[int]], groups: list[list[int]], can_run: Callable[[int], bool],
+                    compute: Callable[[int], float], crossing_bytes: Callable[[set[int], set[int]], int]
+                    ) -> tuple[list[list[int]], list[int]]:
+    """Merges partitions A and B (B after A) with the edgert segment S between them (the
+    nodes reachable from A that reach B) when S is small (<= MAX_ABSORBED_NODES), the
+    backend runs every node of S, the merged group keeps the graph acyclic, and
+        PARTITION_FIXED_COST + BYTE_COST * (bytes crossing between A, S and B)
+    exceeds the compute estimate of S. Returns the groups and the absorbed nodes."""
+    succ: list[set[int]] = [set() for _ in range(n)]
+    for i in range(n):
+        for j in deps[i]:
+            succ[j].add(i)
+    absorbed: list[int] = []
+    changed = True
+    while changed and len(groups) > 1:
+        changed = False
+        sets = [set(g) for g in groups]
+        down = [_reach(g, succ) for g in sets]  # nodes each partition reaches
+        up = [_reach(g, deps) for g in sets]  # nodes that reach each partition
+        owner = {i: k for k, g in enumerate(sets) for i in g}
+        for a in range(len(groups)):
+            for b in range(len(groups)):
+                if a == b or not (down[a] & sets[b]):
+                    continue
+                seg = (down[a] & up[b]) - sets[a] - sets[b]
+                if not seg or len(seg) > MAX_ABSORBED_NODES or any(i in owner for i in seg):
+                    continue
+                if not all(can_run(i) for i in seg):
+                    continue
+                cost = PARTITION_FIXED_COST + BYTE_COST * crossing_bytes(sets[a] | sets[b], seg)
+                if cost <= sum(compute(i) for i in seg):
+                    continue
+                trial = [g for k, g in enumerate(sets) if k not in (a, b)] + [sets[a] | sets[b] | seg]
+                if not _acyclic(n, deps, _clusters(n, trial)):
+                    continue
+                absorbed += sorted(seg)
+                groups = sorted((sorted(g) for g in trial), key=lambda g: g[0])
+                changed = True
+                break
+            if changed:
+                break
+    return groups, absorbed
+
+
+def check_count(groups: list[list[int]], labels: Callable[[int], str], max_partitions: int) -> None:
+    if len(groups) > max_partitions:
+        lines = [f"  partition_{k}: " + ", ".join(labels(i) for i in g[:8]) + (" ..." if len(g) > 8 else "")
+                 for k, g in enumerate(groups)]
+        raise ConversionError(
+            f"the model needs {len(groups)} fallback partitions, more than --max-partitions {max_partitions} "
+            "(each one is a call into another runtime):\n" + "\n".join(lines)
+            + f"\nraise the limit with --max-partitions {len(groups)} (max_partitions={len(groups)}) "
+              "or hand more nodes off with --fallback-ops so that partitions join")
+
+
+def select_forced(names: list[str], op_types: list[str], fallback_ops: Iterable[str]) -> set[int]:
+    """Indices of the nodes --fallback-ops names (a node name, an op type, or "all");
+    ConversionError naming every entry that matches nothing."""
+    chosen: set[int] = set()
+    unknown = []
+    for item in fallback_ops:
+        if item == "all":
+            chosen.update(range(len(names)))
+            continue
+        hit = {i for i, (nm, op) in enumerate(zip(names, op_types)) if nm == item or op == item}
+        if not hit:
+            unknown.append(item)
+        chosen |= hit
+    if unknown:
+        ops = sorted(set(op_types))
+        raise ConversionError(
+            f"--fallback-ops {', '.join(repr(u) for u in unknown)}: neither a node name nor an op type of the model "
+            f"(its op types: {', '.join(ops)}; `edgert convert` error messages and `edgert inspect` name the nodes)")
+    return chosen
+
+
+# ---- onnxruntime: carving the ONNX model -------------------------------------------
+
+class DataDependentShape(ConversionError):
+    """A partition output whose shape follows the data; `tensor` names it."""
+
+    def __init__(self, message: str, tensor: str):
+        super().__init__(message)
+        self.tensor = tensor
+
+
+@dataclasses.dataclass
+class OnnxPartition:
+    """One group of the ONNX model and what its placeholder node needs."""
+
+    index: int
+    name: str
+    nodes: list  # NodeProto of the original nodes, in execution order
+    inputs: list[str]  # boundary input names (ONNX), payload order
+    outputs: list[str]  # boundary output names (ONNX), payload order
+    initializers: list  # TensorProto the nodes read
+    delegate: str | None = None
+
+
+def normalize(model):
+    """A copy of the model whose top-level nodes all have distinct names (the name the
+    importer reports: the node's name, else its first output, else its op type)."""
+    import onnx
+
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    seen: set[str] = set()
+    for node in m.graph.node:
+        base = node.name or (node.output[0] if node.output else node.op_type)
+        name, k = base, 1
+        while name in seen:
+            name = f"{base}__{k}"
+            k += 1
+        seen.add(name)
+        node.name = name
+    return m
+
+
+def _node_reads(node) -> list[str]:
+    from .frontend.onnx_import import _subgraph_inputs
+
+    return [i for i in node.input if i] + sorted(_subgraph_inputs(node))
+
+
+def onnx_dependencies(nodes) -> list[set[int]]:
+    producer = {o: k for k, n in enumerate(nodes) for o in n.output if o}
+    return [{producer[i] for i in _node_reads(n) if i in producer} for n in nodes]
+
+
+def static_shapes(model) -> dict[str, tuple[list[int], int]]:
+    """(dims, item size) of every tensor whose static shape ONNX shape inference finds
+    (initializers included)."""
+    import onnx
+
+    out: dict[str, tuple[list[int], int]] = {}
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+    except Exception:
+        return out
+    for vi in list(inferred.graph.value_info) + list(inferred.graph.input) + list(inferred.graph.output):
+        tt = vi.type.tensor_type
+        dims = [d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim]
+        if not tt.HasField("shape") or any(d < 0 for d in dims):
+            continue
+        try:
+            out[vi.name] = (dims, np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)).itemsize)
+        except Exception:
+            continue
+    for t in model.graph.initializer:
+        try:
+            out[t.name] = (list(t.dims), np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.data_type)).itemsize)
+        except Exception:
+            continue
+    return out
+
+
+def with_input_shapes(model, shapes: dict[str, list[int]]):
+    """A copy of the model with the given graph input dims fixed (for shape inference)."""
+    import onnx
+
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    for vi in m.graph.input:
+        if vi.name in shapes:
+            dims = vi.type.tensor_type.shape.dim
+            for d, v in zip(dims, shapes[vi.name]):
+                d.Clear()
+                d.dim_value = int(v)
+    return m
+
+
+def carve_onnx(model, chosen: set[int], delegate: str | None, max_partitions: int,
+               shapes: dict[str, list[int]], absorb: bool = True):
+    """(ONNX model with each group replaced by a placeholder node, {placeholder name:
+    OnnxPartition}). `model` must be normalized; `chosen` indexes its nodes."""
+    import onnx
+    from onnx import helper
+
+    from .frontend.onnx_import import check_graph
+
+    order = check_graph(model.graph, set())
+    pos = {id(n): k for k, n in enumerate(model.graph.node)}
+    nodes = list(order)
+    idx_in_order = {pos[id(n)]: k for k, n in enumerate(nodes)}
+    chosen_o = {idx_in_order[i] for i in chosen}
+    deps = onnx_dependencies(nodes)
+    groups = group_nodes(len(nodes), deps, chosen_o)
+    if absorb and len(groups) > 1:
+        known = static_shapes(with_input_shapes(model, shapes))
+        sizes = {k: math.prod(d) * item for k, (d, item) in known.items()}
+
+        def compute(i: int) -> float:
+            """Multiply-adds of node i (output elements for ops without a reduction)."""
+            node = nodes[i]
+            outs = [o for o in node.output if o]
+            if not outs or any(o not in known for o in outs):
+                return math.inf
+            n_out = sum(math.prod(known[o][0]) for o in outs)
+            if node.op_type in ("Conv", "ConvTranspose") and len(node.input) > 1:
+                w = known.get(node.input[1])
+                return math.inf if w is None else float(n_out * math.prod(w[0][1:]))
+            if node.op_type in ("MatMul", "Gemm"):
+                a = known.get(node.input[0])
+                if a is None or not a[0]:
+                    return math.inf
+                trans_a = any(t.name == "transA" and t.i for t in node.attribute)
+                return float(n_out * (a[0][0] if trans_a and len(a[0]) == 2 else a[0][-1]))
+            return float(n_out)
+
+        def crossing(part: set[int], seg: set[int]) -> int:
+            total = 0
+            for i in seg:
+                for t in _node_reads(nodes[i]):
+                    if any(t in nodes[j].output for j in part):
+                        total += sizes.get(t, 0)
+            for j in part:
+                for t in _node_reads(nodes[j]):
+                    if any(t in nodes[i].output for i in seg):
+                        total += sizes.get(t, 0)
+            return total
+
+        groups, _ = absorb_segments(len(nodes), deps, groups, lambda i: True, compute, crossing)
+    check_count(groups, lambda i: f"{nodes[i].name} ({nodes[i].op_type})", max_partitions)
+    inits = {t.name: t for t in model.graph.initializer}
+    graph_inputs = {vi.name for vi in model.graph.input}
+    graph_outputs = [o.name for o in model.graph.output]
+    readers: dict[str, set[int]] = {}
+    for k, n in enumerate(nodes):
+        for t in _node_reads(n):
+            readers.setdefault(t, set()).add(k)
+    in_group = {i for g in groups for i in g}
+    placeholders = []
+    parts: dict[str, OnnxPartition] = {}
+    for k, grp in enumerate(groups):
+        members = set(grp)
+        produced = {o for i in grp for o in nodes[i].output if o}
+        ins: list[str] = []
+        used_inits = []
+        for i in grp:
+            for t in _node_reads(nodes[i]):
+                if t in produced or t in ins:
+                    continue
+                if t in inits and t not in graph_inputs:
+                    if all(x.name != t for x in used_inits):
+                        used_inits.append(inits[t])
+                    continue
+                ins.append(t)
+        outs = [o for i in grp for o in nodes[i].output
+                if o and (o in graph_outputs or any(r not in members for r in readers.get(o, ())))]
+        name = f"partition_{k}"
+        parts[name] = OnnxPartition(k, name, [nodes[i] for i in grp], ins, outs, used_inits, delegate)
+        placeholders.append(helper.make_node("Partition", ins, outs, name=name, domain=PLACEHOLDER_DOMAIN))
+    carved = onnx.ModelProto()
+    carved.CopyFrom(model)
+    del carved.graph.node[:]
+    first = {g[0]: k for k, g in enumerate(groups)}
+    for i, n in enumerate(nodes):
+        if i in first:
+            carved.graph.node.append(placeholders[first[i]])
+        elif i not in in_group:
+            carved.graph.node.append(n)
+    return carved, parts
+
+
+def build_onnx_payload(part: OnnxPartition, model, inputs: list[tuple[str, tuple, np.dtype, Any]]):
+    """(payload bytes, boundary input names kept, [(shape, dtype)] of the outputs).
+    inputs: (name, shape, dtype, constant value or None) of each boundary input as the
+    edgert graph holds it. Constant inputs become initializers of the payload."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    g_inputs, inits, kept = [], list(part.initializers), []
+    for name, shape, dt, value in inputs:
+        if value is not None:
+            inits.append(numpy_helper.from_array(np.asarray(value, dt), name))
+            continue
+        g_inputs.append(helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(np.dtype(dt)),
+                                                      list(shape)))
+        kept.append(name)
+    outputs = [helper.make_empty_tensor_value_info(o) for o in part.outputs]
+    graph = helper.make_graph(list(part.nodes), part.name, g_inputs, outputs, initializer=inits)
+    m = helper.make_model(graph, opset_imports=list(model.opset_import), producer_name="edgert")
+    m.ir_version = model.ir_version
+    m.functions.extend(model.functions)
+    types = _output_types(m, part)
+    del m.graph.output[:]
+    for o, (shape, dt) in zip(part.outputs, types):
+        m.graph.output.append(helper.make_tensor_value_info(o, helper.np_dtype_to_tensor_dtype(dt), list(shape)))
+    try:
+        onnx.checker.check_model(m)
+    except Exception as e:
+        raise ConversionError(f"{part.name}: its ONNX payload does not check ({e})") from None
+    data = m.SerializeToString()
+    _check_runs(part, data)
+    return data, kept, types
+
+
+def _check_runs(part: OnnxPartition, payload: bytes) -> None:
+    """onnxruntime accepts the payload (a node it has no kernel for is refused now, not
+    on the board)."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 4
+    try:
+        ort.InferenceSession(payload, opts, providers=["CPUExecutionProvider"])
+    except Exception as e:
+        raise ConversionError(f"{part.name} ({', '.join(n.name for n in part.nodes)}): onnxruntime cannot load "
+                              f"its payload: {str(e).strip().splitlines()[-1]}") from None
+
+
+def _output_types(m, part: OnnxPartition) -> list[tuple[tuple[int, ...], np.dtype]]:
+    """Static (shape, dtype) of each payload output: ONNX shape inference, else a run of
+    the payload on random inputs (twice: a shape that changes with the data is refused)."""
+    import onnx
+
+    found: dict[str, tuple[tuple[int, ...], np.dtype]] = {}
+    try:
+        inferred = onnx.shape_inference.infer_shapes(m, strict_mode=False, data_prop=True)
+        for vi in inferred.graph.output:
+            tt = vi.type.tensor_type
+            dims = [d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim]
+            if tt.elem_type and tt.HasField("shape") and all(d >= 0 for d in dims):
+                found[vi.name] = (tuple(dims), np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)))
+    except Exception:
+        pass
+    producer = {o: n for n in part.nodes for o in n.output}
+    for o in part.outputs:
+        if o not in found and producer[o].op_type in DATA_DEPENDENT_OPS:
+            raise DataDependentShape(
+                f"{part.name}: output {o!r} of {producer[o].op_type} has a data-dependent shape; edgert needs "
+                "static shapes: bound it (for example concatenate a fixed block and slice a fixed count)", o)
+    if len(found) < len(part.outputs):
+        runs = [_run_sample(m, kind) for kind in _SAMPLE_KINDS]
+        for k, o in enumerate(part.outputs):
+            if o in found:
+                continue
+            got = {tuple(r[k].shape) for r in runs}
+            if len(got) > 1:
+                raise DataDependentShape(
+                    f"{part.name}: output {o!r} has a data-dependent shape ({' or '.join(str(list(g)) for g in got)} "
+                    "depending on the input values); edgert needs static shapes: end the partition before it or "
+                    "bound the output (for example concatenate a fixed block and slice a fixed count)", o)
+            found[o] = (tuple(runs[0][k].shape), runs[0][k].dtype)
+    out = []
+    for o in part.outputs:
+        shape, dt = found[o]
+        if not dtypes.supported(dt):
+            raise ConversionError(f"{part.name}: output {o!r} has dtype {dt}, which edgert files cannot hold")
+        out.append((shape, dt))
+    return out
+
+
+# ONNX ops whose output shape follows the input values.
+DATA_DEPENDENT_OPS = {"NonZero", "NonMaxSuppression", "Unique", "Compress", "StringSplit"}
+# Inputs the payload runs on when shape inference leaves an output shape unknown: a
+# shape that differs between them follows the data.
+_SAMPLE_KINDS = ("normal", "half_zero", "zero", "large")
+
+
+def _run_sample(m, kind: str) -> list[np.ndarray]:
+    import onnx
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(len(kind))
+    feeds = {}
+    for vi in m.graph.input:
+        tt = vi.type.tensor_type
+        dt = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type))
+        shape = [d.dim_value for d in tt.shape.dim]
+        if dt.kind == "f":
+            x = rng.standard_normal(shape)
+            x = {"normal": x, "half_zero": x * (rng.random(shape) < 0.5), "zero": 0 * x, "large": 100 * x}[kind]
+            feeds[vi.name] = x.astype(dt)
+        elif dt.kind == "b":
+            feeds[vi.name] = (rng.integers(0, 2, shape) if kind != "zero" else np.zeros(shape)).astype(dt)
+        else:
+            feeds[vi.name] = (rng.integers(0, 2, shape) if kind != "zero" else np.zeros(shape)).astype(dt)
+    try:
+        opts = ort.SessionOptions()
+        opts.log_severity_level = 3
+        sess = ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        return [np.asarray(v) for v in sess.run(None, feeds)]
+    except Exception as e:
+        raise ConversionError(f"onnxruntime cannot run the partition {m.graph.name!r} to find its output shapes: "
+                              f"{type(e).__name__}: {e}") from None
+
+
+def emit_placeholder(importer, node) -> None:
+    """The importer's handling of a placeholder node: the `partition` edgert node."""
+    part: OnnxPartition = importer.partitions[node.name]
+    g = importer.graph
+    ins = []
+    for name in part.inputs:
+        t = g.tensors[importer.resolve(name)]
+        ins.append((name, t.shape, t.dtype, t.data if t.is_const else None, t.name))
+    try:
+        payload, kept, types = build_onnx_payload(part, importer.model, [x[:4] for x in ins])
+    except DataDependentShape as e:
+        importer.data_dependent.append(e.tensor)
+        raise
+    edgert_ins = [x[4] for x in ins if x[0] in kept]
+    const = g.add_const(np.frombuffer(payload, np.uint8).copy(), f"{part.name}_payload")
+    attrs = {"backend": "onnxruntime", "index": part.index, "delegate": part.delegate,
+             "nodes": [n.name for n in part.nodes], "ops": [n.op_type for n in part.nodes],
+             "output_shapes": [list(s) for s, _ in types], "output_dtypes": [str(d) for _, d in types]}
+    importer.emit("partition", edgert_ins + [const], list(part.outputs), attrs, part.name)
+
+
+def import_with_fallback(model, shapes, values, fallback: str, fallback_ops, delegate, max_partitions: int):
+    """The edgert graph of an ONNX model whose unsupported (and forced) nodes run as
+    onnxruntime partitions; for litert, the graph and the node names to carve later."""
+    from .frontend.onnx_import import OnnxImporter
+
+    if fallback == "onnxruntime":
+        try:
+            import onnxruntime  # noqa: F401  (checks and shapes every payload)
+        except ImportError:
+            raise ConversionError("--fallback onnxruntime needs the onnxruntime package at conversion: "
+                                  "pip install 'edgert[ort]'") from None
+    norm = normalize(model)
+    names = [n.name for n in norm.graph.node]
+    op_types = [n.op_type for n in norm.graph.node]
+    index = {nm: k for k, nm in enumerate(names)}
+    forced = select_forced(names, op_types, fallback_ops)
+    if fallback == "litert":
+        try:
+            g = OnnxImporter(norm, shapes, values).run()
+        except UnsupportedError as e:
+            raise ConversionError(
+                "LiteRT partitions are made from nodes edgert imports; these cannot be imported:\n"
+                + "\n".join(f"  {n or '<unnamed>'} ({op}): {why}" for n, op, why in e.problems)
+                + "\nrun them with onnxruntime instead: --fallback onnxruntime (fallback='onnxruntime')") from None
+        requested = {item: {nm for nm, op in zip(names, op_types) if item in (nm, op, "all")}
+                     for item in fallback_ops}
+        return g, {names[i] for i in forced}, requested
+    chosen = set(forced)
+    for _ in range(len(names) + 1):
+        if chosen:
+            carved, parts = carve_onnx(norm, chosen, delegate, max_partitions, shapes)
+        else:
+            carved, parts = norm, {}
+        imp = OnnxImporter(carved, shapes, values)
+        imp.partitions = parts
+        try:
+            return imp.run(), set(), {}
+        except UnsupportedError as e:
+            # A partition output whose shape follows the data pulls its readers in: the
+            # partition ends where the model bounds it again (or the error stays).
+            grow = {k for k, n in enumerate(norm.graph.node) if set(n.input) & set(imp.data_dependent)} - chosen
+            if grow:
+                chosen |= grow
+                continue
+            new, stuck = set(), []
+            for name, op, why in e.problems:
+                if name in parts or name not in index:
+                    stuck.append((name, op, why))
+                elif index[name] not in chosen:
+                    new.add(index[name])
+            if stuck:
+                raise ConversionError(
+                    "these nodes cannot be placed in a fallback partition:\n"
+                    + "\n".join(f"  {n or '<unnamed>'} ({op}): {why}" for n, op, why in stuck)) from None
+            if not new:
+                raise
+            chosen |= new
+    raise ConversionError("fallback partitioning did not converge")
+
+
+# ---- litert: carving the edgert graph ------------------------------------------------
+
+def carve_ir(g, names: set[str], delegate: str | None, max_partitions: int,
+             requested: dict[str, set[str]] | None = None) -> None:
+    """Replaces the nodes named in `names` (edgert node names: the ONNX node each came
+    from) with litert `partition` nodes whose payload the TFLite writer makes.
+    requested: each --fallback-ops entry and the ONNX nodes it named; an entry none of
+    whose nodes an edgert node still carries (the passes fused them into other nodes)
+    is an error."""
+    from .ir import Graph
+
+    try:
+        from .tflite.writer import unsupported, write_tflite
+    except ImportError:
+        raise ConversionError("--fallback litert needs the TFLite writer (edgert.tflite.writer), which this "
+                              "edgert build does not include; use --fallback onnxruntime") from None
+    g.toposort()
+    nodes = list(g.nodes)
+    producer = {o: k for k, n in enumerate(nodes) for o in n.outputs}
+    deps = [{producer[i] for i in n.inputs if i in producer} for n in nodes]
+    chosen = {k for k, n in enumerate(nodes) if n.name in names or n.name.split("__")[0] in names}
+    carried = {n.name for n in nodes} | {n.name.split("__")[0] for n in nodes}
+    gone = sorted(item for item, nms in (requested or {}).items() if nms and not nms & carried)
+    if gone:
+        raise ConversionError(
+            f"--fallback-ops {', '.join(gone)}: the graph passes merged these nodes into others (an activation "
+            "fused into its convolution, a BatchNormalization folded into it); name the node they joined, "
+            "or convert with --no-optimize")
+    if not chosen:
+        return
+    groups = group_nodes(len(nodes), deps, chosen)
+
+    def standalone(idx: Iterable[int]) -> Graph:
+        return _subgraph(g, [nodes[i] for i in idx])
+
+    def can_run(i: int) -> bool:
+        return not unsupported(standalone([i]))
+
+    def compute(i: int) -> float:
+        """Multiply-adds of node i (output elements for ops without a reduction)."""
+        n = nodes[i]
+        out = sum(g.tensors[o].numel for o in n.outputs)
+        if n.op.startswith("conv") and len(n.inputs) > 1 and n.inputs[1]:
+            return float(out * math.prod(g.tensors[n.inputs[1]].shape[1:]))
+        if n.op.startswith(("gemm", "matmul")) and n.inputs and g.tensors[n.inputs[0]].shape:
+            return float(out * g.tensors[n.inputs[0]].shape[-1])
+        return float(out)
+
+    def crossing(part: set[int], seg: set[int]) -> int:
+        outs_p = {o for j in part for o in nodes[j].outputs}
+        outs_s = {o for j in seg for o in nodes[j].outputs}
+        total = sum(g.tensors[t].nbytes for t in {i for j in seg for i in nodes[j].inputs if i in outs_p})
+        total += sum(g.tensors[t].nbytes for t in {i for j in part for i in nodes[j].inputs if i in outs_s})
+        return total
+
+    if len(groups) > 1:
+        groups, _ = absorb_segments(len(nodes), deps, groups, can_run, compute, crossing)
+    check_count(groups, lambda i: f"{nodes[i].name} ({nodes[i].op})", max_partitions)
+    replaced: set[int] = set()
+    new_nodes = []
+    first = {grp[0]: k for k, grp in enumerate(groups)}
+    for i, n in enumerate(nodes):
+        if i in first:
+            k = first[i]
+            grp = groups[k]
+            sub = standalone(grp)
+            bad = unsupported(sub)
+            if bad:
+                raise ConversionError(
+                    f"partition_{k}: LiteRT has no mapping for " + ", ".join(f"{b.name} ({b.op})" for b in bad)
+                    + "; run these nodes with onnxruntime instead: --fallback onnxruntime")
+            payload = write_tflite(sub)
+            const = g.add_const(np.frombuffer(payload, np.uint8).copy(), f"partition_{k}_payload")
+            from .ir import Node
+            attrs = {"backend": "litert", "index": k, "delegate": delegate,
+                     "nodes": [nodes[j].name for j in grp], "ops": [nodes[j].op for j in grp],
+                     "output_shapes": [list(g.tensors[o].shape) for o in sub.outputs],
+                     "output_dtypes": [str(g.tensors[o].dtype) for o in sub.outputs]}
+            new_nodes.append(Node("partition", list(sub.inputs) + [const], list(sub.outputs), attrs, f"partition_{k}"))
+            replaced.update(grp)
+        elif i not in replaced and not any(i in grp for grp in groups):
+            new_nodes.append(n)
+    g.nodes = new_nodes
+    g.toposort()
+    g.remove_unused_tensors()
+
+
+def _subgraph(g, members: list):
+    """A standalone Graph of `members` (edgert nodes of g): its inputs are the tensors
+    they read that are computed outside (constants stay constants), its outputs the
+    tensors they compute that are read outside or are outputs of g."""
+    from .ir import Graph
+
+    sub = Graph()
+    sub.metadata = {}
+    inside = {o for n in members for o in n.outputs}
+    ids = {id(n) for n in members}
+    read_outside = {i for n in g.nodes if id(n) not in ids for i in n.inputs} | set(g.outputs)
+    for n in members:
+        for i in n.inputs:
+            if i and i not in sub.tensors:
+                t = g.tensors[i]
+                sub.tensors[i] = t
+                if not t.is_const and i not in inside:
+                    sub.inputs.append(i)
+        for o in n.outputs:
+            sub.tensors[o] = g.tensors[o]
+            if o in read_outside:
+                sub.outputs.append(o)
+    sub.nodes = list(members)
+    return sub
+
+
+# ---- reporting -------------------------------------------------------------------
+
+def metadata(g) -> list[dict]:
+    """The "partitions" list of the file's metadata (docs/format.md)."""
+    out = []
+    for n in g.nodes:
+        if n.op != "partition":
+            continue
+        a = n.attrs
+        out.append({"index": int(a["index"]), "backend": a["backend"], "delegate": a.get("delegate"),
+                    "node": n.name, "nodes": list(a.get("nodes") or []), "ops": list(a.get("ops") or []),
+                    "inputs": list(n.inputs[:-1]), "outputs": list(n.outputs),
+                    "bytes": int(g.tensors[n.inputs[-1]].nbytes)})
+    return sorted(out, key=lambda p: p["index"])
+
+
+def summary_lines(parts: list[dict], tensors: dict[str, tuple[list[int], str]] | None = None) -> list[str]:
+    """Short human summary: one line per partition, then its boundary tensors."""
+    lines = []
+    for p in parts:
+        ops: dict[str, int] = {}
+        for op in p["ops"]:
+            ops[op] = ops.get(op, 0) + 1
+        opstr = ", ".join(f"{k}" + (f" x{v}" if v > 1 else "") for k, v in sorted(ops.items()))
+        dl = f", delegate {p['delegate']}" if p.get("delegate") else ""
+        lines.append(f"{p['node']}: {p['backend']}{dl}, {len(p['nodes'])} node(s) ({opstr}), "
+                     f"payload {p['bytes']:,} bytes")
+
+        def fmt(names):
+            if not tensors:
+                return ", ".join(names)
+            return ", ".join(f"{t} {tensors[t][1]}{tensors[t][0]}" if t in tensors else t for t in names)
+
+        lines.append(f"  in:  {fmt(p['inputs'])}")
+        lines.append(f"  out: {fmt(p['outputs'])}")
+    return lines
+
+
+def print_summary(parts: list[dict], tensors=None, stream=None) -> None:
+    if not parts:
+        return
+    stream = stream or sys.stderr
+    print(f"fallback partitions: {len(parts)}", file=stream)
+    for line in summary_lines(parts, tensors):
+        print("  " + line, file=stream)
