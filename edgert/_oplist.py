@@ -120,5 +120,6 @@ OPS: dict[str, int] = {
     'rnn': 202,
     'quantize_linear': 220,
     'dequantize_linear': 221,
+    'partition': 230,
 }
 NAMES: dict[int, str] = {v: k for k, v in OPS.items()}

@@ -44,3 +44,14 @@ class InputError(EdgertError, ValueError):
 
 class RuntimeFailure(EdgertError):
     """The C runtime returned an error status."""
+
+
+class NoBackendError(RuntimeFailure):
+    """A model has fallback partitions (docs/partitions.md) for a runtime that is not
+    installed or not allowed here (code 202). The message names the partition, the
+    nodes it holds and the pip extra that installs the runtime."""
+
+
+class BackendError(RuntimeFailure):
+    """A fallback partition's runtime failed to load its payload or to run it (code 203);
+    the message names the partition and carries the runtime's own message."""

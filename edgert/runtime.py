@@ -13,8 +13,8 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from . import dtypes
-from .errors import EdgertError, InputError, ModelFormatError, RuntimeFailure
+from . import backends, dtypes
+from .errors import BackendError, EdgertError, InputError, ModelFormatError, NoBackendError, RuntimeFailure
 
 _FORMAT_CODES = range(100, 200)
 _lib = None
@@ -49,6 +49,10 @@ def _check(status: int, message: str) -> None:
     ffi, lib = _load()
     text = ffi.string(lib.edgert_status_str(status)).decode()
     msg = f"{text}: {message}" if message else text
+    if status == 202:
+        raise NoBackendError(msg, status)
+    if status == 203:
+        raise BackendError(msg, status)
     if status in _FORMAT_CODES or 200 <= status < 400:
         raise ModelFormatError(msg, status)
     if status in (500, 501):  # invalid argument; an input's index value out of range
@@ -146,10 +150,21 @@ class Session:
     one. The C call runs without the GIL, so runs in different threads use different
     cores. `max_contexts=1` serializes runs and keeps one arena. Memory: one arena
     (`arena_bytes`) per context ever created.
+
+    Fallback partitions (docs/partitions.md): nodes of the file that edgert hands to
+    onnxruntime or LiteRT run through Python backends. `fallback` picks the runtime
+    ("onnxruntime", "litert" for ai-edge-litert, "tflite" for tflite-runtime; None:
+    whichever is installed); `delegate` ("edgetpu", "armnn" or a library path; default:
+    the one recorded at conversion) and `delegate_options` apply to LiteRT partitions.
+    A delegate that cannot be loaded gives a RuntimeWarning and the CPU path;
+    `partitions()` says where each partition runs. Each context has its own LiteRT
+    interpreters; onnxruntime sessions are shared by the contexts (their run is
+    thread-safe).
     """
 
     def __init__(self, model: str | os.PathLike | bytes | bytearray | memoryview, threads: int = 1,
-                 max_contexts: int | None = None):
+                 max_contexts: int | None = None, *, delegate: str | None = None,
+                 delegate_options: dict | None = None, fallback: str | None = None):
         ffi, lib = _load()
         self._ffi, self._lib = ffi, lib
         self._model = ffi.NULL
@@ -157,6 +172,9 @@ class Session:
         self._idle: list[Any] = []      # those not running
         self._cond = threading.Condition()
         self._closed = False
+        self._partitions: list = []
+        self._backends = None
+        self._fallback = fallback
         err = ffi.new("char[]", 1024)
         out = ffi.new("edgert_model **")
         if isinstance(model, (bytes, bytearray, memoryview)):
@@ -186,14 +204,82 @@ class Session:
         self._max_contexts = max_contexts
         self.arena_bytes = int(lib.edgert_model_arena_bytes(self._model))
         try:
+            self._setup_partitions(model, delegate, delegate_options, fallback)
             self._idle.append(self._new_context())
         except EdgertError:
             self.close()
             raise
+        for p in self._partitions:
+            backends.warn_delegate(p)
         self._inputs = [self._info(lib.edgert_model_input_info, k) for k in range(lib.edgert_model_num_inputs(self._model))]
         self._outputs = [self._info(lib.edgert_model_output_info, k) for k in range(lib.edgert_model_num_outputs(self._model))]
         self._in_index = {t.name: k for k, t in enumerate(self._inputs)}
         self._out_index = {t.name: k for k, t in enumerate(self._outputs)}
+
+    def _setup_partitions(self, model, delegate, delegate_options, fallback) -> None:
+        """Finds the model's partition nodes and the runtime for each; builds the backends."""
+        ffi, lib = self._ffi, self._lib
+        if fallback not in (None, "onnxruntime", "litert", "tflite"):
+            raise InputError(f"fallback must be None, 'onnxruntime', 'litert' or 'tflite', got {fallback!r}")
+        if delegate is not None and not isinstance(delegate, (str, os.PathLike)):
+            raise InputError(f"delegate must be a name or a library path, got {delegate!r}")
+        count = int(lib.edgert_model_num_partitions(self._model))
+        if count == 0:
+            return
+        if isinstance(model, (bytes, bytearray, memoryview)):
+            meta = backends.partition_metadata(bytes(self._buffer))
+        else:
+            with open(os.fspath(model), "rb") as f:
+                meta = backends.partition_metadata(f.read())
+        by_index = {m.get("index"): m for m in meta}
+        info = ffi.new("edgert_partition_info *")
+        tinfo = ffi.new("edgert_tensor_info *")
+        for k in range(count):
+            _check(lib.edgert_model_partition_info(self._model, k, info), "")
+            specs = []
+            for is_out, n in ((0, info.n_inputs), (1, info.n_outputs)):
+                side = []
+                for j in range(int(n)):
+                    _check(lib.edgert_model_partition_tensor(self._model, k, is_out, j, tinfo), "")
+                    side.append(backends.tensor_spec(ffi, tinfo))
+                specs.append(side)
+            kind = backends.KIND_NAMES[int(info.backend)]
+            p = backends.Partition(k, int(info.node), kind, int(info.index), ffi.string(info.name).decode(errors="replace"),
+                                   specs[0], specs[1], by_index.get(int(info.index), {}))
+            p.runtime = backends.choose_runtime(kind, fallback)
+            if kind == "litert":
+                p.delegate = os.fspath(delegate) if delegate is not None else p.meta.get("delegate")
+            elif delegate is not None:
+                p.reason = "delegates apply to LiteRT partitions; this one runs on onnxruntime's CPU provider"
+            self._partitions.append(p)
+        self._backends = backends.Backends(ffi, self._partitions, None, delegate_options, self._threads)
+
+    def _no_backend(self, c_message: str) -> NoBackendError:
+        """The error for partitions no installed (or allowed) runtime can run."""
+        lines = []
+        for p in self._partitions:
+            if p.runtime is not None:
+                continue
+            wanted = self._fallback
+            if wanted is not None and wanted not in backends.RUNTIMES[p.kind]:
+                why = f"fallback={wanted!r} cannot run {p.kind} partitions"
+            else:
+                names = " or ".join(backends._DISTRIBUTIONS[r] for r in backends.RUNTIMES[p.kind]
+                                    if wanted is None or r == wanted)
+                why = f"{names} is not installed" + (" (EDGERT_DISABLE_BACKENDS)" if backends.disabled() else "")
+            nodes = ", ".join(p.nodes) or "?"
+            ops = ", ".join(sorted(set(p.ops))) or "?"
+            lines.append(f"partition {p.name} ({p.kind}: nodes {nodes}; ops {ops}): {why}; "
+                         f"install it with {backends.pip_hint(p.kind)}")
+        text = "no backend for a fallback partition: " + "; ".join(lines or [c_message])
+        return NoBackendError(text + f" [{c_message}]" if lines else text, 202)
+
+    def partitions(self) -> list[dict]:
+        """Where each fallback partition runs: one dict per partition with "index",
+        "node", "backend" ("onnxruntime" | "litert"), "runtime" (e.g. "ai-edge-litert
+        2.3.0"), "delegate" (name or None), "delegate_loaded", "reason" (why not, or
+        None) and "nodes" (the original nodes). Empty for models edgert runs alone."""
+        return backends.describe(self._partitions)
 
     def _new_context(self):
         """Creates one C session (with its arena) on the model; raises RuntimeFailure."""
@@ -205,10 +291,15 @@ class Session:
         opts = ffi.new("edgert_session_options *")
         lib.edgert_session_options_init(opts)
         opts.threads = self._threads
+        if self._backends is not None:
+            self._backends.install(opts)
         sout = ffi.new("edgert_session **")
         status = lib.edgert_session_create(self._model, opts, sout)
         if status != 0:
-            _check(status, "cannot create a session: " + ffi.string(lib.edgert_session_last_error(ffi.NULL)).decode())
+            message = ffi.string(lib.edgert_session_last_error(ffi.NULL)).decode(errors="replace")
+            if status == 202:
+                raise self._no_backend(message)
+            _check(status, "cannot create a session: " + message)
         self._contexts.append(sout[0])
         return sout[0]
 

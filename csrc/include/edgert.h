@@ -77,6 +77,8 @@ typedef enum edgert_status {
   EDGERT_ERR_ALIGNMENT = 104,       /* buffer or section not aligned as required */
   EDGERT_ERR_UNSUPPORTED_OP = 200,  /* op code unknown to this runtime */
   EDGERT_ERR_UNSUPPORTED = 201,     /* known op, unsupported dtype or parameters */
+  EDGERT_ERR_NO_BACKEND = 202,      /* a fallback partition's backend was not given */
+  EDGERT_ERR_BACKEND = 203,         /* a fallback partition's backend failed */
   EDGERT_ERR_SHAPE = 300,           /* shapes inconsistent with the op */
   EDGERT_ERR_DTYPE = 301,           /* dtypes inconsistent with the op */
   EDGERT_ERR_PARAM = 302,           /* op parameters out of range */
@@ -176,17 +178,79 @@ typedef struct edgert_node_info {
 edgert_status edgert_model_node_info(const edgert_model *model, size_t index,
                                      edgert_node_info *info);
 
+/* Fallback partitions (docs/partitions.md)
+ * -----------------------------------------
+ * A node with op "partition" holds a subgraph that edgert does not run itself: its
+ * last input is a constant uint8 payload (an ONNX model for onnxruntime, a .tflite
+ * flatbuffer for LiteRT) that an external backend runs. The library never links to a
+ * backend: the caller passes one edgert_backend per kind in the session options, and
+ * the session calls it through these function pointers. Boundary tensors (the
+ * partition's inputs and outputs, payload excluded) are ordinary tensors of the model,
+ * in edgert's layout and dtype; the backend copies bytes in and out.
+ */
+typedef enum edgert_backend_kind {
+  EDGERT_BACKEND_ONNXRUNTIME = 1,
+  EDGERT_BACKEND_LITERT = 2,
+} edgert_backend_kind;
+
+typedef struct edgert_partition_info {
+  uint32_t node;                    /* node index in the model (execution order) */
+  int32_t backend;                  /* edgert_backend_kind */
+  uint32_t index;                   /* partition number, as in the node name partition_<index> */
+  const char *name;                 /* node name, lives as long as the model */
+  const void *payload;              /* inside the model buffer */
+  size_t payload_bytes;
+  size_t n_inputs;                  /* boundary tensors (payload excluded) */
+  size_t n_outputs;
+} edgert_partition_info;
+
+/* Number of partition nodes in the model (0 for models edgert runs alone). */
+size_t edgert_model_num_partitions(const edgert_model *model);
+/* Partition `index` (0 .. num_partitions-1, in execution order); EDGERT_ERR_INVALID_ARGUMENT
+ * when out of range. */
+edgert_status edgert_model_partition_info(const edgert_model *model, size_t index,
+                                          edgert_partition_info *info);
+/* Boundary tensor k of partition `index`: input k when is_output is 0, else output k. */
+edgert_status edgert_model_partition_tensor(const edgert_model *model, size_t index,
+                                            int is_output, size_t k,
+                                            edgert_tensor_info *info);
+
+/* A backend for one kind of partition. prepare is called once per partition node at
+ * edgert_session_create, in execution order, and stores the backend's per-session state
+ * in *state; release is called for each prepared partition (reverse order) at
+ * edgert_session_destroy or when session creation fails later. invoke runs at each run:
+ * inputs[i] / outputs[o] point at the boundary tensors in the session's arena (their
+ * nbytes from edgert_model_partition_tensor); the pointers are the same for every run of
+ * one session. On failure prepare and invoke write a NUL-terminated message of at most
+ * msg_size bytes to msg and return a status other than EDGERT_OK. Several sessions call
+ * the same backend from different threads at once, each with its own state. */
+typedef struct edgert_backend {
+  void *user;
+  edgert_status (*prepare)(void *user, const edgert_model *model, const edgert_partition_info *p,
+                           void **state, char *msg, size_t msg_size);
+  edgert_status (*invoke)(void *user, void *state, const void *const *inputs,
+                          void *const *outputs, char *msg, size_t msg_size);
+  void (*release)(void *user, void *state);
+} edgert_backend;
+
 typedef struct edgert_session_options {
   void *arena;          /* caller's arena or NULL to allocate one at creation */
   size_t arena_bytes;   /* size of `arena` when given */
   int32_t threads;      /* worker threads including the caller, >= 1 */
-  int32_t reserved[7];
+  int32_t reserved;     /* 0 */
+  /* Partition backends indexed by edgert_backend_kind (entry 0 unused); NULL: none.
+   * They must outlive every session created with them. On 64-bit targets the struct
+   * keeps the size (48 bytes) it had when these words were reserved. */
+  const edgert_backend *backends[3];
 } edgert_session_options;
 
 void edgert_session_options_init(edgert_session_options *opts);
 
-/* Creates a session: binds every tensor to the arena or the model's constants and
- * starts worker threads. Allocates (once) unless the caller provided the arena. */
+/* Creates a session: binds every tensor to the arena or the model's constants,
+ * starts worker threads and prepares every partition node with the backend of its kind
+ * (opts->backends). Allocates (once) unless the caller provided the arena.
+ * EDGERT_ERR_NO_BACKEND when a partition's kind has no backend; a failing prepare's own
+ * status otherwise. The message: edgert_session_last_error(NULL). */
 edgert_status edgert_session_create(edgert_model *model,
                                     const edgert_session_options *opts,
                                     edgert_session **out);
@@ -199,10 +263,13 @@ edgert_status edgert_session_set_input(edgert_session *session, size_t index,
  * calling set_input. NULL when index is out of range. */
 void *edgert_session_input_data(edgert_session *session, size_t index);
 
-/* Runs the graph. Performs no allocation. Inputs must have been set since the
- * previous run (the arena space of an input may be reused by later tensors).
- * EDGERT_ERR_BUSY when another call is using the session (see Threads above);
- * EDGERT_ERR_INDEX when input data indexes out of range (see Run-time data checks). */
+/* Runs the graph. Performs no allocation (partition backends may allocate in their
+ * own code; edgert_alloc_count counts edgert's allocations only). Inputs must have been
+ * set since the previous run (the arena space of an input may be reused by later
+ * tensors). EDGERT_ERR_BUSY when another call is using the session (see Threads
+ * above); EDGERT_ERR_INDEX when input data indexes out of range (see Run-time data
+ * checks); EDGERT_ERR_BACKEND when a partition's invoke failed (last_error names the
+ * partition and carries the backend's message). */
 edgert_status edgert_session_run(edgert_session *session);
 
 /* Runs the graph like edgert_session_run and writes the time node i took, in
@@ -228,11 +295,13 @@ const void *edgert_session_output_data(edgert_session *session, size_t index);
 
 /* Message of the last failure in this session ("" when none). For a NULL session:
  * the message of the calling thread's last edgert_session_create when it failed for
- * its arena (EDGERT_ERR_NO_MEMORY, EDGERT_ERR_ARENA_TOO_SMALL: the byte counts). */
+ * its arena (EDGERT_ERR_NO_MEMORY, EDGERT_ERR_ARENA_TOO_SMALL: the byte counts) or a
+ * partition (EDGERT_ERR_NO_BACKEND, or a backend's prepare: the partition and the
+ * backend's message). */
 const char *edgert_session_last_error(const edgert_session *session);
 
 /* Counts of heap allocations made by the library since start (tests use it to show
- * that run() allocates nothing). */
+ * that run() allocates nothing). Allocations made by partition backends are not counted. */
 uint64_t edgert_alloc_count(void);
 
 #ifdef __cplusplus

@@ -19,6 +19,8 @@ const char *edgert_status_str(edgert_status status) {
     case EDGERT_ERR_ALIGNMENT: return "misaligned buffer";
     case EDGERT_ERR_UNSUPPORTED_OP: return "unsupported op";
     case EDGERT_ERR_UNSUPPORTED: return "unsupported op configuration";
+    case EDGERT_ERR_NO_BACKEND: return "no backend for a fallback partition";
+    case EDGERT_ERR_BACKEND: return "fallback partition backend failed";
     case EDGERT_ERR_SHAPE: return "shape error";
     case EDGERT_ERR_DTYPE: return "dtype error";
     case EDGERT_ERR_PARAM: return "parameter error";

@@ -32,6 +32,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "edgert.h"
 
@@ -166,6 +167,31 @@ void *ert_malloc(size_t size);
 void *ert_calloc(size_t n, size_t size);
 void *ert_aligned_alloc(size_t align, size_t size);
 void ert_free(void *p);
+
+/* ---- fallback partitions (docs/partitions.md) ---- */
+
+#define ERT_OP_PARTITION 230 /* its code in edgert_ops.def */
+
+/* One partition node of one session: its backend, the backend's state and the boundary
+ * tensors' addresses in this session's arena (fixed for the session's lifetime). Set by
+ * csrc/src/partition.c at session creation; its address is kept in opdata[0] of the
+ * session's copy of the node. */
+typedef struct ert_partition_ctx {
+  const edgert_backend *backend;
+  void *state;
+  bool prepared;
+  const void **in;
+  void **out;
+} ert_partition_ctx;
+
+static inline const ert_partition_ctx *ert_partition_binding(const ert_node *n) {
+  const ert_partition_ctx *c;
+  memcpy(&c, &n->opdata[0], sizeof c);
+  return c;
+}
+
+/* "onnxruntime", "litert" or "unknown" for an edgert_backend_kind value. */
+const char *ert_backend_name(uint32_t code);
 
 /* Declarations of every op's prepare and eval, from the op list. */
 #if defined(__GNUC__)

@@ -714,6 +714,7 @@ static edgert_status load(const uint8_t *buf, size_t size, void *owned, edgert_m
   if (st == EDGERT_OK) st = load_nodes(&L, m, defined);
   ert_free(defined);
   if (st == EDGERT_OK) st = prepare_nodes(&L, m);
+  if (st == EDGERT_OK) st = ert_partitions_check(m, err);
   if (st != EDGERT_OK) {
     model_release(m);
     return st;
@@ -789,7 +790,7 @@ size_t edgert_model_num_outputs(const edgert_model *model) { return model ? mode
 size_t edgert_model_arena_bytes(const edgert_model *model) { return model ? model->arena_bytes : 0; }
 size_t edgert_model_num_nodes(const edgert_model *model) { return model ? model->n_nodes : 0; }
 
-static void fill_info(const ert_tensor *t, edgert_tensor_info *info) {
+void ert_fill_info(const ert_tensor *t, edgert_tensor_info *info) {
   memset(info, 0, sizeof *info);
   info->name = t->name;
   info->dtype = t->dtype;
@@ -805,14 +806,14 @@ static void fill_info(const ert_tensor *t, edgert_tensor_info *info) {
 edgert_status edgert_model_input_info(const edgert_model *model, size_t index,
                                       edgert_tensor_info *info) {
   if (model == NULL || info == NULL || index >= model->n_inputs) return EDGERT_ERR_INVALID_ARGUMENT;
-  fill_info(&model->tensors[model->inputs[index]], info);
+  ert_fill_info(&model->tensors[model->inputs[index]], info);
   return EDGERT_OK;
 }
 
 edgert_status edgert_model_output_info(const edgert_model *model, size_t index,
                                        edgert_tensor_info *info) {
   if (model == NULL || info == NULL || index >= model->n_outputs) return EDGERT_ERR_INVALID_ARGUMENT;
-  fill_info(&model->tensors[model->outputs[index]], info);
+  ert_fill_info(&model->tensors[model->outputs[index]], info);
   return EDGERT_OK;
 }
 

@@ -47,4 +47,22 @@ struct edgert_model {
   void *sparse_dense;     /* decoded sparse constants, or NULL */
 };
 
+/* Fills *info from a tensor (loader.c). */
+void ert_fill_info(const ert_tensor *t, edgert_tensor_info *info);
+
+/* Fallback partitions (partition.c). */
+typedef struct ert_partitions ert_partitions;
+/* Load-time checks across partition nodes (distinct partition numbers). */
+edgert_status ert_partitions_check(const edgert_model *m, ert_err *err);
+/* For a new session whose node copies are `nodes` (tensors bound to the arena): checks
+ * that every partition's kind has a backend (else EDGERT_ERR_NO_BACKEND), then calls
+ * prepare for each partition in execution order. On failure, partitions already
+ * prepared are released, a message is written to msg and the status returned. *out is
+ * NULL when the model has no partition. */
+edgert_status ert_partitions_start(const edgert_model *m, ert_node *nodes,
+                                   const edgert_backend *const backends[3], ert_partitions **out,
+                                   char *msg, size_t msg_size);
+/* Releases every prepared partition (reverse order) and frees ps; NULL is a no-op. */
+void ert_partitions_stop(ert_partitions *ps);
+
 #endif /* EDGERT_RUNTIME_H_ */

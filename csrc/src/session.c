@@ -117,8 +117,8 @@ static void pool_stop(ert_exec *ex) {
 
 /* ---- session ------------------------------------------------------------------ */
 
-/* Message of the calling thread's last failed edgert_session_create (for the arena). */
-static _Thread_local char create_error[256];
+/* Message of the calling thread's last failed edgert_session_create (arena, partitions). */
+static _Thread_local char create_error[512];
 
 struct edgert_session {
   edgert_model *model;
@@ -131,7 +131,8 @@ struct edgert_session {
   bool sync_ready;          /* mutex and condition variables initialised */
   atomic_bool in_use;       /* a guarded call is running (see Threads in edgert.h) */
   worker_arg *wargs;
-  char error[256];
+  ert_partitions *partitions; /* backends' per-session state, NULL when none */
+  char error[512];
 };
 
 void edgert_session_options_init(edgert_session_options *opts) {
@@ -148,6 +149,7 @@ void edgert_session_destroy(edgert_session *s) {
     pthread_cond_destroy(&s->exec.wake);
     pthread_mutex_destroy(&s->exec.mu);
   }
+  ert_partitions_stop(s->partitions);
   ert_free(s->exec.workers);
   ert_free(s->wargs);
   ert_free(s->tensors);
@@ -253,6 +255,11 @@ edgert_status edgert_session_create(edgert_model *model, const edgert_session_op
   }
 
   edgert_status st = start_pool(s, opts->threads);
+  if (st != EDGERT_OK) {
+    edgert_session_destroy(s);
+    return st;
+  }
+  st = ert_partitions_start(model, s->nodes, opts->backends, &s->partitions, create_error, sizeof create_error);
   if (st != EDGERT_OK) {
     edgert_session_destroy(s);
     return st;

@@ -219,9 +219,7 @@ int main(int argc, char **argv) {
       goto done;
     }
     litert_backend_fill(litert, &litert_be);
-#if !EDGERT_BACKEND_API_MISSING
     opts.backends[EDGERT_BACKEND_LITERT] = &litert_be;
-#endif
   }
   st = edgert_session_create(model, &opts, &session);
   if (st != EDGERT_OK) {

@@ -512,12 +512,6 @@ static edgert_status be_prepare(void *user, const edgert_model *model, const edg
                                 void **state, char *msg, size_t msg_size) {
   litert_backend *lb = user;
   *state = NULL;
-#if EDGERT_BACKEND_API_MISSING
-  if (edgert_model_partition_tensor == NULL) {
-    set_msg(msg, msg_size, "this libedgert has no partition support");
-    return EDGERT_ERR_UNSUPPORTED;
-  }
-#endif
   size_t n = info->n_inputs + info->n_outputs;
   size_t *bytes = calloc(n + 1, sizeof *bytes);
   if (bytes == NULL) {

@@ -32,7 +32,6 @@
 #include <stddef.h>
 
 #include "edgert.h"
-#include "edgert_backend_api.h"
 
 typedef struct litert_backend_config {
   const char *lib_path;                 /* libLiteRt.so (a path, or a name dlopen finds) */
