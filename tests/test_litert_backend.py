@@ -13,12 +13,11 @@ the ai-edge-litert wheel, and a real TFLite external delegate built here
   wheel's libLiteRt.so and the aarch64 delegate, in the emulated Debian arm64 root of
   tools/arm_python.sh (LiteRT needs its glibc and libstdc++; the root's planted ARM
   /proc/cpuinfo keeps LiteRT's CPU detection off the host's x86 one).
-- edgert-run on an .edgert file with a litert partition node, once the runtime and the
-  partition op exist (csrc/include/edgert.h declares the backend API and
-  edgert/_oplist.py lists `partition`).
+- edgert-run --fallback-lib on an .edgert file with a litert partition node between
+  edgert nodes (host and qemu-aarch64), with --delegate, and without a backend.
 
 The .tflite files are built here with ai-edge-litert's flatbuffer schema module
-(tests/tflite_build.py). The aarch64 wheel is downloaded once into
+(tests/tflite_tiny.py). The aarch64 wheel is downloaded once into
 ~/.cache/edgert/wheels (EDGERT_LITERT_AARCH64_WHEEL names a local copy instead).
 """
 from __future__ import annotations
@@ -38,8 +37,7 @@ import pytest
 import ai_edge_litert
 from ai_edge_litert.interpreter import Interpreter, load_delegate
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-import tflite_build  # noqa: E402
+from tools import tflite_tiny
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CSRC = ROOT / "csrc"
@@ -80,7 +78,7 @@ def add_case(tmp: pathlib.Path, n_adds: int = 2, seed: int = 0):
     want = a.copy()
     for _ in range(n_adds):
         want = want + b
-    (tmp / "model.tflite").write_bytes(tflite_build.add_chain(SHAPE, n_adds))
+    (tmp / "model.tflite").write_bytes(tflite_tiny.add_chain(SHAPE, n_adds))
     np.save(tmp / "a.npy", a)
     np.save(tmp / "b.npy", b)
     np.save(tmp / "y.npy", np.zeros(SHAPE, np.float32))
@@ -192,6 +190,62 @@ def test_errors(tmp_path, host_bins, host_delegate):
                                                r"the partition's boundary tensor 288")
 
 
+# ---- edgert-run on .edgert files with a litert partition -----------------------------------
+
+def partition_case(tmp: pathlib.Path, n_adds: int = 2, seed: int = 0):
+    """model.edgert: y = sigmoid(partition_0(-a, b)), partition_0 = n_adds LiteRT ADDs."""
+    want = add_case(tmp, n_adds, seed)  # a.npy, b.npy; want = a + n*b
+    a = np.load(tmp / "a.npy")
+    u = want - 2 * a  # -a + n*b
+    (tmp / "model.edgert").write_bytes(tflite_tiny.partition_model(SHAPE, n_adds))
+    (tmp / "out").mkdir(exist_ok=True)
+    return (1.0 / (1.0 + np.exp(-u.astype(np.float64)))).astype(np.float32)
+
+
+def edgert_run_args(tmp: pathlib.Path, lib=None, delegate=None, options=(), repeat: int = 1) -> list[str]:
+    args = [str(tmp / "model.edgert"), "--input", f"a={tmp / 'a.npy'}", "--input", f"b={tmp / 'b.npy'}",
+            "--output-dir", str(tmp / "out"), "--repeat", str(repeat)]
+    if lib is not None:
+        args += ["--fallback-lib", str(lib)]
+    if delegate is not None:
+        args += ["--delegate", str(delegate)]
+    for kv in options:
+        args += ["--delegate-option", kv]
+    return args
+
+
+def test_host_edgert_run_partition(tmp_path, host_bins, host_delegate):
+    want = partition_case(tmp_path, 2)
+    r = run([host_bins / "edgert-run", *edgert_run_args(tmp_path, HOST_LIB, repeat=3)])
+    assert r.returncode == 0, r.stderr[-3000:]
+    np.testing.assert_allclose(np.load(tmp_path / "out" / "y.npy"), want, rtol=1e-6, atol=1e-6)
+    # with the delegate: it claims both ADDs of the partition and runs them every run
+    (tmp_path / "out" / "y.npy").unlink()
+    counter = tmp_path / "counts.txt"
+    r = run([host_bins / "edgert-run", *edgert_run_args(tmp_path, HOST_LIB, host_delegate,
+                                                        [f"counter_file={counter}"], repeat=3)])
+    assert r.returncode == 0, r.stderr[-3000:]
+    np.testing.assert_allclose(np.load(tmp_path / "out" / "y.npy"), want, rtol=1e-6, atol=1e-6)
+    assert read_counts(counter) == (2, 6)
+
+
+def test_host_edgert_run_partition_errors(tmp_path, host_bins, host_delegate):
+    partition_case(tmp_path, 1)
+    exe = host_bins / "edgert-run"
+    r = run([exe, *edgert_run_args(tmp_path)])
+    assert r.returncode == 1
+    assert "partition_0" in r.stderr and "litert" in r.stderr and "--fallback-lib" in r.stderr, r.stderr
+    r = run([exe, *edgert_run_args(tmp_path, tmp_path / "libLiteRt.so")])
+    assert r.returncode == 1 and "--fallback-lib: cannot load the LiteRT library" in r.stderr, r.stderr
+    r = run([exe, *edgert_run_args(tmp_path, None, host_delegate)])
+    assert r.returncode == 1 and "needs --fallback-lib" in r.stderr, r.stderr
+    r = run([exe, *edgert_run_args(tmp_path, HOST_LIB, host_delegate, ["novalue"])])
+    assert r.returncode == 2 and "--delegate-option needs KEY=VALUE" in r.stderr, r.stderr
+    # a delegate whose Prepare fails: session creation fails naming the partition
+    r = run([exe, *edgert_run_args(tmp_path, HOST_LIB, host_delegate, ["fail_prepare=1"])])
+    assert r.returncode == 1 and "partition_0" in r.stderr and "cannot compile" in r.stderr, r.stderr
+
+
 # ---- aarch64 under QEMU ------------------------------------------------------------------
 
 AARCH64_WHEEL = f"ai_edge_litert-{LITERT_VERSION}-cp311-cp311-manylinux_2_27_aarch64.whl"
@@ -248,6 +302,16 @@ def test_arm64_litert_run(tmp_path, arm64):
     assert r.returncode == 0, r.stderr[-3000:]
     np.testing.assert_allclose(np.load(tmp_path / "y.npy"), want, rtol=1e-6, atol=1e-6)
     assert read_counts(counter) == (2, 6)
+    # edgert-run (the rpi4 cross build) with a partition between edgert nodes
+    want = partition_case(tmp_path, 2, seed=3)
+    r = run(prefix + [bdir / "bin" / "edgert-run", *edgert_run_args(tmp_path, lib, delegate,
+                                                                      [f"counter_file={counter}"], repeat=2)])
+    assert r.returncode == 0, r.stderr[-3000:]
+    np.testing.assert_allclose(np.load(tmp_path / "out" / "y.npy"), want, rtol=1e-6, atol=1e-6)
+    assert read_counts(counter) == (2, 4)
+    r = run(prefix + [bdir / "bin" / "edgert-run", *edgert_run_args(tmp_path, lib)])
+    assert r.returncode == 0, r.stderr[-3000:]
+    np.testing.assert_allclose(np.load(tmp_path / "out" / "y.npy"), want, rtol=1e-6, atol=1e-6)
     # the host's x86-64 library is refused with the loader's reason, no crash
     r = run(prefix + [bdir / "bin" / "litert_run", *litert_run_args(tmp_path, HOST_LIB)])
     assert r.returncode == 1 and "cannot load the LiteRT library" in r.stderr, r.stderr[-2000:]

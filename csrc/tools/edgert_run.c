@@ -314,7 +314,7 @@ int main(int argc, char **argv) {
       goto done;
     }
   }
-  fprintf(stderr, "edgert-run: %ld run(s), mean latency %.3f ms (threads %ld)\n", repeat,
+  fprintf(stderr, "edgert-run: %ld run(s), mean latency %.4f ms (threads %ld)\n", repeat,
           total_ms / (double)repeat, threads);
 
   size_t n_out = edgert_model_num_outputs(model);

@@ -1,0 +1,110 @@
+"""Tiny .tflite models, and .edgert files holding them as litert partitions, for tests
+and tools/bench_partition.py. Built with ai-edge-litert's flatbuffer schema module.
+
+`add_chain(shape, n)` is y = ((a + b) + b) + ... (n ADDs, float32), with a signature
+"serving_default" whose inputs are a, b and output y, in that order.
+`partition_model(shape, n, around)` is an .edgert file whose partition_0 runs add_chain.
+`plain_model(shape)` is the same graph as partition_model(shape, 1, False) in edgert alone.
+"""
+from __future__ import annotations
+
+import flatbuffers
+import numpy as np
+from ai_edge_litert import schema_py_generated as fb
+
+ADD = 0  # BuiltinOperator.ADD
+
+
+def add_chain(shape: tuple[int, ...], n: int = 1) -> bytes:
+    """n float32 ADDs in a chain: t0 = a + b, t1 = t0 + b, ..., y = t(n-1)."""
+    assert n >= 1
+    m = fb.ModelT()
+    m.version = 3
+    code = fb.OperatorCodeT()
+    code.builtinCode = ADD
+    code.deprecatedBuiltinCode = ADD
+    code.version = 1
+    m.operatorCodes = [code]
+    m.buffers = [fb.BufferT()]  # buffer 0: the empty sentinel
+    tensors = []
+
+    def tensor(name: str) -> int:
+        t = fb.TensorT()
+        t.shape = list(shape)
+        t.type = fb.TensorType.FLOAT32
+        t.buffer = 0
+        t.name = name
+        tensors.append(t)
+        return len(tensors) - 1
+
+    a, b = tensor("a"), tensor("b")
+    ops, prev = [], a
+    for k in range(n):
+        out = tensor("y" if k == n - 1 else f"t{k}")
+        op = fb.OperatorT()
+        op.opcodeIndex = 0
+        op.inputs, op.outputs = [prev, b], [out]
+        op.builtinOptionsType = fb.BuiltinOptions.AddOptions
+        op.builtinOptions = fb.AddOptionsT()
+        ops.append(op)
+        prev = out
+    sg = fb.SubGraphT()
+    sg.tensors, sg.inputs, sg.outputs, sg.operators, sg.name = tensors, [a, b], [prev], ops, "main"
+    m.subgraphs = [sg]
+    sig = fb.SignatureDefT()
+    sig.signatureKey = "serving_default"
+    sig.subgraphIndex = 0
+
+    def tmap(name: str, idx: int) -> fb.TensorMapT:
+        t = fb.TensorMapT()
+        t.name, t.tensorIndex = name, idx
+        return t
+
+    sig.inputs = [tmap("a", a), tmap("b", b)]
+    sig.outputs = [tmap("y", prev)]
+    m.signatureDefs = [sig]
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(m.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())
+
+
+def _partition_meta(payload: bytes, inputs: list[str]) -> dict:
+    return {"partitions": [{"index": 0, "backend": "litert", "delegate": None, "node": "partition_0",
+                            "nodes": ["add_0"], "ops": ["Add"], "inputs": inputs, "outputs": ["u"],
+                            "bytes": len(payload)}]}
+
+
+def partition_model(shape: tuple[int, ...], n: int = 1, around: bool = True) -> bytes:
+    """around: y = sigmoid(partition_0(-a, b)) (edgert nodes on both sides of the
+    partition); else y = partition_0(a, b). partition_0 = add_chain(shape, n)."""
+    from edgert.converter import serialize
+    from edgert.ir import Graph
+
+    payload = add_chain(shape, n)
+    g = Graph()
+    for name in ("a", "b", "t", "u", "y") if around else ("a", "b", "u"):
+        g.add_tensor(name, shape, np.float32)
+    g.inputs, g.outputs = ["a", "b"], ["y" if around else "u"]
+    first = "a"
+    if around:
+        g.add_node("neg", ["a"], ["t"], name="neg")
+        first = "t"
+    pl = g.add_const(np.frombuffer(payload, np.uint8).copy(), "partition_0_payload")
+    g.add_node("partition", [first, "b", pl], ["u"], {"backend": "litert", "index": 0, "delegate": None,
+                                                      "nodes": ["add_0"], "ops": ["Add"]}, name="partition_0")
+    if around:
+        g.add_node("sigmoid", ["u"], ["y"], name="sigmoid")
+    return serialize(g, _partition_meta(payload, [first, "b"]))
+
+
+def plain_model(shape: tuple[int, ...]) -> bytes:
+    """u = a + b with edgert's own add."""
+    from edgert.converter import serialize
+    from edgert.ir import Graph
+
+    g = Graph()
+    for name in ("a", "b", "u"):
+        g.add_tensor(name, shape, np.float32)
+    g.inputs, g.outputs = ["a", "b"], ["u"]
+    g.add_node("add", ["a", "b"], ["u"], {"act": 0}, name="add")
+    return serialize(g)
