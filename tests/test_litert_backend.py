@@ -49,8 +49,9 @@ ARM64_ROOT = pathlib.Path(os.environ.get("EDGERT_ARM64_ROOTFS", CACHE / "arm64-r
 SHAPE = (1, 3, 4, 5)
 
 
-def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}  # tools/sanitize.sh preloads ASan
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "EDGERT_LITERT_COPY")}
+    return {**env, **extra}  # tools/sanitize.sh preloads ASan
 
 
 @pytest.fixture(scope="module")
@@ -95,8 +96,8 @@ def litert_run_args(tmp: pathlib.Path, lib, delegate=None, options=(), repeat: i
                    "--output", str(tmp / "y.npy"), "--repeat", str(repeat)]
 
 
-def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=_env(), timeout=600, **kw)
+def run(cmd: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env or _env(), timeout=600)
 
 
 def mean_us(stderr: str) -> float:
@@ -214,16 +215,20 @@ def edgert_run_args(tmp: pathlib.Path, lib=None, delegate=None, options=(), repe
     return args
 
 
-def test_host_edgert_run_partition(tmp_path, host_bins, host_delegate):
+@pytest.mark.parametrize("copy", ["0", "1"])
+def test_host_edgert_run_partition(tmp_path, host_bins, host_delegate, copy):
+    """LiteRT reads and writes the arena's boundary tensors in place (64-byte aligned), or
+    copies them through its own buffers with EDGERT_LITERT_COPY=1: same results."""
     want = partition_case(tmp_path, 2)
-    r = run([host_bins / "edgert-run", *edgert_run_args(tmp_path, HOST_LIB, repeat=3)])
+    env = _env(EDGERT_LITERT_COPY=copy)
+    r = run([host_bins / "edgert-run", *edgert_run_args(tmp_path, HOST_LIB, repeat=3)], env)
     assert r.returncode == 0, r.stderr[-3000:]
     np.testing.assert_allclose(np.load(tmp_path / "out" / "y.npy"), want, rtol=1e-6, atol=1e-6)
     # with the delegate: it claims both ADDs of the partition and runs them every run
     (tmp_path / "out" / "y.npy").unlink()
     counter = tmp_path / "counts.txt"
     r = run([host_bins / "edgert-run", *edgert_run_args(tmp_path, HOST_LIB, host_delegate,
-                                                        [f"counter_file={counter}"], repeat=3)])
+                                                        [f"counter_file={counter}"], repeat=3)], env)
     assert r.returncode == 0, r.stderr[-3000:]
     np.testing.assert_allclose(np.load(tmp_path / "out" / "y.npy"), want, rtol=1e-6, atol=1e-6)
     assert read_counts(counter) == (2, 6)

@@ -135,9 +135,13 @@ struct litert_partition {
   lrt_options options;
   lrt_compiled compiled;
   size_t n_in, n_out;
-  lrt_buffer *buffers;     /* n_in inputs, then n_out outputs */
-  void **host;             /* their host memory (64-byte aligned, owned here) */
+  lrt_ranked_type *types;  /* n_in inputs, then n_out outputs (in all the arrays below) */
   size_t *bytes;
+  lrt_buffer *buffers;     /* over `host`: the copying path */
+  void **host;             /* 64-byte aligned, owned here */
+  lrt_buffer *wrapped;     /* over the caller's tensors: the zero-copy path */
+  const void **bound;      /* the pointers `wrapped` wraps; bound[0] NULL: none yet */
+  int copy_only;           /* EDGERT_LITERT_COPY set, or a pointer was not 64-byte aligned */
 };
 
 static void set_msg(char *msg, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -392,19 +396,26 @@ edgert_status litert_partition_create(litert_backend *lb, const void *payload, s
   const lrt_api *api = &lb->api;
   litert_partition *p = calloc(1, sizeof *p);
   size_t n = n_inputs + n_outputs;
-  if (p == NULL || (p->buffers = calloc(n + 1, sizeof *p->buffers)) == NULL ||
-      (p->host = calloc(n + 1, sizeof *p->host)) == NULL || (p->bytes = calloc(n + 1, sizeof *p->bytes)) == NULL) {
-    if (p) {
-      free(p->buffers);
-      free(p->host);
-    }
-    free(p);
+  if (p == NULL) {
     set_msg(msg, msg_size, "out of memory");
     return EDGERT_ERR_NO_MEMORY;
   }
   p->lb = lb;
   p->n_in = n_inputs;
   p->n_out = n_outputs;
+  p->buffers = calloc(n + 1, sizeof *p->buffers);
+  p->host = calloc(n + 1, sizeof *p->host);
+  p->bytes = calloc(n + 1, sizeof *p->bytes);
+  p->types = calloc(n + 1, sizeof *p->types);
+  p->wrapped = calloc(n + 1, sizeof *p->wrapped);
+  p->bound = calloc(n + 1, sizeof *p->bound);
+  const char *copy = getenv("EDGERT_LITERT_COPY");
+  p->copy_only = copy != NULL && copy[0] != '\0' && strcmp(copy, "0") != 0;
+  if (!p->buffers || !p->host || !p->bytes || !p->types || !p->wrapped || !p->bound) {
+    litert_partition_destroy(p);
+    set_msg(msg, msg_size, "out of memory");
+    return EDGERT_ERR_NO_MEMORY;
+  }
   edgert_status st = EDGERT_ERR_BACKEND;
   lrt_status ls = api->CreateModelFromBuffer(lb->env, payload, payload_bytes, &p->model);
   if (ls != 0) {
@@ -443,6 +454,7 @@ edgert_status litert_partition_create(litert_backend *lb, const void *payload, s
       goto fail;
     }
     p->bytes[k] = want;
+    p->types[k] = type;
     /* LiteRT's host buffers want 64-byte alignment; keep at least one byte. */
     size_t alloc = (want + 63) / 64 * 64;
     if (posix_memalign(&p->host[k], 64, alloc ? alloc : 64) != 0) {
@@ -477,15 +489,55 @@ fail:
   return st;
 }
 
+static void unwrap(litert_partition *p) {
+  size_t n = p->n_in + p->n_out;
+  for (size_t k = 0; k < n; k++) {
+    if (p->wrapped[k] != NULL) p->lb->api.DestroyTensorBuffer(p->wrapped[k]);
+    p->wrapped[k] = NULL;
+    p->bound[k] = NULL;
+  }
+}
+
+/* Wraps the caller's tensors in LiteRT buffers (once per set of pointers: a session's
+ * boundary pointers stay the same from run to run). 0 when done; -1 when they cannot be
+ * wrapped (not 64-byte aligned, or LiteRT refused): then the copying path is used. */
+static int bind(litert_partition *p, const void *const *inputs, void *const *outputs) {
+  size_t n = p->n_in + p->n_out;
+  int same = p->bound[0] != NULL || n == 0;
+  for (size_t k = 0; k < n && same; k++)
+    same = p->bound[k] == (k < p->n_in ? inputs[k] : outputs[k - p->n_in]);
+  if (same) return 0;
+  unwrap(p);
+  for (size_t k = 0; k < n; k++) {
+    void *ptr = k < p->n_in ? (void *)(uintptr_t)inputs[k] : outputs[k - p->n_in];
+    if (((uintptr_t)ptr & 63u) != 0 ||
+        p->lb->api.CreateTensorBufferFromHostMemory(&p->types[k], ptr, p->bytes[k], NULL, &p->wrapped[k]) != 0) {
+      p->wrapped[k] = NULL;
+      unwrap(p);
+      return -1;
+    }
+    p->bound[k] = ptr;
+  }
+  return 0;
+}
+
 edgert_status litert_partition_run(litert_partition *p, const void *const *inputs, void *const *outputs, char *msg,
                                    size_t msg_size) {
-  for (size_t k = 0; k < p->n_in; k++) memcpy(p->host[k], inputs[k], p->bytes[k]);
-  lrt_status ls = p->lb->api.RunCompiledModel(p->compiled, 0, p->n_in, p->buffers, p->n_out, p->buffers + p->n_in);
+  const lrt_api *api = &p->lb->api;
+  lrt_status ls;
+  if (!p->copy_only && bind(p, inputs, outputs) == 0) {
+    ls = api->RunCompiledModel(p->compiled, 0, p->n_in, p->wrapped, p->n_out, p->wrapped + p->n_in);
+  } else {
+    p->copy_only = 1;
+    for (size_t k = 0; k < p->n_in; k++) memcpy(p->host[k], inputs[k], p->bytes[k]);
+    ls = api->RunCompiledModel(p->compiled, 0, p->n_in, p->buffers, p->n_out, p->buffers + p->n_in);
+    if (ls == 0)
+      for (size_t o = 0; o < p->n_out; o++) memcpy(outputs[o], p->host[p->n_in + o], p->bytes[p->n_in + o]);
+  }
   if (ls != 0) {
     set_msg(msg, msg_size, "LiteRtRunCompiledModel failed: status %d, %s", ls, status_name(ls));
     return EDGERT_ERR_BACKEND;
   }
-  for (size_t o = 0; o < p->n_out; o++) memcpy(outputs[o], p->host[p->n_in + o], p->bytes[p->n_in + o]);
   return EDGERT_OK;
 }
 
@@ -495,7 +547,8 @@ void litert_partition_destroy(litert_partition *p) {
   if (p->compiled != NULL) api->DestroyCompiledModel(p->compiled);
   if (p->options != NULL) api->DestroyOptions(p->options);
   size_t n = p->n_in + p->n_out;
-  for (size_t k = 0; k < n; k++) {
+  if (p->wrapped != NULL && p->bound != NULL) unwrap(p);
+  for (size_t k = 0; k < n && p->buffers != NULL && p->host != NULL; k++) {
     if (p->buffers[k] != NULL) api->DestroyTensorBuffer(p->buffers[k]);
     free(p->host[k]);
   }
@@ -503,6 +556,9 @@ void litert_partition_destroy(litert_partition *p) {
   free(p->buffers);
   free(p->host);
   free(p->bytes);
+  free(p->types);
+  free(p->wrapped);
+  free(p->bound);
   free(p);
 }
 
