@@ -28,7 +28,6 @@ import pathlib
 import re
 import shutil
 import subprocess
-import sys
 import zipfile
 
 import numpy as np
@@ -42,7 +41,7 @@ from tools import tflite_tiny
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CSRC = ROOT / "csrc"
 HOST_BIN = ROOT / "build" / "host" / "bin"
-LITERT_VERSION = ai_edge_litert.__version__ if hasattr(ai_edge_litert, "__version__") else "2.3.0"
+LITERT_VERSION = ai_edge_litert.__version__
 HOST_LIB = pathlib.Path(ai_edge_litert.__file__).parent / "libLiteRt.so"
 CACHE = pathlib.Path.home() / ".cache" / "edgert"
 ARM64_ROOT = pathlib.Path(os.environ.get("EDGERT_ARM64_ROOTFS", CACHE / "arm64-rootfs"))
@@ -253,17 +252,9 @@ def test_host_edgert_run_partition_errors(tmp_path, host_bins, host_delegate):
 
 # ---- aarch64 under QEMU ------------------------------------------------------------------
 
-AARCH64_WHEEL = f"ai_edge_litert-{LITERT_VERSION}-cp311-cp311-manylinux_2_27_aarch64.whl"
-
-
 def aarch64_litert_lib(tmp: pathlib.Path) -> pathlib.Path:
-    """libLiteRt.so of the aarch64 wheel (downloaded once into ~/.cache/edgert/wheels)."""
-    wheel = pathlib.Path(os.environ.get("EDGERT_LITERT_AARCH64_WHEEL", CACHE / "wheels" / AARCH64_WHEEL))
-    if not wheel.is_file():
-        wheel.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", f"ai-edge-litert=={LITERT_VERSION}",
-                        "--no-deps", "--platform", "manylinux_2_27_aarch64", "--only-binary=:all:",
-                        "--python-version", "3.11", "-d", str(wheel.parent)], check=True)
+    """libLiteRt.so of the aarch64 wheel of the host's ai-edge-litert version."""
+    wheel = tflite_tiny.aarch64_wheel(LITERT_VERSION)
     out = tmp / "aarch64"
     with zipfile.ZipFile(wheel) as z:
         z.extract("ai_edge_litert/libLiteRt.so", out)

@@ -79,12 +79,8 @@ def arm_counts(files: dict[str, pathlib.Path], work: pathlib.Path, n: int, k: in
         subprocess.run(["bash", str(ROOT / "tools" / "arm_python.sh"), str(arm_icount.ROOTFS)], check=True)
     target = targets.load("rpi4")
     run = ebuild.compile_target(target, goals=("lib", "edgert-run")) / "bin" / "edgert-run"
-    wheels = pathlib.Path.home() / ".cache" / "edgert" / "wheels"
-    wheel = wheels / "ai_edge_litert-2.3.0-cp311-cp311-manylinux_2_27_aarch64.whl"
-    if not wheel.is_file():
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "ai-edge-litert==2.3.0", "--no-deps",
-                        "--platform", "manylinux_2_27_aarch64", "--only-binary=:all:", "--python-version", "3.11",
-                        "-d", str(wheels)], check=True)
+    import ai_edge_litert
+    wheel = tflite_tiny.aarch64_wheel(ai_edge_litert.__version__)
     with zipfile.ZipFile(wheel) as z:
         z.extract("ai_edge_litert/libLiteRt.so", work / "aarch64")
     lib = work / "aarch64" / "ai_edge_litert" / "libLiteRt.so"

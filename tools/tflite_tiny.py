@@ -5,8 +5,15 @@ and tools/bench_partition.py. Built with ai-edge-litert's flatbuffer schema modu
 "serving_default" whose inputs are a, b and output y, in that order.
 `partition_model(shape, n, around)` is an .edgert file whose partition_0 runs add_chain.
 `plain_model(shape)` is the same graph as partition_model(shape, 1, False) in edgert alone.
+`aarch64_wheel(version)` is ai-edge-litert's aarch64 cp311 wheel, downloaded once into
+~/.cache/edgert/wheels (EDGERT_LITERT_AARCH64_WHEEL names a local copy instead).
 """
 from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
 
 import flatbuffers
 import numpy as np
@@ -108,3 +115,22 @@ def plain_model(shape: tuple[int, ...]) -> bytes:
     g.inputs, g.outputs = ["a", "b"], ["u"]
     g.add_node("add", ["a", "b"], ["u"], {"act": 0}, name="add")
     return serialize(g)
+
+
+def aarch64_wheel(version: str) -> pathlib.Path:
+    if os.environ.get("EDGERT_LITERT_AARCH64_WHEEL"):
+        return pathlib.Path(os.environ["EDGERT_LITERT_AARCH64_WHEEL"])
+    cache = pathlib.Path.home() / ".cache" / "edgert" / "wheels"
+    pattern = f"ai_edge_litert-{version}-cp311-cp311-*aarch64.whl"
+    found = sorted(cache.glob(pattern))
+    if not found:
+        cache.mkdir(parents=True, exist_ok=True)
+        plat = [a for p in ("manylinux_2_28_aarch64", "manylinux_2_27_aarch64", "manylinux_2_17_aarch64")
+                for a in ("--platform", p)]
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", f"ai-edge-litert=={version}", "--no-deps",
+                        *plat, "--only-binary=:all:", "--python-version", "3.11", "--implementation", "cp",
+                        "--abi", "cp311", "-d", str(cache)], check=True)
+        found = sorted(cache.glob(pattern))
+    if not found:
+        raise FileNotFoundError(f"no {pattern} in {cache} after pip download")
+    return found[-1]
