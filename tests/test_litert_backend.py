@@ -156,6 +156,22 @@ def test_python_load_delegate(tmp_path, host_delegate):
         load_delegate(str(host_delegate), {"bogus": "1"})
 
 
+def test_python_session_with_the_delegate(tmp_path, host_delegate):
+    """edgert.Session(delegate=PATH) hands the same .so to LiteRT for the partition."""
+    import edgert
+    want = partition_case(tmp_path, 2, seed=2)
+    counts = ctypes.CDLL(str(host_delegate))
+    claimed0, ran0 = counts.edgert_test_delegate_claimed(), counts.edgert_test_delegate_ran()
+    sess = edgert.Session(str(tmp_path / "model.edgert"), delegate=str(host_delegate))
+    (part,) = sess.partitions()
+    assert part["delegate_loaded"] and part["backend"] == "litert", part
+    for _ in range(3):
+        (got,) = sess.run(None, {"a": np.load(tmp_path / "a.npy"), "b": np.load(tmp_path / "b.npy")})
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    assert counts.edgert_test_delegate_claimed() - claimed0 >= 2  # each context's interpreter claims both
+    assert counts.edgert_test_delegate_ran() - ran0 == 6
+
+
 def test_errors(tmp_path, host_bins, host_delegate):
     add_case(tmp_path, 1)
     exe = host_bins / "litert_run"
