@@ -249,6 +249,40 @@ def test_host_edgert_run_partition(tmp_path, host_bins, host_delegate, copy):
     assert read_counts(counter) == (2, 6)
 
 
+def test_host_edgert_run_two_partitions_numbered_out_of_order(tmp_path, host_bins):
+    """partition_1 runs before partition_0, on tensors of other sizes: each gets its own
+    boundaries (the runtime's partition positions are in execution order)."""
+    from edgert.converter import serialize
+    from edgert.ir import Graph
+    s2 = (2, 7)
+    g = Graph()
+    for name, shape in (("a", SHAPE), ("b", SHAPE), ("u", SHAPE), ("c", s2), ("d", s2), ("v", s2)):
+        g.add_tensor(name, shape, np.float32)
+    g.inputs, g.outputs = ["a", "b", "c", "d"], ["u", "v"]
+    meta = []
+    for k, (x, y, out, shape, n) in enumerate([("a", "b", "u", SHAPE, 1), ("c", "d", "v", s2, 3)]):
+        index = 1 - k
+        payload = tflite_tiny.add_chain(shape, n)
+        pl = g.add_const(np.frombuffer(payload, np.uint8).copy(), f"partition_{index}_payload")
+        attrs = {"backend": "litert", "index": index, "delegate": None, "nodes": [f"add_{k}"], "ops": ["Add"]}
+        g.add_node("partition", [x, y, pl], [out], attrs, name=f"partition_{index}")
+        meta.append({"index": index, "backend": "litert", "delegate": None, "node": f"partition_{index}",
+                     "nodes": [f"add_{k}"], "ops": ["Add"], "inputs": [x, y], "outputs": [out],
+                     "bytes": len(payload)})
+    (tmp_path / "model.edgert").write_bytes(serialize(g, {"partitions": meta}))
+    rng = np.random.default_rng(5)
+    vals = {k: rng.standard_normal(SHAPE if k in "ab" else s2).astype(np.float32) for k in "abcd"}
+    args = []
+    for k, v in vals.items():
+        np.save(tmp_path / f"{k}.npy", v)
+        args += ["--input", f"{k}={tmp_path / (k + '.npy')}"]
+    r = run([host_bins / "edgert-run", tmp_path / "model.edgert", *args, "--output-dir", tmp_path,
+             "--fallback-lib", HOST_LIB])
+    assert r.returncode == 0, r.stderr[-3000:]
+    np.testing.assert_allclose(np.load(tmp_path / "u.npy"), vals["a"] + vals["b"], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(np.load(tmp_path / "v.npy"), vals["c"] + 3 * vals["d"], rtol=1e-6, atol=1e-6)
+
+
 def test_host_edgert_run_partition_errors(tmp_path, host_bins, host_delegate):
     partition_case(tmp_path, 1)
     exe = host_bins / "edgert-run"

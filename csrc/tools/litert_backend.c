@@ -564,10 +564,22 @@ void litert_partition_destroy(litert_partition *p) {
 
 /* ------------------------------------------------------------ edgert_backend */
 
+/* Position of the partition in execution order (what edgert_model_partition_tensor
+ * takes; info->index is the converter's partition number, which may differ). */
+static size_t position_of(const edgert_model *model, const edgert_partition_info *info) {
+  size_t n = edgert_model_num_partitions(model);
+  for (size_t k = 0; k < n; k++) {
+    edgert_partition_info pi;
+    if (edgert_model_partition_info(model, k, &pi) == EDGERT_OK && pi.node == info->node) return k;
+  }
+  return n;
+}
+
 static edgert_status be_prepare(void *user, const edgert_model *model, const edgert_partition_info *info,
                                 void **state, char *msg, size_t msg_size) {
   litert_backend *lb = user;
   *state = NULL;
+  size_t pos = position_of(model, info);
   size_t n = info->n_inputs + info->n_outputs;
   size_t *bytes = calloc(n + 1, sizeof *bytes);
   if (bytes == NULL) {
@@ -577,23 +589,19 @@ static edgert_status be_prepare(void *user, const edgert_model *model, const edg
   for (size_t k = 0; k < n; k++) {
     int is_out = k >= info->n_inputs;
     edgert_tensor_info t;
-    edgert_status st = edgert_model_partition_tensor(model, info->index, is_out, is_out ? k - info->n_inputs : k, &t);
+    edgert_status st = edgert_model_partition_tensor(model, pos, is_out, is_out ? k - info->n_inputs : k, &t);
     if (st != EDGERT_OK) {
-      set_msg(msg, msg_size, "partition '%s': boundary tensor %zu: %s", info->name, k, edgert_status_str(st));
+      set_msg(msg, msg_size, "boundary tensor %zu: %s", k, edgert_status_str(st));
       free(bytes);
       return st;
     }
     bytes[k] = t.nbytes;
   }
-  char inner[768];
   litert_partition *p = NULL;
   edgert_status st = litert_partition_create(lb, info->payload, info->payload_bytes, info->n_inputs, bytes,
-                                             info->n_outputs, bytes + info->n_inputs, &p, inner, sizeof inner);
+                                             info->n_outputs, bytes + info->n_inputs, &p, msg, msg_size);
   free(bytes);
-  if (st != EDGERT_OK) {
-    set_msg(msg, msg_size, "partition '%s' (LiteRT, %s): %s", info->name, lb->lib_path, inner);
-    return st;
-  }
+  if (st != EDGERT_OK) return st;
   *state = p;
   return EDGERT_OK;
 }
