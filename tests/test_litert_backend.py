@@ -17,8 +17,8 @@ the ai-edge-litert wheel, and a real TFLite external delegate built here
   edgert nodes (host and qemu-aarch64), with --delegate, and without a backend.
 
 The .tflite files are built here with ai-edge-litert's flatbuffer schema module
-(tests/tflite_tiny.py). The aarch64 wheel is downloaded once into
-~/.cache/edgert/wheels (EDGERT_LITERT_AARCH64_WHEEL names a local copy instead).
+(tools/tflite_tiny.py). The aarch64 wheel comes from the board wheel cache of
+tools/fetch_backend_wheels.py (~/.cache/edgert/wheels/aarch64), downloaded when missing.
 """
 from __future__ import annotations
 

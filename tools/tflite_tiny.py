@@ -5,8 +5,10 @@ and tools/bench_partition.py. Built with ai-edge-litert's flatbuffer schema modu
 "serving_default" whose inputs are a, b and output y, in that order.
 `partition_model(shape, n, around)` is an .edgert file whose partition_0 runs add_chain.
 `plain_model(shape)` is the same graph as partition_model(shape, 1, False) in edgert alone.
-`aarch64_wheel(version)` is ai-edge-litert's aarch64 cp311 wheel, downloaded once into
-~/.cache/edgert/wheels (EDGERT_LITERT_AARCH64_WHEEL names a local copy instead).
+`aarch64_wheel(version)` is ai-edge-litert's aarch64 cp311 wheel from the board wheel
+cache of tools/fetch_backend_wheels.py ($EDGERT_WHEEL_CACHE or ~/.cache/edgert/wheels,
+folder aarch64/), downloaded there when missing (EDGERT_LITERT_AARCH64_WHEEL names a
+local copy instead).
 """
 from __future__ import annotations
 
@@ -120,7 +122,8 @@ def plain_model(shape: tuple[int, ...]) -> bytes:
 def aarch64_wheel(version: str) -> pathlib.Path:
     if os.environ.get("EDGERT_LITERT_AARCH64_WHEEL"):
         return pathlib.Path(os.environ["EDGERT_LITERT_AARCH64_WHEEL"])
-    cache = pathlib.Path.home() / ".cache" / "edgert" / "wheels"
+    cache = pathlib.Path(os.environ.get("EDGERT_WHEEL_CACHE", pathlib.Path.home() / ".cache" / "edgert" / "wheels"))
+    cache = cache / "aarch64"
     pattern = f"ai_edge_litert-{version}-cp311-cp311-*aarch64.whl"
     found = sorted(cache.glob(pattern))
     if not found:
