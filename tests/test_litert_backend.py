@@ -141,6 +141,22 @@ def test_host_delegate(tmp_path, host_bins, host_delegate):
     assert read_counts(counter) == (2, 10)
 
 
+def test_host_delegate_leaves_the_rest_to_the_cpu(tmp_path, host_bins, host_delegate):
+    """y = ((a + b) * b) + b: the delegate takes the two ADDs, LiteRT's CPU path (XNNPACK,
+    registered after the delegate) the MUL between them."""
+    add_case(tmp_path, 1)
+    a, b = np.load(tmp_path / "a.npy"), np.load(tmp_path / "b.npy")
+    (tmp_path / "model.tflite").write_bytes(tflite_tiny.chain(SHAPE, ["add", "mul", "add"]))
+    counter = tmp_path / "counts.txt"
+    r = run([host_bins / "litert_run", *litert_run_args(tmp_path, HOST_LIB, host_delegate,
+                                                         [f"counter_file={counter}"], repeat=2)])
+    assert r.returncode == 0, r.stderr[-3000:]
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), (a + b) * b + b, rtol=1e-6, atol=1e-6)
+    assert read_counts(counter) == (2, 6)
+    assert "edgert-external-delegate" in r.stderr and "XNNPACK" in r.stderr, r.stderr[-3000:]
+    assert r.stderr.index("name=edgert-external-delegate") < r.stderr.index("name=CpuAccelerator")
+
+
 def test_python_load_delegate(tmp_path, host_delegate):
     """The same .so through ai_edge_litert's load_delegate, as a user's Edge TPU delegate."""
     want = add_case(tmp_path, 2, seed=1)
@@ -290,7 +306,7 @@ def test_host_edgert_run_partition_errors(tmp_path, host_bins, host_delegate):
     assert r.returncode == 1
     assert "partition_0" in r.stderr and "litert" in r.stderr and "--fallback-lib" in r.stderr, r.stderr
     r = run([exe, *edgert_run_args(tmp_path, tmp_path / "libLiteRt.so")])
-    assert r.returncode == 1 and "--fallback-lib: cannot load the LiteRT library" in r.stderr, r.stderr
+    assert r.returncode == 1 and "LiteRT backend: cannot load the LiteRT library" in r.stderr, r.stderr
     r = run([exe, *edgert_run_args(tmp_path, None, host_delegate)])
     assert r.returncode == 1 and "needs --fallback-lib" in r.stderr, r.stderr
     r = run([exe, *edgert_run_args(tmp_path, HOST_LIB, host_delegate, ["novalue"])])

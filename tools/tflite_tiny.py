@@ -2,7 +2,8 @@
 and tools/bench_partition.py. Built with ai-edge-litert's flatbuffer schema module.
 
 `add_chain(shape, n)` is y = ((a + b) + b) + ... (n ADDs, float32), with a signature
-"serving_default" whose inputs are a, b and output y, in that order.
+"serving_default" whose inputs are a, b and output y, in that order; `chain(shape, ops)`
+the same with ADD and MUL ops in the order given.
 `partition_model(shape, n, around)` is an .edgert file whose partition_0 runs add_chain.
 `plain_model(shape)` is the same graph as partition_model(shape, 1, False) in edgert alone.
 `aarch64_wheel(version)` is ai-edge-litert's aarch64 cp311 wheel from the board wheel
@@ -21,19 +22,29 @@ import flatbuffers
 import numpy as np
 from ai_edge_litert import schema_py_generated as fb
 
-ADD = 0  # BuiltinOperator.ADD
+# op name -> (BuiltinOperator, BuiltinOptions type, options class)
+OPS = {"add": (fb.BuiltinOperator.ADD, fb.BuiltinOptions.AddOptions, fb.AddOptionsT),
+       "mul": (fb.BuiltinOperator.MUL, fb.BuiltinOptions.MulOptions, fb.MulOptionsT)}
 
 
 def add_chain(shape: tuple[int, ...], n: int = 1) -> bytes:
     """n float32 ADDs in a chain: t0 = a + b, t1 = t0 + b, ..., y = t(n-1)."""
-    assert n >= 1
+    return chain(shape, ["add"] * n)
+
+
+def chain(shape: tuple[int, ...], ops: list[str]) -> bytes:
+    """float32 binary ops in a chain, each with b: t0 = a op0 b, t1 = t0 op1 b, ..., y."""
+    assert ops
+    n = len(ops)
     m = fb.ModelT()
     m.version = 3
-    code = fb.OperatorCodeT()
-    code.builtinCode = ADD
-    code.deprecatedBuiltinCode = ADD
-    code.version = 1
-    m.operatorCodes = [code]
+    kinds = sorted(set(ops))
+    m.operatorCodes = []
+    for kind in kinds:
+        code = fb.OperatorCodeT()
+        code.builtinCode = code.deprecatedBuiltinCode = OPS[kind][0]
+        code.version = 1
+        m.operatorCodes.append(code)
     m.buffers = [fb.BufferT()]  # buffer 0: the empty sentinel
     tensors = []
 
@@ -47,18 +58,18 @@ def add_chain(shape: tuple[int, ...], n: int = 1) -> bytes:
         return len(tensors) - 1
 
     a, b = tensor("a"), tensor("b")
-    ops, prev = [], a
-    for k in range(n):
+    operators, prev = [], a
+    for k, kind in enumerate(ops):
         out = tensor("y" if k == n - 1 else f"t{k}")
         op = fb.OperatorT()
-        op.opcodeIndex = 0
+        op.opcodeIndex = kinds.index(kind)
         op.inputs, op.outputs = [prev, b], [out]
-        op.builtinOptionsType = fb.BuiltinOptions.AddOptions
-        op.builtinOptions = fb.AddOptionsT()
-        ops.append(op)
+        op.builtinOptionsType = OPS[kind][1]
+        op.builtinOptions = OPS[kind][2]()
+        operators.append(op)
         prev = out
     sg = fb.SubGraphT()
-    sg.tensors, sg.inputs, sg.outputs, sg.operators, sg.name = tensors, [a, b], [prev], ops, "main"
+    sg.tensors, sg.inputs, sg.outputs, sg.operators, sg.name = tensors, [a, b], [prev], operators, "main"
     m.subgraphs = [sg]
     sig = fb.SignatureDefT()
     sig.signatureKey = "serving_default"

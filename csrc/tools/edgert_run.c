@@ -215,7 +215,7 @@ int main(int argc, char **argv) {
     litert_cfg.n_delegate_options = n_opts;
     st = litert_backend_open(&litert_cfg, &litert, err, sizeof err);
     if (st != EDGERT_OK) {
-      fprintf(stderr, "edgert-run: --fallback-lib: %s\n", err);
+      fprintf(stderr, "edgert-run: LiteRT backend: %s\n", err);
       goto done;
     }
     litert_backend_fill(litert, &litert_be);

@@ -97,6 +97,19 @@ typedef struct lrt_api {
   lrt_status (*WrapDelegate)(void *tflite_delegate, void (*deleter)(void *), lrt_wrapper *out);
 } lrt_api;
 
+/* LiteRT's own CPU accelerator (XNNPACK), as libLiteRt.so exports its definition
+ * (LiteRtStaticLinkedAcceleratorCpuDef, a LiteRtAcceleratorDef: an ABI header, then
+ * the accelerator's functions). Used to register XNNPACK after an external delegate. */
+typedef struct lrt_accel_def {
+  uint16_t struct_size, major_version, minor_version, reserved;
+  lrt_status (*get_name)(const struct lrt_accel_s *, const char **);
+  lrt_status (*get_version)(const struct lrt_accel_s *, lrt_api_version *);
+  lrt_status (*get_hardware_support)(const struct lrt_accel_s *, int *);
+  lrt_status (*is_jit)(const struct lrt_accel_s *, bool *);
+  lrt_status (*create_delegate)(lrt_runtime_ctx *, lrt_env, const struct lrt_accel_s *, lrt_options, lrt_wrapper *);
+} lrt_accel_def;
+typedef lrt_status (*set_jit_fn)(lrt_accel accel, lrt_status (*get)(const struct lrt_accel_s *, bool *));
+
 /* Symbol names, in the order of lrt_api's members. */
 static const char *const k_symbols[] = {
     "LiteRtCreateEnvironment", "LiteRtDestroyEnvironment", "LiteRtCreateModelFromBuffer", "LiteRtDestroyModel",
@@ -127,6 +140,7 @@ struct litert_backend {
   plugin_destroy_fn plugin_destroy;
   char **keys, **values;   /* copies of the delegate options */
   size_t n_options;
+  int cpu_after_delegate;  /* XNNPACK registered after the delegate */
 };
 
 struct litert_partition {
@@ -211,6 +225,32 @@ static lrt_status accel_create_delegate(lrt_runtime_ctx *ctx, lrt_env env, const
   return st;
 }
 
+/* Registers LiteRT's XNNPACK accelerator after the delegate's, so that the nodes the
+ * delegate leaves run on XNNPACK rather than on the built-in kernels. Best effort: when
+ * the library does not export its CPU accelerator definition in the layout known here,
+ * nothing is registered and those nodes run on the built-in kernels. */
+static void register_cpu_after_delegate(litert_backend *lb) {
+  const lrt_accel_def *const *defp = dlsym(lb->lib, "LiteRtStaticLinkedAcceleratorCpuDef");
+  void *jit_sym = dlsym(lb->lib, "LiteRtSetIsAcceleratorDelegateResponsibleForJitCompilation");
+  if (defp == NULL || *defp == NULL || jit_sym == NULL) return;
+  const lrt_accel_def *def = *defp;
+  if (def->major_version != 1 || def->struct_size < sizeof *def || def->get_name == NULL ||
+      def->get_version == NULL || def->get_hardware_support == NULL || def->is_jit == NULL ||
+      def->create_delegate == NULL)
+    return;
+  set_jit_fn set_jit;
+  memcpy(&set_jit, &jit_sym, sizeof jit_sym);
+  lrt_accel accel = NULL;
+  lrt_status st = lb->api.CreateAccelerator(&accel);
+  if (st == 0) st = lb->api.SetAcceleratorGetName(accel, def->get_name);
+  if (st == 0) st = lb->api.SetAcceleratorGetVersion(accel, def->get_version);
+  if (st == 0) st = lb->api.SetAcceleratorGetHardwareSupport(accel, def->get_hardware_support);
+  if (st == 0) st = set_jit(accel, def->is_jit);
+  if (st == 0) st = lb->api.SetDelegateFunction(accel, def->create_delegate);
+  if (accel != NULL && st == 0) lb->api.RegisterAccelerator(lb->env, accel, NULL, NULL);
+  lb->cpu_after_delegate = st == 0;
+}
+
 static char *dup_str(const char *s) {
   size_t n = strlen(s) + 1;
   char *c = malloc(n);
@@ -279,6 +319,7 @@ static edgert_status open_delegate(litert_backend *lb, const litert_backend_conf
     return EDGERT_ERR_BACKEND;
   }
   g_delegate_backend = lb;
+  register_cpu_after_delegate(lb);
   return EDGERT_OK;
 }
 

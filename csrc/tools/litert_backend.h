@@ -18,9 +18,11 @@
  * - LiteRT runs on its CPU path (XNNPACK). With a delegate (`delegate_path`, a TFLite
  *   external delegate exporting tflite_plugin_create_delegate/destroy_delegate, the
  *   interface of libedgetpu and Arm NN's delegate), the delegate is applied to every
- *   partition first; the nodes it leaves run on LiteRT's built-in CPU kernels (LiteRT
- *   applies accelerators in registration order and its XNNPACK accelerator cannot be
- *   re-registered after an external one).
+ *   partition first and XNNPACK takes the nodes it leaves (LiteRT applies accelerators
+ *   in registration order: the environment is created without its built-in ones, then
+ *   the delegate and XNNPACK are registered in that order). Should the library not
+ *   export its CPU accelerator definition as expected, those nodes run on LiteRT's
+ *   built-in CPU kernels instead.
  * - One litert_backend serves any number of models and sessions; sessions may run on
  *   different threads (each partition of each session has its own compiled model).
  *   Only one backend with a delegate may be open per process (LiteRT's accelerator
