@@ -95,6 +95,7 @@ typedef struct lrt_api {
                                     lrt_status (*create)(lrt_runtime_ctx *, lrt_env, const struct lrt_accel_s *,
                                                          lrt_options, lrt_wrapper *));
   lrt_status (*WrapDelegate)(void *tflite_delegate, void (*deleter)(void *), lrt_wrapper *out);
+  lrt_status (*DestroyAccelerator)(lrt_accel accel);
 } lrt_api;
 
 /* LiteRT's own CPU accelerator (XNNPACK), as libLiteRt.so exports its definition
@@ -120,7 +121,7 @@ static const char *const k_symbols[] = {
     "LiteRtRunCompiledModel", "LiteRtCreateTensorBufferFromHostMemory", "LiteRtDestroyTensorBuffer",
     "LiteRtCreateAccelerator", "LiteRtRegisterAccelerator", "LiteRtSetAcceleratorGetName",
     "LiteRtSetAcceleratorGetVersion", "LiteRtSetAcceleratorGetHardwareSupport", "LiteRtSetDelegateFunction",
-    "LiteRtWrapDelegate",
+    "LiteRtWrapDelegate", "LiteRtDestroyAccelerator",
 };
 enum { N_SYMBOLS = sizeof k_symbols / sizeof k_symbols[0], N_CORE_SYMBOLS = 19 };
 _Static_assert(sizeof(lrt_api) == N_SYMBOLS * sizeof(void (*)(void)), "one name per lrt_api member");
@@ -247,7 +248,9 @@ static void register_cpu_after_delegate(litert_backend *lb) {
   if (st == 0) st = lb->api.SetAcceleratorGetHardwareSupport(accel, def->get_hardware_support);
   if (st == 0) st = set_jit(accel, def->is_jit);
   if (st == 0) st = lb->api.SetDelegateFunction(accel, def->create_delegate);
-  if (accel != NULL && st == 0) lb->api.RegisterAccelerator(lb->env, accel, NULL, NULL);
+  if (st != 0 && accel != NULL) lb->api.DestroyAccelerator(accel);
+  /* On failure LiteRtRegisterAccelerator releases the accelerator itself. */
+  if (st == 0) st = lb->api.RegisterAccelerator(lb->env, accel, NULL, NULL);
   lb->cpu_after_delegate = st == 0;
 }
 
@@ -311,8 +314,9 @@ static edgert_status open_delegate(litert_backend *lb, const litert_backend_conf
   if (st == 0) st = lb->api.SetAcceleratorGetVersion(accel, accel_version);
   if (st == 0) st = lb->api.SetAcceleratorGetHardwareSupport(accel, accel_hardware);
   if (st == 0) st = lb->api.SetDelegateFunction(accel, accel_create_delegate);
+  if (st != 0 && accel != NULL) lb->api.DestroyAccelerator(accel);
   /* On failure LiteRtRegisterAccelerator releases the accelerator itself. */
-  if (accel != NULL && st == 0) st = lb->api.RegisterAccelerator(lb->env, accel, NULL, NULL);
+  if (st == 0) st = lb->api.RegisterAccelerator(lb->env, accel, NULL, NULL);
   if (st != 0) {
     set_msg(msg, msg_size, "LiteRT did not accept the delegate as an accelerator (status %d, %s)", st,
             status_name(st));
