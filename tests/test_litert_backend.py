@@ -124,6 +124,26 @@ def test_host_litert_run(tmp_path, host_bins, n_adds):
     assert "XNNPACK" in r.stderr  # LiteRT's CPU path ran the partition
 
 
+def test_host_litert_run_int8(tmp_path, host_bins):
+    """int8 boundaries (scale 0.05, zero point 0): bytes in and out, the same as LiteRT's
+    own interpreter on the same file."""
+    rng = np.random.default_rng(7)
+    a = rng.integers(-60, 60, SHAPE, dtype=np.int8)
+    b = rng.integers(-60, 60, SHAPE, dtype=np.int8)
+    model = tflite_tiny.chain(SHAPE, ["add", "add"], int8_scale=0.05)
+    (tmp_path / "model.tflite").write_bytes(model)
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    np.save(tmp_path / "y.npy", np.zeros(SHAPE, np.int8))
+    r = run([host_bins / "litert_run", *litert_run_args(tmp_path, HOST_LIB)])
+    assert r.returncode == 0, r.stderr[-3000:]
+    want = Interpreter(model_content=model).get_signature_runner()(a=a, b=b)["y"]
+    got = np.load(tmp_path / "y.npy")
+    assert got.dtype == np.int8
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got, np.clip(a.astype(int) + 2 * b, -128, 127))
+
+
 def read_counts(path: pathlib.Path) -> tuple[int, int]:
     m = re.fullmatch(r"claimed (\d+) ran (\d+)\n", path.read_text())
     assert m, path.read_text()

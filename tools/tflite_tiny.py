@@ -32,8 +32,9 @@ def add_chain(shape: tuple[int, ...], n: int = 1) -> bytes:
     return chain(shape, ["add"] * n)
 
 
-def chain(shape: tuple[int, ...], ops: list[str]) -> bytes:
-    """float32 binary ops in a chain, each with b: t0 = a op0 b, t1 = t0 op1 b, ..., y."""
+def chain(shape: tuple[int, ...], ops: list[str], int8_scale: float | None = None) -> bytes:
+    """float32 binary ops in a chain, each with b: t0 = a op0 b, t1 = t0 op1 b, ..., y.
+    With int8_scale: every tensor int8 with that scale and zero point 0."""
     assert ops
     n = len(ops)
     m = fb.ModelT()
@@ -51,7 +52,11 @@ def chain(shape: tuple[int, ...], ops: list[str]) -> bytes:
     def tensor(name: str) -> int:
         t = fb.TensorT()
         t.shape = list(shape)
-        t.type = fb.TensorType.FLOAT32
+        t.type = fb.TensorType.FLOAT32 if int8_scale is None else fb.TensorType.INT8
+        if int8_scale is not None:
+            q = fb.QuantizationParametersT()
+            q.scale, q.zeroPoint = [float(int8_scale)], [0]
+            t.quantization = q
         t.buffer = 0
         t.name = name
         tensors.append(t)
