@@ -151,21 +151,36 @@ def run_payload(kind: str, payload: bytes, inputs: list[np.ndarray], fallback: s
 # ---- the file's partition metadata --------------------------------------------------
 
 
-def partition_metadata(data: bytes) -> list[dict]:
-    """The METADATA section's "partitions" list of a file (empty when absent). The file
+def partition_metadata(source) -> list[dict]:
+    """The METADATA section's "partitions" list of a file (empty when absent), from its
+    bytes or its path (reading only the header, section table and METADATA). The file
     has been validated by the C loader already."""
     from . import format as fmt
-    try:
-        (_, _, _, _, _, _, nsec, toff, *_rest) = fmt._HEADER.unpack_from(data, 0)
+
+    def read_at(f, off: int, n: int) -> bytes:
+        if isinstance(f, (bytes, bytearray, memoryview)):
+            return bytes(f[off:off + n])
+        f.seek(off)
+        return f.read(n)
+
+    def scan(f) -> list[dict]:
+        (_, _, _, _, _, _, nsec, toff, *_rest) = fmt._HEADER.unpack(read_at(f, 0, fmt.HEADER_SIZE))
+        table = read_at(f, toff, nsec * fmt.ENTRY_SIZE)
         for k in range(nsec):
-            kind, _, off, size, _, _ = fmt._ENTRY.unpack_from(data, toff + k * fmt.ENTRY_SIZE)
+            kind, _, off, size, _, _ = fmt._ENTRY.unpack_from(table, k * fmt.ENTRY_SIZE)
             if kind == fmt.METADATA:
-                meta = json.loads(bytes(data[off:off + size]).decode("utf-8"))
+                meta = json.loads(read_at(f, off, size).decode("utf-8"))
                 parts = meta.get("partitions") if isinstance(meta, dict) else None
                 return [p for p in parts if isinstance(p, dict)] if isinstance(parts, list) else []
-    except (struct.error, ValueError, UnicodeDecodeError):
-        pass
-    return []
+        return []
+
+    try:
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            return scan(source)
+        with open(source, "rb") as f:
+            return scan(f)
+    except (OSError, struct.error, ValueError, UnicodeDecodeError):
+        return []
 
 
 # ---- the C backends -----------------------------------------------------------------
@@ -215,8 +230,7 @@ class Backends:
     with the cffi callbacks they point at. Keep this object alive as long as any C
     session created with it."""
 
-    def __init__(self, ffi, partitions: list[Partition], delegate: str | None, delegate_options: dict | None,
-                 threads: int | None):
+    def __init__(self, ffi, partitions: list[Partition], delegate_options: dict | None, threads: int | None):
         self.ffi = ffi
         self.by_node = {p.node: p for p in partitions}
         self.delegate_options = delegate_options
@@ -317,9 +331,12 @@ def describe(partitions: list[Partition]) -> list[dict]:
 
 
 def warn_delegate(p: Partition) -> None:
+    """A RuntimeWarning when a requested or recorded delegate does not run partition p."""
     if p.delegate and not p.delegate_loaded:
         warnings.warn(f"partition {p.name}: {p.reason or 'delegate not loaded'}; it runs on the {p.runtime} CPU path",
                       RuntimeWarning, stacklevel=3)
+    elif p.kind == "onnxruntime" and p.reason:
+        warnings.warn(f"partition {p.name}: {p.reason}", RuntimeWarning, stacklevel=3)
 
 
 def tensor_spec(ffi, info) -> tuple[tuple[int, ...], np.dtype, int]:

@@ -236,6 +236,7 @@ def inspect_dict(path: str) -> dict:
         "inputs": [io(i) for i in info["inputs"]],
         "outputs": [io(i) for i in info["outputs"]],
         "metadata": info["metadata"],
+        "partitions": list((info["metadata"] or {}).get("partitions") or []),
     }
 
 
@@ -261,6 +262,10 @@ def inspect(model, as_json) -> None:
         for t in d[kind]:
             click.echo(f"{kind[:-1]:7s} {t['name']}: {t['dtype']}{t['shape']}")
     click.echo(f"{d['nodes']} nodes: " + ", ".join(f"{k} x{v}" for k, v in d["ops"].items()))
+    for p in d["partitions"]:
+        delegate = f", delegate {p['delegate']}" if p.get("delegate") else ""
+        click.echo(f"partition {p.get('node')}: {p.get('backend')}{delegate}, {p.get('bytes', 0):,} bytes, "
+                   f"{len(p.get('nodes') or [])} nodes ({', '.join(sorted(set(p.get('ops') or [])))})")
 
 
 @main.command()
@@ -268,11 +273,24 @@ def inspect(model, as_json) -> None:
 @click.option("--input", "inputs", multiple=True, metavar="NAME=FILE.npy", help="An input tensor.")
 @click.option("--output-dir", type=click.Path(file_okay=False), default=None, help="Write outputs as .npy here.")
 @click.option("--threads", default=1, show_default=True, type=click.IntRange(1, 256))
-def run(model, inputs, output_dir, threads) -> None:
-    """Run an .edgert model on .npy inputs."""
+@click.option("--fallback", type=click.Choice(["onnxruntime", "litert", "tflite"]), default=None,
+              help="Runtime for fallback partitions (default: whichever is installed).")
+@click.option("--delegate", default=None, metavar="NAME|PATH",
+              help="LiteRT delegate for litert partitions (edgetpu, armnn or a library path; default: "
+                   "the one recorded at conversion).")
+def run(model, inputs, output_dir, threads, fallback, delegate) -> None:
+    """Run an .edgert model on .npy inputs. Where each fallback partition runs is
+    printed on stderr."""
     from .runtime import Session
 
-    sess = Session(model, threads=threads)
+    sess = Session(model, threads=threads, fallback=fallback, delegate=delegate)
+    for p in sess.partitions():
+        if p["delegate"]:
+            where = f"delegate {p['delegate']}" if p["delegate_loaded"] else f"CPU (delegate {p['delegate']} not loaded)"
+        else:
+            where = "CPU"
+        click.echo(f"partition {p['node']} ({len(p['nodes'])} nodes): {p['backend']} on {p['runtime']}, {where}",
+                   err=True)
     outs = sess.run(None, _parse_inputs(inputs))
     for info, arr in zip(sess.get_outputs(), outs):
         if output_dir:

@@ -226,11 +226,8 @@ class Session:
         count = int(lib.edgert_model_num_partitions(self._model))
         if count == 0:
             return
-        if isinstance(model, (bytes, bytearray, memoryview)):
-            meta = backends.partition_metadata(bytes(self._buffer))
-        else:
-            with open(os.fspath(model), "rb") as f:
-                meta = backends.partition_metadata(f.read())
+        is_bytes = isinstance(model, (bytes, bytearray, memoryview))
+        meta = backends.partition_metadata(memoryview(self._buffer) if is_bytes else os.fspath(model))
         by_index = {m.get("index"): m for m in meta}
         info = ffi.new("edgert_partition_info *")
         tinfo = ffi.new("edgert_tensor_info *")
@@ -252,7 +249,7 @@ class Session:
             elif delegate is not None:
                 p.reason = "delegates apply to LiteRT partitions; this one runs on onnxruntime's CPU provider"
             self._partitions.append(p)
-        self._backends = backends.Backends(ffi, self._partitions, None, delegate_options, self._threads)
+        self._backends = backends.Backends(ffi, self._partitions, delegate_options, self._threads)
 
     def _no_backend(self, c_message: str) -> NoBackendError:
         """The error for partitions no installed (or allowed) runtime can run."""
@@ -262,15 +259,17 @@ class Session:
                 continue
             wanted = self._fallback
             if wanted is not None and wanted not in backends.RUNTIMES[p.kind]:
-                why = f"fallback={wanted!r} cannot run {p.kind} partitions"
+                choices = " or ".join(repr(r) for r in backends.RUNTIMES[p.kind])
+                why = (f"fallback={wanted!r} cannot run {p.kind} partitions (use fallback=None or {choices}; "
+                       f"the runtime installs with {backends.pip_hint(p.kind)})")
             else:
                 names = " or ".join(backends._DISTRIBUTIONS[r] for r in backends.RUNTIMES[p.kind]
                                     if wanted is None or r == wanted)
-                why = f"{names} is not installed" + (" (EDGERT_DISABLE_BACKENDS)" if backends.disabled() else "")
+                off = " (or disabled by EDGERT_DISABLE_BACKENDS)" if backends.disabled() else ""
+                why = f"{names} is not installed{off}; install it with {backends.pip_hint(p.kind)}"
             nodes = ", ".join(p.nodes) or "?"
             ops = ", ".join(sorted(set(p.ops))) or "?"
-            lines.append(f"partition {p.name} ({p.kind}: nodes {nodes}; ops {ops}): {why}; "
-                         f"install it with {backends.pip_hint(p.kind)}")
+            lines.append(f"partition {p.name} ({p.kind}: nodes {nodes}; ops {ops}): {why}")
         text = "no backend for a fallback partition: " + "; ".join(lines or [c_message])
         return NoBackendError(text + f" [{c_message}]" if lines else text, 202)
 

@@ -222,6 +222,15 @@ def test_threads_share_one_session(ort_file):
     assert len(s._contexts) >= 1
 
 
+def test_delegate_for_onnxruntime_partitions_is_reported(ort_file):
+    with pytest.warns(RuntimeWarning, match="delegates apply to LiteRT partitions"):
+        s = edgert.Session(ort_file, delegate="edgetpu")
+    info, = s.partitions()
+    assert info["delegate"] is None and not info["delegate_loaded"] and "LiteRT" in info["reason"]
+    x = inputs(1, seed=9)[0]
+    np.testing.assert_allclose(s.run(None, {"x": x})[0], reference(x), rtol=0, atol=1e-6)
+
+
 # ---- no backend ----------------------------------------------------------------------
 
 
@@ -299,8 +308,8 @@ def _param_word_offset(data: bytes, node_index: int, word: int) -> int:
     return secs[fmt.PARAMS] + 4 * (rec[8] + word)
 
 
-@pytest.mark.parametrize("word,value,text", [(0, 7, "backend code 7"), (2, 0, "boundary inputs"),
-                                             (1, 0x80000000, "partition number")])
+@pytest.mark.parametrize("word,value,text", [(0, 7, "unknown backend code 7"), (0, 0, "unknown backend code 0"),
+                                             (2, 0, "its 0 boundary inputs, then the payload")])
 def test_loader_rejects_bad_partition_parameters(ort_file, word, value, text):
     data = bytearray(ort_file.read_bytes())
     at = _param_word_offset(bytes(data), 1, word)
@@ -317,7 +326,7 @@ def test_loader_rejects_a_payload_that_is_not_1d(tmp_path):
     g.inputs, g.outputs = ["x"], ["t"]
     blob = g.add_const(np.frombuffer(ort_payload(), np.uint8).reshape(1, -1).copy(), "payload")
     g.add_node("partition", ["x", blob], ["t"], {"backend": "onnxruntime", "index": 0}, name="partition_0")
-    with pytest.raises(ModelFormatError, match="payload, a non-empty constant uint8 1-D tensor"):
+    with pytest.raises(ModelFormatError, match=r"then the payload \(a constant uint8 1-D tensor, not empty\)"):
         edgert.Session(serialize(g))
 
 
@@ -446,3 +455,73 @@ def test_corrupt_tflite_payload(tmp_path):
     with pytest.raises(BackendError) as ei:
         edgert.Session(p)
     assert "partition_0" in str(ei.value) and "litert" in str(ei.value), str(ei.value)
+
+
+# ---- command line ----------------------------------------------------------------------
+
+
+def test_cli_run_and_inspect_show_partitions(ort_file, tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from edgert.cli import main
+
+    x = inputs(1, seed=7)[0]
+    np.save(tmp_path / "x.npy", x)
+    try:
+        runner = CliRunner(mix_stderr=False)
+    except TypeError:  # click >= 8.2 keeps stderr apart by default
+        runner = CliRunner()
+    r = runner.invoke(main, ["run", str(ort_file), "--input", f"x={tmp_path / 'x.npy'}", "--output-dir",
+                             str(tmp_path / "out")])
+    assert r.exit_code == 0, r.output + r.stderr
+    assert f"partition partition_0 (3 nodes): onnxruntime on onnxruntime {ort.__version__}, CPU" in r.stderr
+    np.testing.assert_allclose(np.load(tmp_path / "out" / "y.npy"), reference(x), rtol=0, atol=1e-6)
+
+    r = runner.invoke(main, ["run", str(ort_file), "--input", f"x={tmp_path / 'x.npy'}", "--fallback", "litert"])
+    assert r.exit_code != 0 and "edgert[ort]" in r.output + r.stderr
+
+    r = runner.invoke(main, ["inspect", str(ort_file), "--json"])
+    assert r.exit_code == 0, r.output
+    parts = json.loads(r.stdout)["partitions"]
+    assert [(p["node"], p["backend"], p["nodes"]) for p in parts] == [("partition_0", "onnxruntime", PART_NODES)]
+    r = runner.invoke(main, ["inspect", str(ort_file)])
+    assert "partition partition_0: onnxruntime" in r.stdout and "3 nodes (Einsum, Mul, Relu)" in r.stdout, r.stdout
+
+
+def test_abi_mode_library_runs_partitions(ort_file, tmp_path):
+    """The same backends through a prebuilt libedgert.so loaded in cffi ABI mode
+    (EDGERT_LIBRARY), as on boards without a compiler."""
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    subprocess.run(["make", "-s", "-C", str(ROOT / "csrc"), "lib"], check=True, env=env)
+    x = inputs(1, seed=8)[0]
+    np.save(tmp_path / "x.npy", x)
+    code = ("import sys, numpy as np, edgert; s = edgert.Session(sys.argv[1]); "
+            "np.save(sys.argv[3], s.run(None, {'x': np.load(sys.argv[2])})[0]); print(s.partitions()[0]['runtime'])")
+    env["EDGERT_LIBRARY"] = str(ROOT / "build" / "host" / "libedgert.so")
+    r = subprocess.run([sys.executable, "-c", code, str(ort_file), str(tmp_path / "x.npy"), str(tmp_path / "y.npy")],
+                       capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == f"onnxruntime {ort.__version__}"
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), reference(x), rtol=0, atol=1e-6)
+
+
+def test_litert_payload_from_the_tflite_writer(tmp_path):
+    """A payload written by edgert.tflite.writer.write_tflite for an IR subgraph (relu on
+    NCHW boundaries) runs as a litert partition: y = sigmoid(relu(-x))."""
+    writer = pytest.importorskip("edgert.tflite.writer", reason="the TFLite writer is not part of this build")
+    pytest.importorskip("ai_edge_litert.interpreter", reason="ai-edge-litert has no wheel for this machine")
+    sub = Graph()
+    sub.add_tensor("t", SHAPE, np.float32)
+    sub.add_tensor("u", SHAPE, np.float32)
+    sub.inputs, sub.outputs = ["t"], ["u"]
+    sub.add_node("relu", ["t"], ["u"], name="relu")
+    p = tmp_path / "written.edgert"
+    p.write_bytes(partition_file(writer.write_tflite(sub), backend="litert", out_shape=SHAPE, nodes=["relu"],
+                                 ops=["Relu"]))
+    s = edgert.Session(p)
+    assert s.partitions()[0]["backend"] == "litert"
+    x = inputs(1, seed=10)[0]
+    want = 1.0 / (1.0 + np.exp(-np.maximum(-x, 0.0)))
+    np.testing.assert_allclose(s.run(None, {"x": x})[0], want, rtol=0, atol=1e-6)

@@ -714,7 +714,6 @@ static edgert_status load(const uint8_t *buf, size_t size, void *owned, edgert_m
   if (st == EDGERT_OK) st = load_nodes(&L, m, defined);
   ert_free(defined);
   if (st == EDGERT_OK) st = prepare_nodes(&L, m);
-  if (st == EDGERT_OK) st = ert_partitions_check(m, err);
   if (st != EDGERT_OK) {
     model_release(m);
     return st;

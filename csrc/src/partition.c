@@ -11,17 +11,6 @@ enum { P_BACKEND = 0, P_INDEX = 1 }; /* parameter words (csrc/kernels/ref/partit
 
 static bool is_partition(const ert_node *n) { return n->op == ERT_OP_PARTITION; }
 
-edgert_status ert_partitions_check(const edgert_model *m, ert_err *err) {
-  for (uint32_t i = 0; i < m->n_nodes; i++) {
-    if (!is_partition(&m->nodes[i])) continue;
-    for (uint32_t j = 0; j < i; j++)
-      if (is_partition(&m->nodes[j]) && m->nodes[j].params[P_INDEX] == m->nodes[i].params[P_INDEX])
-        return ert_fail(err, EDGERT_ERR_FORMAT, "nodes '%s' and '%s' are both partition %u", m->nodes[j].name,
-                        m->nodes[i].name, (unsigned)m->nodes[i].params[P_INDEX]);
-  }
-  return EDGERT_OK;
-}
-
 /* ---- model queries ---------------------------------------------------------------- */
 
 size_t edgert_model_num_partitions(const edgert_model *model) {
@@ -85,8 +74,7 @@ edgert_status edgert_model_partition_tensor(const edgert_model *model, size_t in
 
 struct ert_partitions {
   size_t count;
-  ert_partition_ctx *ctx;
-  void **ptrs; /* every partition's in and out arrays, back to back */
+  ert_partition_ctx *ctx; /* count entries, then every partition's in and out pointers */
 };
 
 void ert_partitions_stop(ert_partitions *ps) {
@@ -94,23 +82,8 @@ void ert_partitions_stop(ert_partitions *ps) {
   for (size_t k = ps->count; k-- > 0;) {
     ert_partition_ctx *c = &ps->ctx[k];
     if (c->prepared && c->backend->release != NULL) c->backend->release(c->backend->user, c->state);
-    c->prepared = false;
   }
-  ert_free(ps->ctx);
-  ert_free(ps->ptrs);
   ert_free(ps);
-}
-
-/* Writes "what the partition needs" for the NO_BACKEND message. */
-static edgert_status no_backend(const ert_node *n, char *msg, size_t msg_size) {
-  uint32_t code = n->params[P_BACKEND];
-  snprintf(msg, msg_size,
-           "node '%s' is fallback partition %u for %s (%u inputs, %u outputs, a %zu-byte %s payload) and no %s "
-           "backend was given (edgert_session_options.backends[%u])",
-           n->name, (unsigned)n->params[P_INDEX], ert_backend_name(code), (unsigned)(n->n_in - 1), (unsigned)n->n_out,
-           n->in[n->n_in - 1]->nbytes, code == EDGERT_BACKEND_LITERT ? ".tflite" : "ONNX", ert_backend_name(code),
-           (unsigned)code);
-  return EDGERT_ERR_NO_BACKEND;
 }
 
 edgert_status ert_partitions_start(const edgert_model *m, ert_node *nodes,
@@ -123,34 +96,34 @@ edgert_status ert_partitions_start(const edgert_model *m, ert_node *nodes,
     if (!is_partition(n)) continue;
     uint32_t code = n->params[P_BACKEND];
     const edgert_backend *b = backends[code];
-    if (b == NULL || b->prepare == NULL || b->invoke == NULL) return no_backend(n, msg, msg_size);
+    if (b == NULL || b->prepare == NULL || b->invoke == NULL) {
+      snprintf(msg, msg_size,
+               "node '%s' is fallback partition %u, a %zu-byte %s payload with %u inputs and %u outputs, "
+               "and no %s backend was given (edgert_session_options.backends[%u])",
+               n->name, (unsigned)n->params[P_INDEX], n->in[n->n_in - 1]->nbytes,
+               code == EDGERT_BACKEND_LITERT ? ".tflite" : "ONNX", (unsigned)(n->n_in - 1), (unsigned)n->n_out,
+               ert_backend_name(code), (unsigned)code);
+      return EDGERT_ERR_NO_BACKEND;
+    }
     count++;
     n_ptrs += (size_t)n->n_in - 1 + n->n_out;
   }
   if (count == 0) return EDGERT_OK;
 
-  ert_partitions *ps = ert_calloc(1, sizeof *ps);
+  /* One block: the header, the contexts, then the pointer arrays (all pointer-aligned). */
+  ert_partitions *ps = ert_calloc(1, sizeof *ps + count * sizeof(ert_partition_ctx) + n_ptrs * sizeof(void *));
   if (ps == NULL) return EDGERT_ERR_NO_MEMORY;
-  ps->ctx = ert_calloc(count, sizeof *ps->ctx);
-  ps->ptrs = ert_calloc(n_ptrs, sizeof *ps->ptrs);
-  if (ps->ctx == NULL || ps->ptrs == NULL) {
-    ert_partitions_stop(ps);
-    snprintf(msg, msg_size, "out of memory for %zu partitions", count);
-    return EDGERT_ERR_NO_MEMORY;
-  }
-  ps->count = count;
-  size_t k = 0, used = 0;
+  ps->ctx = (ert_partition_ctx *)(ps + 1);
+  void **ptrs = (void **)(ps->ctx + count);
   for (uint32_t i = 0; i < m->n_nodes; i++) {
     ert_node *n = &nodes[i];
     if (!is_partition(n)) continue;
-    ert_partition_ctx *c = &ps->ctx[k++];
+    ert_partition_ctx *c = &ps->ctx[ps->count++];
     c->backend = backends[n->params[P_BACKEND]];
-    c->in = (const void **)(ps->ptrs + used);
-    used += n->n_in - 1;
-    c->out = ps->ptrs + used;
-    used += n->n_out;
-    for (uint32_t j = 0; j + 1 < n->n_in; j++) c->in[j] = n->in[j]->data;
-    for (uint32_t j = 0; j < n->n_out; j++) c->out[j] = n->out[j]->data;
+    c->in = (const void **)ptrs;
+    for (uint32_t j = 0; j + 1 < n->n_in; j++) *ptrs++ = n->in[j]->data;
+    c->out = ptrs;
+    for (uint32_t j = 0; j < n->n_out; j++) *ptrs++ = n->out[j]->data;
     memcpy(&n->opdata[0], &c, sizeof c); /* eval finds its context here */
 
     edgert_partition_info info;
@@ -170,4 +143,3 @@ edgert_status ert_partitions_start(const edgert_model *m, ert_node *nodes,
   *out = ps;
   return EDGERT_OK;
 }
-

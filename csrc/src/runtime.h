@@ -52,8 +52,6 @@ void ert_fill_info(const ert_tensor *t, edgert_tensor_info *info);
 
 /* Fallback partitions (partition.c). */
 typedef struct ert_partitions ert_partitions;
-/* Load-time checks across partition nodes (distinct partition numbers). */
-edgert_status ert_partitions_check(const edgert_model *m, ert_err *err);
 /* For a new session whose node copies are `nodes` (tensors bound to the arena): checks
  * that every partition's kind has a backend (else EDGERT_ERR_NO_BACKEND), then calls
  * prepare for each partition in execution order. On failure, partitions already

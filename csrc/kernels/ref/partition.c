@@ -6,9 +6,7 @@
  * Inputs: the boundary inputs, then LAST the payload (a constant uint8 1-D tensor: an
  * ONNX model or a .tflite flatbuffer). Outputs: the boundary outputs (arena tensors).
  * Parameter words: [backend_code (1 onnxruntime, 2 litert), index (the partition
- * number), n_boundary_inputs (= inputs - 1)]. */
-#include <string.h>
-
+ * number, informative), n_boundary_inputs (= inputs - 1)]. */
 #include "internal.h"
 
 enum { P_BACKEND = 0, P_INDEX = 1, P_N_INPUTS = 2, P_COUNT = 3 };
@@ -22,39 +20,24 @@ const char *ert_backend_name(uint32_t code) {
 }
 
 edgert_status ert_partition_prepare(ert_node *n, ert_err *err) {
-  if (n->n_params != P_COUNT)
-    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (partition): %u parameters, expected 3", n->name,
-                    (unsigned)n->n_params);
+  edgert_status st = ert_check_params(n, err, P_COUNT);
+  if (st == EDGERT_OK) st = ert_check_arity(n, err, 1, 0xFFFFFFFFu, 1, 0xFFFFFFFFu);
+  if (st != EDGERT_OK) return st;
   uint32_t code = n->params[P_BACKEND];
   if (code != EDGERT_BACKEND_ONNXRUNTIME && code != EDGERT_BACKEND_LITERT)
-    return ert_fail(err, EDGERT_ERR_UNSUPPORTED, "node '%s' (partition): backend code %u is unknown to this runtime",
-                    n->name, (unsigned)code);
-  if (n->params[P_INDEX] > 0x7FFFFFFFu)
-    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (partition): partition number %u out of range", n->name,
-                    (unsigned)n->params[P_INDEX]);
-  if (n->n_in < 1 || n->n_out < 1)
-    return ert_fail(err, EDGERT_ERR_FORMAT, "node '%s' (partition): needs a payload input and at least one output",
-                    n->name);
-  if (n->params[P_N_INPUTS] != n->n_in - 1)
-    return ert_fail(err, EDGERT_ERR_PARAM,
-                    "node '%s' (partition): says %u boundary inputs but has %u inputs besides the payload", n->name,
-                    (unsigned)n->params[P_N_INPUTS], (unsigned)(n->n_in - 1));
+    return ert_fail(err, EDGERT_ERR_UNSUPPORTED, "node '%s' (partition): unknown backend code %u", n->name,
+                    (unsigned)code);
+  /* The payload is read in place from the model (the loader checked its bounds and the
+   * CRC); outputs are arena tensors, as the loader requires of every node. */
   const ert_tensor *p = n->in[n->n_in - 1];
-  if (p == NULL || p->storage != ERT_STORAGE_CONST || p->dtype != EDGERT_UINT8 || p->ndim != 1 ||
-      p->nbytes == 0 || p->data == NULL)
+  bool ok = n->params[P_N_INPUTS] == n->n_in - 1 && p != NULL && p->storage == ERT_STORAGE_CONST &&
+            p->dtype == EDGERT_UINT8 && p->ndim == 1 && p->nbytes > 0;
+  for (uint32_t k = 0; ok && k + 1 < n->n_in; k++) ok = n->in[k] != NULL && n->in[k] != p;
+  if (!ok)
     return ert_fail(err, EDGERT_ERR_FORMAT,
-                    "node '%s' (partition): the last input must be the payload, a non-empty constant uint8 1-D tensor",
-                    n->name);
-  for (uint32_t k = 0; k + 1 < n->n_in; k++) {
-    const ert_tensor *t = n->in[k];
-    if (t == NULL)
-      return ert_fail(err, EDGERT_ERR_FORMAT, "node '%s' (partition): boundary input %u is absent", n->name,
-                      (unsigned)k);
-    if (t == p)
-      return ert_fail(err, EDGERT_ERR_FORMAT, "node '%s' (partition): the payload is also a boundary input",
-                      n->name);
-  }
-  /* Outputs are arena tensors (the loader checks every node's outputs). */
+                    "node '%s' (partition): inputs must be its %u boundary inputs, then the payload "
+                    "(a constant uint8 1-D tensor, not empty)",
+                    n->name, (unsigned)n->params[P_N_INPUTS]);
   return EDGERT_OK;
 }
 
