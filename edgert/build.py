@@ -3,7 +3,8 @@
     DIR/lib/libedgert.so      stripped, exports only edgert_* (cross/edgert.map)
     DIR/lib/libedgert.a       one prelinked object (see csrc/Makefile)
     DIR/include/edgert.h
-    DIR/bin/edgert-run        statically linked against libedgert.a, stripped
+    DIR/bin/edgert-run        statically linked against libedgert.a (and -ldl: it loads
+                              libLiteRt.so for litert partitions), stripped
     DIR/wheel/edgert-<version>-cp311-none-<platform>.whl
 
 The sources are the ones shipped in the installed package (edgert/sources.py). The

@@ -2,6 +2,11 @@
  *
  *   edgert-run MODEL.edgert --input NAME=FILE.npy ... [--output-dir DIR]
  *              [--repeat N] [--threads N]
+ *              [--fallback-lib PATH/libLiteRt.so [--delegate PATH.so [--delegate-option K=V]...]]
+ *
+ * --fallback-lib runs the model's litert partitions (docs/partitions.md) with LiteRT's
+ * C API from that library (tools/litert_backend.c, loaded with dlopen); --delegate
+ * applies a TFLite external delegate (e.g. libedgetpu.so.1) to them, with its options.
  *
  * Every input must be given, with the model's dtype and shape. Each output is written
  * to DIR/<name>.npy (DIR defaults to "."), with characters other than [A-Za-z0-9._-]
@@ -15,13 +20,17 @@
 #include <time.h>
 
 #include "edgert.h"
+#include "litert_backend.h"
 #include "npy.h"
 
 static void usage(FILE *to) {
   fprintf(to,
           "usage: edgert-run MODEL.edgert --input NAME=FILE.npy ... [--output-dir DIR]\n"
           "                  [--repeat N] [--threads N]\n"
-          "Runs the model on the given inputs and writes every output to DIR/<name>.npy.\n");
+          "                  [--fallback-lib PATH/libLiteRt.so [--delegate PATH.so [--delegate-option K=V]...]]\n"
+          "Runs the model on the given inputs and writes every output to DIR/<name>.npy.\n"
+          "--fallback-lib runs litert partitions with LiteRT (libLiteRt.so of the ai-edge-litert wheel);\n"
+          "--delegate applies a TFLite external delegate to them.\n");
 }
 
 static double now_ms(void) {
@@ -87,54 +96,92 @@ static void output_file_name(const edgert_model *m, size_t k, char *out, size_t 
   }
 }
 
+static void free_args(const char **input_args, char **opt_copies, const char **opt_keys, const char **opt_values) {
+  for (size_t i = 0; opt_copies != NULL && opt_copies[i] != NULL; i++) free(opt_copies[i]);
+  free(input_args);
+  free(opt_copies);
+  free(opt_keys);
+  free(opt_values);
+}
+#define FREE_ARGS() free_args(input_args, opt_copies, opt_keys, opt_values)
+
 int main(int argc, char **argv) {
   const char *model_path = NULL, *out_dir = ".";
   long repeat = 1, threads = 1;
   const char **input_args = calloc((size_t)argc + 1, sizeof *input_args);
   size_t n_input_args = 0;
-  if (input_args == NULL) return 1;
+  litert_backend_config litert_cfg = {0};
+  /* --delegate-option K=V: keys and values point into copies of the arguments */
+  char **opt_copies = calloc((size_t)argc + 1, sizeof *opt_copies);
+  const char **opt_keys = calloc((size_t)argc + 1, sizeof *opt_keys);
+  const char **opt_values = calloc((size_t)argc + 1, sizeof *opt_values);
+  size_t n_opts = 0;
+  litert_backend *litert = NULL;
+  if (input_args == NULL || opt_copies == NULL || opt_keys == NULL || opt_values == NULL) {
+    FREE_ARGS();
+    return 1;
+  }
 
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
       usage(stdout);
-      free(input_args);
+      FREE_ARGS();
       return 0;
     }
     int takes_value = strcmp(a, "--input") == 0 || strcmp(a, "-i") == 0 || strcmp(a, "--output-dir") == 0 ||
-                      strcmp(a, "-o") == 0 || strcmp(a, "--repeat") == 0 || strcmp(a, "--threads") == 0;
+                      strcmp(a, "-o") == 0 || strcmp(a, "--repeat") == 0 || strcmp(a, "--threads") == 0 ||
+                      strcmp(a, "--fallback-lib") == 0 || strcmp(a, "--delegate") == 0 ||
+                      strcmp(a, "--delegate-option") == 0;
     if (takes_value) {
       if (i + 1 >= argc) {
         fprintf(stderr, "edgert-run: %s needs a value\n", a);
-        free(input_args);
+        FREE_ARGS();
         return 2;
       }
       const char *v = argv[++i];
       int bad = 0;
       if (strcmp(a, "--input") == 0 || strcmp(a, "-i") == 0) input_args[n_input_args++] = v;
       else if (strcmp(a, "--output-dir") == 0 || strcmp(a, "-o") == 0) out_dir = v;
+      else if (strcmp(a, "--fallback-lib") == 0) litert_cfg.lib_path = v;
+      else if (strcmp(a, "--delegate") == 0) litert_cfg.delegate_path = v;
+      else if (strcmp(a, "--delegate-option") == 0) {
+        char *eq = strchr(v, '=');
+        if (eq == NULL || eq == v) {
+          fprintf(stderr, "edgert-run: --delegate-option needs KEY=VALUE, got '%s'\n", v);
+          bad = 1;
+        } else if ((opt_copies[n_opts] = malloc(strlen(v) + 1)) == NULL) {
+          bad = 1;
+        } else {
+          strcpy(opt_copies[n_opts], v);
+          opt_copies[n_opts][eq - v] = '\0';
+          opt_keys[n_opts] = opt_copies[n_opts];
+          opt_values[n_opts] = opt_copies[n_opts] + (eq - v) + 1;
+          n_opts++;
+        }
+      }
       else if (strcmp(a, "--repeat") == 0) bad = parse_count(a, v, 1000000000L, &repeat);
       else bad = parse_count(a, v, 1024, &threads);
       if (bad) {
-        free(input_args);
+        FREE_ARGS();
         return 2;
       }
     } else if (a[0] == '-' && a[1] != '\0') {
       fprintf(stderr, "edgert-run: unknown option '%s'\n", a);
       usage(stderr);
-      free(input_args);
+      FREE_ARGS();
       return 2;
     } else if (model_path == NULL) {
       model_path = a;
     } else {
       fprintf(stderr, "edgert-run: unexpected argument '%s' (inputs are given as --input NAME=FILE.npy)\n", a);
-      free(input_args);
+      FREE_ARGS();
       return 2;
     }
   }
   if (model_path == NULL) {
     usage(stderr);
-    free(input_args);
+    FREE_ARGS();
     return 2;
   }
 
@@ -157,9 +204,31 @@ int main(int argc, char **argv) {
   edgert_session_options opts;
   edgert_session_options_init(&opts);
   opts.threads = (int32_t)threads;
+  if (litert_cfg.delegate_path != NULL && litert_cfg.lib_path == NULL) {
+    fprintf(stderr, "edgert-run: --delegate applies to LiteRT partitions and needs --fallback-lib PATH/libLiteRt.so\n");
+    goto done;
+  }
+  edgert_backend litert_be;
+  if (litert_cfg.lib_path != NULL) {
+    litert_cfg.delegate_keys = opt_keys;
+    litert_cfg.delegate_values = opt_values;
+    litert_cfg.n_delegate_options = n_opts;
+    st = litert_backend_open(&litert_cfg, &litert, err, sizeof err);
+    if (st != EDGERT_OK) {
+      fprintf(stderr, "edgert-run: LiteRT backend: %s\n", err);
+      goto done;
+    }
+    litert_backend_fill(litert, &litert_be);
+    opts.backends[EDGERT_BACKEND_LITERT] = &litert_be;
+  }
   st = edgert_session_create(model, &opts, &session);
   if (st != EDGERT_OK) {
-    fprintf(stderr, "edgert-run: cannot create a session: %s\n", edgert_status_str(st));
+    const char *why = edgert_session_last_error(NULL);
+    fprintf(stderr, "edgert-run: cannot create a session: %s%s%s\n", edgert_status_str(st),
+            why && why[0] ? ": " : "", why ? why : "");
+    if (st == EDGERT_ERR_NO_BACKEND && litert_cfg.lib_path == NULL)
+      fprintf(stderr, "edgert-run: litert partitions run with --fallback-lib PATH/libLiteRt.so "
+                      "(from `pip install ai-edge-litert`, in site-packages/ai_edge_litert/)\n");
     goto done;
   }
 
@@ -245,7 +314,7 @@ int main(int argc, char **argv) {
       goto done;
     }
   }
-  fprintf(stderr, "edgert-run: %ld run(s), mean latency %.3f ms (threads %ld)\n", repeat,
+  fprintf(stderr, "edgert-run: %ld run(s), mean latency %.4f ms (threads %ld)\n", repeat,
           total_ms / (double)repeat, threads);
 
   size_t n_out = edgert_model_num_outputs(model);
@@ -274,8 +343,9 @@ done:
   if (arrays != NULL)
     for (size_t j = 0; j < n_in; j++) npy_free(&arrays[j]);
   free(arrays);
-  free(input_args);
+  FREE_ARGS();
   edgert_session_destroy(session);
+  litert_backend_close(litert);
   edgert_model_free(model);
   return rc;
 }
