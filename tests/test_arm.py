@@ -583,3 +583,103 @@ def test_int8_model_under_qemu(board, cpu, model, workdir, real_model):
         assert got.shape == want.shape and got.dtype == want.dtype, name
         assert got.tobytes() == want.tobytes(), \
             f"{board}/{cpu} {name}: {int(np.sum(got != want))} of {got.size} values differ"
+
+
+# ---- fallback partitions on the boards (docs/partitions.md) --------------------------------
+# A mixed file: the digits CNN with its convolutions handed to LiteRT (edgert runs the rest),
+# run on the host with ai-edge-litert, then on each board kind with what that board has.
+
+def _mixed_case(workdir: pathlib.Path):
+    """(mixed .edgert path, {input: npy path}, {output: host output}, host partitions())."""
+    from tools import models
+
+    path = workdir / "digits_mixed_litert.edgert"
+    feeds = {"input": np.load(models.DIGITS_TEST)["input"][:2]}
+    if not path.exists():
+        path.write_bytes(edgert.convert(str(models.DIGITS_MODEL), None, fallback="litert", fallback_ops=["Conv"]))
+    sess = edgert.Session(path)
+    parts = sess.partitions()
+    outs = sess.run(None, feeds)
+    ref = {o.name: v for o, v in zip(sess.get_outputs(), outs)}
+    native = edgert.Session(edgert.convert(str(models.DIGITS_MODEL), None)).run(None, feeds)
+    for want, got in zip(native, outs):  # the mixed file computes what edgert alone computes
+        assert float(np.abs(got - want).max()) <= 1e-3 * float(np.abs(want).max())
+    inputs = {}
+    for k, v in feeds.items():
+        inputs[k] = workdir / f"mixed_{k}.npy"
+        np.save(inputs[k], v)
+    return path, inputs, ref, parts
+
+
+def test_mixed_model_partitions_on_host(workdir):
+    """The mixed file really is mixed: LiteRT partitions holding every Conv, edgert the rest."""
+    path, _, _, parts = _mixed_case(workdir)
+    assert parts and all(p["backend"] == "litert" for p in parts), parts
+    assert all(p["runtime"].startswith("ai-edge-litert ") for p in parts), parts
+    ops = [n.op for n in edgert.Session(path).nodes()]
+    assert "partition" in ops and "conv2d" not in ops, ops
+    assert set(ops) - {"partition"}, "edgert runs nothing: the file is not mixed"
+
+
+_GUEST_RUN = (
+    "import json, sys, numpy as np, edgert\n"
+    "sess = edgert.Session(sys.argv[1])\n"
+    "feeds = {k: np.load(v) for k, v in (a.split('=', 1) for a in sys.argv[4:])}\n"
+    "outs = sess.run(None, feeds)\n"
+    "np.savez(sys.argv[2], **{o.name: v for o, v in zip(sess.get_outputs(), outs)})\n"
+    "open(sys.argv[3], 'w').write(json.dumps({'partitions': sess.partitions(), 'numpy': np.__version__}))\n")
+
+
+@pytest.mark.parametrize("arch,extra,runtime", [("arm64", "litert", "ai-edge-litert 2.3.0"),
+                                                ("armhf", "tflite", "tflite-runtime 2.14.0")])
+def test_board_wheel_runs_litert_partitions(arch, extra, runtime, tmp_path, workdir):
+    """`pip install 'edgert[EXTRA]'` inside the emulated board Python brings the board's
+    LiteRT runtime (ai-edge-litert on aarch64; tflite-runtime 2.14 with Debian's numpy 1.x
+    on armv7l), and the mixed file runs there: edgert's kernels plus LiteRT partitions,
+    matching the host, with partitions() naming the runtime that ran them."""
+    import json
+
+    from tools import fetch_backend_wheels
+
+    _arm_python(arch)
+    machine = {"arm64": "aarch64", "armhf": "armv7l"}[arch]
+    wheels = fetch_backend_wheels.fetch(machine)
+    board = PY_ROOTS[arch][3]
+    r = ebuild.build(board, tmp_path / "out")
+    home = tmp_path / "home"
+    home.mkdir()
+    pip = _guest(arch, home, ["-m", "pip", "install", "--user", "--break-system-packages", "--no-index",
+                              "--find-links", str(pathlib.Path(r["wheel"]).parent), "--find-links", str(wheels),
+                              f"edgert[{extra}]"])
+    assert pip.returncode == 0, pip.stdout + pip.stderr
+    path, inputs, ref, host_parts = _mixed_case(workdir)
+    script = tmp_path / "run.py"
+    script.write_text(_GUEST_RUN)
+    out, info = tmp_path / "out.npz", tmp_path / "info.json"
+    res = _guest(arch, home, [str(script), str(path), str(out), str(info)] + [f"{k}={p}" for k, p in inputs.items()])
+    assert res.returncode == 0, res.stdout + res.stderr
+    got = np.load(out)
+    for name, want in ref.items():
+        assert float(np.abs(got[name] - want).max()) <= 1e-3 * float(np.abs(want).max()), name
+    meta = json.loads(info.read_text())
+    parts = meta["partitions"]
+    assert [p["node"] for p in parts] == [p["node"] for p in host_parts]
+    assert all(p["runtime"] == runtime for p in parts), parts
+    if arch == "armhf":
+        assert meta["numpy"].startswith("1."), meta  # Debian's numpy, as tflite-runtime needs
+
+
+def test_armv6_has_no_fallback(workdir, tmp_path):
+    """armv6 (Pi Zero/1): no LiteRT or tflite-runtime build exists, so a file with
+    partitions cannot run there; edgert-run says which partition needs which backend
+    instead of crashing or computing something else."""
+    path, inputs, _, host_parts = _mixed_case(workdir)
+    d = built("rpi0")
+    argv = [str(d / "edgert-run"), str(path), "--output-dir", str(tmp_path)]
+    for k, p in inputs.items():
+        argv += ["--input", f"{k}={p}"]
+    r = run_on("rpi0", argv)
+    assert r.returncode != 0
+    msg = r.stdout + r.stderr
+    assert host_parts[0]["node"] in msg and "litert" in msg, msg
+    assert not list(tmp_path.glob("*.npy"))
