@@ -70,14 +70,14 @@ def _vec_bytes(b, data: bytes, alignment: int) -> int:
     b.StartVector(1, len(data), alignment)
     b.head = b.head - len(data)
     b.Bytes[b.head:b.head + len(data)] = data
-    return b.EndVector(len(data))
+    return b.EndVector()
 
 
 def _vec_offsets(b, offsets: list[int]) -> int:
     b.StartVector(4, len(offsets), 4)
     for off in reversed(offsets):
         b.PrependUOffsetTRelative(off)
-    return b.EndVector(len(offsets))
+    return b.EndVector()
 
 
 def _vec_np(b, values, dtype) -> int:

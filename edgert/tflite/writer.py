@@ -456,15 +456,21 @@ class _Writer:
         xi = self.get(node.inputs[0], layout)
         out = self.out(node.outputs[0], layout)
         sc, zp = self._quant(node.outputs[0])
-        if node.op == "hard_swish":
-            self.op(S.HARD_SWISH, [xi], [out])
-            return
-        if node.op == "sigmoid" and abs(float(sc[0]) * 256 - 1) < 1e-6 and int(zp[0]) == -128:
-            self.op(S.LOGISTIC, [xi], [out])
-            return
         table = self.g.tensors[node.inputs[1]]
         if not table.is_const or tuple(table.shape) != (256,):
             raise _Unsupported("the table must be a constant [256]")
+        # TFLite's own int8 op where it computes this table from the tensors' quantization
+        # (to within one step); otherwise a GATHER reproduces the table exactly.
+        native = {"hard_swish": S.HARD_SWISH}
+        if abs(float(sc[0]) * 256 - 1) < 1e-6 and int(zp[0]) == -128:
+            native["sigmoid"] = S.LOGISTIC
+        if node.op in native:
+            from ..ops.lut import build_table
+            xs, xz = self._quant(node.inputs[0])
+            expect = build_table(node, float(xs[0]), int(xz[0]), float(sc[0]), int(zp[0]))
+            if int(np.abs(expect.astype(np.int32) - table.data.astype(np.int32)).max()) <= 1:
+                self.op(native[node.op], [xi], [out])
+                return
         shape = self.shape_of(xi)
         wide, idx = self.tmp(shape, I32, "lut"), self.tmp(shape, I32, "lut")
         self.op(S.CAST, [xi], [wide], S.OPT_CAST, [(0, "i8", S.TENSOR_TYPE[S8]), (1, "i8", S.TENSOR_TYPE[I32])])
@@ -700,19 +706,23 @@ class _Writer:
         xi = self.get(node.inputs[0], "nhwc")
         quant = self._quant(node.inputs[0]) if x.dtype == S8 else None
         padding = self._window_padding(h, w, kh, kw, sh, sw, 1, 1, pads, oh, ow)
-        if padding is None or (padding == S.PADDING_SAME and code == S.AVERAGE_POOL_2D
-                               and a.get("count_include_pad", False) and any(pads)):
-            # explicit padding, extended to the last window ceil_mode starts
+        incl = code == S.AVERAGE_POOL_2D and bool(a.get("count_include_pad", False)) and any(pads)
+        if padding is None or incl:
+            # explicit padding; max pooling extends it to the last window ceil_mode starts
             eh = (oh - 1) * sh + kh - h - pads[0]
             ew = (ow - 1) * sw + kw - w - pads[1]
-            full = (pads[0], pads[1], max(eh, 0), max(ew, 0))
             if code == S.AVERAGE_POOL_2D:
-                if not a.get("count_include_pad", False) or (full[2], full[3]) != (pads[2], pads[3]):
+                if not incl or eh > pads[2] or ew > pads[3]:
                     raise _Unsupported("average pooling with padding TFLite's SAME does not express")
+                full = pads
                 xi = self._pad_nhwc(xi, full, None, x.dtype, quant, "pool_pad")
             else:
+                full = (pads[0], pads[1], max(eh, pads[2]), max(ew, pads[3]))
                 low = -128 if x.dtype == S8 else -np.inf
                 xi = self._pad_nhwc(xi, full, low, x.dtype, quant, "pool_pad")
+            ph, pw = self.shape_of(xi)[1:3]
+            if ((ph - kh) // sh + 1, (pw - kw) // sw + 1) != (oh, ow):
+                raise _Unsupported("pooling window geometry TFLite does not express")
             padding = S.PADDING_VALID
         self.op(code, [xi], [self.out(node.outputs[0], "nhwc")], S.OPT_POOL2D,
                 [(0, "i8", padding), (1, "i32", sw), (2, "i32", sh), (3, "i32", kw), (4, "i32", kh),
