@@ -538,7 +538,6 @@ class _Writer:
             ratio = qp[:, 1].astype(np.float64) * 2.0 ** -int(a["shift"])
             wscale = np.maximum(ratio * sy / float(xq[0][0]), 1e-30).astype(np.float32)
             bias = qp[:, 0].astype(np.int32)
-            bscale = (float(xq[0][0]) * wscale.astype(np.float64)).astype(np.float32)
         else:
             wscale = None
             bias = (g.tensors[node.inputs[2]].data if len(node.inputs) > 2 and node.inputs[2]
