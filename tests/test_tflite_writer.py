@@ -472,3 +472,13 @@ def test_model_int8_accuracy(name, real_model):
     print(f"{name} int8: edgert accuracy {acc_ref:.3f}, LiteRT {acc_tfl:.3f}, agreement {agree:.3f}")
     assert acc_tfl >= acc_ref - 0.05
     assert agree >= 0.90
+
+
+def test_int8_clip_after_pool():
+    c, w = _conv("c", "x", "h", 8, 8)
+    mp = helper.make_node("MaxPool", ["h"], ["m"], kernel_shape=[2, 2], strides=[2, 2])
+    cl = helper.make_node("Clip", ["m", "lo", "hi"], ["y"])
+    model = _model([c, mp, cl], X, ["y"], {**w, "lo": np.float32(-0.5), "hi": np.float32(1.0)})
+    assert _quantized(model).op_counts().get("clip") == 1  # stays an int8 clip in edgert's graph
+    ops = check_int8(model, ["MAXIMUM", "MINIMUM"])
+    assert ops.index("QUANTIZE") < ops.index("TRANSPOSE")  # the layout change moves int8 bytes

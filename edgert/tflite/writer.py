@@ -405,6 +405,14 @@ class _Writer:
 
     def op_clip(self, node):
         lo, hi = node.attrs.get("min"), node.attrs.get("max")
+        if self.g.tensors[node.inputs[0]].dtype == S8 and len(node.inputs) == 1:
+            # int8 clip: bounds in quantized units, output quantized as the input
+            layout = self.elementwise_layout(node, node.inputs)
+            q = self._quant(node.inputs[0])
+            self.clamp(self.get(node.inputs[0], layout), self.out(node.outputs[0], layout),
+                       -math.inf if lo is None or int(lo) <= -128 else int(lo),
+                       math.inf if hi is None or int(hi) >= 127 else int(hi), q)
+            return
         self._unary_float(node, 2, -math.inf if lo is None else float(lo), math.inf if hi is None else float(hi))
 
     def op_hard_sigmoid(self, node):
