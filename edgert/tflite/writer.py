@@ -521,11 +521,53 @@ class _Writer:
             self.op(S.PADV2, [xi, paddings, self.const(np.asarray(value, dtype), "pad_value", quant)], [y])
         return y
 
+    def _via_rank4(self, node, handler):
+        """A 1-D (rank1d) conv or pool as its height-1 2-D form: [N, C, W] is
+        transposed to [N, W, C] and viewed as NHWC [N, 1, W, C], and back."""
+        from ..ir import Tensor
+        g = self.g
+        x, y = g.tensors[node.inputs[0]], g.tensors[node.outputs[0]]
+        if x.dtype == S8:
+            raise _Unsupported("int8 1-D convolution or pooling")
+        n, c, w = x.shape
+        m, ow = y.shape[1], y.shape[2]
+        nwc = self.tmp((n, w, c), x.dtype, "nwc")
+        self.op(S.TRANSPOSE, [self.get(node.inputs[0]), self.i32([0, 2, 1], "perm")], [nwc])
+        x4 = self.tmp((n, 1, w, c), x.dtype, "nhwc")
+        self.op(S.RESHAPE, [nwc, self.i32((n, 1, w, c))], [x4], S.OPT_RESHAPE, [(0, "vec_i32", [n, 1, w, c])])
+        # a rank-4 twin of the node over private IR tensors, written with the 2-D handler
+        a = dict(node.attrs, rank1d=False)
+        names = []
+        for name, shape in ((node.inputs[0], (n, c, 1, w)), (node.outputs[0], (n, m, 1, ow))):
+            twin = f"{name}/as4d"
+            g.tensors[twin] = Tensor(twin, shape, x.dtype)
+            names.append(twin)
+        extra = []
+        if node.op == "conv2d":
+            wt = g.tensors[node.inputs[1]]
+            if not wt.is_const:
+                raise _Unsupported("non-constant weights")
+            w4 = f"{node.inputs[1]}/as4d"
+            g.tensors[w4] = Tensor(w4, wt.shape[:2] + (1, wt.shape[2]), wt.dtype, wt.data[:, :, None, :])
+            extra = [w4] + list(node.inputs[2:])
+            kernel = a.get("kernel", (1, wt.shape[2]))
+            a["kernel"] = [1, int(kernel[-1])]
+        try:
+            self.tfl[(names[0], "nhwc")] = x4
+            handler(Node(node.op, [names[0]] + extra, [names[1]], a, node.name))
+            y4 = self.tfl[(names[1], "nhwc")]
+        finally:
+            for t in names + extra[:1]:
+                g.tensors.pop(t, None)
+        nwm = self.tmp((n, ow, m), y.dtype, "nwc")
+        self.op(S.RESHAPE, [y4, self.i32((n, ow, m))], [nwm], S.OPT_RESHAPE, [(0, "vec_i32", [n, ow, m])])
+        self.op(S.TRANSPOSE, [nwm, self.i32([0, 2, 1], "perm")], [self.out(node.outputs[0])])
+
     def op_conv2d(self, node):
         g = self.g
         a = node.attrs
         if a.get("rank1d", False):
-            raise _Unsupported("1-D convolution")
+            return self._via_rank4(node, self.op_conv2d)
         x, w = g.tensors[node.inputs[0]], g.tensors[node.inputs[1]]
         if not w.is_const:
             raise _Unsupported("non-constant weights")
@@ -701,7 +743,7 @@ class _Writer:
         g = self.g
         a = node.attrs
         if a.get("rank1d", False):
-            raise _Unsupported("1-D pooling")
+            return self._via_rank4(node, lambda n4: self._pool(n4, code))
         x, y = g.tensors[node.inputs[0]], g.tensors[node.outputs[0]]
         kh, kw = (int(v) for v in a["kernel"])
         sh, sw = (int(v) for v in a.get("strides", (1, 1)))
@@ -966,6 +1008,80 @@ class _Writer:
         self.op(S.MUL, [nrm, vec(1)], [scaled], S.OPT_MUL, [])
         if has_bias:
             self.op(S.ADD, [scaled, vec(2)], [out], S.OPT_ADD, [])
+
+    def op_copy(self, node):
+        x = self.g.tensors[node.inputs[0]]
+        layout = self.layout_of(node.inputs[0]) if len(x.shape) == 4 else "nchw"
+        xi = self.get(node.inputs[0], layout)
+        shape = list(self.shape_of(xi))
+        self.op(S.RESHAPE, [xi, self.i32(shape)], [self.out(node.outputs[0], layout)], S.OPT_RESHAPE,
+                [(0, "vec_i32", shape)])
+
+    def op_batch_norm(self, node):
+        g = self.g
+        x = g.tensors[node.inputs[0]]
+        if x.dtype != F32 or not all(g.tensors[i].is_const for i in node.inputs[1:5]):
+            raise _Unsupported("float32 batch_norm with constant statistics")
+        scale, bias, mean, var = (g.tensors[i].data.astype(np.float64) for i in node.inputs[1:5])
+        k = scale / np.sqrt(var + float(node.attrs.get("epsilon", 1e-5)))
+        b = bias - mean * k
+        r = len(x.shape)
+        layout = self.layout_of(node.inputs[0]) if r == 4 else "nchw"
+        shape = (1, 1, 1, -1) if layout == "nhwc" else (1, -1) + (1,) * (r - 2)
+        xi = self.get(node.inputs[0], layout)
+        t = self.tmp(self.shape_of(xi), F32, "bn")
+        self.op(S.MUL, [xi, self.const(k.astype(np.float32).reshape(shape), "bn_scale")], [t], S.OPT_MUL, [])
+        self.op(S.ADD, [t, self.const(b.astype(np.float32).reshape(shape), "bn_shift")],
+                [self.out(node.outputs[0], layout)], S.OPT_ADD, [])
+
+    def op_gather(self, node):
+        g = self.g
+        data, idx = g.tensors[node.inputs[0]], g.tensors[node.inputs[1]]
+        if not idx.is_const:
+            raise _Unsupported("non-constant indices")
+        axis = int(node.attrs.get("axis", 0)) % len(data.shape)
+        ind = idx.data.astype(np.int64)
+        ind = np.where(ind < 0, ind + data.shape[axis], ind).astype(np.int32)
+        self.op(S.GATHER, [self.get(node.inputs[0], "nchw"), self.const(ind, "indices")],
+                [self.out(node.outputs[0])], S.OPT_GATHER, [(0, "i32", axis)])
+
+    def op_conv_transpose2d(self, node):
+        g = self.g
+        a = node.attrs
+        x, w = g.tensors[node.inputs[0]], g.tensors[node.inputs[1]]
+        y = g.tensors[node.outputs[0]]
+        if x.dtype != F32 or not w.is_const or a.get("rank1d", False):
+            raise _Unsupported("float32 2-D transposed convolution with constant weights")
+        if int(a.get("group", 1)) != 1 or tuple(int(v) for v in a.get("dilations", (1, 1))) != (1, 1):
+            raise _Unsupported("grouped or dilated transposed convolution")
+        n, c, h, wd = x.shape
+        _, m, kh, kw = w.shape
+        sh, sw = (int(v) for v in a.get("strides", (1, 1)))
+        top, left, bottom, right = (int(v) for v in a.get("pads", (0, 0, 0, 0)))
+        oph, opw = (int(v) for v in a.get("output_padding", (0, 0)))
+        if oph > bottom or opw > right:
+            raise _Unsupported("output_padding beyond the end pads")
+        fh, fw = sh * (h - 1) + kh, sw * (wd - 1) + kw  # the uncropped (VALID) output
+        xi = self.get(node.inputs[0], "nhwc")
+        filt = np.ascontiguousarray(np.transpose(w.data, (1, 2, 3, 0)), np.float32)  # [M, kH, kW, C]
+        full = (n, fh, fw, m)
+        out = self.out(node.outputs[0], "nhwc")
+        b = (g.tensors[node.inputs[2]].data.astype(np.float32) if len(node.inputs) > 2 and node.inputs[2]
+             else np.zeros(m, np.float32))
+        crop = (top, left, bottom - oph, right - opw) != (0, 0, 0, 0)
+
+        def emit(dst, fused):
+            t = self.tmp(full, F32, "deconv")
+            self.op(S.TRANSPOSE_CONV, [self.i32(full, "output_shape"), self.const(filt, "filter"), xi], [t],
+                    S.OPT_TRANSPOSE_CONV, [(0, "i8", S.PADDING_VALID), (1, "i32", sw), (2, "i32", sh)])
+            if crop:
+                c2 = self.tmp((n, y.shape[2], y.shape[3], m), F32, "deconv")
+                self.op(S.STRIDED_SLICE, [t, self.i32([0, top, left, 0], "begin"),
+                                          self.i32([n, top + y.shape[2], left + y.shape[3], m], "end"),
+                                          self.i32([1, 1, 1, 1], "strides")], [c2], S.OPT_STRIDED_SLICE, [])
+                t = c2
+            self.op(S.ADD, [t, self.const(b.reshape(1, 1, 1, m), "bias")], [dst], S.OPT_ADD, [(0, "i8", fused)])
+        self.with_act(*self._act_of(a), out, emit)
 
     def op_resize(self, node):
         from ..ops.resize import axis_table
