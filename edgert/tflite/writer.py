@@ -45,9 +45,15 @@ def unsupported(g: Graph) -> list[Node]:
     return [n for n, _ in w.failed]
 
 
-def write_tflite(g: Graph) -> bytes:
-    """The .tflite bytes of standalone graph `g` (see the module docstring)."""
+def write_tflite(g: Graph, exact_tables: bool = False) -> bytes:
+    """The .tflite bytes of standalone graph `g` (see the module docstring).
+
+    exact_tables: int8 table ops (hard_swish, sigmoid, ...) become a GATHER from edgert's
+    own table, which reproduces edgert bit for bit; by default TFLite's own int8 op is
+    used where it exists (faster, and what delegates accelerate), whose fixed-point
+    approximation differs from the exact table by a step on some inputs."""
     w = _Writer(g)
+    w.exact_tables = exact_tables
     w.run()
     if w.failed:
         lines = "\n".join(f"  {n.name or '<unnamed>'} ({n.op}): {why}" for n, why in w.failed)
@@ -76,6 +82,7 @@ class _Writer:
         self.opcodes: dict[int, int] = {}
         self.tfl: dict[tuple[str, str], int] = {}  # (IR tensor, "nchw" | "nhwc") -> tflite tensor
         self.failed: list[tuple[Node, str]] = []
+        self.exact_tables = False
         self.inputs: list[int] = []
         self.outputs: list[int] = []
 
@@ -472,7 +479,7 @@ class _Writer:
         native = {"hard_swish": S.HARD_SWISH}
         if abs(float(sc[0]) * 256 - 1) < 1e-6 and int(zp[0]) == -128:
             native["sigmoid"] = S.LOGISTIC
-        if node.op in native:
+        if node.op in native and not self.exact_tables:
             from ..ops.lut import build_table
             xs, xz = self._quant(node.inputs[0])
             expect = build_table(node, float(xs[0]), int(xz[0]), float(sc[0]), int(zp[0]))
