@@ -355,6 +355,24 @@ def test_gather_constant_indices():
     check_fp32(_after_conv([node], {"i": idx}), FEED, ["GATHER"])
 
 
+def test_sparse_spmm():
+    from edgert import sparse
+    rng = _rng(21)
+    w1 = (rng.standard_normal((16, 8, 1, 1)) * (rng.random((16, 8, 1, 1)) < 0.2)).astype(np.float32)
+    c1 = helper.make_node("Conv", ["h", "w1", "b1"], ["a"], kernel_shape=[1, 1])
+    r1 = helper.make_node("Relu", ["a"], ["ar"])
+    gap = helper.make_node("GlobalAveragePool", ["ar"], ["p"])
+    fl = helper.make_node("Flatten", ["p"], ["f"])
+    gw = (rng.standard_normal((16, 64)) * (rng.random((16, 64)) < 0.05)).astype(np.float32)
+    gemm = helper.make_node("Gemm", ["f", "gw", "gb"], ["y"])
+    g = build_graph(_after_conv([c1, r1, gap, fl, gemm], {"w1": w1, "b1": _x([16], 22), "gw": gw,
+                                                           "gb": _x([64], 23)}))
+    assert len(sparse.apply(g, kernels=True, storage=False)["spmm"]) == 2
+    ref, got, tfl = _both(g, FEED)
+    _assert_close(ref, got)
+    assert tfl.op_names().count("CONV_2D") == 2 and "FULLY_CONNECTED" in tfl.op_names()
+
+
 def test_unsupported_nodes_named():
     nodes = [helper.make_node("Erf", ["x"], ["e"]), helper.make_node("Relu", ["e"], ["r"]),
              helper.make_node("Floor", ["r"], ["y"])]

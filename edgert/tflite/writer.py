@@ -1016,6 +1016,45 @@ class _Writer:
         if has_bias:
             self.op(S.ADD, [scaled, vec(2)], [out], S.OPT_ADD, [])
 
+    def op_spmm(self, node):
+        """edgert's sparse form of a 1x1 conv2d, gemm or matmul (edgert/ops/spmm.py), with
+        its CSR weights expanded to the dense layer."""
+        g = self.g
+        x = g.tensors[node.inputs[0]]
+        vals, cols, rows = (g.tensors[i].data for i in node.inputs[1:4])
+        k, p = int(node.attrs["k"]), int(node.attrs["p"])
+        r = len(rows) - 1
+        dense = np.zeros((r, k), np.float32)
+        for i in range(r):
+            dense[i, cols[rows[i]:rows[i + 1]]] = vals[rows[i]:rows[i + 1]]
+        bias = (g.tensors[node.inputs[4]].data.astype(np.float32) if len(node.inputs) > 4 and node.inputs[4]
+                else np.zeros(r, np.float32))
+        y = g.tensors[node.outputs[0]]
+        act = self._act_of(node.attrs)
+        if p > 1:  # 1x1 convolution on NCHW X [N, K, H, W]
+            if len(x.shape) != 4 or x.shape[1] != k or x.shape[2] * x.shape[3] != p or len(y.shape) != 4:
+                raise _Unsupported("a spatial spmm that is not a 1x1 convolution")
+            xi = self.get(node.inputs[0], "nhwc")
+            fi, bi = self.const(dense.reshape(r, 1, 1, k), "filter"), self.const(bias, "bias")
+            self.with_act(*act, self.out(node.outputs[0], "nhwc"), lambda dst, fused: self.op(
+                S.CONV_2D, [xi, fi, bi], [dst], S.OPT_CONV2D,
+                [(0, "i8", S.PADDING_VALID), (1, "i32", 1), (2, "i32", 1), (3, "i8", fused), (4, "i32", 1),
+                 (5, "i32", 1)]))
+            return
+        rows_n = x.numel // k
+        xi = self.get(node.inputs[0], "nchw")
+        if tuple(x.shape) != (rows_n, k):
+            x2 = self.tmp((rows_n, k), F32, "spmm_in")
+            self.op(S.RESHAPE, [xi, self.i32((rows_n, k))], [x2], S.OPT_RESHAPE, [(0, "vec_i32", [rows_n, k])])
+            xi = x2
+        out = self.out(node.outputs[0])
+        if tuple(y.shape) == (rows_n, r):
+            self.with_act(*act, out, lambda dst, fused: self._fc(xi, dense, bias, (rows_n, r), dst, fused, False))
+            return
+        y2 = self.tmp((rows_n, r), F32, "spmm_out")
+        self.with_act(*act, y2, lambda dst, fused: self._fc(xi, dense, bias, (rows_n, r), dst, fused, False))
+        self.op(S.RESHAPE, [y2, self.i32(y.shape)], [out], S.OPT_RESHAPE, [(0, "vec_i32", list(y.shape))])
+
     def op_copy(self, node):
         x = self.g.tensors[node.inputs[0]]
         layout = self.layout_of(node.inputs[0]) if len(x.shape) == 4 else "nchw"
