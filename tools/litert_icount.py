@@ -372,7 +372,7 @@ def edgert_int8_count(name: str, s: evaldata.EvalSet, cpu: str, n: int, k: int, 
 # ------------------------------------------------------------------------------------ main
 
 def edgert_files(name: str, calib: dict[str, np.ndarray], precs: list[str], work: pathlib.Path,
-                 exact_tables: bool = False):
+                 exact: bool = True):
     """fp32 / int8 .tflite files written from edgert's graph of `name` (tools/tflite_export.py)."""
     from tools import tflite_export
 
@@ -384,7 +384,7 @@ def edgert_files(name: str, calib: dict[str, np.ndarray], precs: list[str], work
     for p in precs:
         f = work / f"{stem}.edgert-{p}.tflite"
         g, data = tflite_export.export(model, f, shapes, "int8" if p == "int8" else None,
-                                       calib if p == "int8" else None, exact_tables=exact_tables)
+                                       calib if p == "int8" else None, exact=exact)
         out[p] = (f, g, data)
     return out
 
@@ -402,7 +402,7 @@ def main_edgert(a, names: list[str], precs: list[str]) -> None:
     ensure_arm()
     arm_icount.plugin()
     report: dict[str, Any] = {"cpu": a.cpu, "litert": LITERT_VERSION, "converter": "edgert",
-                              "exact_tables": a.exact_tables, "n": a.n, "k": a.k, "models": {}}
+                              "exact": not a.tflite_int8_ops, "n": a.n, "k": a.k, "models": {}}
     lines = []
     with tempfile.TemporaryDirectory() as tmp:
         work = pathlib.Path(tmp)
@@ -412,7 +412,7 @@ def main_edgert(a, names: list[str], precs: list[str]) -> None:
             else:
                 calib = evaldata.load(SET_OF[name]).calibration
             feeds = arm_icount.inputs(name)
-            files = edgert_files(name, calib, precs, work, a.exact_tables)
+            files = edgert_files(name, calib, precs, work, not a.tflite_int8_ops)
             entry: dict[str, Any] = {"litert": {}, "edgert_neon": {}}
             for p, (f, g, data) in files.items():
                 if a.n_check != 0:
@@ -459,8 +459,9 @@ def main() -> None:
                     help="onnx2tf and TensorFlow's converter (default), or edgert's own graph (tools/tflite_export.py)")
     ap.add_argument("--calib", default=None, help="--converter edgert: NPZ of the calibration samples and input "
                     "of the models given by path")
-    ap.add_argument("--exact-tables", action="store_true",
-                    help="--converter edgert: int8 table ops as edgert's exact tables (GATHER)")
+    ap.add_argument("--tflite-int8-ops", action="store_true",
+                    help="--converter edgert: TFLite's own int8 ops where edgert's tables and ranges differ "
+                    "slightly (tools/tflite_export.py)")
     a = ap.parse_args()
     names = a.models.split(",")
     precs = a.precisions.split(",")

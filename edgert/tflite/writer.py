@@ -11,7 +11,8 @@ Contract (docs/partitions.md, "TFLite writer"):
 - float32 graphs, and graphs quantized by edgert (int8 activations per tensor, int8
   weights symmetric per output channel, int32 biases in units of in_scale * w_scale);
   edgert's requantization (multiplier, shift) becomes the weight scales TFLite expects:
-  w_scale[m] = mult[m] * 2**-shift * y_scale / x_scale.
+  w_scale[m] = mult[m] * 2**-shift * y_scale / x_scale; int8 table ops and output ranges
+  are reproduced exactly unless write_tflite(..., exact=False).
 
 `unsupported(g)` lists the nodes with no mapping; `write_tflite(g)` raises a
 ConversionError naming all of them.
@@ -45,15 +46,17 @@ def unsupported(g: Graph) -> list[Node]:
     return [n for n, _ in w.failed]
 
 
-def write_tflite(g: Graph, exact_tables: bool = False) -> bytes:
+def write_tflite(g: Graph, exact: bool = True) -> bytes:
     """The .tflite bytes of standalone graph `g` (see the module docstring).
 
-    exact_tables: int8 table ops (hard_swish, sigmoid, ...) become a GATHER from edgert's
-    own table, which reproduces edgert bit for bit; by default TFLite's own int8 op is
-    used where it exists (faster, and what delegates accelerate), whose fixed-point
-    approximation differs from the exact table by a step on some inputs."""
+    exact (int8 graphs): int8 table ops (hard_swish, sigmoid, ...) are a GATHER from
+    edgert's own table, and an output range [out_min, out_max] that TFLite's fused
+    RELU/RELU6 would compute one step differently is clamped with MAXIMUM/MINIMUM, so
+    that the file computes edgert's values. exact=False takes TFLite's own int8 ops
+    instead (HARD_SWISH, LOGISTIC, fused RELU6 when its range is within one step of
+    edgert's): TFLite's semantics, which delegates may accelerate (docs/partitions.md)."""
     w = _Writer(g)
-    w.exact_tables = exact_tables
+    w.exact = exact
     w.run()
     if w.failed:
         lines = "\n".join(f"  {n.name or '<unnamed>'} ({n.op}): {why}" for n, why in w.failed)
@@ -82,7 +85,7 @@ class _Writer:
         self.opcodes: dict[int, int] = {}
         self.tfl: dict[tuple[str, str], int] = {}  # (IR tensor, "nchw" | "nhwc") -> tflite tensor
         self.failed: list[tuple[Node, str]] = []
-        self.exact_tables = False
+        self.exact = True
         self.inputs: list[int] = []
         self.outputs: list[int] = []
 
@@ -310,12 +313,14 @@ class _Writer:
         sc, zp = self._quant(out_name)
         s, z = float(sc[0]), int(zp[0])
         tfl_lo = max(-128, z)
+        relu6_hi = min(127, z + int(math.floor(6.0 / s + 0.5)))
+        slack = 0 if self.exact else 1  # steps the top of the range may move by
         if (lo, hi) == (-128, 127):
             emit(y, S.ACT_NONE)
+        elif lo == tfl_lo and abs(hi - relu6_hi) <= slack:
+            emit(y, S.ACT_RELU6)
         elif lo == tfl_lo and hi == 127:
             emit(y, S.ACT_RELU)
-        elif lo == tfl_lo and hi == min(127, z + int(math.floor(6.0 / s + 0.5))):
-            emit(y, S.ACT_RELU6)
         else:
             t = self.tmp(self.shape_of(y), S8, "prerange", (sc, zp))
             emit(t, S.ACT_NONE)
@@ -474,12 +479,12 @@ class _Writer:
         table = self.g.tensors[node.inputs[1]]
         if not table.is_const or tuple(table.shape) != (256,):
             raise _Unsupported("the table must be a constant [256]")
-        # TFLite's own int8 op where it computes this table from the tensors' quantization
-        # (to within one step); otherwise a GATHER reproduces the table exactly.
+        # exact: a GATHER reproduces the table. Otherwise TFLite's own int8 op where the
+        # exact table from the tensors' quantization is edgert's to within one step.
         native = {"hard_swish": S.HARD_SWISH}
         if abs(float(sc[0]) * 256 - 1) < 1e-6 and int(zp[0]) == -128:
             native["sigmoid"] = S.LOGISTIC
-        if node.op in native and not self.exact_tables:
+        if node.op in native and not self.exact:
             from ..ops.lut import build_table
             xs, xz = self._quant(node.inputs[0])
             expect = build_table(node, float(xs[0]), int(xz[0]), float(sc[0]), int(zp[0]))
