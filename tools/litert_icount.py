@@ -372,7 +372,7 @@ def edgert_int8_count(name: str, s: evaldata.EvalSet, cpu: str, n: int, k: int, 
 # ------------------------------------------------------------------------------------ main
 
 def edgert_files(name: str, calib: dict[str, np.ndarray], precs: list[str], work: pathlib.Path,
-                 exact: bool = True):
+                 exact: bool = False):
     """fp32 / int8 .tflite files written from edgert's graph of `name` (tools/tflite_export.py)."""
     from tools import tflite_export
 
@@ -402,7 +402,7 @@ def main_edgert(a, names: list[str], precs: list[str]) -> None:
     ensure_arm()
     arm_icount.plugin()
     report: dict[str, Any] = {"cpu": a.cpu, "litert": LITERT_VERSION, "converter": "edgert",
-                              "exact": not a.tflite_int8_ops, "n": a.n, "k": a.k, "models": {}}
+                              "exact": a.exact, "n": a.n, "k": a.k, "models": {}}
     lines = []
     with tempfile.TemporaryDirectory() as tmp:
         work = pathlib.Path(tmp)
@@ -412,7 +412,7 @@ def main_edgert(a, names: list[str], precs: list[str]) -> None:
             else:
                 calib = evaldata.load(SET_OF[name]).calibration
             feeds = arm_icount.inputs(name)
-            files = edgert_files(name, calib, precs, work, not a.tflite_int8_ops)
+            files = edgert_files(name, calib, precs, work, a.exact)
             entry: dict[str, Any] = {"litert": {}, "edgert_neon": {}}
             for p, (f, g, data) in files.items():
                 if a.n_check != 0:
@@ -459,9 +459,8 @@ def main() -> None:
                     help="onnx2tf and TensorFlow's converter (default), or edgert's own graph (tools/tflite_export.py)")
     ap.add_argument("--calib", default=None, help="--converter edgert: NPZ of the calibration samples and input "
                     "of the models given by path")
-    ap.add_argument("--tflite-int8-ops", action="store_true",
-                    help="--converter edgert: TFLite's own int8 ops where edgert's tables and ranges differ "
-                    "slightly (tools/tflite_export.py)")
+    ap.add_argument("--exact", action="store_true",
+                    help="--converter edgert: int8 files that reproduce edgert bit for bit (tools/tflite_export.py)")
     a = ap.parse_args()
     names = a.models.split(",")
     precs = a.precisions.split(",")

