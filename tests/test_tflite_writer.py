@@ -61,6 +61,10 @@ class Tfl:
         self.it.invoke()
         return [self.it.get_tensor(d["index"]) for d in self.outputs]
 
+    def delegated_partitions(self) -> int:
+        """XNNPACK's partitions of the graph (1: it runs the whole graph)."""
+        return sum(op["op_name"] == "DELEGATE" for op in self.it._get_ops_details())
+
     def op_names(self) -> list[str]:
         """The model's ops (XNNPACK's DELEGATE node left out)."""
         return [op["op_name"] for op in self.it._get_ops_details() if op["op_name"] != "DELEGATE"]
@@ -515,6 +519,7 @@ def test_mobilenetv2_fp32(tmp_path):
     _assert_close(ref, got)
     ops = tfl.op_names()
     assert ops.count("TRANSPOSE") == 1 and ops.count("DEPTHWISE_CONV_2D") == 17, ops
+    assert tfl.delegated_partitions() == 1  # LiteRT's CPU delegate takes every op
 
 
 # Bounds for int8 models, from the measured figures in docs/partitions.md ("TFLite
