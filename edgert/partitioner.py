@@ -595,6 +595,11 @@ def carve_ir(g, names: set[str], delegate: str | None, max_partitions: int,
     except ImportError:
         raise ConversionError("--fallback litert needs the TFLite writer (edgert.tflite.writer), which this "
                               "edgert build does not include; use --fallback onnxruntime") from None
+    try:
+        import flatbuffers  # noqa: F401  (the writer's serializer)
+    except ImportError:
+        raise ConversionError("--fallback litert needs the flatbuffers package at conversion: "
+                              "pip install 'edgert[litert]'") from None
     g.toposort()
     nodes = list(g.nodes)
     producer = {o: k for k, n in enumerate(nodes) for o in n.outputs}
