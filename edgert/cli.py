@@ -23,10 +23,12 @@ def _parse_shapes(items: tuple[str, ...]) -> dict[str, list[int]]:
         name, sep, dims = item.rpartition("=")
         if not sep or not name:
             raise click.BadParameter(f"{item!r}: expected NAME=D0,D1,...", param_hint="--input-shape")
+        from .bounds import parse_dim
         try:
-            out[name] = [int(d) for d in dims.split(",") if d.strip()]
+            out[name] = [parse_dim(d) for d in dims.split(",") if d.strip()]
         except ValueError:
-            raise click.BadParameter(f"{item!r}: dimensions must be integers", param_hint="--input-shape") from None
+            raise click.BadParameter(f"{item!r}: dimensions must be integers or bounds LO..HI",
+                                     param_hint="--input-shape") from None
     return out
 
 

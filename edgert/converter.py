@@ -16,8 +16,10 @@ from .ir import Graph
 
 def build_graph(model, input_shapes: dict[str, Any] | None = None, input_values: dict[str, Any] | None = None,
                 optimize: bool = True) -> Graph:
-    """The optimized edgert graph of an ONNX model (path, bytes or ModelProto)."""
-    shapes = {k: [int(d) for d in v] for k, v in (input_shapes or {}).items()}
+    """The optimized edgert graph of an ONNX model (path, bytes or ModelProto); bounded
+    dimensions (LO, HI) are built at their upper bound."""
+    from .bounds import upper
+    shapes = {k: [int(d) for d in v] for k, v in upper(input_shapes or {}).items()}
     g = import_onnx(model, shapes, input_values)
     if optimize:
         g.metadata["passes"] = passes.run_pipeline(g)
@@ -76,6 +78,21 @@ def convert(model, output: str | os.PathLike | None = None, input_shapes: dict[s
     values = {k: np.asarray(v) for k, v in (input_values or {}).items()}
     src = os.path.basename(os.fspath(model)) if isinstance(model, (str, os.PathLike)) else None
     model = load_onnx(model)  # checked once (limits, external data inside the model's folder)
+    from . import bounds as bounds_
+    if bounds_.has_bounds(input_shapes):
+        if prune or quantize == "int8":
+            raise ConversionError("bounded dimensions cannot be combined with --prune or int8 quantization yet")
+        input_shapes = {k: list(v) for k, v in input_shapes.items()}
+        bounds = bounds_.resolve(model, input_shapes, values)
+        try:
+            data = _convert_bounded(model, input_shapes, bounds, values, optimize, sparse, quantize, src)
+        except EdgertError:
+            raise
+        except Exception as e:
+            raise ConversionError(f"internal error while converting ({type(e).__name__}: {e})") from e
+        if output is not None:
+            write_atomic(output, data)
+        return data
     try:
         data = _convert(model, input_shapes, values, optimize, sparse, prune, prune_method, prune_scope,
                         prune_exclude, calibration, report, quantize, calibration_method, keep_fp32, sqnr_target,
@@ -115,6 +132,29 @@ def _convert(model, input_shapes, values, optimize, sparse, prune, prune_method,
     if quant_summary is not None:
         meta["quantization"] = quant_summary
     return serialize(g, meta)
+
+
+def _convert_bounded(model, input_shapes, bounds, values, optimize, sparse, quantize, src) -> bytes:
+    """A file for every size within the bounds (edgert/bounds.py): converted at each
+    sample size, rules derived from the differences, checked in the C runtime."""
+    from . import bounds as bounds_
+    vals = bounds_.sample_values(bounds)
+    graphs = []
+    for v in vals:
+        g = build_graph(model, bounds_.concrete(input_shapes, bounds, v), values, optimize)
+        if quantize is not None:
+            from .quant.pipeline import quantize_graph
+            g, _ = quantize_graph(g, quantize, None, "percentile", (), None, None, False, None, None)
+        if sparse:
+            from . import sparse as sparse_
+            sparse_.apply(g, kernels=sparse is True, storage=True)
+        graphs.append(g)
+    bounds_.derive_rules(graphs, bounds)
+    g = graphs[0]
+    g.metadata["bounds"] = bounds
+    data = serialize(g, {"source": src, "bounds": {s.name: [s.lo, s.hi] for s in bounds.symbols}})
+    bounds_.check_with_runtime(data, graphs, bounds, vals)
+    return data
 
 
 def write_atomic(path: str | os.PathLike, data: bytes) -> None:

@@ -599,3 +599,22 @@ void ert_conv2d_eval(const ert_node *node, ert_exec *ex) {
   else
     run_gemm(node, &g, path, ex);
 }
+
+edgert_status ert_conv2d_shape(ert_node *node, ert_err *err) {
+  const ert_tensor *x = node->in[0], *w = node->in[1];
+  ert_tensor *y = node->out[0];
+  const int rank1d = ert_pi(node, P_RANK1D) != 0;
+  const int rank = rank1d ? 3 : 4;
+  if (x->ndim != rank || y->ndim != rank)
+    return ert_fail(err, EDGERT_ERR_SHAPE, "conv2d '%s': rank changed", node->name);
+  int64_t dims[4];
+  dims[0] = x->shape[0];
+  dims[1] = w->shape[0];
+  if (!rank1d)
+    dims[2] = ert_window_out(x->shape[2], ert_pi(node, P_KH), ert_pi(node, P_SH), ert_pi(node, P_DH),
+                             ert_pi(node, P_PT), ert_pi(node, P_PB), 0);
+  dims[rank - 1] = ert_window_out(x->shape[rank - 1], ert_pi(node, P_KW), ert_pi(node, P_SW),
+                                  ert_pi(node, P_DW), ert_pi(node, P_PL), ert_pi(node, P_PR), 0);
+  ert_tensor_set_shape(y, rank, dims);
+  return EDGERT_OK;
+}

@@ -1,0 +1,171 @@
+/* bounds.c: bounded dimensions. A file with a BOUNDS section is planned for the upper
+ * bounds of its symbols; a session runs it at any sizes within them by recomputing,
+ * before a run whose input shapes changed, the output shapes of every node that depends
+ * on an input (the op's shape function, then the file's rules) and preparing that node
+ * again on the session's own copy. Nothing here allocates after load. */
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime.h"
+
+void ert_bounds_free(ert_bounds *b) {
+  if (b == NULL) return;
+  ert_free(b->binds);
+  ert_free(b->rules);
+  ert_free(b->dyn_nodes);
+  ert_free(b->param_base);
+  ert_free(b);
+}
+
+static const char *op_of(const ert_node *n, ert_op_impl *impl) {
+  const char *op = ert_op_lookup((uint32_t)n->op, impl);
+  return op != NULL ? op : "?";
+}
+
+/* Applies the output rules of node `n` (rules [r0, r1)); the PARAM rules were applied
+ * before its shape function ran. */
+static edgert_status out_rules(ert_node *n, const ert_rule *r0, const ert_rule *r1, ert_err *err) {
+  for (const ert_rule *r = r0; r < r1; r++) {
+    if (r->kind == ERT_RULE_PARAM) continue;
+    ert_tensor *y = n->out[r->target / 8];
+    const uint32_t d = r->target % 8;
+    const ert_tensor *x = n->in[r->in];
+    int64_t dims[EDGERT_MAX_DIMS];
+    for (int32_t k = 0; k < y->ndim; k++) dims[k] = y->shape[k];
+    if (r->kind == ERT_RULE_OUTDIM) {
+      dims[d] = (int64_t)x->shape[r->in_dim] + r->add;
+    } else {
+      size_t rest = 1;
+      for (int32_t k = 0; k < y->ndim; k++)
+        if ((uint32_t)k != d) rest *= (size_t)dims[k];
+      if (rest == 0 || x->numel % rest != 0)
+        return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': %zu elements do not fill the other dims (%zu)",
+                        n->name, x->numel, rest);
+      dims[d] = (int64_t)(x->numel / rest);
+    }
+    if (dims[d] < 0 || dims[d] > INT32_MAX)
+      return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': output dim %u would be %lld", n->name,
+                      (unsigned)d, (long long)dims[d]);
+    ert_tensor_set_shape(y, y->ndim, dims);
+  }
+  return EDGERT_OK;
+}
+
+static int64_t param_value(const ert_node *n, const ert_rule *r) {
+  return (int64_t)n->in[r->in]->shape[r->in_dim] + r->add;
+}
+
+edgert_status ert_bounds_check(edgert_model *m, ert_err *err) {
+  ert_bounds *b = m->bounds;
+  uint8_t *dyn = ert_calloc(m->n_tensors > 0 ? m->n_tensors : 1, 1);
+  b->param_base = ert_calloc(m->n_nodes > 0 ? m->n_nodes : 1, sizeof *b->param_base);
+  b->dyn_nodes = ert_calloc(m->n_nodes > 0 ? m->n_nodes : 1, sizeof *b->dyn_nodes);
+  if (dyn == NULL || b->param_base == NULL || b->dyn_nodes == NULL) {
+    ert_free(dyn);
+    return ert_fail(err, EDGERT_ERR_NO_MEMORY, "out of memory");
+  }
+  for (uint32_t i = 0; i < b->n_binds; i++) dyn[m->inputs[b->binds[i].input]] = 1;
+  edgert_status st = EDGERT_OK;
+  uint32_t r = 0;
+  for (uint32_t i = 0; i < m->n_nodes && st == EDGERT_OK; i++) {
+    ert_node *n = &m->nodes[i];
+    const uint32_t r0 = r;
+    bool has_param = false;
+    while (r < b->n_rules && b->rules[r].node == i) has_param |= b->rules[r++].kind == ERT_RULE_PARAM;
+    bool is_dyn = r > r0;
+    for (uint32_t k = 0; k < n->n_in; k++) is_dyn |= n->in[k] != NULL && dyn[n->in[k] - m->tensors];
+    b->param_base[i] = ERT_ABSENT;
+    if (!is_dyn) continue;
+    b->dyn_nodes[b->n_dyn++] = i;
+    if (has_param) {
+      b->param_base[i] = (uint32_t)b->n_param_words;
+      b->n_param_words += n->n_params;
+    }
+    for (uint32_t k = 0; k < n->n_out; k++) dyn[n->out[k] - m->tensors] = 1;
+
+    /* At the upper bounds, the rules and the shape function must give the file's values. */
+    ert_op_impl impl;
+    const char *op = op_of(n, &impl);
+    for (uint32_t q = r0; q < r && st == EDGERT_OK; q++)
+      if (b->rules[q].kind == ERT_RULE_PARAM && param_value(n, &b->rules[q]) != ert_pi(n, b->rules[q].target))
+        st = ert_fail(err, EDGERT_ERR_FORMAT, "node '%s' (%s): BOUNDS rule for parameter %u gives %lld, the file has %d",
+                      n->name, op, (unsigned)b->rules[q].target, (long long)param_value(n, &b->rules[q]),
+                      (int)ert_pi(n, b->rules[q].target));
+    if (st != EDGERT_OK) break;
+    if (n->n_out > 8) {
+      st = ert_fail(err, EDGERT_ERR_UNSUPPORTED, "node '%s' (%s): too many outputs for bounded dimensions",
+                    n->name, op);
+      break;
+    }
+    ert_tensor saved[8];
+    for (uint32_t k = 0; k < n->n_out; k++) saved[k] = *n->out[k];
+    st = impl.shape(n, err);
+    if (st == EDGERT_OK) st = out_rules(n, b->rules + r0, b->rules + r, err);
+    for (uint32_t k = 0; k < n->n_out; k++) {
+      ert_tensor *y = n->out[k];
+      if (st == EDGERT_OK && (y->ndim != saved[k].ndim || y->nbytes != saved[k].nbytes ||
+                              memcmp(y->shape, saved[k].shape, sizeof y->shape) != 0))
+        st = ert_fail(err, EDGERT_ERR_FORMAT,
+                      "node '%s' (%s): output '%s' computes to another shape than the file's at the upper bounds",
+                      n->name, op, y->name);
+      *y = saved[k];
+    }
+  }
+  ert_free(dyn);
+  return st;
+}
+
+edgert_status ert_bounds_apply(const edgert_model *m, ert_tensor *tensors, ert_node *nodes, ert_err *err) {
+  const ert_bounds *b = m->bounds;
+  int64_t val[ERT_MAX_SYMBOLS];
+  uint32_t from[ERT_MAX_SYMBOLS];
+  for (uint32_t k = 0; k < b->n_syms; k++) val[k] = -1;
+  for (uint32_t i = 0; i < b->n_binds; i++) {
+    const ert_bind *d = &b->binds[i];
+    const ert_tensor *t = &tensors[m->inputs[d->input]];
+    const int64_t v = t->shape[d->dim];
+    if (val[d->sym] < 0) {
+      val[d->sym] = v;
+      from[d->sym] = i;
+      continue;
+    }
+    if (v != val[d->sym]) {
+      const ert_bind *f = &b->binds[from[d->sym]];
+      return ert_fail(err, EDGERT_ERR_SHAPE,
+                      "input '%s' dim %u is %lld but input '%s' dim %u is %lld: both are '%s'", t->name,
+                      (unsigned)d->dim, (long long)v, tensors[m->inputs[f->input]].name, (unsigned)f->dim,
+                      (long long)val[d->sym], b->syms[d->sym].name);
+    }
+  }
+  uint32_t r = 0;
+  for (uint32_t j = 0; j < b->n_dyn; j++) {
+    const uint32_t i = b->dyn_nodes[j];
+    ert_node *n = &nodes[i];
+    while (r < b->n_rules && b->rules[r].node < i) r++;
+    const uint32_t r0 = r;
+    while (r < b->n_rules && b->rules[r].node == i) r++;
+    for (uint32_t q = r0; q < r; q++)
+      if (b->rules[q].kind == ERT_RULE_PARAM)
+        ((uint32_t *)(uintptr_t)n->params)[b->rules[q].target] = (uint32_t)(int32_t)param_value(n, &b->rules[q]);
+    ert_op_impl impl;
+    const char *op = op_of(n, &impl);
+    edgert_status st = impl.shape(n, err);
+    if (st == EDGERT_OK) st = out_rules(n, b->rules + r0, b->rules + r, err);
+    if (st != EDGERT_OK) return st;
+    for (uint32_t k = 0; k < n->n_out; k++) {
+      const ert_tensor *y = n->out[k];
+      const ert_tensor *planned = &m->tensors[y - tensors];
+      if (y->nbytes > planned->nbytes)
+        return ert_fail(err, EDGERT_ERR_SHAPE,
+                        "node '%s' (%s): output '%s' needs %zu bytes, more than the %zu planned for the upper bounds",
+                        n->name, op, y->name, y->nbytes, planned->nbytes);
+    }
+    st = impl.prepare(n, err);
+    if (st != EDGERT_OK) {
+      if (err->msg != NULL && err->size > 0 && err->msg[0] == '\0')
+        ert_fail(err, st, "node '%s' (%s): %s", n->name, op, edgert_status_str(st));
+      return st;
+    }
+  }
+  return EDGERT_OK;
+}
