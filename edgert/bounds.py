@@ -28,10 +28,10 @@ import numpy as np
 
 from .errors import ConversionError
 
-RULE_PARAM, RULE_OUTDIM, RULE_INFER = 0, 1, 2
+RULE_PARAM, RULE_OUTDIM, RULE_INFER, RULE_PARAM_SYM = 0, 1, 2, 3
 # Ops whose output shape is stored in the file rather than computed from inputs and
 # parameters: their varying output dims need a rule.
-SHAPE_FROM_FILE = {"reshape"}
+SHAPE_FROM_FILE = {"reshape", "expand"}
 
 _HEAD = struct.Struct("<IIII")
 _SYM = struct.Struct("<IIqq")
@@ -118,9 +118,13 @@ def resolve(model, input_shapes: dict[str, Any], input_values: dict) -> Bounds:
     symbols: list[Symbol] = []
     by_name: dict[str, int] = {}
     binds: list[tuple[str, int, int]] = []
+    fixed: dict[str, int] = {}  # ONNX dimension names given a fixed value
     for name, dims in input_shapes.items():
         for k, d in enumerate(dims):
+            src = onnx_dims.get(name)
             if not is_bounded(d):
+                if src is not None and k < len(src) and isinstance(src[k], str):
+                    fixed.setdefault(src[k], int(d))
                 continue
             lo, hi = int(d[0]), int(d[1])
             if not 1 <= lo <= hi or hi >= 2**31:
@@ -141,11 +145,13 @@ def resolve(model, input_shapes: dict[str, Any], input_values: dict) -> Bounds:
         if name in input_shapes or name in input_values:
             continue
         if any(isinstance(d, str) and d in by_name for d in dims) and all(
-                isinstance(d, int) or (isinstance(d, str) and d in by_name) for d in dims):
+                isinstance(d, int) or (isinstance(d, str) and (d in by_name or d in fixed)) for d in dims):
             shape = []
             for k, d in enumerate(dims):
                 if isinstance(d, int):
                     shape.append(d)
+                elif d not in by_name:
+                    shape.append(fixed[d])
                 else:
                     s = symbols[by_name[d]]
                     shape.append((s.lo, s.hi))
@@ -191,11 +197,44 @@ def sample_values(bounds: Bounds) -> list[list[int]]:
     return out
 
 
-def derive_rules(graphs: list, bounds: Bounds) -> None:
+def _prefix_constants(graphs: list, values: list[list[int]]) -> None:
+    """A constant input that, at every sample size, is the leading part of the upper
+    bound's constant (position embeddings sliced to the sequence length) becomes a slice
+    of that constant, in every graph, whose sizes follow a symbol at run time."""
+    g0 = graphs[0]
+    k = 0
+    while k < len(g0.nodes):
+        n = g0.nodes[k]
+        for j, t in enumerate(n.inputs):
+            if not t or not g0.tensors[t].is_const:
+                continue
+            c0 = g0.tensors[t].data
+            cs = [g.tensors[t].data if t in g.tensors and g.tensors[t].is_const else None for g in graphs[1:]]
+            if all(c is not None and c.shape == c0.shape and np.array_equal(c, c0) for c in cs):
+                continue
+            if any(c is None or c.ndim != c0.ndim or any(a > b for a, b in zip(c.shape, c0.shape))
+                   or not np.array_equal(c, c0[tuple(slice(0, d) for d in c.shape)]) for c in cs):
+                continue  # derive_rules refuses it
+            out = g0.unique_name(f"{t}__bounded")
+            for g, c in zip(graphs, [c0] + cs):
+                g.tensors[t].data = c0
+                g.tensors[t].shape = c0.shape
+                g.add_tensor(out, c.shape, c0.dtype)
+                node = g.nodes[k]
+                node.inputs[j] = out
+                g.nodes.insert(k, type(node)("slice", [t], [out], {"starts": [0] * c0.ndim, "steps": [1] * c0.ndim,
+                                                                    "sizes": list(c.shape)}, out))
+            k += 1
+            n = g0.nodes[k]
+        k += 1
+
+
+def derive_rules(graphs: list, bounds: Bounds, values: list[list[int]]) -> None:
     """Compares the graphs converted at the sample sizes (graphs[0] at the upper bounds,
-    the one written) and fills bounds.rules; ConversionError for what the runtime could
-    not follow."""
+    the one written; values: the symbols' values of each) and fills bounds.rules;
+    ConversionError for what the runtime could not follow."""
     from . import ops as edgert_ops
+    _prefix_constants(graphs, values)
     g0 = graphs[0]
     for g in graphs[1:]:
         if len(g.nodes) != len(g0.nodes) or any(a.op != b.op or a.inputs != b.inputs or a.outputs != b.outputs
@@ -223,21 +262,35 @@ def derive_rules(graphs: list, bounds: Bounds) -> None:
             if all(v == vals[0] for v in vals):
                 continue
             rule = _dim_rule(vals, in_shapes)
-            if rule is None:
+            if rule is not None:
+                bounds.rules.append((k, RULE_PARAM, rule[0], rule[1], w, rule[2]))
+                continue
+            sym = _sym_rule(vals, values)
+            if sym is None:
                 raise ConversionError(f"node {n.name!r}: op {n.op} does not support bounded dimensions yet "
                                       f"(parameter {w} follows the input size in a way the runtime cannot compute)")
-            bounds.rules.append((k, RULE_PARAM, rule[0], rule[1], w, rule[2]))
+            bounds.rules.append((k, RULE_PARAM_SYM, sym[0], 0, w, sym[1]))
         if n.op in SHAPE_FROM_FILE:
             out_shapes = [g.tensors[m.outputs[0]].shape for m, g in zip([n] + others, graphs)]
             varying = [d for d in range(len(out_shapes[0])) if any(s[d] != out_shapes[0][d] for s in out_shapes)]
-            if len(varying) == 1:
+            infer = n.op == "reshape" and len(varying) == 1  # the element count fixes it
+            if infer:
                 bounds.rules.append((k, RULE_INFER, 0, 0, varying[0], 0))
-            for d in varying if len(varying) > 1 else ():
+            for d in varying if not infer else ():
                 rule = _dim_rule([s[d] for s in out_shapes], in_shapes)
                 if rule is None:
                     raise ConversionError(f"node {n.name!r}: op {n.op} does not support bounded dimensions yet "
                                           f"(output dim {d} follows the input size in a way the runtime cannot compute)")
                 bounds.rules.append((k, RULE_OUTDIM, rule[0], rule[1], d, rule[2]))
+
+
+def _sym_rule(vals: list[int], values: list[list[int]]) -> tuple[int, int] | None:
+    """(symbol, add) with vals[s] == values[s][symbol] + add for every sample."""
+    for k in range(len(values[0])):
+        diffs = {v - s[k] for v, s in zip(vals, values)}
+        if len(diffs) == 1:
+            return k, diffs.pop()
+    return None
 
 
 def _dim_rule(vals: list[int], in_shapes: list[list]) -> tuple[int, int, int] | None:

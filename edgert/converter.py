@@ -149,7 +149,7 @@ def _convert_bounded(model, input_shapes, bounds, values, optimize, sparse, quan
             from . import sparse as sparse_
             sparse_.apply(g, kernels=sparse is True, storage=True)
         graphs.append(g)
-    bounds_.derive_rules(graphs, bounds)
+    bounds_.derive_rules(graphs, bounds, vals)
     g = graphs[0]
     g.metadata["bounds"] = bounds
     data = serialize(g, {"source": src, "bounds": {s.name: [s.lo, s.hi] for s in bounds.symbols}})

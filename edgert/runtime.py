@@ -275,12 +275,13 @@ class Session:
         info = ffi.new("edgert_tensor_info *")
         ctx = self._acquire()
         try:
-            status, results = 0, []
+            status, results, shape_error = 0, [], False
             for k, arr in enumerate(arrays):
                 dims = ffi.new("int64_t[]", max(1, arr.ndim))
                 for i, n in enumerate(arr.shape):
                     dims[i] = n
                 status = lib.edgert_session_set_input_shape(ctx, k, arr.ndim, dims)
+                shape_error = status != 0
                 if status == 0:
                     status = lib.edgert_session_set_input(ctx, k, ffi.from_buffer(arr) if arr.nbytes else ffi.NULL,
                                                           arr.nbytes)
@@ -288,6 +289,7 @@ class Session:
                     break
             if status == 0:
                 status = lib.edgert_session_run(ctx)
+                shape_error = status == 300  # the inputs' shapes disagree (a shared dimension)
             if status == 0:
                 for k in wanted:
                     _check(lib.edgert_session_output_info(ctx, k, info), "")
@@ -298,6 +300,8 @@ class Session:
             message = ffi.string(lib.edgert_session_last_error(ctx)).decode(errors="replace") if status else ""
         finally:
             self._release(ctx)
+        if shape_error:  # an input outside its bounds: the caller's error, as a wrong shape is
+            raise InputError(f"{ffi.string(lib.edgert_status_str(status)).decode()}: {message}", status)
         _check(status, message)
         return results
 

@@ -26,7 +26,7 @@ static const char *op_of(const ert_node *n, ert_op_impl *impl) {
  * before its shape function ran. */
 static edgert_status out_rules(ert_node *n, const ert_rule *r0, const ert_rule *r1, ert_err *err) {
   for (const ert_rule *r = r0; r < r1; r++) {
-    if (r->kind == ERT_RULE_PARAM) continue;
+    if (r->kind == ERT_RULE_PARAM || r->kind == ERT_RULE_PARAM_SYM) continue;
     ert_tensor *y = n->out[r->target / 8];
     const uint32_t d = r->target % 8;
     const ert_tensor *x = n->in[r->in];
@@ -51,9 +51,13 @@ static edgert_status out_rules(ert_node *n, const ert_rule *r0, const ert_rule *
   return EDGERT_OK;
 }
 
-static int64_t param_value(const ert_node *n, const ert_rule *r) {
+/* The value a PARAM or PARAM_SYM rule gives; sym: the symbols' values. */
+static int64_t param_value(const ert_node *n, const ert_rule *r, const int64_t *sym) {
+  if (r->kind == ERT_RULE_PARAM_SYM) return sym[r->in] + r->add;
   return (int64_t)n->in[r->in]->shape[r->in_dim] + r->add;
 }
+
+static bool is_param(const ert_rule *r) { return r->kind == ERT_RULE_PARAM || r->kind == ERT_RULE_PARAM_SYM; }
 
 edgert_status ert_bounds_check(edgert_model *m, ert_err *err) {
   ert_bounds *b = m->bounds;
@@ -65,13 +69,15 @@ edgert_status ert_bounds_check(edgert_model *m, ert_err *err) {
     return ert_fail(err, EDGERT_ERR_NO_MEMORY, "out of memory");
   }
   for (uint32_t i = 0; i < b->n_binds; i++) dyn[m->inputs[b->binds[i].input]] = 1;
+  int64_t hi[ERT_MAX_SYMBOLS];
+  for (uint32_t k = 0; k < b->n_syms; k++) hi[k] = b->syms[k].hi;
   edgert_status st = EDGERT_OK;
   uint32_t r = 0;
   for (uint32_t i = 0; i < m->n_nodes && st == EDGERT_OK; i++) {
     ert_node *n = &m->nodes[i];
     const uint32_t r0 = r;
     bool has_param = false;
-    while (r < b->n_rules && b->rules[r].node == i) has_param |= b->rules[r++].kind == ERT_RULE_PARAM;
+    while (r < b->n_rules && b->rules[r].node == i) has_param |= is_param(&b->rules[r++]);
     bool is_dyn = r > r0;
     for (uint32_t k = 0; k < n->n_in; k++) is_dyn |= n->in[k] != NULL && dyn[n->in[k] - m->tensors];
     b->param_base[i] = ERT_ABSENT;
@@ -87,9 +93,9 @@ edgert_status ert_bounds_check(edgert_model *m, ert_err *err) {
     ert_op_impl impl;
     const char *op = op_of(n, &impl);
     for (uint32_t q = r0; q < r && st == EDGERT_OK; q++)
-      if (b->rules[q].kind == ERT_RULE_PARAM && param_value(n, &b->rules[q]) != ert_pi(n, b->rules[q].target))
+      if (is_param(&b->rules[q]) && param_value(n, &b->rules[q], hi) != ert_pi(n, b->rules[q].target))
         st = ert_fail(err, EDGERT_ERR_FORMAT, "node '%s' (%s): BOUNDS rule for parameter %u gives %lld, the file has %d",
-                      n->name, op, (unsigned)b->rules[q].target, (long long)param_value(n, &b->rules[q]),
+                      n->name, op, (unsigned)b->rules[q].target, (long long)param_value(n, &b->rules[q], hi),
                       (int)ert_pi(n, b->rules[q].target));
     if (st != EDGERT_OK) break;
     if (n->n_out > 8) {
@@ -145,8 +151,8 @@ edgert_status ert_bounds_apply(const edgert_model *m, ert_tensor *tensors, ert_n
     const uint32_t r0 = r;
     while (r < b->n_rules && b->rules[r].node == i) r++;
     for (uint32_t q = r0; q < r; q++)
-      if (b->rules[q].kind == ERT_RULE_PARAM)
-        ((uint32_t *)(uintptr_t)n->params)[b->rules[q].target] = (uint32_t)(int32_t)param_value(n, &b->rules[q]);
+      if (is_param(&b->rules[q]))
+        ((uint32_t *)(uintptr_t)n->params)[b->rules[q].target] = (uint32_t)(int32_t)param_value(n, &b->rules[q], val);
     ert_op_impl impl;
     const char *op = op_of(n, &impl);
     edgert_status st = impl.shape(n, err);

@@ -702,10 +702,16 @@ static edgert_status load_bounds(loader *L, edgert_model *m) {
     r->in_dim = rd32(p + 12);
     r->target = rd32(p + 16);
     r->add = (int32_t)rd32(p + 20);
-    if (r->node >= m->n_nodes || (i > 0 && r->node < b->rules[i - 1].node) || r->kind > ERT_RULE_INFER)
+    if (r->node >= m->n_nodes || (i > 0 && r->node < b->rules[i - 1].node) || r->kind > ERT_RULE_PARAM_SYM)
       return ert_fail(L->err, EDGERT_ERR_FORMAT, "BOUNDS rule %u: node out of range or order, or kind unknown",
                       (unsigned)i);
     const ert_node *n = &m->nodes[r->node];
+    if (r->kind == ERT_RULE_PARAM_SYM) {
+      if (r->in >= ns || r->target >= n->n_params)
+        return ert_fail(L->err, EDGERT_ERR_FORMAT, "BOUNDS rule %u (node '%s'): operand out of range",
+                        (unsigned)i, n->name);
+      continue;
+    }
     if (r->in >= n->n_in || n->in[r->in] == NULL || r->in_dim >= (uint32_t)n->in[r->in]->ndim ||
         (r->kind == ERT_RULE_PARAM && r->target >= n->n_params) ||
         (r->kind != ERT_RULE_PARAM &&

@@ -33,10 +33,11 @@ typedef struct ert_bind {
   uint32_t dim;
   uint32_t sym;
 } ert_bind;
-enum { ERT_RULE_PARAM = 0, ERT_RULE_OUTDIM = 1, ERT_RULE_INFER = 2 };
+enum { ERT_RULE_PARAM = 0, ERT_RULE_OUTDIM = 1, ERT_RULE_INFER = 2, ERT_RULE_PARAM_SYM = 3 };
 /* PARAM: parameter word `target` = in[in].shape[in_dim] + add;
  * OUTDIM: out[target / 8].shape[target % 8] = in[in].shape[in_dim] + add;
- * INFER: out[target / 8].shape[target % 8] = in[in].numel / (the other dims). */
+ * INFER: out[target / 8].shape[target % 8] = in[in].numel / (the other dims);
+ * PARAM_SYM: parameter word `target` = the value of symbol `in` + add. */
 typedef struct ert_rule {
   uint32_t node;
   uint32_t kind, in, in_dim, target;
