@@ -1,0 +1,147 @@
+"""Bounded dynamic dimensions: one file planned for the upper bounds runs every size
+within them (docs/runtime.md, "Bounded dimensions"), checked against onnxruntime."""
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+import edgert
+from edgert import format as fmt
+from edgert import runtime
+from edgert.errors import ConversionError, InputError
+
+
+def _ort(path_or_bytes):
+    src = path_or_bytes if isinstance(path_or_bytes, bytes) else str(path_or_bytes)
+    return ort.InferenceSession(src, providers=["CPUExecutionProvider"])
+
+
+@pytest.fixture(scope="module")
+def rec(real_model, tmp_path_factory):
+    src = real_model("ppocr_rec")
+    out = tmp_path_factory.mktemp("bounded") / "rec.edgert"
+    edgert.convert(src, out, input_shapes={"x": [1, 3, 48, (32, 960)]})
+    return src, out
+
+
+def test_ppocr_rec_widths_match_onnxruntime(rec):
+    src, path = rec
+    ref = _ort(src)
+    sess = runtime.Session(path)
+    rng = np.random.default_rng(0)
+    for w in (96, 320, 960, 32, 100):
+        x = rng.standard_normal((1, 3, 48, w)).astype(np.float32)
+        want = ref.run(None, {"x": x})[0]
+        got = sess.run(None, {"x": x})[0]
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, atol=1e-3, rtol=0)
+
+
+def test_ppocr_rec_file_and_inputs(rec):
+    _, path = rec
+    info = fmt.read(path.read_bytes())
+    assert info["version"] == "1.2"
+    assert info["bounds"]["symbols"] == [{"name": "p2o.DynamicDimension.1", "lo": 32, "hi": 960}]
+    (x,) = runtime.Session(path).get_inputs()
+    assert x.shape == [1, 3, 48, "p2o.DynamicDimension.1"]
+    assert x.bounds == [(1, 1), (3, 3), (48, 48), (32, 960)]
+    assert x.nbytes == 3 * 48 * 960 * 4  # the upper bound
+
+
+def test_ppocr_rec_arena_is_planned_for_the_upper_bound(rec, real_model, tmp_path):
+    _, path = rec
+    static = edgert.convert(real_model("ppocr_rec"), tmp_path / "s.edgert", input_shapes={"x": [1, 3, 48, 960]})
+    assert fmt.read(path.read_bytes())["arena_bytes"] == fmt.read(static)["arena_bytes"]
+
+
+def test_no_allocation_at_any_size(rec):
+    _, path = rec
+    sess = runtime.Session(path, max_contexts=1)
+    sess.run(None, {"x": np.zeros((1, 3, 48, 960), np.float32)})
+    before = runtime.alloc_count()
+    for w, steps in ((96, 12), (320, 40), (960, 120), (32, 4), (500, 62)):
+        out = sess.run(None, {"x": np.ones((1, 3, 48, w), np.float32)})[0]
+        assert out.shape == (1, steps, 6625)
+    assert runtime.alloc_count() == before
+
+
+def test_out_of_bounds_names_input_dim_and_bound(rec):
+    _, path = rec
+    sess = runtime.Session(path)
+    with pytest.raises(InputError, match=r"input 'x' dim 3 is 1000, outside the bounds 32\.\.960"):
+        sess.run(None, {"x": np.zeros((1, 3, 48, 1000), np.float32)})
+    with pytest.raises(InputError, match=r"input 'x' dim 3 is 16, outside the bounds 32\.\.960"):
+        sess.run(None, {"x": np.zeros((1, 3, 48, 16), np.float32)})
+    with pytest.raises(InputError, match=r"input 'x' dim 2 is fixed at 48, got 40"):
+        sess.run(None, {"x": np.zeros((1, 3, 40, 96), np.float32)})
+    # The session still runs after refused shapes.
+    assert sess.run(None, {"x": np.zeros((1, 3, 48, 96), np.float32)})[0].shape == (1, 12, 6625)
+
+
+def test_minilm_shared_symbol(real_model, tmp_path):
+    src = real_model("minilm")
+    out = tmp_path / "minilm.edgert"
+    # attention_mask shares 'sequence_length' with input_ids and takes its bounds.
+    edgert.convert(src, out, input_shapes={"input_ids": [1, (8, 128)]})
+    sess = runtime.Session(out)
+    assert [t.bounds for t in sess.get_inputs()] == [[(1, 1), (8, 128)]] * 2
+    ref = _ort(src)
+    rng = np.random.default_rng(1)
+    for s in (8, 32, 128):
+        feeds = {"input_ids": rng.integers(0, 30000, (1, s)).astype(np.int64),
+                 "attention_mask": np.ones((1, s), np.int64)}
+        feeds["attention_mask"][0, s // 2:] = 0
+        for got, want in zip(sess.run(None, feeds), ref.run(None, feeds)):
+            assert got.shape == want.shape
+            np.testing.assert_allclose(got, want, atol=1e-3, rtol=0)
+    with pytest.raises(InputError, match="both are 'sequence_length'"):
+        sess.run(None, {"input_ids": np.zeros((1, 8), np.int64), "attention_mask": np.ones((1, 9), np.int64)})
+
+
+def _shape_expression_model() -> bytes:
+    """y = Reshape(x, Concat(Shape(x)[0:1], [-1])) * 2 + a Range-free Expand of a bias
+    to Shape(x): shape arithmetic on the symbolic dim 'n'."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "n", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Gather", ["s", "i1"], ["n"], axis=0),
+        helper.make_node("Concat", ["one", "n", "two", "two"], ["shp"], axis=0),
+        helper.make_node("Reshape", ["x", "shp"], ["r"]),
+        helper.make_node("Expand", ["bias", "shp"], ["e"]),
+        helper.make_node("Add", ["r", "e"], ["t"]),
+        helper.make_node("Transpose", ["t"], ["y"], perm=[0, 2, 3, 1]),
+    ]
+    inits = [helper.make_tensor("i1", TensorProto.INT64, [1], [1]),
+             helper.make_tensor("one", TensorProto.INT64, [1], [1]),
+             helper.make_tensor("two", TensorProto.INT64, [1], [2]),
+             helper.make_tensor("bias", TensorProto.FLOAT, [1, 1, 2, 2], [0.5, -1.0, 2.0, 3.0])]
+    g = helper.make_graph(nodes, "g", [x], [y], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    return m.SerializeToString()
+
+
+def test_runtime_shape_expression(tmp_path):
+    model = _shape_expression_model()
+    out = tmp_path / "m.edgert"
+    edgert.convert(model, out, input_shapes={"x": [1, (2, 50), 4]})
+    sess = runtime.Session(out)
+    ref = _ort(model)
+    for n in (2, 7, 50):
+        x = np.arange(n * 4, dtype=np.float32).reshape(1, n, 4)
+        got, want = sess.run(None, {"x": x})[0], ref.run(None, {"x": x})[0]
+        assert got.shape == want.shape == (1, 2, 2, n)
+        np.testing.assert_allclose(got, want, atol=1e-6)
+
+
+def test_unsupported_op_refused_at_conversion(real_model, tmp_path):
+    with pytest.raises(ConversionError, match=r"node 'p2o\.Resize\.0'.*op resize does not support bounded dimensions"):
+        edgert.convert(real_model("ppocr_det"), tmp_path / "d.edgert", input_shapes={"x": [1, 3, (320, 960), (320, 960)]})
+
+
+def test_static_files_unchanged(real_model, tmp_path):
+    data = edgert.convert(real_model("ppocr_rec"), tmp_path / "s.edgert", input_shapes={"x": [1, 3, 48, 320]})
+    assert fmt.read(data)["bounds"] is None
+    (x,) = runtime.Session(data).get_inputs()
+    assert x.shape == [1, 3, 48, 320] and x.bounds is None
