@@ -28,7 +28,7 @@ import numpy as np
 
 from .errors import ConversionError
 
-RULE_PARAM, RULE_OUTDIM, RULE_INFER, RULE_PARAM_SYM = 0, 1, 2, 3
+RULE_PARAM, RULE_OUTDIM, RULE_INFER, RULE_PARAM_SYM, RULE_RESIZE_NEAREST = 0, 1, 2, 3, 4
 # Ops whose output shape is stored in the file rather than computed from inputs and
 # parameters: their varying output dims need a rule.
 SHAPE_FROM_FILE = {"reshape", "expand"}
@@ -251,6 +251,8 @@ def derive_rules(graphs: list, bounds: Bounds, values: list[list[int]]) -> None:
                         raise ConversionError(
                             f"node {n.name!r}: op {n.op} does not support bounded dimensions yet (its input {j} is a "
                             f"constant computed from the input size)")
+        if n.op == "resize" and _resize_rules(k, n, others, graphs, bounds):
+            continue
         opdef = edgert_ops.get(n.op)
         words = [opdef.pack(n, g0)] + [opdef.pack(m, g) for m, g in zip(others, graphs[1:])]
         if any(len(w) != len(words[0]) for w in words):
@@ -282,6 +284,31 @@ def derive_rules(graphs: list, bounds: Bounds, values: list[list[int]]) -> None:
                     raise ConversionError(f"node {n.name!r}: op {n.op} does not support bounded dimensions yet "
                                           f"(output dim {d} follows the input size in a way the runtime cannot compute)")
                 bounds.rules.append((k, RULE_OUTDIM, rule[0], rule[1], d, rule[2]))
+
+
+def _resize_rules(k: int, n, others: list, graphs: list, bounds: Bounds) -> bool:
+    """Rules for a nearest resize by integer scales (output index o reads o / scale on
+    each resized axis), whose index tables the runtime rebuilds for the actual size;
+    False when its output does not depend on the size (nothing to do)."""
+    shapes = [(g.tensors[m.inputs[0]].shape, g.tensors[m.outputs[0]].shape) for m, g in zip([n] + others, graphs)]
+    if all(s == shapes[0] for s in shapes):
+        return False
+    a = n.attrs
+    nearest_floor = a.get("mode") == "nearest" and a.get("coord") == "asymmetric" and \
+        a.get("nearest_mode") in ("floor", "simple") and not a.get("antialias")
+    rules = []
+    for d in range(len(shapes[0][0])):
+        if all(i[d] == o[d] for i, o in shapes):
+            if any(i[d] != shapes[0][0][d] for i, _ in shapes) or float(a["scales"][d]) == 1.0:
+                continue  # identity axis (no table)
+        scale = shapes[0][1][d] // max(shapes[0][0][d], 1)
+        if not nearest_floor or scale < 1 or float(a["scales"][d]) != float(scale) or \
+                any(o[d] != i[d] * scale for i, o in shapes):
+            raise ConversionError(f"node {n.name!r}: op resize does not support bounded dimensions yet (only nearest "
+                                  f"asymmetric floor resizing by integer scales follows the input size)")
+        rules.append((k, RULE_RESIZE_NEAREST, 0, d, 0, scale))
+    bounds.rules += rules
+    return True
 
 
 def _sym_rule(vals: list[int], values: list[list[int]]) -> tuple[int, int] | None:

@@ -152,6 +152,8 @@ def _convert_bounded(model, input_shapes, bounds, values, optimize, sparse, quan
     bounds_.derive_rules(graphs, bounds, vals)
     g = graphs[0]
     g.metadata["bounds"] = bounds
+    needs = [planner.scratch_bytes(x) for x in graphs]
+    g.metadata["scratch_at_least"] = [max(k) for k in zip(*needs)]
     data = serialize(g, {"source": src, "bounds": {s.name: [s.lo, s.hi] for s in bounds.symbols}})
     bounds_.check_with_runtime(data, graphs, bounds, vals)
     return data

@@ -135,9 +135,31 @@ def test_runtime_shape_expression(tmp_path):
         np.testing.assert_allclose(got, want, atol=1e-6)
 
 
-def test_unsupported_op_refused_at_conversion(real_model, tmp_path):
-    with pytest.raises(ConversionError, match=r"node 'p2o\.Resize\.0'.*op resize does not support bounded dimensions"):
-        edgert.convert(real_model("ppocr_det"), tmp_path / "d.edgert", input_shapes={"x": [1, 3, (320, 960), (320, 960)]})
+def test_ppocr_det_sizes_match_onnxruntime(real_model, tmp_path):
+    src = real_model("ppocr_det")
+    out = tmp_path / "det.edgert"
+    edgert.convert(src, out, input_shapes={"x": [1, 3, (320, 960), (320, 960)]})
+    sess = runtime.Session(out, max_contexts=1)
+    ref = _ort(src)
+    rng = np.random.default_rng(2)
+    for h, w in ((320, 320), (640, 480), (960, 960), (352, 928)):
+        x = rng.standard_normal((1, 3, h, w)).astype(np.float32)
+        want = ref.run(None, {"x": x})[0]
+        before = runtime.alloc_count()
+        got = sess.run(None, {"x": x})[0]
+        assert runtime.alloc_count() == before
+        assert got.shape == want.shape == (1, 1, h, w)
+        np.testing.assert_allclose(got, want, atol=1e-3, rtol=0)
+
+
+def test_unsupported_op_refused_at_conversion(tmp_path):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "n"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    pads = helper.make_tensor("pads", TensorProto.INT64, [4], [0, 1, 0, 1])
+    g = helper.make_graph([helper.make_node("Pad", ["x", "pads"], ["y"], name="the_pad")], "g", [x], [y], [pads])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    with pytest.raises(ConversionError, match=r"node 'the_pad': op pad does not support bounded dimensions yet"):
+        edgert.convert(model, tmp_path / "p.edgert", input_shapes={"x": [1, (2, 9)]})
 
 
 def test_static_files_unchanged(real_model, tmp_path):

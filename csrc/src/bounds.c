@@ -26,7 +26,7 @@ static const char *op_of(const ert_node *n, ert_op_impl *impl) {
  * before its shape function ran. */
 static edgert_status out_rules(ert_node *n, const ert_rule *r0, const ert_rule *r1, ert_err *err) {
   for (const ert_rule *r = r0; r < r1; r++) {
-    if (r->kind == ERT_RULE_PARAM || r->kind == ERT_RULE_PARAM_SYM) continue;
+    if (r->kind != ERT_RULE_OUTDIM && r->kind != ERT_RULE_INFER) continue;
     ert_tensor *y = n->out[r->target / 8];
     const uint32_t d = r->target % 8;
     const ert_tensor *x = n->in[r->in];
@@ -57,7 +57,60 @@ static int64_t param_value(const ert_node *n, const ert_rule *r, const int64_t *
   return (int64_t)n->in[r->in]->shape[r->in_dim] + r->add;
 }
 
-static bool is_param(const ert_rule *r) { return r->kind == ERT_RULE_PARAM || r->kind == ERT_RULE_PARAM_SYM; }
+static bool is_param(const ert_rule *r) {
+  return r->kind == ERT_RULE_PARAM || r->kind == ERT_RULE_PARAM_SYM || r->kind == ERT_RULE_RESIZE_NEAREST;
+}
+
+/* Nearest resize (rules [r0, r1) include its RESIZE_NEAREST ones; see runtime.h): the
+ * output shape and index tables for the input's actual shape. The tables are written to
+ * `words` (the session's parameter copy) or, when `words` is NULL, compared with the
+ * node's parameter words (at load, on the file's upper-bound shapes). */
+static edgert_status resize_rules(ert_node *n, const ert_rule *r0, const ert_rule *r1, uint32_t *words,
+                                  uint32_t capacity, ert_err *err) {
+  const ert_tensor *x = n->in[0];
+  ert_tensor *y = n->out[0];
+  const int32_t r = ert_pi(n, 1);
+  if (ert_pi(n, 0) != 0 || r != x->ndim || r != y->ndim || capacity < 3u + (uint32_t)r)
+    return ert_fail(err, EDGERT_ERR_FORMAT, "node '%s' (resize): BOUNDS rules need a nearest resize", n->name);
+  int64_t dims[EDGERT_MAX_DIMS];
+  uint64_t pos = 3u + (uint32_t)r;
+  for (int32_t d = 0; d < r; d++) {
+    const int32_t taps = ert_pi(n, 3 + (uint32_t)d);
+    int64_t scale = 0;
+    for (const ert_rule *q = r0; q < r1; q++)
+      if (q->kind == ERT_RULE_RESIZE_NEAREST && q->in_dim == (uint32_t)d) scale = q->add;
+    if (taps == 0) {
+      dims[d] = x->shape[d];
+      continue;
+    }
+    if (taps != 1 || scale < 1)
+      return ert_fail(err, EDGERT_ERR_FORMAT, "node '%s' (resize): axis %d has no BOUNDS scale", n->name, (int)d);
+    dims[d] = x->shape[d] * scale;
+    if ((uint64_t)dims[d] > capacity - pos)
+      return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s' (resize): tables exceed the parameter words", n->name);
+    for (int64_t o = 0; o < dims[d]; o++) {
+      const uint32_t v = (uint32_t)(o / scale);
+      if (words != NULL) {
+        words[pos + (uint64_t)o] = v;
+      } else if (n->params[pos + (uint64_t)o] != v) {
+        return ert_fail(err, EDGERT_ERR_FORMAT, "node '%s' (resize): axis %d table differs from its BOUNDS scale",
+                        n->name, (int)d);
+      }
+    }
+    pos += (uint64_t)dims[d];
+  }
+  ert_tensor_set_shape(y, r, dims);
+  if (words != NULL) n->n_params = (uint32_t)pos; /* prepare wants the tables' exact length */
+  return EDGERT_OK;
+}
+
+/* The node's output shapes: its RESIZE_NEAREST rules, else its op's shape function. */
+static edgert_status node_shape(ert_node *n, const ert_op_impl *impl, const ert_rule *r0, const ert_rule *r1,
+                                uint32_t *words, uint32_t capacity, ert_err *err) {
+  for (const ert_rule *q = r0; q < r1; q++)
+    if (q->kind == ERT_RULE_RESIZE_NEAREST) return resize_rules(n, r0, r1, words, capacity, err);
+  return impl->shape(n, err);
+}
 
 edgert_status ert_bounds_check(edgert_model *m, ert_err *err) {
   ert_bounds *b = m->bounds;
@@ -93,7 +146,8 @@ edgert_status ert_bounds_check(edgert_model *m, ert_err *err) {
     ert_op_impl impl;
     const char *op = op_of(n, &impl);
     for (uint32_t q = r0; q < r && st == EDGERT_OK; q++)
-      if (is_param(&b->rules[q]) && param_value(n, &b->rules[q], hi) != ert_pi(n, b->rules[q].target))
+      if (is_param(&b->rules[q]) && b->rules[q].kind != ERT_RULE_RESIZE_NEAREST &&
+          param_value(n, &b->rules[q], hi) != ert_pi(n, b->rules[q].target))
         st = ert_fail(err, EDGERT_ERR_FORMAT, "node '%s' (%s): BOUNDS rule for parameter %u gives %lld, the file has %d",
                       n->name, op, (unsigned)b->rules[q].target, (long long)param_value(n, &b->rules[q], hi),
                       (int)ert_pi(n, b->rules[q].target));
@@ -105,7 +159,7 @@ edgert_status ert_bounds_check(edgert_model *m, ert_err *err) {
     }
     ert_tensor saved[8];
     for (uint32_t k = 0; k < n->n_out; k++) saved[k] = *n->out[k];
-    st = impl.shape(n, err);
+    st = node_shape(n, &impl, b->rules + r0, b->rules + r, NULL, n->n_params, err);
     if (st == EDGERT_OK) st = out_rules(n, b->rules + r0, b->rules + r, err);
     for (uint32_t k = 0; k < n->n_out; k++) {
       ert_tensor *y = n->out[k];
@@ -150,12 +204,13 @@ edgert_status ert_bounds_apply(const edgert_model *m, ert_tensor *tensors, ert_n
     while (r < b->n_rules && b->rules[r].node < i) r++;
     const uint32_t r0 = r;
     while (r < b->n_rules && b->rules[r].node == i) r++;
+    uint32_t *words = (uint32_t *)(uintptr_t)n->params; /* the session's copy when rules write it */
     for (uint32_t q = r0; q < r; q++)
-      if (is_param(&b->rules[q]))
-        ((uint32_t *)(uintptr_t)n->params)[b->rules[q].target] = (uint32_t)(int32_t)param_value(n, &b->rules[q], val);
+      if (is_param(&b->rules[q]) && b->rules[q].kind != ERT_RULE_RESIZE_NEAREST)
+        words[b->rules[q].target] = (uint32_t)(int32_t)param_value(n, &b->rules[q], val);
     ert_op_impl impl;
     const char *op = op_of(n, &impl);
-    edgert_status st = impl.shape(n, err);
+    edgert_status st = node_shape(n, &impl, b->rules + r0, b->rules + r, words, m->nodes[i].n_params, err);
     if (st == EDGERT_OK) st = out_rules(n, b->rules + r0, b->rules + r, err);
     if (st != EDGERT_OK) return st;
     for (uint32_t k = 0; k < n->n_out; k++) {

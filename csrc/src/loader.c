@@ -642,6 +642,12 @@ static edgert_status load_nodes(loader *L, edgert_model *m, uint8_t *defined) {
   return EDGERT_OK;
 }
 
+static const char *kind_op(const ert_node *n) {
+  ert_op_impl impl;
+  const char *op = ert_op_lookup((uint32_t)n->op, &impl);
+  return op != NULL ? op : "";
+}
+
 /* BOUNDS (docs/format.md): symbols, input dims bound to them, and the rules that set
  * parameter words and output dims from input dims. Read here; ert_bounds_check
  * (bounds.c) checks them against the prepared graph. */
@@ -702,7 +708,7 @@ static edgert_status load_bounds(loader *L, edgert_model *m) {
     r->in_dim = rd32(p + 12);
     r->target = rd32(p + 16);
     r->add = (int32_t)rd32(p + 20);
-    if (r->node >= m->n_nodes || (i > 0 && r->node < b->rules[i - 1].node) || r->kind > ERT_RULE_PARAM_SYM)
+    if (r->node >= m->n_nodes || (i > 0 && r->node < b->rules[i - 1].node) || r->kind > ERT_RULE_RESIZE_NEAREST)
       return ert_fail(L->err, EDGERT_ERR_FORMAT, "BOUNDS rule %u: node out of range or order, or kind unknown",
                       (unsigned)i);
     const ert_node *n = &m->nodes[r->node];
@@ -714,6 +720,7 @@ static edgert_status load_bounds(loader *L, edgert_model *m) {
     }
     if (r->in >= n->n_in || n->in[r->in] == NULL || r->in_dim >= (uint32_t)n->in[r->in]->ndim ||
         (r->kind == ERT_RULE_PARAM && r->target >= n->n_params) ||
+        (r->kind == ERT_RULE_RESIZE_NEAREST && (r->in != 0 || r->add < 1 || strcmp(kind_op(n), "resize") != 0)) ||
         (r->kind != ERT_RULE_PARAM &&
          (r->target / 8 >= n->n_out || r->target % 8 >= (uint32_t)n->out[r->target / 8]->ndim)))
       return ert_fail(L->err, EDGERT_ERR_FORMAT, "BOUNDS rule %u (node '%s'): operand out of range",

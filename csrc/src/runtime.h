@@ -33,11 +33,17 @@ typedef struct ert_bind {
   uint32_t dim;
   uint32_t sym;
 } ert_bind;
-enum { ERT_RULE_PARAM = 0, ERT_RULE_OUTDIM = 1, ERT_RULE_INFER = 2, ERT_RULE_PARAM_SYM = 3 };
+enum {
+  ERT_RULE_PARAM = 0, ERT_RULE_OUTDIM = 1, ERT_RULE_INFER = 2, ERT_RULE_PARAM_SYM = 3,
+  ERT_RULE_RESIZE_NEAREST = 4
+};
 /* PARAM: parameter word `target` = in[in].shape[in_dim] + add;
  * OUTDIM: out[target / 8].shape[target % 8] = in[in].shape[in_dim] + add;
  * INFER: out[target / 8].shape[target % 8] = in[in].numel / (the other dims);
- * PARAM_SYM: parameter word `target` = the value of symbol `in` + add. */
+ * PARAM_SYM: parameter word `target` = the value of symbol `in` + add;
+ * RESIZE_NEAREST: a nearest resize whose axis `in_dim` scales by the integer `add`
+ *   (output index o reads o / add); the node's index tables and output shape are
+ *   rebuilt from these rules (one per table axis) instead of its shape function. */
 typedef struct ert_rule {
   uint32_t node;
   uint32_t kind, in, in_dim, target;
