@@ -167,3 +167,31 @@ def test_static_files_unchanged(real_model, tmp_path):
     assert fmt.read(data)["bounds"] is None
     (x,) = runtime.Session(data).get_inputs()
     assert x.shape == [1, 3, 48, 320] and x.bounds is None
+
+
+def test_int8_bounded_equals_static_int8(real_model, tmp_path):
+    """int8 with bounded dimensions: calibrated once (at the calibration data's width);
+    at that width the bounded file's outputs are bit-identical to a static int8 file with
+    the same calibration and the same float nodes, and every width runs."""
+    src = real_model("ppocr_rec")
+    rng = np.random.default_rng(3)
+    calib = tmp_path / "calib.npz"
+    np.savez(calib, x=(rng.standard_normal((4, 3, 48, 320)) * 0.5).astype(np.float32))
+    bounded = edgert.convert(src, tmp_path / "b.edgert", input_shapes={"x": [1, 3, 48, (32, 960)]},
+                             quantize="int8", calibration=str(calib))
+    keep = fmt.read(bounded)["metadata"]["quantization"]["fp32_nodes"]
+    assert keep == ["p2o.GlobalAveragePool.0", "p2o.GlobalAveragePool.2"]  # 1/(H*W) follows the width
+    static = edgert.convert(src, tmp_path / "s.edgert", input_shapes={"x": [1, 3, 48, 320]}, quantize="int8",
+                            calibration=str(calib), keep_fp32=keep)
+    b, s = runtime.Session(bounded), runtime.Session(static)
+    x = (rng.standard_normal((1, 3, 48, 320)) * 0.5).astype(np.float32)
+    np.testing.assert_array_equal(b.run(None, {"x": x})[0], s.run(None, {"x": x})[0])
+    ref = _ort(src)
+    before = runtime.alloc_count()
+    for w in (96, 960):
+        x = (rng.standard_normal((1, 3, 48, w)) * 0.5).astype(np.float32)
+        got, want = b.run(None, {"x": x})[0], ref.run(None, {"x": x})[0]
+        assert got.shape == want.shape
+        assert np.abs(got - want).max() < 0.3  # int8 against float
+        assert (got.argmax(-1) == want.argmax(-1)).mean() > 0.9
+    assert runtime.alloc_count() == before
