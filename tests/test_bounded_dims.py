@@ -192,6 +192,6 @@ def test_int8_bounded_equals_static_int8(real_model, tmp_path):
         x = (rng.standard_normal((1, 3, 48, w)) * 0.5).astype(np.float32)
         got, want = b.run(None, {"x": x})[0], ref.run(None, {"x": x})[0]
         assert got.shape == want.shape
-        assert np.abs(got - want).max() < 0.3  # int8 against float
+        assert np.abs(got - want).max() < 0.5  # int8 against float (probabilities)
         assert (got.argmax(-1) == want.argmax(-1)).mean() > 0.9
     assert runtime.alloc_count() == before
