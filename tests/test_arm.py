@@ -583,3 +583,31 @@ def test_int8_model_under_qemu(board, cpu, model, workdir, real_model):
         assert got.shape == want.shape and got.dtype == want.dtype, name
         assert got.tobytes() == want.tobytes(), \
             f"{board}/{cpu} {name}: {int(np.sum(got != want))} of {got.size} values differ"
+
+
+_host_bounded: dict[str, tuple] = {}
+
+
+@pytest.mark.parametrize("board,cpu", [("rpi4", "cortex-a72"), ("rpi2", "cortex-a7")], ids=["a72-neon", "a7-neon"])
+def test_bounded_int8_under_qemu(board, cpu, workdir, real_model):
+    """One int8 ppocr_rec file with a bounded width (32..960) runs widths 96 and 320 on the
+    board bit for bit as on the host (docs/runtime.md, "Bounded dimensions")."""
+    if "file" not in _host_bounded:
+        rng = np.random.default_rng(5)
+        calib = {"x": (rng.standard_normal((2, 3, 48, 320)) * 0.5).astype(np.float32)}
+        data = edgert.convert(str(real_model("ppocr_rec")), None, input_shapes={"x": [1, 3, 48, (32, 960)]},
+                              quantize="int8", calibration=calib)
+        _host_bounded["file"] = {w: _write_case(workdir / f"rec-bounded-{w}", data,
+                                                {"x": (rng.standard_normal((1, 3, 48, w)) * 0.5).astype(np.float32)})
+                                 for w in (96, 320)}
+    exe = built(board) / "bin" / "edgert-run"
+    for w, (path, inputs, ref) in _host_bounded["file"].items():
+        out = workdir / f"rec-bounded-{w}-{board}-{cpu}"
+        out.mkdir(exist_ok=True)
+        r = run_on(board, [str(exe), str(path), "--output-dir", str(out), "--input", f"x={inputs['x']}"], cpu=cpu)
+        assert r.returncode == 0, r.stdout + r.stderr
+        for name, want in ref.items():
+            got = np.load(out / (re.sub(r"[^A-Za-z0-9._-]", "_", name) + ".npy"))
+            assert got.shape == want.shape == (1, w // 8, 6625), name
+            assert got.tobytes() == want.tobytes(), \
+                f"{board}/{cpu} width {w}: {int(np.sum(got != want))} of {got.size} values differ"
