@@ -109,7 +109,8 @@ def main() -> None:
 @click.argument("model", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Output .edgert file.")
 @click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=D0,D1,...",
-              help="Fix an input's shape (needed for symbolic dimensions).")
+              help="Fix an input's shape (needed for symbolic dimensions); LO..HI for a dimension gives it "
+                   "bounds (one file for every size within them), e.g. x=1,3,48,32..960.")
 @click.option("--input-value", "input_values", multiple=True, metavar="NAME=VALUE",
               help="Freeze an input to a constant (removes it from the converted model's inputs).")
 @click.option("--no-optimize", is_flag=True, help="Skip graph passes (for debugging).")

@@ -53,7 +53,10 @@ def convert(model, output: str | os.PathLike | None = None, input_shapes: dict[s
     """Converts an ONNX model to the .edgert format and returns the file's bytes; also
     writes them to `output` when given (atomically: no partial file on failure).
 
-    input_shapes fixes symbolic input dimensions ({"x": [1, 3, 224, 224]});
+    input_shapes fixes symbolic input dimensions ({"x": [1, 3, 224, 224]}); a (LO, HI)
+    pair gives a dimension bounds instead ({"x": [1, 3, 48, (32, 960)]}: one file for
+    every width within them, docs/runtime.md "Bounded dimensions"); inputs sharing an
+    ONNX dimension name share its bounds, and need not be listed;
     input_values freezes inputs to constants ({"sr": 16000}), removing them from the
     converted model's inputs (useful when an input only selects a branch).
 
