@@ -361,13 +361,3 @@ def check_with_runtime(data: bytes, graphs: list, bounds: Bounds, values: list[l
             if tuple(arr.shape) != want:
                 raise ConversionError(f"bounded dimensions: output {name!r} at sizes {vals} computes to "
                                       f"{list(arr.shape)}, the model gives {list(want)}")
-
-
-def describe(bounds: Bounds) -> str:
-    return ", ".join(f"{s.name} {s.lo}..{s.hi}" for s in bounds.symbols)
-
-
-def arena_note(bounds: Bounds) -> str:
-    return "planned for " + ", ".join(f"{s.name}={s.hi}" for s in bounds.symbols)
-
-

@@ -401,6 +401,9 @@ class Session:
         try:
             for r in range(runs):
                 for k, arr in enumerate(arrays):
+                    if self._bounded:
+                        dims = ffi.new("int64_t[]", [int(n) for n in arr.shape] or [0])
+                        _check(lib.edgert_session_set_input_shape(ctx, k, arr.ndim, dims), "")
                     _check(lib.edgert_session_set_input(ctx, k, ffi.from_buffer(arr), arr.nbytes), "")
                 status = lib.edgert_session_run_profiled(ctx, buf, len(nodes))
                 if status != 0:

@@ -1,7 +1,6 @@
 """Bounded dynamic dimensions: one file planned for the upper bounds runs every size
 within them (docs/runtime.md, "Bounded dimensions"), checked against onnxruntime."""
 import numpy as np
-import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
