@@ -216,7 +216,14 @@ edgert_status ert_bounds_apply(const edgert_model *m, ert_tensor *tensors, ert_n
     for (uint32_t k = 0; k < n->n_out; k++) {
       const ert_tensor *y = n->out[k];
       const ert_tensor *planned = &m->tensors[y - tensors];
-      if (y->nbytes > planned->nbytes)
+      uint64_t count = 1; /* the element count again, without overflow (rules come from the file) */
+      bool over = false;
+      for (int32_t d = 0; d < y->ndim; d++) {
+        const uint64_t v = y->shape[d] < 0 ? UINT64_MAX : (uint64_t)y->shape[d];
+        over = over || (v != 0 && count > planned->numel / v) || y->shape[d] < 0;
+        count = over ? count : count * v;
+      }
+      if (over || y->nbytes > planned->nbytes)
         return ert_fail(err, EDGERT_ERR_SHAPE,
                         "node '%s' (%s): output '%s' needs %zu bytes, more than the %zu planned for the upper bounds",
                         n->name, op, y->name, y->nbytes, planned->nbytes);
