@@ -220,8 +220,10 @@ def _prefix_constants(graphs: list, values: list[list[int]]) -> None:
                 g.tensors[t].data = c0
                 g.tensors[t].shape = c0.shape
                 g.add_tensor(out, c.shape, c0.dtype)
+                for m in g.nodes:  # every use of the constant reads the slice
+                    m.inputs = [out if i == t else i for i in m.inputs]
+                g.outputs = [out if o == t else o for o in g.outputs]
                 node = g.nodes[k]
-                node.inputs[j] = out
                 g.nodes.insert(k, type(node)("slice", [t], [out], {"starts": [0] * c0.ndim, "steps": [1] * c0.ndim,
                                                                     "sizes": list(c.shape)}, out))
             k += 1
