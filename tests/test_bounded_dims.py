@@ -194,3 +194,32 @@ def test_int8_bounded_equals_static_int8(real_model, tmp_path):
         assert np.abs(got - want).max() < 0.5  # int8 against float (probabilities)
         assert (got.argmax(-1) == want.argmax(-1)).mean() > 0.9
     assert runtime.alloc_count() == before
+
+
+def test_loader_checks_the_bounds_section(rec):
+    """BOUNDS is untrusted input like the rest of the file: bounds that disagree with the
+    tensors, unknown rule kinds and rules that do not reproduce the file's parameters
+    are refused at load with a message."""
+    import struct
+    _, path = rec
+    data = path.read_bytes()
+    info = fmt.read(data)
+    off = info["sections"]["bounds"]["offset"]
+    n_sym, n_bind, n_rule, _ = struct.unpack_from("<IIII", data, off)
+    assert (n_sym, n_bind) == (1, 1) and n_rule > 0
+    rules = off + 16 + 24 * n_sym + 12 * n_bind
+    param_rule = next(k for k in range(n_rule) if struct.unpack_from("<I", data, rules + 24 * k + 4)[0] == 0)
+
+    def edited(at: int, fmt_: str, value) -> bytes:
+        buf = bytearray(data)
+        struct.pack_into(fmt_, buf, at, value)
+        fmt.seal(buf)
+        return bytes(buf)
+
+    cases = [(edited(off + 16 + 16, "<q", 1000), r"input 'x' dim 3 is 960 in the file, not the upper bound 1000"),
+             (edited(off + 16 + 8, "<q", 0), r"bounds 0\.\.960 are invalid"),
+             (edited(rules + 4, "<I", 9), r"BOUNDS rule 0: node out of range or order, or kind unknown"),
+             (edited(rules + 24 * param_rule + 20, "<i", 1), r"BOUNDS rule for parameter \d+ gives")]
+    for bad, message in cases:
+        with pytest.raises(edgert.errors.ModelFormatError, match=message):
+            runtime.Session(bad)
