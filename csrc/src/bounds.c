@@ -159,8 +159,10 @@ edgert_status ert_bounds_check(edgert_model *m, ert_err *err) {
     }
     ert_tensor saved[8];
     for (uint32_t k = 0; k < n->n_out; k++) saved[k] = *n->out[k];
-    st = node_shape(n, &impl, b->rules + r0, b->rules + r, NULL, n->n_params, err);
-    if (st == EDGERT_OK) st = out_rules(n, b->rules + r0, b->rules + r, err);
+    const ert_rule *q0 = b->rules != NULL ? b->rules + r0 : NULL; /* no rules: NULL, not NULL + 0 */
+    const ert_rule *q1 = b->rules != NULL ? b->rules + r : NULL;
+    st = node_shape(n, &impl, q0, q1, NULL, n->n_params, err);
+    if (st == EDGERT_OK) st = out_rules(n, q0, q1, err);
     for (uint32_t k = 0; k < n->n_out; k++) {
       ert_tensor *y = n->out[k];
       if (st == EDGERT_OK && (y->ndim != saved[k].ndim || y->nbytes != saved[k].nbytes ||
@@ -210,8 +212,10 @@ edgert_status ert_bounds_apply(const edgert_model *m, ert_tensor *tensors, ert_n
         words[b->rules[q].target] = (uint32_t)(int32_t)param_value(n, &b->rules[q], val);
     ert_op_impl impl;
     const char *op = op_of(n, &impl);
-    edgert_status st = node_shape(n, &impl, b->rules + r0, b->rules + r, words, m->nodes[i].n_params, err);
-    if (st == EDGERT_OK) st = out_rules(n, b->rules + r0, b->rules + r, err);
+    const ert_rule *q0 = b->rules != NULL ? b->rules + r0 : NULL; /* no rules: NULL, not NULL + 0 */
+    const ert_rule *q1 = b->rules != NULL ? b->rules + r : NULL;
+    edgert_status st = node_shape(n, &impl, q0, q1, words, m->nodes[i].n_params, err);
+    if (st == EDGERT_OK) st = out_rules(n, q0, q1, err);
     if (st != EDGERT_OK) return st;
     for (uint32_t k = 0; k < n->n_out; k++) {
       const ert_tensor *y = n->out[k];
