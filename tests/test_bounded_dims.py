@@ -223,3 +223,21 @@ def test_loader_checks_the_bounds_section(rec):
     for bad, message in cases:
         with pytest.raises(edgert.errors.ModelFormatError, match=message):
             runtime.Session(bad)
+
+
+def test_minilm_int8_bounded(real_model, tmp_path):
+    """int8 MiniLM with a bounded sequence: bit-identical to the static int8 file at the
+    calibration length, and every length runs."""
+    src = real_model("minilm")
+    rng = np.random.default_rng(4)
+    calib = {"input_ids": rng.integers(0, 30000, (4, 32)).astype(np.int64), "attention_mask": np.ones((4, 32), np.int64)}
+    bounded = edgert.convert(src, None, input_shapes={"input_ids": [1, (8, 128)]}, quantize="int8", calibration=calib)
+    static = edgert.convert(src, None, input_shapes={"input_ids": [1, 32], "attention_mask": [1, 32]},
+                            quantize="int8", calibration=calib)
+    b, s = runtime.Session(bounded), runtime.Session(static)
+    feeds = {"input_ids": rng.integers(0, 30000, (1, 32)).astype(np.int64), "attention_mask": np.ones((1, 32), np.int64)}
+    for got, want in zip(b.run(None, feeds), s.run(None, feeds)):
+        np.testing.assert_array_equal(got, want)
+    for n in (8, 128):
+        feeds = {"input_ids": rng.integers(0, 30000, (1, n)).astype(np.int64), "attention_mask": np.ones((1, n), np.int64)}
+        assert [o.shape for o in b.run(None, feeds)] == [(1, n), (1, n), (1, n, 384), (1, 384)]
