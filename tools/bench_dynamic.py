@@ -15,7 +15,7 @@ alternating sizes minus one size).
 
 --icount also counts guest instructions per inference under qemu-aarch64 -cpu
 cortex-a72 (tools/arm_icount.py's method: edgert-run --repeat N+k minus --repeat N),
-NEON kernels, for ppocr_rec's bounded and static files at each width.
+NEON kernels, for the bounded and static files at each size.
 """
 from __future__ import annotations
 
@@ -156,7 +156,7 @@ def main() -> None:
                        "onnxruntime_ms": to, "max_abs_diff_vs_ort": err, "allocs_in_run": allocs,
                        "arena_bounded": bounded.arena_bytes, "arena_static": static.arena_bytes}
                 rows.append(row)
-                if args.icount and name == "ppocr_rec":
+                if args.icount:
                     row["a72_bounded"], row["a72_static"] = icount(bpath, spath, feeds, d)
                     row["a72_ratio"] = row["a72_bounded"] / row["a72_static"]
                 print(f"{name:10s} {str(size):10s}  bounded {tb:8.2f} ms  static {ts:8.2f} ms  ratio {tb / ts:5.3f}  "
