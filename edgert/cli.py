@@ -23,10 +23,12 @@ def _parse_shapes(items: tuple[str, ...]) -> dict[str, list[int]]:
         name, sep, dims = item.rpartition("=")
         if not sep or not name:
             raise click.BadParameter(f"{item!r}: expected NAME=D0,D1,...", param_hint="--input-shape")
+        from .bounds import parse_dim
         try:
-            out[name] = [int(d) for d in dims.split(",") if d.strip()]
+            out[name] = [parse_dim(d) for d in dims.split(",") if d.strip()]
         except ValueError:
-            raise click.BadParameter(f"{item!r}: dimensions must be integers", param_hint="--input-shape") from None
+            raise click.BadParameter(f"{item!r}: dimensions must be integers or bounds LO..HI",
+                                     param_hint="--input-shape") from None
     return out
 
 
@@ -107,7 +109,8 @@ def main() -> None:
 @click.argument("model", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Output .edgert file.")
 @click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=D0,D1,...",
-              help="Fix an input's shape (needed for symbolic dimensions).")
+              help="Fix an input's shape (needed for symbolic dimensions); LO..HI for a dimension gives it "
+                   "bounds (one file for every size within them), e.g. x=1,3,48,32..960.")
 @click.option("--input-value", "input_values", multiple=True, metavar="NAME=VALUE",
               help="Freeze an input to a constant (removes it from the converted model's inputs).")
 @click.option("--no-optimize", is_flag=True, help="Skip graph passes (for debugging).")
@@ -256,6 +259,7 @@ def inspect_dict(path: str) -> dict:
         "outputs": [io(i) for i in info["outputs"]],
         "metadata": info["metadata"],
         "partitions": list((info["metadata"] or {}).get("partitions") or []),
+        "bounds": info.get("bounds"),
     }
 
 
@@ -276,10 +280,18 @@ def inspect(model, as_json) -> None:
     for m in c["multiple_forms"]:
         click.echo(f"  {m['source']} is stored in {len(m['forms'])} forms ({m['bytes']:,} bytes): "
                    + ", ".join(f"{f['tensor']} {f['dtype']}{f['shape']} {f['bytes']:,}" for f in m["forms"]))
-    click.echo(f"arena: {d['arena_bytes']:,} bytes (lower bound {d['arena_lower_bound_bytes']:,})")
+    b = d.get("bounds")
+    planned = ""
+    if b:
+        planned = ", planned for the upper bounds " + ", ".join(f"{s['name']}={s['lo']}..{s['hi']}"
+                                                                for s in b["symbols"])
+    click.echo(f"arena: {d['arena_bytes']:,} bytes (lower bound {d['arena_lower_bound_bytes']:,}){planned}")
+    bound_dims = {(x["input"], x["dim"]): x["symbol"] for x in (b["binds"] if b else [])}
     for kind in ("inputs", "outputs"):
         for t in d[kind]:
-            click.echo(f"{kind[:-1]:7s} {t['name']}: {t['dtype']}{t['shape']}")
+            shape = [f"{bound_dims[(t['name'], k)]}<={v}" if (t["name"], k) in bound_dims else v
+                     for k, v in enumerate(t["shape"])]
+            click.echo(f"{kind[:-1]:7s} {t['name']}: {t['dtype']}[{', '.join(str(v) for v in shape)}]")
     click.echo(f"{d['nodes']} nodes: " + ", ".join(f"{k} x{v}" for k, v in d["ops"].items()))
     for p in d["partitions"]:
         delegate = f", delegate {p['delegate']}" if p.get("delegate") else ""
@@ -328,12 +340,13 @@ def example_inputs(sess, seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     feeds = {}
     for t in sess.get_inputs():
+        shape = [hi for _, hi in t.bounds] if t.bounds else t.shape  # bounded dimensions: the upper bounds
         if t.dtype.kind == "f":
-            feeds[t.name] = rng.standard_normal(t.shape).astype(t.dtype)
+            feeds[t.name] = rng.standard_normal(shape).astype(t.dtype)
         elif t.dtype.kind == "b":
-            feeds[t.name] = rng.integers(0, 2, t.shape).astype(bool)
+            feeds[t.name] = rng.integers(0, 2, shape).astype(bool)
         else:
-            feeds[t.name] = rng.integers(0, 10, t.shape).astype(t.dtype)
+            feeds[t.name] = rng.integers(0, 10, shape).astype(t.dtype)
     return feeds
 
 

@@ -17,12 +17,14 @@ from .partitioner import DEFAULT_MAX_PARTITIONS, FALLBACKS
 
 def build_graph(model, input_shapes: dict[str, Any] | None = None, input_values: dict[str, Any] | None = None,
                 optimize: bool = True, fallback: dict[str, Any] | None = None) -> Graph:
-    """The optimized edgert graph of an ONNX model (path, bytes or ModelProto).
+    """The optimized edgert graph of an ONNX model (path, bytes or ModelProto); bounded
+    dimensions (LO, HI) are built at their upper bound.
     fallback: {"fallback", "fallback_ops", "delegate", "max_partitions"} as convert
     takes them; onnxruntime partitions are carved here, before import; for litert the
     names of the nodes to carve after passes and quantization go to
     g.metadata["litert_nodes"]."""
-    shapes = {k: [int(d) for d in v] for k, v in (input_shapes or {}).items()}
+    from .bounds import upper
+    shapes = {k: [int(d) for d in v] for k, v in upper(input_shapes or {}).items()}
     fb = fallback or {}
     if fb.get("fallback", "off") == "off":
         g = import_onnx(model, shapes, input_values)
@@ -70,7 +72,10 @@ def convert(model, output: str | os.PathLike | None = None, input_shapes: dict[s
     """Converts an ONNX model to the .edgert format and returns the file's bytes; also
     writes them to `output` when given (atomically: no partial file on failure).
 
-    input_shapes fixes symbolic input dimensions ({"x": [1, 3, 224, 224]});
+    input_shapes fixes symbolic input dimensions ({"x": [1, 3, 224, 224]}); a (LO, HI)
+    pair gives a dimension bounds instead ({"x": [1, 3, 48, (32, 960)]}: one file for
+    every width within them, docs/runtime.md "Bounded dimensions"); inputs sharing an
+    ONNX dimension name share its bounds, and need not be listed;
     input_values freezes inputs to constants ({"sr": 16000}), removing them from the
     converted model's inputs (useful when an input only selects a branch).
 
@@ -102,6 +107,26 @@ def convert(model, output: str | os.PathLike | None = None, input_shapes: dict[s
     values = {k: np.asarray(v) for k, v in (input_values or {}).items()}
     src = os.path.basename(os.fspath(model)) if isinstance(model, (str, os.PathLike)) else None
     model = load_onnx(model)  # checked once (limits, external data inside the model's folder)
+    from . import bounds as bounds_
+    if bounds_.has_bounds(input_shapes):
+        if prune:
+            raise ConversionError("bounded dimensions cannot be combined with --prune yet")
+        if fb["fallback"] != "off":
+            raise ConversionError("bounded dimensions cannot be combined with --fallback partitions yet: a "
+                                  "partition's payload has static shapes; convert one file per size, or fix "
+                                  "the dimension")
+        input_shapes = {k: list(v) for k, v in input_shapes.items()}
+        bounds = bounds_.resolve(model, input_shapes, values)
+        try:
+            data = _convert_bounded(model, input_shapes, bounds, values, optimize, sparse, quantize, src,
+                                    calibration, calibration_method, keep_fp32, calibration_samples, progress)
+        except EdgertError:
+            raise
+        except Exception as e:
+            raise ConversionError(f"internal error while converting ({type(e).__name__}: {e})") from e
+        if output is not None:
+            write_atomic(output, data)
+        return data
     try:
         data = _convert(model, input_shapes, values, optimize, sparse, prune, prune_method, prune_scope,
                         prune_exclude, calibration, report, quantize, calibration_method, keep_fp32, sqnr_target,
@@ -164,6 +189,78 @@ def _check_fallback(fallback, fallback_ops, delegate, max_partitions) -> dict[st
         raise ConversionError(f"max_partitions must be a positive integer, got {max_partitions!r}")
     return {"fallback": fallback, "fallback_ops": ops, "delegate": None if delegate is None else str(delegate),
             "max_partitions": max_partitions}
+
+
+def _convert_bounded(model, input_shapes, bounds, values, optimize, sparse, quantize, src, calibration=None,
+                     calibration_method="percentile", keep_fp32=(), calibration_samples=None, progress=None) -> bytes:
+    """A file for every size within the bounds (edgert/bounds.py): converted at each
+    sample size, rules derived from the differences, checked in the C runtime. int8 is
+    calibrated once, on the graph at the calibration data's size, and those parameters
+    quantize the graph at every sample size alike."""
+    from . import bounds as bounds_
+    from .quant.pipeline import quantize_graph
+    vals = bounds_.sample_values(bounds)
+    graphs = [build_graph(model, bounds_.concrete(input_shapes, bounds, v), values, optimize) for v in vals]
+    calibrated = None
+    if quantize == "int8":
+        # int8 global average pooling folds 1 / (spatial size) into its multiplier: it stays
+        # float where that size follows the input size.
+        keep_fp32 = set(keep_fp32 or ()) | {
+            n.name for k, n in enumerate(graphs[0].nodes) if n.op == "global_avg_pool"
+            and any(g.tensors[g.nodes[k].inputs[0]].shape != graphs[0].tensors[n.inputs[0]].shape for g in graphs)}
+        calibrated = _calibrate_bounded(model, input_shapes, bounds, values, optimize, calibration,
+                                        calibration_method, keep_fp32, calibration_samples, progress)
+    summary = None
+    for i, g in enumerate(graphs):
+        if quantize is not None:
+            g, summary = quantize_graph(g, quantize, calibration, calibration_method, keep_fp32,
+                                        calibrated=calibrated)
+            graphs[i] = g
+        if sparse:
+            from . import sparse as sparse_
+            sparse_.apply(g, kernels=sparse is True, storage=True)
+    bounds_.derive_rules(graphs, bounds, vals)
+    g = graphs[0]
+    g.metadata["bounds"] = bounds
+    needs = [planner.scratch_bytes(x) for x in graphs]
+    g.metadata["scratch_at_least"] = [max(k) for k in zip(*needs)]
+    meta = {"source": src, "bounds": {s.name: [s.lo, s.hi] for s in bounds.symbols}}
+    if summary is not None:
+        meta["quantization"] = summary
+    data = serialize(g, meta)
+    bounds_.check_with_runtime(data, graphs, bounds, vals)
+    return data
+
+
+def _calibrate_bounded(model, input_shapes, bounds, values, optimize, calibration, method, keep_fp32, max_samples,
+                       progress):
+    """(qparams, means, samples) of int8 for a bounded conversion: the symbols take the
+    sizes of the calibration data (every bounded input's samples must share them)."""
+    from . import bounds as bounds_
+    from .quant.calibrate import batches, load_calibration
+    from .quant.pipeline import calibrate
+    from .quant.prepare import prepare_for_int8
+    if calibration is None:
+        raise ConversionError("int8 quantization needs calibration data (--calibration DATA)")
+    data = load_calibration(calibration)
+    sizes: list[int | None] = [None] * len(bounds.symbols)
+    for name, dim, sym in bounds.binds:
+        if name not in data:
+            raise ConversionError(f"calibration data lacks input {name!r}; it has {sorted(data)}")
+        arr = np.asarray(data[name])
+        rank = len(input_shapes[name])
+        size = arr.shape[1 + dim] if arr.ndim == rank + 1 else arr.shape[dim] if arr.ndim == rank and dim > 0 else None
+        s = bounds.symbols[sym]
+        if size is None or not s.lo <= size <= s.hi or sizes[sym] not in (None, size):
+            raise ConversionError(f"calibration data for {name!r} has shape {list(arr.shape)}: dimension {dim} must "
+                                  f"be one size within {s.lo}..{s.hi}, shared by every input with {s.name!r}")
+        sizes[sym] = size
+    g = build_graph(model, bounds_.concrete(input_shapes, bounds, sizes), values, optimize)
+    keep = set(keep_fp32 or ())
+    prepare_for_int8(g, keep)
+    feeds = batches(g, data, max_samples)
+    qparams, means = calibrate(g, feeds, method, progress)
+    return qparams, means, len(feeds)
 
 
 def write_atomic(path: str | os.PathLike, data: bytes) -> None:

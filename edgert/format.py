@@ -16,7 +16,7 @@ from .ir import Graph
 from .planner import Plan
 
 MAGIC = b"\x89ERT\r\n\x1a\n"
-VERSION = (1, 1)
+VERSION = (1, 2)
 HEADER_SIZE = 64
 ENTRY_SIZE = 32
 TENSOR_SIZE = 64
@@ -28,8 +28,9 @@ CONST_ALIGN = 64
 
 STRINGS, TENSORS, NODES, INDICES, PARAMS, CONSTANTS, GRAPH, QUANT, METADATA = range(1, 10)
 SPARSE = 11  # optional, but flagged required when present (docs/sparse.md)
+BOUNDS = 12  # optional: bounded dimensions (docs/format.md); older runtimes run the upper bounds
 SECTION_NAMES = {1: "strings", 2: "tensors", 3: "nodes", 4: "indices", 5: "params", 6: "constants",
-                 7: "graph", 8: "quant", 9: "metadata", 11: "sparse"}
+                 7: "graph", 8: "quant", 9: "metadata", 11: "sparse", 12: "bounds"}
 REQUIRED = {STRINGS, TENSORS, NODES, INDICES, PARAMS, CONSTANTS, GRAPH}
 STORAGE_SPARSE = 2
 
@@ -181,6 +182,10 @@ def write(g: Graph, p: Plan, metadata: dict | None = None) -> bytes:
         sections.append((QUANT, bytes(quant_records), 8, len(quant_records) // QUANT_SIZE))
     if sparse_records:
         sections.append((SPARSE, bytes(sparse_records), 8, len(sparse_records) // sparse_record_size()))
+    bounds = g.metadata.get("bounds")
+    if bounds is not None:
+        sections.append((BOUNDS, bounds.pack({t: k for k, t in enumerate(g.inputs)}, strings.add), 8, 0))
+        sections[0] = (STRINGS, bytes(strings.buf), 8, 0)  # symbol names were added
     if metadata:
         sections.append((METADATA, json.dumps(metadata, sort_keys=True).encode("utf-8"), 1, 0))
     sections.append((CONSTANTS, bytes(consts.buf), CONST_ALIGN, 0))
@@ -308,6 +313,10 @@ def read(data: bytes) -> dict[str, Any]:
                       "outputs": [int(x) for x in idx[o0:o0 + no]],
                       "params": params[p0:p0 + npar].copy(), "scratch": (soff, sbytes)})
     arena, lower, gi, ngi, go, ngo, _ = _GRAPH.unpack_from(sec(GRAPH), 0)
+    bounds = None
+    if BOUNDS in secs:
+        from .bounds import unpack
+        bounds = unpack(sec(BOUNDS), strings, [tensors[int(x)]["name"] for x in idx[gi:gi + ngi]])
     meta = {}
     if METADATA in secs:
         try:
@@ -326,4 +335,5 @@ def read(data: bytes) -> dict[str, Any]:
         "arena_lower_bound_bytes": lower,
         "metadata": meta,
         "constants_bytes": secs[CONSTANTS][1],
+        "bounds": bounds,
     }

@@ -62,10 +62,13 @@ def lifetimes(g: Graph) -> dict[str, tuple[int, int]]:
 
 
 def scratch_bytes(g: Graph) -> list[int]:
+    """Each node's scratch; at least g.metadata["scratch_at_least"][k] when given (the
+    largest need over the sizes a file with bounded dimensions was converted at)."""
     out = []
-    for node in g.nodes:
+    least = g.metadata.get("scratch_at_least") or [0] * len(g.nodes)
+    for node, lo in zip(g.nodes, least):
         fn = edgert_ops.get(node.op).scratch
-        out.append(int(fn(node, g)) if fn else 0)
+        out.append(max(int(fn(node, g)) if fn else 0, int(lo)))
     return out
 
 

@@ -105,10 +105,14 @@ def alloc_count() -> int:
 
 @dataclasses.dataclass(frozen=True)
 class TensorInfo:
+    """shape: ints, and for a bounded dimension its symbol's name (as onnxruntime shows
+    symbolic dimensions); bounds: None for a static tensor, else (lo, hi) per dimension
+    (lo == hi when fixed); nbytes: at the upper bounds."""
     name: str
-    shape: list[int]
+    shape: list
     dtype: np.dtype
     nbytes: int
+    bounds: list[tuple[int, int]] | None = None
 
     @property
     def type(self) -> str:
@@ -211,7 +215,8 @@ class Session:
             raise
         for p in self._partitions:
             backends.warn_delegate(p)
-        self._inputs = [self._info(lib.edgert_model_input_info, k) for k in range(lib.edgert_model_num_inputs(self._model))]
+        self._inputs = [self._input_info(k) for k in range(lib.edgert_model_num_inputs(self._model))]
+        self._bounded = any(t.bounds is not None for t in self._inputs)
         self._outputs = [self._info(lib.edgert_model_output_info, k) for k in range(lib.edgert_model_num_outputs(self._model))]
         self._in_index = {t.name: k for k, t in enumerate(self._inputs)}
         self._out_index = {t.name: k for k, t in enumerate(self._outputs)}
@@ -341,6 +346,55 @@ class Session:
         return TensorInfo(self._ffi.string(info.name).decode(), [int(info.shape[d]) for d in range(info.ndim)],
                           dtypes.np_of(info.dtype), int(info.nbytes))
 
+    def _input_info(self, k: int) -> TensorInfo:
+        t = self._info(self._lib.edgert_model_input_info, k)
+        d = self._ffi.new("edgert_dim_info *")
+        shape, bounds, bounded = [], [], False
+        for i, n in enumerate(t.shape):
+            _check(self._lib.edgert_model_input_dim(self._model, k, i, d), "")
+            sym = self._ffi.string(d.symbol).decode(errors="replace")
+            shape.append(sym if sym else n)
+            bounds.append((int(d.lo), int(d.hi)))
+            bounded = bounded or bool(sym)
+        return dataclasses.replace(t, shape=shape, bounds=bounds) if bounded else t
+
+    def _run_bounded(self, arrays: list[np.ndarray], wanted: list[int]) -> list[np.ndarray]:
+        """run() for a file with bounded dimensions: sets each input's shape, runs, and
+        returns the outputs at the shapes the run computed."""
+        ffi, lib = self._ffi, self._lib
+        info = ffi.new("edgert_tensor_info *")
+        ctx = self._acquire()
+        try:
+            status, results, shape_error = 0, [], False
+            for k, arr in enumerate(arrays):
+                dims = ffi.new("int64_t[]", max(1, arr.ndim))
+                for i, n in enumerate(arr.shape):
+                    dims[i] = n
+                status = lib.edgert_session_set_input_shape(ctx, k, arr.ndim, dims)
+                shape_error = status != 0
+                if status == 0:
+                    status = lib.edgert_session_set_input(ctx, k, ffi.from_buffer(arr) if arr.nbytes else ffi.NULL,
+                                                          arr.nbytes)
+                if status:
+                    break
+            if status == 0:
+                status = lib.edgert_session_run(ctx)
+                shape_error = status == 300  # the inputs' shapes disagree (a shared dimension)
+            if status == 0:
+                for k in wanted:
+                    _check(lib.edgert_session_output_info(ctx, k, info), "")
+                    out = np.empty([int(info.shape[d]) for d in range(info.ndim)], self._outputs[k].dtype)
+                    if out.nbytes:
+                        ffi.memmove(ffi.from_buffer(out), lib.edgert_session_output_data(ctx, k), out.nbytes)
+                    results.append(out)
+            message = ffi.string(lib.edgert_session_last_error(ctx)).decode(errors="replace") if status else ""
+        finally:
+            self._release(ctx)
+        if shape_error:  # an input outside its bounds: the caller's error, as a wrong shape is
+            raise InputError(f"{ffi.string(lib.edgert_status_str(status)).decode()}: {message}", status)
+        _check(status, message)
+        return results
+
     def get_inputs(self) -> list[TensorInfo]:
         return list(self._inputs)
 
@@ -371,6 +425,8 @@ class Session:
                 raise InputError(f"unknown output name(s) {bad}; the model's outputs are {[t.name for t in self._outputs]}")
             wanted = [self._out_index[n] for n in output_names]
         arrays = self._input_arrays(feeds)
+        if self._bounded:
+            return self._run_bounded(arrays, wanted)
         results = {k: np.empty(self._outputs[k].shape, self._outputs[k].dtype) for k in wanted}
         ins = ffi.new("void *[]", max(1, len(arrays)))
         for k, arr in enumerate(arrays):
@@ -397,7 +453,11 @@ class Session:
                 arr = np.asarray(arr)
             if arr.dtype != info.dtype:
                 raise InputError(f"input {info.name!r}: dtype {arr.dtype}, expected {info.dtype}")
-            if list(arr.shape) != info.shape:
+            if info.bounds is not None:
+                if arr.ndim != len(info.shape):
+                    raise InputError(f"input {info.name!r}: shape {list(arr.shape)}, expected rank {len(info.shape)} "
+                                     f"({info.shape})")
+            elif list(arr.shape) != info.shape:
                 raise InputError(f"input {info.name!r}: shape {list(arr.shape)}, expected {info.shape}")
             arrays.append(np.require(arr, requirements="C"))
         return arrays
@@ -431,6 +491,9 @@ class Session:
         try:
             for r in range(runs):
                 for k, arr in enumerate(arrays):
+                    if self._bounded:
+                        dims = ffi.new("int64_t[]", [int(n) for n in arr.shape] or [0])
+                        _check(lib.edgert_session_set_input_shape(ctx, k, arr.ndim, dims), "")
                     _check(lib.edgert_session_set_input(ctx, k, ffi.from_buffer(arr), arr.nbytes), "")
                 status = lib.edgert_session_run_profiled(ctx, buf, len(nodes))
                 if status != 0:

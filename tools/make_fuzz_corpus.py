@@ -46,6 +46,15 @@ def seeds():
                             helper.make_node("Conv", ["c", "w1"], ["y"])], [("x", [1, 4, 5, 5])], ["y"],
                            [numpy_helper.from_array(ws, "ws"), numpy_helper.from_array(w1, "w1")])
     yield "digits_cnn", os.path.join(ROOT, "edgert", "data", "digits_cnn.onnx")
+    # Bounded dimensions: a BOUNDS section with output-dim (reshape) and parameter rules.
+    yield "bounded", (_model([helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+                              helper.make_node("Flatten", ["c"], ["f"], axis=2),
+                              helper.make_node("Slice", ["f", "st", "en", "ax"], ["y"])],
+                             [("x", [1, 3, 6, "n"])], ["y"],
+                             [w, b, numpy_helper.from_array(np.array([0], np.int64), "st"),
+                              numpy_helper.from_array(np.array([2**62], np.int64), "en"),
+                              numpy_helper.from_array(np.array([1], np.int64), "ax")]),
+                      {"x": [1, 3, 6, (2, 9)]})
 
 
 def main() -> int:
@@ -53,8 +62,9 @@ def main() -> int:
     os.makedirs(out, exist_ok=True)
     n = 0
     for name, model in seeds():
+        model, shapes = model if isinstance(model, tuple) else (model, None)
         try:
-            data = edgert.convert(model)
+            data = edgert.convert(model, input_shapes=shapes)
         except edgert.EdgertError as e:
             print(f"seed {name} skipped: {e}", file=sys.stderr)
             continue

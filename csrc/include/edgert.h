@@ -160,6 +160,23 @@ edgert_status edgert_model_input_info(const edgert_model *model, size_t index,
                                       edgert_tensor_info *info);
 edgert_status edgert_model_output_info(const edgert_model *model, size_t index,
                                        edgert_tensor_info *info);
+/* Bounded dimensions
+ * ------------------
+ * A file converted with bounds (`--input-shape x=1,3,48,32..960`) runs any input size
+ * within them from one arena planned for the upper bounds. Model-level infos (input,
+ * output) report the upper bounds. Per session: set the actual shape with
+ * edgert_session_set_input_shape before set_input (whose nbytes then follows that
+ * shape); the next run recomputes every dependent node's shape (no allocation) and
+ * edgert_session_output_info gives the actual output shapes after it. Dimension `dim`
+ * of input `index`: symbol "" and lo == hi for a fixed dimension. */
+typedef struct edgert_dim_info {
+  const char *symbol;   /* the dimension's name in the model (lives as long as it) */
+  int64_t lo, hi;       /* inclusive bounds */
+} edgert_dim_info;
+
+edgert_status edgert_model_input_dim(const edgert_model *model, size_t index, size_t dim,
+                                     edgert_dim_info *info);
+
 /* Bytes of arena one session needs (planned offline by the converter). */
 size_t edgert_model_arena_bytes(const edgert_model *model);
 size_t edgert_model_num_nodes(const edgert_model *model);
@@ -259,6 +276,21 @@ void edgert_session_destroy(edgert_session *session);
 /* Copies one input into the arena; nbytes must equal the input's size. */
 edgert_status edgert_session_set_input(edgert_session *session, size_t index,
                                        const void *data, size_t nbytes);
+/* Sets the shape of input `index` for the following runs (ndim must equal the input's
+ * rank). Fixed dimensions must keep their value and bounded ones stay within their
+ * bounds; else EDGERT_ERR_SHAPE and a message naming the input, the dimension and the
+ * bound, e.g. "input 'x' dim 3 is 1000, outside the bounds 32..960 of 'W'". Inputs that
+ * share a symbol must agree by the next run (else that run fails with
+ * EDGERT_ERR_SHAPE). Guarded like set_input; allocates nothing. */
+edgert_status edgert_session_set_input_shape(edgert_session *session, size_t index,
+                                             size_t ndim, const int64_t *dims);
+/* The actual shapes in this session: an input's as last set, an output's as computed
+ * by the last successful run (before any run: the upper bounds). */
+edgert_status edgert_session_input_info(const edgert_session *session, size_t index,
+                                        edgert_tensor_info *info);
+edgert_status edgert_session_output_info(const edgert_session *session, size_t index,
+                                         edgert_tensor_info *info);
+
 /* Where input `index` lives in the arena: callers may write it directly instead of
  * calling set_input. NULL when index is out of range. */
 void *edgert_session_input_data(edgert_session *session, size_t index);

@@ -36,7 +36,7 @@ const char *edgert_status_str(edgert_status status) {
 
 const char *edgert_version(void) { return "0.1.0"; }
 
-uint32_t edgert_format_version(void) { return (1u << 16) | 1u; }
+uint32_t edgert_format_version(void) { return (1u << 16) | 2u; }
 
 /* EDGERT_BUILD_INFO is set by `edgert build` ("rpi4 aarch64 -mcpu=cortex-a72"); other
  * builds (the host's cffi extension, plain make) name the architecture they target. */
@@ -302,3 +302,51 @@ void *ert_aligned_alloc(size_t align, size_t size) {
 }
 
 void ert_free(void *p) { free(p); }
+
+/* ---- shape functions for bounded dimensions ---- */
+
+void ert_tensor_set_shape(ert_tensor *t, int32_t ndim, const int64_t *dims) {
+  size_t numel = 1;
+  t->ndim = ndim;
+  for (int32_t d = 0; d < ndim; d++) {
+    t->shape[d] = (int32_t)dims[d];
+    numel *= (size_t)dims[d];
+  }
+  t->numel = numel;
+  t->nbytes = numel * ert_dtype_size(t->dtype);
+}
+
+edgert_status ert_shape_same(ert_node *n, ert_err *err) {
+  const ert_tensor *x = n->in[0];
+  if (x == NULL) return ert_fail(err, EDGERT_ERR_FORMAT, "node '%s': input 0 is absent", n->name);
+  int64_t dims[EDGERT_MAX_DIMS];
+  for (int32_t d = 0; d < x->ndim; d++) dims[d] = x->shape[d];
+  for (uint32_t k = 0; k < n->n_out; k++)
+    if (n->out[k]->ndim == x->ndim) ert_tensor_set_shape(n->out[k], x->ndim, dims);
+  return EDGERT_OK;
+}
+
+edgert_status ert_shape_broadcast(ert_node *n, ert_err *err) {
+  ert_tensor *y = n->out[0];
+  const int32_t r = y->ndim;
+  int64_t dims[EDGERT_MAX_DIMS];
+  for (int32_t d = 0; d < r; d++) dims[d] = 1;
+  for (uint32_t k = 0; k < n->n_in; k++) {
+    const ert_tensor *x = n->in[k];
+    if (x == NULL) continue;
+    if (x->ndim > r)
+      return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': input %u has more dims than the output",
+                      n->name, (unsigned)k);
+    for (int32_t d = 0; d < x->ndim; d++) {
+      const int64_t v = x->shape[d];
+      int64_t *o = &dims[r - x->ndim + d];
+      if (v == *o || v == 1) continue;
+      if (*o != 1)
+        return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': input %u does not broadcast (%lld vs %lld)",
+                        n->name, (unsigned)k, (long long)v, (long long)*o);
+      *o = v;
+    }
+  }
+  ert_tensor_set_shape(y, r, dims);
+  return EDGERT_OK;
+}

@@ -24,6 +24,17 @@
  * (scratch_bytes, 64-aligned), which the plan gives to this node alone while it
  * runs. Inputs and outputs never alias, except for ops the converter marks in-place
  * (documented per op), where the output may be the first input.
+ *
+ * Bounded dimensions (docs/runtime.md) add a third, optional function:
+ *
+ *   edgert_status ert_<name>_shape(ert_node *node, ert_err *err);
+ *
+ * It sets the output shapes (ert_tensor_set_shape) from the input shapes and the
+ * parameter words, without allocation. The session calls it, then prepare again, for
+ * every node whose inputs depend on a bounded dimension, whenever an input shape
+ * changes; prepare then re-derives opdata for the actual sizes and checks them, so a
+ * shape function only has to be right, not defensive. Ops without one (the weak
+ * fallback in ops.c) refuse files whose bounded dimensions reach them, at load.
  */
 #ifndef EDGERT_INTERNAL_H_
 #define EDGERT_INTERNAL_H_
@@ -107,6 +118,7 @@ void ert_run_fail(ert_exec *ex, edgert_status status, const char *fmt, ...)
 typedef struct ert_op_impl {
   edgert_status (*prepare)(ert_node *node, ert_err *err);
   void (*eval)(const ert_node *node, ert_exec *ex);
+  edgert_status (*shape)(ert_node *node, ert_err *err);
 } ert_op_impl;
 
 /* Op dispatch (csrc/src/ops.c): fills *impl and returns the op's name for codes in
@@ -136,6 +148,17 @@ edgert_status ert_check_same_shape(const ert_node *n, ert_err *err,
 bool ert_is_f32(const ert_tensor *t, int ndim);
 /* Inputs i that prepare requires to be constants (with data readable now). */
 edgert_status ert_check_const(const ert_node *n, ert_err *err, uint32_t i);
+
+/* Sets t's shape to dims[0..ndim) and recomputes numel and nbytes. */
+void ert_tensor_set_shape(ert_tensor *t, int32_t ndim, const int64_t *dims);
+/* Shape functions shared by many ops: out[0] takes in[0]'s shape; out[0] takes the
+ * numpy broadcast of every present input (an error when they do not broadcast). */
+edgert_status ert_shape_same(ert_node *n, ert_err *err);
+edgert_status ert_shape_broadcast(ert_node *n, ert_err *err);
+
+/* Defines op `name`'s shape function as one of the shared ones above. */
+#define ERT_SHAPE_AS(name, fn) \
+  edgert_status ert_##name##_shape(ert_node *node, ert_err *err) { return fn(node, err); }
 
 /* Fused activation shared by conv2d, gemm, matmul, add (param words: kind, a, b). */
 typedef enum ert_act {
@@ -201,7 +224,8 @@ const char *ert_backend_name(uint32_t code);
 #endif
 #define ERT_OP(code, name)                                                       \
   ERT_HIDDEN edgert_status ert_##name##_prepare(ert_node *node, ert_err *err); \
-  ERT_HIDDEN void ert_##name##_eval(const ert_node *node, ert_exec *ex);
+  ERT_HIDDEN void ert_##name##_eval(const ert_node *node, ert_exec *ex);       \
+  ERT_HIDDEN edgert_status ert_##name##_shape(ert_node *node, ert_err *err);
 #include "edgert_ops.def"
 #undef ERT_OP
 

@@ -43,7 +43,8 @@ enum {
   SEC_METADATA = 9,
   SEC_PARTITIONS = 10,
   SEC_SPARSE = 11,
-  SEC_KNOWN_MAX = 11,
+  SEC_BOUNDS = 12,
+  SEC_KNOWN_MAX = 12,
 };
 
 static const uint8_t MAGIC[8] = {0x89, 'E', 'R', 'T', '\r', '\n', 0x1A, '\n'};
@@ -86,7 +87,8 @@ typedef struct loader {
 static const char *kind_name(uint32_t kind) {
   static const char *const names[] = {"?",      "STRINGS",   "TENSORS", "NODES",
                                       "INDICES", "PARAMS",   "CONSTANTS", "GRAPH",
-                                      "QUANT",   "METADATA", "PARTITIONS", "SPARSE"};
+                                      "QUANT",   "METADATA", "PARTITIONS", "SPARSE",
+                                      "BOUNDS"};
   return kind <= SEC_KNOWN_MAX ? names[kind] : "unknown";
 }
 
@@ -291,6 +293,7 @@ static void model_release(edgert_model *m) {
   ert_free(m->outputs);
   ert_free(m->owned);
   ert_free(m->sparse_dense);
+  ert_bounds_free(m->bounds);
   ert_free(m);
 }
 
@@ -639,6 +642,93 @@ static edgert_status load_nodes(loader *L, edgert_model *m, uint8_t *defined) {
   return EDGERT_OK;
 }
 
+static const char *kind_op(const ert_node *n) {
+  ert_op_impl impl;
+  const char *op = ert_op_lookup((uint32_t)n->op, &impl);
+  return op != NULL ? op : "";
+}
+
+/* BOUNDS (docs/format.md): symbols, input dims bound to them, and the rules that set
+ * parameter words and output dims from input dims. Read here; ert_bounds_check
+ * (bounds.c) checks them against the prepared graph. */
+static edgert_status load_bounds(loader *L, edgert_model *m) {
+  const section *s = &L->sec[SEC_BOUNDS];
+  if (!s->present) return EDGERT_OK;
+  const uint8_t *p = L->buf + s->off;
+  if (s->size < 16) return ert_fail(L->err, EDGERT_ERR_FORMAT, "BOUNDS section too small");
+  const uint32_t ns = rd32(p), nb = rd32(p + 4), nr = rd32(p + 8);
+  if (rd32(p + 12) != 0 || ns == 0 || ns > ERT_MAX_SYMBOLS || nb == 0 || nb > 64 * 8 ||
+      nr > 1u << 24 || s->size != 16 + 24ull * ns + 12ull * nb + 24ull * nr)
+    return ert_fail(L->err, EDGERT_ERR_FORMAT, "BOUNDS section: bad counts or size");
+  ert_bounds *b = ert_calloc(1, sizeof *b);
+  if (b == NULL) return ert_fail(L->err, EDGERT_ERR_NO_MEMORY, "out of memory");
+  m->bounds = b;
+  b->binds = ert_calloc(nb, sizeof *b->binds);
+  b->rules = nr > 0 ? ert_calloc(nr, sizeof *b->rules) : NULL;
+  if (b->binds == NULL || (nr > 0 && b->rules == NULL))
+    return ert_fail(L->err, EDGERT_ERR_NO_MEMORY, "out of memory");
+  b->n_syms = ns;
+  b->n_binds = nb;
+  b->n_rules = nr;
+  p += 16;
+  for (uint32_t i = 0; i < ns; i++, p += 24) {
+    ert_sym *y = &b->syms[i];
+    edgert_status st = get_string(L, rd32(p), rd32(p + 4), &y->name, "symbol", i);
+    if (st != EDGERT_OK) return st;
+    y->lo = (int64_t)rd64(p + 8);
+    y->hi = (int64_t)rd64(p + 16);
+    if (y->lo < 1 || y->lo > y->hi || y->hi > INT32_MAX)
+      return ert_fail(L->err, EDGERT_ERR_FORMAT, "symbol '%s': bounds %lld..%lld are invalid", y->name,
+                      (long long)y->lo, (long long)y->hi);
+  }
+  for (uint32_t i = 0; i < nb; i++, p += 12) {
+    ert_bind *d = &b->binds[i];
+    d->input = rd32(p);
+    d->dim = rd32(p + 4);
+    d->sym = rd32(p + 8);
+    if (d->input >= m->n_inputs || d->sym >= ns ||
+        d->dim >= (uint32_t)m->tensors[m->inputs[d->input]].ndim)
+      return ert_fail(L->err, EDGERT_ERR_FORMAT, "BOUNDS binding %u: input, dim or symbol out of range",
+                      (unsigned)i);
+    const ert_tensor *t = &m->tensors[m->inputs[d->input]];
+    if (t->shape[d->dim] != b->syms[d->sym].hi)
+      return ert_fail(L->err, EDGERT_ERR_FORMAT,
+                      "input '%s' dim %u is %d in the file, not the upper bound %lld of '%s'", t->name,
+                      (unsigned)d->dim, (int)t->shape[d->dim], (long long)b->syms[d->sym].hi,
+                      b->syms[d->sym].name);
+    for (uint32_t j = 0; j < i; j++)
+      if (b->binds[j].input == d->input && b->binds[j].dim == d->dim)
+        return ert_fail(L->err, EDGERT_ERR_FORMAT, "BOUNDS binding %u repeats an input dim", (unsigned)i);
+  }
+  for (uint32_t i = 0; i < nr; i++, p += 24) {
+    ert_rule *r = &b->rules[i];
+    r->node = rd32(p);
+    r->kind = rd32(p + 4);
+    r->in = rd32(p + 8);
+    r->in_dim = rd32(p + 12);
+    r->target = rd32(p + 16);
+    r->add = (int32_t)rd32(p + 20);
+    if (r->node >= m->n_nodes || (i > 0 && r->node < b->rules[i - 1].node) || r->kind > ERT_RULE_RESIZE_NEAREST)
+      return ert_fail(L->err, EDGERT_ERR_FORMAT, "BOUNDS rule %u: node out of range or order, or kind unknown",
+                      (unsigned)i);
+    const ert_node *n = &m->nodes[r->node];
+    if (r->kind == ERT_RULE_PARAM_SYM) {
+      if (r->in >= ns || r->target >= n->n_params)
+        return ert_fail(L->err, EDGERT_ERR_FORMAT, "BOUNDS rule %u (node '%s'): operand out of range",
+                        (unsigned)i, n->name);
+      continue;
+    }
+    if (r->in >= n->n_in || n->in[r->in] == NULL || r->in_dim >= (uint32_t)n->in[r->in]->ndim ||
+        (r->kind == ERT_RULE_PARAM && r->target >= n->n_params) ||
+        (r->kind == ERT_RULE_RESIZE_NEAREST && (r->in != 0 || r->add < 1 || strcmp(kind_op(n), "resize") != 0)) ||
+        (r->kind != ERT_RULE_PARAM &&
+         (r->target / 8 >= n->n_out || r->target % 8 >= (uint32_t)n->out[r->target / 8]->ndim)))
+      return ert_fail(L->err, EDGERT_ERR_FORMAT, "BOUNDS rule %u (node '%s'): operand out of range",
+                      (unsigned)i, n->name);
+  }
+  return ert_bounds_check(m, L->err);
+}
+
 static edgert_status prepare_nodes(loader *L, edgert_model *m) {
   for (uint32_t i = 0; i < m->n_nodes; i++) {
     ert_node *n = &m->nodes[i];
@@ -714,6 +804,7 @@ static edgert_status load(const uint8_t *buf, size_t size, void *owned, edgert_m
   if (st == EDGERT_OK) st = load_nodes(&L, m, defined);
   ert_free(defined);
   if (st == EDGERT_OK) st = prepare_nodes(&L, m);
+  if (st == EDGERT_OK) st = load_bounds(&L, m);
   if (st != EDGERT_OK) {
     model_release(m);
     return st;
@@ -813,6 +904,25 @@ edgert_status edgert_model_output_info(const edgert_model *model, size_t index,
                                        edgert_tensor_info *info) {
   if (model == NULL || info == NULL || index >= model->n_outputs) return EDGERT_ERR_INVALID_ARGUMENT;
   ert_fill_info(&model->tensors[model->outputs[index]], info);
+  return EDGERT_OK;
+}
+
+edgert_status edgert_model_input_dim(const edgert_model *model, size_t index, size_t dim,
+                                     edgert_dim_info *info) {
+  if (model == NULL || info == NULL || index >= model->n_inputs) return EDGERT_ERR_INVALID_ARGUMENT;
+  const ert_tensor *t = &model->tensors[model->inputs[index]];
+  if (dim >= (size_t)t->ndim) return EDGERT_ERR_INVALID_ARGUMENT;
+  memset(info, 0, sizeof *info);
+  info->symbol = "";
+  info->lo = info->hi = t->shape[dim];
+  const ert_bounds *b = model->bounds;
+  for (uint32_t k = 0; b != NULL && k < b->n_binds; k++) {
+    if (b->binds[k].input != index || b->binds[k].dim != dim) continue;
+    const ert_sym *y = &b->syms[b->binds[k].sym];
+    info->symbol = y->name;
+    info->lo = y->lo;
+    info->hi = y->hi;
+  }
   return EDGERT_OK;
 }
 

@@ -13,6 +13,12 @@
 #error "ops.c needs weak symbols (GCC or Clang)"
 #endif
 
+/* The shape fallback: a bounded dimension reaching an op without a shape function. */
+static edgert_status no_shape(const ert_node *n, ert_err *err, const char *op) {
+  return ert_fail(err, EDGERT_ERR_UNSUPPORTED, "node '%s': op %s does not support bounded dimensions yet",
+                  n->name, op);
+}
+
 #define ERT_OP(code, name)                                                          \
   ERT_WEAK edgert_status ert_##name##_prepare(ert_node *node, ert_err *err) {       \
     (void)node;                                                                     \
@@ -22,6 +28,9 @@
   ERT_WEAK void ert_##name##_eval(const ert_node *node, ert_exec *ex) {             \
     (void)node;                                                                     \
     (void)ex;                                                                       \
+  }                                                                                 \
+  ERT_WEAK edgert_status ert_##name##_shape(ert_node *node, ert_err *err) {         \
+    return no_shape(node, err, #name);                                              \
   }
 #include "edgert_ops.def"
 #undef ERT_OP
@@ -35,6 +44,7 @@ const char *ert_op_lookup(uint32_t code, ert_op_impl *impl) {
   case c:                                  \
     impl->prepare = ert_##name##_prepare;  \
     impl->eval = ert_##name##_eval;        \
+    impl->shape = ert_##name##_shape;      \
     return #name;
 #include "edgert_ops.def"
 #undef ERT_OP

@@ -22,6 +22,57 @@ uint32_t ert_crc32(uint32_t crc, const void *data, size_t size);
 /* Monotonic clock in nanoseconds (csrc/src/clock.c); 0 when the clock is unavailable. */
 uint64_t ert_clock_ns(void);
 
+/* Bounded dimensions (docs/runtime.md; the BOUNDS section of docs/format.md). */
+enum { ERT_MAX_SYMBOLS = 32 };
+typedef struct ert_sym {
+  const char *name;       /* inside the model */
+  int64_t lo, hi;         /* 1 <= lo <= hi <= INT32_MAX */
+} ert_sym;
+typedef struct ert_bind {
+  uint32_t input;         /* graph input position */
+  uint32_t dim;
+  uint32_t sym;
+} ert_bind;
+enum {
+  ERT_RULE_PARAM = 0, ERT_RULE_OUTDIM = 1, ERT_RULE_INFER = 2, ERT_RULE_PARAM_SYM = 3,
+  ERT_RULE_RESIZE_NEAREST = 4
+};
+/* PARAM: parameter word `target` = in[in].shape[in_dim] + add;
+ * OUTDIM: out[target / 8].shape[target % 8] = in[in].shape[in_dim] + add;
+ * INFER: out[target / 8].shape[target % 8] = in[in].numel / (the other dims);
+ * PARAM_SYM: parameter word `target` = the value of symbol `in` + add;
+ * RESIZE_NEAREST: a nearest resize whose axis `in_dim` scales by the integer `add`
+ *   (output index o reads o / add); the node's index tables and output shape are
+ *   rebuilt from these rules (one per table axis) instead of its shape function. */
+typedef struct ert_rule {
+  uint32_t node;
+  uint32_t kind, in, in_dim, target;
+  int32_t add;
+} ert_rule;
+typedef struct ert_bounds {
+  ert_sym syms[ERT_MAX_SYMBOLS];
+  uint32_t n_syms;
+  ert_bind *binds;
+  uint32_t n_binds;
+  ert_rule *rules;        /* sorted by node */
+  uint32_t n_rules;
+  uint32_t *dyn_nodes;    /* nodes whose shapes follow the inputs, in execution order */
+  uint32_t n_dyn;
+  uint32_t *param_base;   /* per node: where its parameter words start in a session's
+                             copy, or ERT_ABSENT when the node has no PARAM rule */
+  size_t n_param_words;
+} ert_bounds;
+
+/* Checks the parsed bounds against the model (dynamic nodes, shape functions and rules
+ * reproduce the file's shapes at the upper bounds) and fills dyn_nodes / param_base. */
+edgert_status ert_bounds_check(struct edgert_model *m, ert_err *err);
+/* Recomputes the shapes of every dynamic node of a session from its input shapes
+ * (tensors, nodes: the session's copies; params: its parameter copy), and prepares
+ * those nodes again. No allocation. */
+edgert_status ert_bounds_apply(const struct edgert_model *m, ert_tensor *tensors, ert_node *nodes,
+                               ert_err *err);
+void ert_bounds_free(ert_bounds *b);
+
 /* A loaded model: the tensors and nodes prepared once, read-only afterwards.
  * Node in/out pointers point into `tensors`; sessions rebase them by index. */
 struct edgert_model {
@@ -45,6 +96,7 @@ struct edgert_model {
   uint32_t n_outputs;
   size_t arena_bytes;
   void *sparse_dense;     /* decoded sparse constants, or NULL */
+  ert_bounds *bounds;     /* bounded dimensions, or NULL for a static model */
 };
 
 /* Fills *info from a tensor (loader.c). */

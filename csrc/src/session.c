@@ -132,6 +132,8 @@ struct edgert_session {
   atomic_bool in_use;       /* a guarded call is running (see Threads in edgert.h) */
   worker_arg *wargs;
   ert_partitions *partitions; /* backends' per-session state, NULL when none */
+  uint32_t *params;         /* parameter words of nodes with BOUNDS rules, or NULL */
+  bool shapes_dirty;        /* an input shape changed since the last shape pass */
   char error[512];
 };
 
@@ -155,6 +157,7 @@ void edgert_session_destroy(edgert_session *s) {
   ert_free(s->tensors);
   ert_free(s->nodes);
   ert_free(s->ptrs);
+  ert_free(s->params);
   ert_free(s->arena_owned);
   ert_free(s);
 }
@@ -253,6 +256,22 @@ edgert_status edgert_session_create(edgert_model *model, const edgert_session_op
     n->out = mn->out ? s->ptrs + (mn->out - model->ptrs) : NULL;
     n->scratch = mn->scratch_bytes > 0 ? arena + mn->scratch_offset : NULL;
   }
+  /* Bounded dimensions: nodes whose parameter words follow the input sizes get their
+   * own copy of them, rewritten by each shape pass. */
+  const ert_bounds *b = model->bounds;
+  if (b != NULL && b->n_param_words > 0) {
+    s->params = ert_calloc(b->n_param_words, sizeof *s->params);
+    if (s->params == NULL) {
+      edgert_session_destroy(s);
+      return EDGERT_ERR_NO_MEMORY;
+    }
+    for (uint32_t i = 0; i < model->n_nodes; i++) {
+      if (b->param_base[i] == ERT_ABSENT) continue;
+      uint32_t *copy = s->params + b->param_base[i];
+      memcpy(copy, model->nodes[i].params, model->nodes[i].n_params * sizeof *copy);
+      s->nodes[i].params = copy;
+    }
+  }
 
   edgert_status st = start_pool(s, opts->threads);
   if (st != EDGERT_OK) {
@@ -313,6 +332,13 @@ void *edgert_session_input_data(edgert_session *s, size_t index) {
 static edgert_status run(edgert_session *s, uint64_t *node_ns) {
   const edgert_model *m = s->model;
   s->exec.failed = 0;
+  if (s->shapes_dirty) {
+    s->error[0] = '\0';
+    ert_err e = {s->error, sizeof s->error};
+    edgert_status st = ert_bounds_apply(m, s->tensors, s->nodes, &e);
+    if (st != EDGERT_OK) return st;
+    s->shapes_dirty = false;
+  }
   uint64_t t = node_ns != NULL ? ert_clock_ns() : 0;
   for (uint32_t i = 0; i < m->n_nodes; i++) {
     m->evals[i](&s->nodes[i], &s->exec);
@@ -367,6 +393,78 @@ edgert_status edgert_session_run_profiled(edgert_session *s, uint64_t *node_ns, 
   edgert_status st = run(s, node_ns);
   release(s);
   return st;
+}
+
+static edgert_status set_input_shape(edgert_session *s, size_t index, size_t ndim, const int64_t *dims) {
+  const edgert_model *m = s->model;
+  if (index >= m->n_inputs) {
+    snprintf(s->error, sizeof s->error, "input index %zu out of range (%u inputs)", index,
+             (unsigned)m->n_inputs);
+    return EDGERT_ERR_INVALID_ARGUMENT;
+  }
+  ert_tensor *t = &s->tensors[m->inputs[index]];
+  const ert_tensor *planned = &m->tensors[m->inputs[index]];
+  if (ndim != (size_t)planned->ndim || (ndim > 0 && dims == NULL)) {
+    snprintf(s->error, sizeof s->error, "input '%s' has %d dims, got %zu", t->name, (int)planned->ndim, ndim);
+    return EDGERT_ERR_SHAPE;
+  }
+  const ert_bounds *b = m->bounds;
+  for (size_t d = 0; d < ndim; d++) {
+    const ert_sym *y = NULL;
+    for (uint32_t k = 0; b != NULL && k < b->n_binds; k++)
+      if (b->binds[k].input == index && b->binds[k].dim == d) y = &b->syms[b->binds[k].sym];
+    if (y == NULL && dims[d] != planned->shape[d]) {
+      snprintf(s->error, sizeof s->error, "input '%s' dim %zu is fixed at %d, got %lld", t->name, d,
+               (int)planned->shape[d], (long long)dims[d]);
+      return EDGERT_ERR_SHAPE;
+    }
+    if (y != NULL && (dims[d] < y->lo || dims[d] > y->hi)) {
+      snprintf(s->error, sizeof s->error, "input '%s' dim %zu is %lld, outside the bounds %lld..%lld of '%s'",
+               t->name, d, (long long)dims[d], (long long)y->lo, (long long)y->hi, y->name);
+      return EDGERT_ERR_SHAPE;
+    }
+  }
+  bool same = true;
+  for (size_t d = 0; d < ndim; d++) same = same && t->shape[d] == dims[d];
+  if (!same) {
+    ert_tensor_set_shape(t, (int32_t)ndim, dims);
+    s->shapes_dirty = true;
+  }
+  return EDGERT_OK;
+}
+
+edgert_status edgert_session_set_input_shape(edgert_session *s, size_t index, size_t ndim,
+                                             const int64_t *dims) {
+  if (s == NULL) return EDGERT_ERR_INVALID_ARGUMENT;
+  if (!acquire(s)) return EDGERT_ERR_BUSY;
+  edgert_status st = set_input_shape(s, index, ndim, dims);
+  release(s);
+  return st;
+}
+
+static void tensor_info(const ert_tensor *t, edgert_tensor_info *info) {
+  memset(info, 0, sizeof *info);
+  info->name = t->name;
+  info->dtype = t->dtype;
+  info->ndim = t->ndim;
+  for (int32_t d = 0; d < t->ndim; d++) info->shape[d] = t->shape[d];
+  info->nbytes = t->nbytes;
+  if (t->quant != NULL && t->quant->axis < 0 && t->quant->count == 1) {
+    memcpy(&info->scale, t->quant->scales, sizeof info->scale);
+    memcpy(&info->zero_point, t->quant->zero_points, sizeof info->zero_point);
+  }
+}
+
+edgert_status edgert_session_input_info(const edgert_session *s, size_t index, edgert_tensor_info *info) {
+  if (s == NULL || info == NULL || index >= s->model->n_inputs) return EDGERT_ERR_INVALID_ARGUMENT;
+  tensor_info(&s->tensors[s->model->inputs[index]], info);
+  return EDGERT_OK;
+}
+
+edgert_status edgert_session_output_info(const edgert_session *s, size_t index, edgert_tensor_info *info) {
+  if (s == NULL || info == NULL || index >= s->model->n_outputs) return EDGERT_ERR_INVALID_ARGUMENT;
+  tensor_info(&s->tensors[s->model->outputs[index]], info);
+  return EDGERT_OK;
 }
 
 const void *edgert_session_output_data(edgert_session *s, size_t index) {

@@ -8,7 +8,8 @@
  * C API from that library (tools/litert_backend.c, loaded with dlopen); --delegate
  * applies a TFLite external delegate (e.g. libedgetpu.so.1) to them, with its options.
  *
- * Every input must be given, with the model's dtype and shape. Each output is written
+ * Every input must be given, with the model's dtype and shape (a bounded dimension:
+ * any size within its bounds, docs/runtime.md). Each output is written
  * to DIR/<name>.npy (DIR defaults to "."), with characters other than [A-Za-z0-9._-]
  * in the name replaced by '_'. The mean latency of the N runs goes to stderr. Exit
  * status 0 on success, 1 on any error (with a message), 2 on a usage error. */
@@ -275,7 +276,11 @@ int main(int argc, char **argv) {
     }
     const npy_array *a = &arrays[best];
     int same = a->ndim == info.ndim;
-    for (int32_t d = 0; same && d < a->ndim; d++) same = a->shape[d] == info.shape[d];
+    for (int32_t d = 0; same && d < a->ndim; d++) {
+      edgert_dim_info dim; /* a bounded dimension takes any size within its bounds */
+      edgert_model_input_dim(model, best, (size_t)d, &dim);
+      same = dim.lo != dim.hi ? a->shape[d] >= dim.lo && a->shape[d] <= dim.hi : a->shape[d] == info.shape[d];
+    }
     if (a->dtype != info.dtype || !same) {
       fprintf(stderr, "edgert-run: input '%s': file '%s' holds %s ", info.name, file, dtype_name(a->dtype));
       print_shape(stderr, a->ndim, a->shape);
@@ -300,7 +305,8 @@ int main(int argc, char **argv) {
   double total_ms = 0.0;
   for (long r = 0; r < repeat; r++) {
     for (size_t j = 0; j < n_in; j++) {
-      st = edgert_session_set_input(session, j, arrays[j].data, arrays[j].nbytes);
+      st = edgert_session_set_input_shape(session, j, (size_t)arrays[j].ndim, arrays[j].shape);
+      if (st == EDGERT_OK) st = edgert_session_set_input(session, j, arrays[j].data, arrays[j].nbytes);
       if (st != EDGERT_OK) {
         fprintf(stderr, "edgert-run: %s\n", edgert_session_last_error(session));
         goto done;
@@ -319,8 +325,8 @@ int main(int argc, char **argv) {
 
   size_t n_out = edgert_model_num_outputs(model);
   for (size_t k = 0; k < n_out; k++) {
-    edgert_tensor_info info;
-    edgert_model_output_info(model, k, &info);
+    edgert_tensor_info info; /* the shape of this run (bounded dimensions) */
+    edgert_session_output_info(session, k, &info);
     char fname[256], path[4096];
     output_file_name(model, k, fname, sizeof fname);
     int n = snprintf(path, sizeof path, "%s/%s.npy", out_dir, fname);

@@ -22,10 +22,20 @@ from .weights import to_dynamic, to_fp16
 REPORT_SAMPLES = 64
 
 
+def calibrate(g: Graph, feeds: list, method: str, progress: bool | None = None) -> tuple[dict, dict]:
+    """(qparams, means) of int8 from running the float graph `g` (after
+    prepare_for_int8) on `feeds`; quantize_graph(calibrated=(qparams, means, count))
+    applies them to the same graph converted at another size."""
+    means = {n.inputs[0]: None for n in g.nodes if n.op in ANCHORS and n.inputs}
+    ranges = observe(g, feeds, method, progress, means=means)
+    share_weight_ranges(g, ranges, means)
+    return qparams_from_ranges(ranges), means
+
+
 def quantize_graph(g: Graph, mode: str, calibration: Any = None, method: str = "percentile", keep_fp32=(),
                    sqnr_target: float | None = None, report: str | os.PathLike | None = None,
                    progress: bool | None = None, max_samples: int | None = None, qdq=None,
-                   merge_report: bool = False) -> tuple[Graph, dict]:
+                   merge_report: bool = False, calibrated=None) -> tuple[Graph, dict]:
     """Returns (quantized graph, summary for the file's metadata).
 
     int8 needs `calibration` (see edgert.quant.calibrate.load_calibration) unless `qdq`
@@ -54,15 +64,16 @@ def quantize_graph(g: Graph, mode: str, calibration: Any = None, method: str = "
         qparams = dict(qdq.qparams)
         weights, biases = qdq.weights, qdq.biases
         summary: dict[str, Any] = {"quantize": "int8", "source": "qdq"}
+    elif calibrated is not None:  # parameters calibrated on this graph at another size (bounded dims)
+        prepare_for_int8(g, keep)
+        qparams, means, count = calibrated
+        summary = {"quantize": "int8", "calibration_method": method, "calibration_samples": count}
     else:
         if calibration is None:
             raise ConversionError("int8 quantization needs calibration data (--calibration DATA)")
         prepare_for_int8(g, keep)
         feeds = batches(g, load_calibration(calibration), max_samples)
-        means = {n.inputs[0]: None for n in g.nodes if n.op in ANCHORS and n.inputs}
-        ranges = observe(g, feeds, method, progress, means=means)
-        share_weight_ranges(g, ranges, means)
-        qparams = qparams_from_ranges(ranges)
+        qparams, means = calibrate(g, feeds, method, progress)
         summary = {"quantize": "int8", "calibration_method": method, "calibration_samples": len(feeds)}
     res = quantize_int8(g, qparams, keep, weights, biases, qdq is not None, means)
     sq = None

@@ -567,3 +567,12 @@ edgert_status ert_where_prepare(ert_node *node, ert_err *err) {
 }
 
 void ert_where_eval(const ert_node *node, ert_exec *ex) { bc_run(node, ex, false); }
+
+/* ---- shapes (bounded dimensions): numpy broadcasting of the inputs ---- */
+#define BINARY_SHAPE(name) ERT_SHAPE_AS(name, ert_shape_broadcast)
+BINARY_SHAPE(add) BINARY_SHAPE(sub) BINARY_SHAPE(mul) BINARY_SHAPE(div) BINARY_SHAPE(pow)
+BINARY_SHAPE(min) BINARY_SHAPE(max) BINARY_SHAPE(mod) BINARY_SHAPE(equal) BINARY_SHAPE(less)
+BINARY_SHAPE(less_or_equal) BINARY_SHAPE(greater) BINARY_SHAPE(greater_or_equal)
+BINARY_SHAPE(and) BINARY_SHAPE(or) BINARY_SHAPE(xor) BINARY_SHAPE(bitshift)
+BINARY_SHAPE(bitwise_and) BINARY_SHAPE(bitwise_or) BINARY_SHAPE(bitwise_xor) BINARY_SHAPE(where)
+ERT_SHAPE_AS(prelu, ert_shape_same)

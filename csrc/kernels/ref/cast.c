@@ -169,3 +169,5 @@ void ert_cast_eval(const ert_node *node, ert_exec *ex) {
   else if (n > 0)
     cast_task(&j, 0, n);
 }
+
+ERT_SHAPE_AS(cast, ert_shape_same)

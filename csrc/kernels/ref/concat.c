@@ -150,3 +150,17 @@ void ert_split_eval(const ert_node *node, ert_exec *ex) {
   else
     ert_parallel_for(ex, outer, split_task, (void *)node);
 }
+
+/* Bounded dimensions: the output is input 0's shape with the axis summed. */
+edgert_status ert_concat_shape(ert_node *node, ert_err *err) {
+  (void)err;
+  ert_tensor *y = node->out[0];
+  const int32_t axis = ert_pi(node, 0);
+  int64_t dims[EDGERT_MAX_DIMS];
+  for (int32_t d = 0; d < y->ndim; d++) dims[d] = node->in[0]->shape[d];
+  int64_t total = 0;
+  for (uint32_t k = 0; k < node->n_in; k++) total += node->in[k]->shape[axis];
+  dims[axis] = total;
+  ert_tensor_set_shape(y, y->ndim, dims);
+  return EDGERT_OK;
+}

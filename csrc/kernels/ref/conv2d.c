@@ -55,6 +55,14 @@ static int path_of(const conv_geom *g) {
 
 static size_t dw_scratch_bytes(const conv_geom *g);
 
+/* Scratch the depthwise path uses: none (the direct loops) when the node has less than
+ * its padded planes need, which happens between the sizes a file with bounded
+ * dimensions was planned at (the need is not monotonic in the plane size). */
+static size_t dw_need(const ert_node *node, const conv_geom *g) {
+  const size_t need = node->scratch_bytes == 0 ? 0 : dw_scratch_bytes(g);
+  return need <= node->scratch_bytes ? need : 0;
+}
+
 edgert_status ert_conv2d_prepare(ert_node *node, ert_err *err) {
   if (node->n_in > 0 && node->in[0] != NULL && node->in[0]->dtype == EDGERT_INT8)
     return ert_conv2d_s8_prepare(node, err); /* conv2d_s8.c */
@@ -121,7 +129,7 @@ edgert_status ert_conv2d_prepare(ert_node *node, ert_err *err) {
   size_t need = 0;
   if (path == PATH_DEPTHWISE) /* no scratch at all: the direct path (files whose converter
                                  planned none for planes this large) */
-    need = node->scratch_bytes == 0 ? 0 : dw_scratch_bytes(&g);
+    need = dw_need(node, &g);
   else if (path == PATH_POINTWISE)
     need = ert_sgemm_scratch_bytes(g.mg, (int64_t)g.oh * g.ow, g.cg, 0);
   else if (path == PATH_IM2COL)
@@ -569,7 +577,7 @@ static void run_depthwise(const ert_node *node, const conv_geom *g, ert_exec *ex
   j.bias = node->n_in > 2 && node->in[2] ? node->in[2]->data : NULL;
   j.y = node->out[0]->data;
   j.planes = (size_t)g->n * (size_t)g->m;
-  size_t need = node->scratch_bytes == 0 ? 0 : dw_scratch_bytes(g); /* as prepare */
+  size_t need = dw_need(node, g); /* as prepare */
   j.hook = need ? dw_hook(g) : NULL;
   j.band = g->oh;
   if (need && !dw_full_slot_bytes(g)) { /* band mode: only with the plane kernels */
@@ -598,4 +606,23 @@ void ert_conv2d_eval(const ert_node *node, ert_exec *ex) {
     run_depthwise(node, &g, ex);
   else
     run_gemm(node, &g, path, ex);
+}
+
+edgert_status ert_conv2d_shape(ert_node *node, ert_err *err) {
+  const ert_tensor *x = node->in[0], *w = node->in[1];
+  ert_tensor *y = node->out[0];
+  const int rank1d = ert_pi(node, P_RANK1D) != 0;
+  const int rank = rank1d ? 3 : 4;
+  if (x->ndim != rank || y->ndim != rank)
+    return ert_fail(err, EDGERT_ERR_SHAPE, "conv2d '%s': rank changed", node->name);
+  int64_t dims[4];
+  dims[0] = x->shape[0];
+  dims[1] = w->shape[0];
+  if (!rank1d)
+    dims[2] = ert_window_out(x->shape[2], ert_pi(node, P_KH), ert_pi(node, P_SH), ert_pi(node, P_DH),
+                             ert_pi(node, P_PT), ert_pi(node, P_PB), 0);
+  dims[rank - 1] = ert_window_out(x->shape[rank - 1], ert_pi(node, P_KW), ert_pi(node, P_SW),
+                                  ert_pi(node, P_DW), ert_pi(node, P_PL), ert_pi(node, P_PR), 0);
+  ert_tensor_set_shape(y, rank, dims);
+  return EDGERT_OK;
 }

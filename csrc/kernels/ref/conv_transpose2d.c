@@ -236,3 +236,21 @@ void ert_conv_transpose2d_eval(const ert_node *node, ert_exec *ex) {
     ert_parallel_for(ex, planes, plane_worker, &ij);
   }
 }
+
+edgert_status ert_conv_transpose2d_shape(ert_node *node, ert_err *err) {
+  (void)err;
+  const ert_tensor *x = node->in[0], *w = node->in[1];
+  ert_tensor *y = node->out[0];
+  const int rank1d = ert_pi(node, P_RANK1D) != 0, rank = rank1d ? 3 : 4;
+  int64_t dims[4];
+  dims[0] = x->shape[0];
+  dims[1] = (int64_t)w->shape[1] * ert_pi(node, P_GROUP);
+  if (!rank1d)
+    dims[2] = (int64_t)ert_pi(node, P_SH) * (x->shape[2] - 1) + ert_pi(node, P_OPH) +
+              (int64_t)ert_pi(node, P_DH) * (ert_pi(node, P_KH) - 1) + 1 - ert_pi(node, P_PT) - ert_pi(node, P_PB);
+  dims[rank - 1] = (int64_t)ert_pi(node, P_SW) * (x->shape[rank - 1] - 1) + ert_pi(node, P_OPW) +
+                   (int64_t)ert_pi(node, P_DW) * (ert_pi(node, P_KW) - 1) + 1 - ert_pi(node, P_PL) -
+                   ert_pi(node, P_PR);
+  ert_tensor_set_shape(y, rank, dims);
+  return EDGERT_OK;
+}

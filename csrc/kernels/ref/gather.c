@@ -375,3 +375,19 @@ void ert_one_hot_eval(const ert_node *node, ert_exec *ex) {
       if (v >= 0) memcpy(dst + ((size_t)(o * depth + v) * (size_t)inner + (size_t)i) * es, on, es);
     }
 }
+
+/* Bounded dimensions: data dims before the axis, the indices' dims, data dims after. */
+edgert_status ert_gather_shape(ert_node *node, ert_err *err) {
+  const ert_tensor *x = node->in[0], *ix = node->in[1];
+  ert_tensor *y = node->out[0];
+  const int32_t axis = ert_pi(node, 0);
+  if (axis < 0 || axis >= x->ndim || x->ndim - 1 + ix->ndim != y->ndim)
+    return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s' (gather): ranks do not match", node->name);
+  int64_t dims[EDGERT_MAX_DIMS];
+  int32_t r = 0;
+  for (int32_t d = 0; d < axis; d++) dims[r++] = x->shape[d];
+  for (int32_t d = 0; d < ix->ndim; d++) dims[r++] = ix->shape[d];
+  for (int32_t d = axis + 1; d < x->ndim; d++) dims[r++] = x->shape[d];
+  ert_tensor_set_shape(y, r, dims);
+  return EDGERT_OK;
+}

@@ -108,3 +108,13 @@ void ert_gemm_eval(const ert_node *node, ert_exec *ex) {
   s.ctx = &q;
   ert_sgemm_run(&s, node->scratch, ex);
 }
+
+/* Bounded dimensions: Y is [M, N] of A' B' (the int8 form has the same first words). */
+edgert_status ert_gemm_shape(ert_node *node, ert_err *err) {
+  (void)err;
+  const ert_tensor *a = node->in[0], *b = node->in[1];
+  const int32_t ta = ert_pi(node, P_TRANS_A), tb = ert_pi(node, P_TRANS_B);
+  int64_t dims[2] = {ta ? a->shape[1] : a->shape[0], tb ? b->shape[0] : b->shape[1]};
+  ert_tensor_set_shape(node->out[0], 2, dims);
+  return EDGERT_OK;
+}

@@ -138,3 +138,13 @@ void ert_matmul_eval(const ert_node *node, ert_exec *ex) {
   s.ctx = &q;
   ert_sgemm_run(&s, node->scratch, ex);
 }
+
+edgert_status ert_matmul_shape(ert_node *node, ert_err *err) {
+  mm_plan p;
+  int32_t rank = 0;
+  int64_t shape[EDGERT_MAX_DIMS];
+  if (!make_plan(node->in[0], node->in[1], &p, &rank, shape) || rank != node->out[0]->ndim)
+    return ert_fail(err, EDGERT_ERR_SHAPE, "matmul '%s': operand shapes do not match", node->name);
+  ert_tensor_set_shape(node->out[0], rank, shape);
+  return EDGERT_OK;
+}

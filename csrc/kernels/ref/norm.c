@@ -332,3 +332,10 @@ void ert_lrn_eval(const ert_node *node, ert_exec *ex) {
   if (spatial(x) == 0) return;
   run_tasks(ex, (size_t)x->shape[0] * (size_t)x->shape[1], x->numel, lrn_run, (void *)node);
 }
+
+/* Normalizations keep their input's shape (bounded dimensions). */
+ERT_SHAPE_AS(batch_norm, ert_shape_same)
+ERT_SHAPE_AS(instance_norm, ert_shape_same)
+ERT_SHAPE_AS(layer_norm, ert_shape_same)
+ERT_SHAPE_AS(group_norm, ert_shape_same)
+ERT_SHAPE_AS(lrn, ert_shape_same)

@@ -483,3 +483,38 @@ void ert_global_max_pool_eval(const ert_node *node, ert_exec *ex) {
   else
     global_eval(node, ex, 1);
 }
+
+/* ---- shapes (bounded dimensions) ---- */
+
+static edgert_status window_shape(ert_node *node, ert_err *err) {
+  (void)err;
+  const ert_tensor *x = node->in[0];
+  ert_tensor *y = node->out[0];
+  const int rank1d = ert_pi(node, P_RANK1D) != 0, ceil_mode = ert_pi(node, P_CEIL) != 0;
+  const int rank = rank1d ? 3 : 4;
+  int64_t dims[4];
+  dims[0] = x->shape[0];
+  dims[1] = x->shape[1];
+  if (!rank1d)
+    dims[2] = ert_window_out(x->shape[2], ert_pi(node, P_KH), ert_pi(node, P_SH), ert_pi(node, P_DH),
+                             ert_pi(node, P_PT), ert_pi(node, P_PB), ceil_mode);
+  dims[rank - 1] = ert_window_out(x->shape[rank - 1], ert_pi(node, P_KW), ert_pi(node, P_SW),
+                                  ert_pi(node, P_DW), ert_pi(node, P_PL), ert_pi(node, P_PR), ceil_mode);
+  ert_tensor_set_shape(y, rank, dims);
+  return EDGERT_OK;
+}
+
+static edgert_status global_shape(ert_node *node, ert_err *err) {
+  (void)err;
+  const ert_tensor *x = node->in[0];
+  int64_t dims[EDGERT_MAX_DIMS];
+  for (int32_t d = 0; d < x->ndim; d++) dims[d] = d < 2 ? x->shape[d] : 1;
+  ert_tensor_set_shape(node->out[0], x->ndim, dims);
+  return EDGERT_OK;
+}
+
+ERT_SHAPE_AS(max_pool2d, window_shape)
+ERT_SHAPE_AS(avg_pool2d, window_shape)
+ERT_SHAPE_AS(lp_pool2d, window_shape)
+ERT_SHAPE_AS(global_avg_pool, global_shape)
+ERT_SHAPE_AS(global_max_pool, global_shape)

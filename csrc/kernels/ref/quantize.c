@@ -168,3 +168,6 @@ void ert_dequantize_linear_eval(const ert_node *node, ert_exec *ex) {
   else if (n > 0)
     dequantize_task(&j, 0, n);
 }
+
+ERT_SHAPE_AS(quantize_linear, ert_shape_same)
+ERT_SHAPE_AS(dequantize_linear, ert_shape_same)

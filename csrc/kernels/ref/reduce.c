@@ -580,3 +580,37 @@ void ert_argmin_eval(const ert_node *node, ert_exec *ex) {
   arg_task t = {node, false};
   run_tasks(ex, node->out[0]->numel, node->in[0]->numel, arg_run, &t);
 }
+
+/* ---- shapes (bounded dimensions) ---- */
+
+/* Reduced dims become 1 (keepdims) or disappear. */
+static edgert_status reduce_shape(ert_node *node, ert_err *err) {
+  const ert_tensor *x = node->in[0];
+  const int32_t keep = ert_pi(node, 0), n = ert_pi(node, 1);
+  bool red[EDGERT_MAX_DIMS] = {false};
+  for (int32_t k = 0; k < n; k++) {
+    const int32_t a = ert_pi(node, 2 + (uint32_t)k);
+    if (a < 0 || a >= x->ndim)
+      return ert_fail(err, EDGERT_ERR_PARAM, "node '%s': reduce axis %d out of range", node->name, (int)a);
+    red[a] = true;
+  }
+  int64_t dims[EDGERT_MAX_DIMS];
+  int32_t r = 0;
+  for (int32_t d = 0; d < x->ndim; d++) {
+    const bool all = n == 0; /* no axes: every dim */
+    if (red[d] || all) {
+      if (keep) dims[r++] = 1;
+    } else {
+      dims[r++] = x->shape[d];
+    }
+  }
+  if (r != node->out[0]->ndim)
+    return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': reduced rank does not match", node->name);
+  ert_tensor_set_shape(node->out[0], r, dims);
+  return EDGERT_OK;
+}
+
+#define REDUCE_SHAPE(NAME) ERT_SHAPE_AS(NAME, reduce_shape)
+REDUCE_SHAPE(reduce_sum) REDUCE_SHAPE(reduce_mean) REDUCE_SHAPE(reduce_max) REDUCE_SHAPE(reduce_min)
+REDUCE_SHAPE(reduce_prod) REDUCE_SHAPE(reduce_l1) REDUCE_SHAPE(reduce_l2) REDUCE_SHAPE(reduce_log_sum)
+REDUCE_SHAPE(reduce_log_sum_exp) REDUCE_SHAPE(reduce_sum_square)

@@ -276,3 +276,7 @@ void ert_softmax_eval(const ert_node *node, ert_exec *ex) {
 }
 void ert_log_softmax_eval(const ert_node *node, ert_exec *ex) { sm_eval(node, ex, SM_LOG_SOFTMAX); }
 void ert_hardmax_eval(const ert_node *node, ert_exec *ex) { sm_eval(node, ex, SM_HARDMAX); }
+
+ERT_SHAPE_AS(softmax, ert_shape_same)
+ERT_SHAPE_AS(log_softmax, ert_shape_same)
+ERT_SHAPE_AS(hardmax, ert_shape_same)

@@ -451,3 +451,37 @@ edgert_status ert_tile_prepare(ert_node *node, ert_err *err) {
 }
 
 void ert_tile_eval(const ert_node *node, ert_exec *ex) { run_view(node, ex); }
+
+/* ---- shapes (bounded dimensions) ----------------------------------------- */
+
+edgert_status ert_transpose_shape(ert_node *node, ert_err *err) {
+  const ert_tensor *x = node->in[0];
+  ert_tensor *y = node->out[0];
+  int64_t dims[EDGERT_MAX_DIMS];
+  for (int32_t k = 0; k < y->ndim; k++) {
+    const int32_t p = ert_pi(node, 1 + (uint32_t)k);
+    if (p < 0 || p >= x->ndim)
+      return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (transpose): perm is not a permutation", nm(node));
+    dims[k] = x->shape[p];
+  }
+  ert_tensor_set_shape(y, y->ndim, dims);
+  return EDGERT_OK;
+}
+
+/* The sizes are parameter words; the file's rules rewrite those that follow a bounded
+ * dimension before this runs. */
+edgert_status ert_slice_shape(ert_node *node, ert_err *err) {
+  (void)err;
+  ert_tensor *y = node->out[0];
+  int64_t dims[EDGERT_MAX_DIMS];
+  for (int32_t d = 0; d < y->ndim; d++) dims[d] = ert_pi(node, 3 + 3 * (uint32_t)d);
+  ert_tensor_set_shape(y, y->ndim, dims);
+  return EDGERT_OK;
+}
+
+/* expand's output shape is its target, from the file; bounded dims follow its rules. */
+edgert_status ert_expand_shape(ert_node *node, ert_err *err) {
+  (void)node;
+  (void)err;
+  return EDGERT_OK;
+}

@@ -442,3 +442,15 @@ void ert_copy_eval(const ert_node *node, ert_exec *ex) {
   const ert_tensor *x = node->in[0], *y = node->out[0];
   if (x->data != y->data && y->nbytes > 0) memcpy(y->data, x->data, y->nbytes);
 }
+
+/* ---- shapes (bounded dimensions): every unary op keeps its input's shape ---- */
+#define UNARY_SHAPE(name) ERT_SHAPE_AS(name, ert_shape_same)
+UNARY_F32_ONLY(UNARY_SHAPE)
+UNARY_SHAPE(abs)
+UNARY_SHAPE(neg)
+UNARY_SHAPE(sign)
+UNARY_SHAPE(clip)
+UNARY_SHAPE(not)
+UNARY_SHAPE(isnan)
+UNARY_SHAPE(isinf)
+UNARY_SHAPE(copy)

@@ -1,0 +1,365 @@
+"""Bounded dimensions: one statically planned file for every input size within bounds.
+
+`input_shapes={"x": [1, 3, 48, (32, 960)]}` (CLI `x=1,3,48,32..960`) gives dimension 3
+of x the bounds 32..960. The file is converted and planned at the upper bounds, so every
+size fits its arena. What depends on the size is found by converting the model at
+several sizes within the bounds (the upper and lower bounds and one between) and
+comparing the graphs node by node:
+
+* output shapes that differ are recomputed at run time by the C runtime's shape
+  function of each op (docs/runtime.md, "Bounded dimensions");
+* parameter words that differ (a slice size, ...) become rules `word = input dim + c`,
+  and the varying output dims of a reshape (whose shape the importer folded from
+  Shape -> Gather -> Concat arithmetic) become rules `dim = input dim + c` or
+  `dim = input elements / the other dims`: expressions evaluated at run time;
+* anything else that differs (a constant computed from the size, a graph that changes
+  shape with the size) is refused at conversion, naming the node and op.
+
+The converter then loads the file in the C runtime and checks, at each sample size,
+that the runtime computes the output shapes the sample conversions have.
+"""
+from __future__ import annotations
+
+import dataclasses
+import struct
+from typing import Any
+
+import numpy as np
+
+from .errors import ConversionError
+
+RULE_PARAM, RULE_OUTDIM, RULE_INFER, RULE_PARAM_SYM, RULE_RESIZE_NEAREST = 0, 1, 2, 3, 4
+# Ops whose output shape is stored in the file rather than computed from inputs and
+# parameters: their varying output dims need a rule.
+SHAPE_FROM_FILE = {"reshape", "expand"}
+
+_HEAD = struct.Struct("<IIII")
+_SYM = struct.Struct("<IIqq")
+_BIND = struct.Struct("<III")
+_RULE = struct.Struct("<IIIIIi")
+
+
+@dataclasses.dataclass
+class Symbol:
+    name: str
+    lo: int
+    hi: int
+
+
+@dataclasses.dataclass
+class Bounds:
+    symbols: list[Symbol]
+    binds: list[tuple[str, int, int]]  # (input name, dim, symbol index)
+    rules: list[tuple[int, int, int, int, int, int]] = dataclasses.field(default_factory=list)
+    # (node index, kind, input index, input dim, target, add)
+
+    def pack(self, input_index: dict[str, int], string_ref) -> bytes:
+        out = bytearray(_HEAD.pack(len(self.symbols), len(self.binds), len(self.rules), 0))
+        for s in self.symbols:
+            off, n = string_ref(s.name)
+            out += _SYM.pack(off, n, s.lo, s.hi)
+        for name, dim, sym in self.binds:
+            out += _BIND.pack(input_index[name], dim, sym)
+        for r in sorted(self.rules):
+            out += _RULE.pack(*r)
+        return bytes(out)
+
+
+def unpack(data: bytes, strings: bytes, inputs: list[str]) -> dict[str, Any]:
+    """The BOUNDS section as plain values (for inspect)."""
+    ns, nb, nr, _ = _HEAD.unpack_from(data, 0)
+    pos = _HEAD.size
+    syms = []
+    for _ in range(ns):
+        off, n, lo, hi = _SYM.unpack_from(data, pos)
+        pos += _SYM.size
+        syms.append({"name": strings[off:off + n].decode("utf-8", "replace"), "lo": lo, "hi": hi})
+    binds = []
+    for _ in range(nb):
+        i, d, s = _BIND.unpack_from(data, pos)
+        pos += _BIND.size
+        binds.append({"input": inputs[i] if i < len(inputs) else i, "dim": d, "symbol": syms[s]["name"]})
+    return {"symbols": syms, "binds": binds, "rules": nr}
+
+
+def is_bounded(dim) -> bool:
+    return isinstance(dim, (tuple, list)) and len(dim) == 2
+
+
+def has_bounds(input_shapes: dict[str, Any] | None) -> bool:
+    return any(is_bounded(d) for v in (input_shapes or {}).values() for d in v)
+
+
+def parse_dim(text: str):
+    """'32' -> 32; '32..960' -> (32, 960)."""
+    if ".." in text:
+        lo, hi = text.split("..", 1)
+        return (int(lo), int(hi))
+    return int(text)
+
+
+def _onnx_dims(model) -> dict[str, list]:
+    init = {i.name for i in model.graph.initializer}
+    out = {}
+    for vi in model.graph.input:
+        if vi.name in init or not vi.type.HasField("tensor_type"):
+            continue
+        dims = []
+        for d in vi.type.tensor_type.shape.dim:
+            dims.append(int(d.dim_value) if d.HasField("dim_value") and not d.dim_param else (d.dim_param or None))
+        out[vi.name] = dims
+    return out
+
+
+def resolve(model, input_shapes: dict[str, Any], input_values: dict) -> Bounds:
+    """Symbols and bindings of `input_shapes`; fills in the shapes of inputs not given
+    whose symbolic dims all share a bounded symbol (in place)."""
+    onnx_dims = _onnx_dims(model)
+    symbols: list[Symbol] = []
+    by_name: dict[str, int] = {}
+    binds: list[tuple[str, int, int]] = []
+    fixed: dict[str, int] = {}  # ONNX dimension names given a fixed value
+    for name, dims in input_shapes.items():
+        for k, d in enumerate(dims):
+            src = onnx_dims.get(name)
+            if not is_bounded(d):
+                if src is not None and k < len(src) and isinstance(src[k], str):
+                    fixed.setdefault(src[k], int(d))
+                continue
+            lo, hi = int(d[0]), int(d[1])
+            if not 1 <= lo <= hi or hi >= 2**31:
+                raise ConversionError(f"--input-shape {name}: dimension {k} bounds {lo}..{hi} must satisfy 1 <= LO <= HI")
+            src = onnx_dims.get(name)
+            sym = src[k] if src is not None and k < len(src) and isinstance(src[k], str) else f"{name}:{k}"
+            if sym in by_name:
+                s = symbols[by_name[sym]]
+                if (s.lo, s.hi) != (lo, hi):
+                    raise ConversionError(f"inputs sharing dimension {sym!r} have different bounds: "
+                                          f"{s.lo}..{s.hi} and {lo}..{hi}")
+            else:
+                by_name[sym] = len(symbols)
+                symbols.append(Symbol(sym, lo, hi))
+            binds.append((name, k, by_name[sym]))
+    # Inputs not given: their symbolic dims take a bounded symbol of the same name.
+    for name, dims in onnx_dims.items():
+        if name in input_shapes or name in input_values:
+            continue
+        if any(isinstance(d, str) and d in by_name for d in dims) and all(
+                isinstance(d, int) or (isinstance(d, str) and (d in by_name or d in fixed)) for d in dims):
+            shape = []
+            for k, d in enumerate(dims):
+                if isinstance(d, int):
+                    shape.append(d)
+                elif d not in by_name:
+                    shape.append(fixed[d])
+                else:
+                    s = symbols[by_name[d]]
+                    shape.append((s.lo, s.hi))
+                    binds.append((name, k, by_name[d]))
+            input_shapes[name] = shape
+    return Bounds(symbols, binds)
+
+
+def samples(sym: Symbol) -> list[int]:
+    """Sizes the model is converted at: the upper bound first, the lower bound, one
+    between (a multiple of the largest power of two, up to 32, dividing both)."""
+    g = 1
+    while g < 32 and sym.lo % (g * 2) == 0 and sym.hi % (g * 2) == 0:
+        g *= 2
+    mid = sym.lo + (sym.hi - sym.lo) // 2 // g * g
+    out = [sym.hi]
+    for v in (sym.lo, mid):
+        if v not in out:
+            out.append(v)
+    return out
+
+
+def concrete(input_shapes: dict[str, Any], bounds: Bounds, values: list[int]) -> dict[str, list[int]]:
+    """input_shapes with each bound dimension set to its symbol's value."""
+    out = {k: [d if not is_bounded(d) else None for d in v] for k, v in input_shapes.items()}
+    for name, dim, sym in bounds.binds:
+        out[name][dim] = values[sym]
+    return out
+
+
+def sample_values(bounds: Bounds) -> list[list[int]]:
+    """Symbol values per sample: the first is every upper bound; each symbol then
+    varies alone, then all together at their lower bounds."""
+    base = [s.hi for s in bounds.symbols]
+    out = [base]
+    for k, s in enumerate(bounds.symbols):
+        for v in samples(s)[1:]:
+            vals = list(base)
+            vals[k] = v
+            out.append(vals)
+    if len(bounds.symbols) > 1:
+        out.append([s.lo for s in bounds.symbols])
+    return out
+
+
+def _prefix_constants(graphs: list, values: list[list[int]]) -> None:
+    """A constant input that, at every sample size, is the leading part of the upper
+    bound's constant (position embeddings sliced to the sequence length) becomes a slice
+    of that constant, in every graph, whose sizes follow a symbol at run time."""
+    g0 = graphs[0]
+    k = 0
+    while k < len(g0.nodes):
+        n = g0.nodes[k]
+        for j, t in enumerate(n.inputs):
+            if not t or not g0.tensors[t].is_const:
+                continue
+            c0 = g0.tensors[t].data
+            cs = [g.tensors[t].data if t in g.tensors and g.tensors[t].is_const else None for g in graphs[1:]]
+            if all(c is not None and c.shape == c0.shape and np.array_equal(c, c0) for c in cs):
+                continue
+            if any(c is None or c.ndim != c0.ndim or any(a > b for a, b in zip(c.shape, c0.shape))
+                   or not np.array_equal(c, c0[tuple(slice(0, d) for d in c.shape)]) for c in cs):
+                continue  # derive_rules refuses it
+            out = g0.unique_name(f"{t}__bounded")
+            for g, c in zip(graphs, [c0] + cs):
+                g.tensors[t].data = c0
+                g.tensors[t].shape = c0.shape
+                g.add_tensor(out, c.shape, c0.dtype)
+                for m in g.nodes:  # every use of the constant reads the slice
+                    m.inputs = [out if i == t else i for i in m.inputs]
+                g.outputs = [out if o == t else o for o in g.outputs]
+                node = g.nodes[k]
+                g.nodes.insert(k, type(node)("slice", [t], [out], {"starts": [0] * c0.ndim, "steps": [1] * c0.ndim,
+                                                                    "sizes": list(c.shape)}, out))
+            k += 1
+            n = g0.nodes[k]
+        k += 1
+
+
+def derive_rules(graphs: list, bounds: Bounds, values: list[list[int]]) -> None:
+    """Compares the graphs converted at the sample sizes (graphs[0] at the upper bounds,
+    the one written; values: the symbols' values of each) and fills bounds.rules;
+    ConversionError for what the runtime could not follow."""
+    from . import ops as edgert_ops
+    _prefix_constants(graphs, values)
+    g0 = graphs[0]
+    for g in graphs[1:]:
+        if len(g.nodes) != len(g0.nodes) or any(a.op != b.op or a.inputs != b.inputs or a.outputs != b.outputs
+                                                for a, b in zip(g0.nodes, g.nodes)):
+            raise ConversionError("the converted graph changes with the input size (bounded dimensions need one graph "
+                                  "for every size); convert a static file per size instead")
+    for k, n in enumerate(g0.nodes):
+        others = [g.nodes[k] for g in graphs[1:]]
+        for j, t in enumerate(n.inputs):
+            if t and g0.tensors[t].is_const:
+                for g in graphs[1:]:
+                    d = g.tensors[t].data
+                    if d.shape != g0.tensors[t].data.shape or not np.array_equal(d, g0.tensors[t].data):
+                        raise ConversionError(
+                            f"node {n.name!r}: op {n.op} does not support bounded dimensions yet (its input {j} is a "
+                            f"constant computed from the input size)")
+        if n.op == "resize" and _resize_rules(k, n, others, graphs, bounds):
+            continue
+        opdef = edgert_ops.get(n.op)
+        words = [opdef.pack(n, g0)] + [opdef.pack(m, g) for m, g in zip(others, graphs[1:])]
+        if any(len(w) != len(words[0]) for w in words):
+            raise ConversionError(f"node {n.name!r}: op {n.op} does not support bounded dimensions yet "
+                                  f"(its parameter count follows the input size)")
+        in_shapes = [[g.tensors[t].shape if t else None for t in m.inputs] for m, g in zip([n] + others, graphs)]
+        for w in range(len(words[0])):
+            vals = [ws[w] for ws in words]
+            if all(v == vals[0] for v in vals):
+                continue
+            rule = _dim_rule(vals, in_shapes)
+            if rule is not None:
+                bounds.rules.append((k, RULE_PARAM, rule[0], rule[1], w, rule[2]))
+                continue
+            sym = _sym_rule(vals, values)
+            if sym is None:
+                raise ConversionError(f"node {n.name!r}: op {n.op} does not support bounded dimensions yet "
+                                      f"(parameter {w} follows the input size in a way the runtime cannot compute)")
+            bounds.rules.append((k, RULE_PARAM_SYM, sym[0], 0, w, sym[1]))
+        if n.op in SHAPE_FROM_FILE:
+            out_shapes = [g.tensors[m.outputs[0]].shape for m, g in zip([n] + others, graphs)]
+            varying = [d for d in range(len(out_shapes[0])) if any(s[d] != out_shapes[0][d] for s in out_shapes)]
+            infer = n.op == "reshape" and len(varying) == 1  # the element count fixes it
+            if infer:
+                bounds.rules.append((k, RULE_INFER, 0, 0, varying[0], 0))
+            for d in varying if not infer else ():
+                rule = _dim_rule([s[d] for s in out_shapes], in_shapes)
+                if rule is None:
+                    raise ConversionError(f"node {n.name!r}: op {n.op} does not support bounded dimensions yet "
+                                          f"(output dim {d} follows the input size in a way the runtime cannot compute)")
+                bounds.rules.append((k, RULE_OUTDIM, rule[0], rule[1], d, rule[2]))
+
+
+def _resize_rules(k: int, n, others: list, graphs: list, bounds: Bounds) -> bool:
+    """Rules for a nearest resize by integer scales (output index o reads o / scale on
+    each resized axis), whose index tables the runtime rebuilds for the actual size;
+    False when its output does not depend on the size (nothing to do)."""
+    shapes = [(g.tensors[m.inputs[0]].shape, g.tensors[m.outputs[0]].shape) for m, g in zip([n] + others, graphs)]
+    if all(s == shapes[0] for s in shapes):
+        return False
+    a = n.attrs
+    nearest_floor = a.get("mode") == "nearest" and a.get("coord") == "asymmetric" and \
+        a.get("nearest_mode") in ("floor", "simple") and not a.get("antialias")
+    rules = []
+    for d in range(len(shapes[0][0])):
+        if all(i[d] == o[d] for i, o in shapes):
+            if any(i[d] != shapes[0][0][d] for i, _ in shapes) or float(a["scales"][d]) == 1.0:
+                continue  # identity axis (no table)
+        scale = shapes[0][1][d] // max(shapes[0][0][d], 1)
+        if not nearest_floor or scale < 1 or float(a["scales"][d]) != float(scale) or \
+                any(o[d] != i[d] * scale for i, o in shapes):
+            raise ConversionError(f"node {n.name!r}: op resize does not support bounded dimensions yet (only nearest "
+                                  f"asymmetric floor resizing by integer scales follows the input size)")
+        rules.append((k, RULE_RESIZE_NEAREST, 0, d, 0, scale))
+    bounds.rules += rules
+    return True
+
+
+def _sym_rule(vals: list[int], values: list[list[int]]) -> tuple[int, int] | None:
+    """(symbol, add) with vals[s] == values[s][symbol] + add for every sample."""
+    for k in range(len(values[0])):
+        diffs = {v - s[k] for v, s in zip(vals, values)}
+        if len(diffs) == 1:
+            return k, diffs.pop()
+    return None
+
+
+def _dim_rule(vals: list[int], in_shapes: list[list]) -> tuple[int, int, int] | None:
+    """(input, dim, add) with vals[s] == in_shapes[s][input][dim] + add for every sample."""
+    best = None
+    for i, shp in enumerate(in_shapes[0]):
+        if shp is None:
+            continue
+        for d in range(len(shp)):
+            diffs = {v - s[i][d] for v, s in zip(vals, in_shapes)}
+            if len(diffs) == 1:
+                add = diffs.pop()
+                if best is None or abs(add) < abs(best[2]):
+                    best = (i, d, add)
+    return best
+
+
+def upper(input_shapes: dict[str, Any]) -> dict[str, list[int]]:
+    return {k: [d[1] if is_bounded(d) else d for d in v] for k, v in input_shapes.items()}
+
+
+def check_with_runtime(data: bytes, graphs: list, bounds: Bounds, values: list[list[int]]) -> None:
+    """Loads the file in the C runtime and checks, at each sample size, the output shapes
+    it computes against the sample conversion's."""
+    from . import runtime
+    try:
+        sess = runtime.Session(data, max_contexts=1)
+    except Exception as e:  # the loader's message names the node and op
+        raise ConversionError(f"bounded dimensions: {e}") from None
+    for g, vals in zip(graphs, values):
+        feeds = {}
+        for name in g.inputs:
+            t = g.tensors[name]
+            feeds[name] = np.zeros(t.shape, t.dtype)
+        try:
+            outs = sess.run(None, feeds)
+        except Exception as e:
+            raise ConversionError(f"bounded dimensions: the runtime fails at sizes {vals}: {e}") from None
+        for name, arr in zip(g.outputs, outs):
+            want = tuple(g.tensors[name].shape)
+            if tuple(arr.shape) != want:
+                raise ConversionError(f"bounded dimensions: output {name!r} at sizes {vals} computes to "
+                                      f"{list(arr.shape)}, the model gives {list(want)}")
