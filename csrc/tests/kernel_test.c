@@ -457,6 +457,48 @@ static void test_dw_taps_s16(const ert_kernels *opt) {
       }
 }
 
+/* dw3_s8: strides 1 and 2, planes 1..20 wide and 1..5 high (rows ld >= the windows'
+ * span apart), multipliers and shifts of every requantization form; the input ends
+ * where the contract's overread ends, the output at the page. */
+static void test_dw3_s8(const ert_kernels *opt) {
+  if (opt->dw3_s8 == NULL) return;
+  static const int32_t mq[][2] = {{1518500250, 38}, {1518500250, 42}, {12345, 20},
+                                  {1 << 30, 31}, {INT32_MAX, 45}, {0, 33}};
+  static const int32_t ohs[] = {1, 2, 3, 5};
+  unsigned seed = 31;
+  for (int32_t s = 1; s <= 2; ++s)
+    for (size_t hi_ = 0; hi_ < 4; ++hi_)
+      for (int32_t ow = 1; ow <= 20; ++ow) {
+        const int32_t oh = ohs[hi_], rows = (oh - 1) * s + 3;
+        const ptrdiff_t ld = (ptrdiff_t)(ow - 1) * s + 3 + (ow % 3);
+        const size_t last = (size_t)(rows - 1) * (size_t)ld;
+        const size_t over = last + (size_t)((ow > 8 ? ow - 8 : 0) * s) + 32u;
+        const size_t bytes = over > last + (size_t)ld ? over : last + (size_t)ld;
+        int8_t *x = guarded_s8(bytes);
+        for (size_t i = 0; i < bytes; ++i) x[i] = (int8_t)irand(&seed, -128, 127);
+        int8_t w[9];
+        for (int t = 0; t < 9; ++t) w[t] = (int8_t)irand(&seed, -127, 127);
+        const size_t v = (size_t)(ow * 7 + oh + s) % (sizeof mq / sizeof mq[0]);
+        const int32_t zp = irand(&seed, -128, 127), lo = (ow % 2) ? -128 : zp, hi = (ow % 4 == 3) ? zp : 127;
+        const int32_t q[5] = {mq[v][0], mq[v][1], zp, lo < hi ? lo : hi, lo < hi ? hi : lo};
+        const int32_t span = 9 * 128 * 127;
+        const int32_t bias = (ow % 5 == 0) ? irand(&seed, -(INT32_MAX - span), INT32_MAX - span)
+                                           : irand(&seed, -2000, 2000);
+        int8_t *y = guarded_s8((size_t)oh * (size_t)ow);
+        opt->dw3_s8(y, x, ld, w, bias, q, oh, ow, s);
+        char ctx[96];
+        snprintf(ctx, sizeof ctx, "s=%d oh=%d ow=%d mult=%d shift=%d", (int)s, (int)oh, (int)ow,
+                 (int)q[0], (int)q[1]);
+        for (int32_t oy = 0; oy < oh; ++oy)
+          for (int32_t ox = 0; ox < ow; ++ox) {
+            int64_t a = bias;
+            for (int t = 0; t < 9; ++t) a += (int64_t)w[t] * x[(oy * s + t / 3) * ld + ox * s + t % 3];
+            expect_eq("dw3_s8", y[oy * ow + ox], ert_clamp_s8(q[2] + ert_requant(a, q[0], q[1]), q[3], q[4]),
+                      ctx);
+          }
+      }
+}
+
 static void test_widen_s8(const ert_kernels *opt) {
   if (opt->widen_s8 == NULL) return;
   static const int32_t zps[] = {-128, 0, 127};
@@ -1115,6 +1157,7 @@ int main(int argc, char **argv) {
   test_quads_s8(&opt);
   test_pack_w_s8(&opt);
   test_dw_taps_s16(&opt);
+  test_dw3_s8(&opt);
   test_widen_s8(&opt);
   test_gemv_s8(&opt);
   test_requant_row(&opt);
@@ -1124,7 +1167,8 @@ int main(int argc, char **argv) {
   test_dequantize_s8(&opt);
   test_pool_s8(&opt);
 #if defined(ERT_NEON_KERNELS) && defined(__aarch64__)
-  printf("int8 dot products: %s\n", opt.qgemm_s8 == ert_qgemm_s8__dot && opt.gemv_s8 == ert_gemv_s8__dot
+  printf("int8 dot products: %s\n", opt.qgemm_s8 == ert_qgemm_s8__dot && opt.gemv_s8 == ert_gemv_s8__dot &&
+                                              opt.dw3_s8 == ert_dw3_s8__dot
                                           ? "sdot" : "no sdot");
 #endif
   printf("%d checks, %d failures\n", checks, failures);

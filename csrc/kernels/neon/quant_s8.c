@@ -356,7 +356,7 @@ static void dw_taps_row(int32_t *acc, const int16_t *base, const ptrdiff_t *off,
 void ert_dw_taps_s16__neon(int32_t *acc, const int16_t *base, const ptrdiff_t *off,
                            const int16_t *w, int32_t n, int32_t taps, int32_t bias, int32_t rows,
                            ptrdiff_t rs) {
-  if ((taps == 9 || taps == 25) && n >= 4) {
+  if (taps == 25 && n >= 4) {
     int16_t wp[28] = {0};
     for (int32_t t = 0; t < taps; ++t) wp[t] = w[t];
     int16x4_t wv[7];
@@ -365,10 +365,7 @@ void ert_dw_taps_s16__neon(int32_t *acc, const int16_t *base, const ptrdiff_t *o
     for (int32_t t = 0; t < taps; ++t) tp[t] = base + off[t];
     ptrdiff_t ro = 0; /* the row's offset from base */
     for (int32_t r = 0; r < rows; ++r, acc += n, ro += rs) {
-      if (taps == 9)
-        DW_ROW(9);
-      else
-        DW_ROW(25);
+      DW_ROW(25);
     }
     return;
   }
@@ -534,6 +531,127 @@ void ert_requant_row__neon(const int32_t *acc, size_t n, int32_t mult, int32_t s
   for (; i < n; ++i) y[i] = ert_clamp_s8(zp + ert_requant(acc[i], mult, shift), lo, hi);
 }
 
+/* The requantization of dw3_s8, set up once per plane: mode 0 for shifts below 31 (the
+ * 64-bit form of rq4), else the 32-bit forms of rq8_hi. */
+typedef struct rq_set {
+  int32x4_t m, sh;
+  int64x2_t sh64;
+  int16x8_t z;
+  int8x8_t lo, hi;
+  int mode; /* 0: shift < 31, 1: shift == 31, 2: shift > 31 */
+} rq_set;
+
+static rq_set rq_setup(const int32_t *q) {
+  rq_set r;
+  r.m = vdupq_n_s32(q[0]);
+  r.sh = vdupq_n_s32(31 - q[1]);
+  r.sh64 = vdupq_n_s64(-(int64_t)q[1]);
+  r.z = vdupq_n_s16((int16_t)q[2]);
+  r.lo = vdup_n_s8((int8_t)q[3]);
+  r.hi = vdup_n_s8((int8_t)q[4]);
+  r.mode = q[1] < 31 ? 0 : q[1] == 31 ? 1 : 2;
+  return r;
+}
+
+#define RQ4_64(a, r)                                                                     \
+  vcombine_s32(vqmovn_s64(vrshlq_s64(vmull_s32(vget_low_s32(a), vget_low_s32((r)->m)), (r)->sh64)), \
+               vqmovn_s64(vrshlq_s64(vmull_s32(vget_high_s32(a), vget_low_s32((r)->m)), (r)->sh64)))
+
+/* b = eight outputs: the requantized values saturate to int16, get zp added
+ * (saturating), saturate to int8 and are clamped; as in rq4 and rq8_hi every step is
+ * monotonic and exact on values that end inside [lo, hi]. (A macro: the dotprod
+ * functions cannot inline functions built for the base target.) */
+#define RQ8(b, a0, a1, r)                                                                \
+  do {                                                                                   \
+    int32x4_t c0_, c1_;                                                                  \
+    if ((r)->mode == 0)                                                                  \
+      c0_ = RQ4_64(a0, r), c1_ = RQ4_64(a1, r);                                          \
+    else if ((r)->mode == 1)                                                             \
+      c0_ = vqrdmulhq_s32(a0, (r)->m), c1_ = vqrdmulhq_s32(a1, (r)->m);                  \
+    else                                                                                 \
+      c0_ = vrshlq_s32(vqdmulhq_s32(a0, (r)->m), (r)->sh),                               \
+      c1_ = vrshlq_s32(vqdmulhq_s32(a1, (r)->m), (r)->sh);                               \
+    const int16x8_t v_ = vqaddq_s16(vcombine_s16(vqmovn_s32(c0_), vqmovn_s32(c1_)), (r)->z); \
+    b = vmin_s8(vmax_s8(vqmovn_s16(v_), (r)->lo), (r)->hi);                              \
+  } while (0)
+
+/* Stores the first n (< 8) lanes of b. */
+static void store_part(int8_t *y, int8x8_t b, int32_t n) {
+  int8_t t[8];
+  vst1_s8(t, b);
+  for (int32_t i = 0; i < n; ++i) y[i] = t[i];
+}
+
+/* Output rows in steps of eight, the last step ending at ow (recomputing outputs before
+ * it: the same bytes); rows narrower than 8 store eight bytes (the next rows rewrite the
+ * extra ones) while eight remain in the plane. STEP(o) gives int32x4_t a0, a1 for
+ * outputs o..o+7. */
+#define DW3_PLANE(STEP)                                                                  \
+  do {                                                                                   \
+    const rq_set rq_ = rq_setup(q);                                                      \
+    for (int32_t oy = 0; oy < oh; ++oy) {                                                \
+      const int8_t *r0 = x + (ptrdiff_t)oy * s * ld, *r1 = r0 + ld, *r2 = r1 + ld;       \
+      int8_t *yr = y + (size_t)oy * (size_t)ow;                                          \
+      for (int32_t ox = 0;; ox += 8) {                                                   \
+        const int32_t o = ow < 8 ? 0 : ox + 8 <= ow ? ox : ow - 8;                       \
+        int32x4_t a0 = vdupq_n_s32(bias), a1 = a0;                                       \
+        STEP(o);                                                                         \
+        int8x8_t b;                                                                      \
+        RQ8(b, a0, a1, &rq_);                                                            \
+        if (ow >= 8 || (oh - oy) * ow >= 8)                                              \
+          vst1_s8(yr + o, b);                                                            \
+        else                                                                             \
+          store_part(yr, b, ow);                                                         \
+        if (o + 8 >= ow) break;                                                          \
+      }                                                                                  \
+    }                                                                                    \
+  } while (0)
+
+/* Pairs of taps: x_a w_a + x_b w_b in int16 lanes (|x| <= 128, |w| <= 127: within 32512),
+ * then widened into the sums. */
+#define DW3_PAIR(xa, wa, xb, wb)                                                         \
+  do {                                                                                   \
+    const int16x8_t p_ = vmlal_s8(vmull_s8(xa, wa), xb, wb);                             \
+    a0 = vaddw_s16(a0, vget_low_s16(p_)), a1 = vaddw_s16(a1, vget_high_s16(p_));         \
+  } while (0)
+
+void ert_dw3_s8__neon(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t *w, int32_t bias,
+                      const int32_t *q, int32_t oh, int32_t ow, int32_t s) {
+  int8x8_t wv[9];
+  for (int t = 0; t < 9; ++t) wv[t] = vdup_n_s8(w[t]);
+  if (s == 1) {
+#define STEP1(o)                                                                         \
+  do {                                                                                   \
+    const int8x8_t x0 = vld1_s8(r0 + (o)), x1 = vld1_s8(r0 + (o) + 1), x2 = vld1_s8(r0 + (o) + 2); \
+    const int8x8_t x3 = vld1_s8(r1 + (o)), x4 = vld1_s8(r1 + (o) + 1), x5 = vld1_s8(r1 + (o) + 2); \
+    const int8x8_t x6 = vld1_s8(r2 + (o)), x7 = vld1_s8(r2 + (o) + 1), x8 = vld1_s8(r2 + (o) + 2); \
+    DW3_PAIR(x0, wv[0], x1, wv[1]);                                                      \
+    DW3_PAIR(x2, wv[2], x3, wv[3]);                                                      \
+    DW3_PAIR(x4, wv[4], x5, wv[5]);                                                      \
+    DW3_PAIR(x6, wv[6], x7, wv[7]);                                                      \
+    const int16x8_t p8 = vmull_s8(x8, wv[8]);                                            \
+    a0 = vaddw_s16(a0, vget_low_s16(p8)), a1 = vaddw_s16(a1, vget_high_s16(p8));         \
+  } while (0)
+    DW3_PLANE(STEP1);
+#undef STEP1
+    return;
+  }
+#define STEP2(o)                                                                         \
+  do {                                                                                   \
+    const int8x8x2_t u0 = vld2_s8(r0 + 2 * (o)), v0 = vld2_s8(r0 + 2 * (o) + 2);          \
+    const int8x8x2_t u1 = vld2_s8(r1 + 2 * (o)), v1 = vld2_s8(r1 + 2 * (o) + 2);          \
+    const int8x8x2_t u2 = vld2_s8(r2 + 2 * (o)), v2 = vld2_s8(r2 + 2 * (o) + 2);          \
+    DW3_PAIR(u0.val[0], wv[0], u0.val[1], wv[1]);                                        \
+    DW3_PAIR(v0.val[0], wv[2], u1.val[0], wv[3]);                                        \
+    DW3_PAIR(u1.val[1], wv[4], v1.val[0], wv[5]);                                        \
+    DW3_PAIR(u2.val[0], wv[6], u2.val[1], wv[7]);                                        \
+    const int16x8_t p8 = vmull_s8(v2.val[0], wv[8]);                                     \
+    a0 = vaddw_s16(a0, vget_low_s16(p8)), a1 = vaddw_s16(a1, vget_high_s16(p8));         \
+  } while (0)
+  DW3_PLANE(STEP2);
+#undef STEP2
+}
+
 #if defined(__aarch64__)
 #define DOT __attribute__((target("arch=armv8.2-a+dotprod")))
 
@@ -641,5 +759,34 @@ DOT void ert_gemv_s8__dot(int32_t k, int32_t n, const int8_t *a, int32_t azp, co
     }
     acc[c] = vaddvq_s32(s0) - azp * vaddvq_s32(u0) + (rem > 0 && !tail ? gemv_col(k, kv, a, azp, bc) : 0);
   }
+}
+
+/* Byte (i / 4)*s + i % 4 at i, for s = 1 and 2 (the table lookups of dw3_s8__dot). */
+static const uint8_t dw3_ix[2][32] = {
+    {0, 1, 2, 3, 1, 2, 3, 4, 2, 3, 4, 5, 3, 4, 5, 6, 4, 5, 6, 7, 5, 6, 7, 8, 6, 7, 8, 9, 7, 8, 9, 10},
+    {0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7, 8, 9, 8, 9, 10, 11, 10, 11, 12, 13, 12, 13, 14, 15, 14, 15, 16, 17}};
+
+/* dw3_s8 by sdot: lane j of group g (outputs 4g + j of a step) holds the four bytes
+ * x[(4g + j)*s + t], t < 4, of one input row (a table lookup in the 32 bytes from the
+ * step's first window), dotted with [w0, w1, w2, 0] of that kernel row. */
+DOT void ert_dw3_s8__dot(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t *w, int32_t bias,
+                         const int32_t *q, int32_t oh, int32_t ow, int32_t s) {
+  int8x16_t wr[3];
+  for (int ky = 0; ky < 3; ++ky) /* [w0, w1, w2, 0] in every 32-bit lane */
+    wr[ky] = vreinterpretq_s8_u32(vdupq_n_u32((uint32_t)(uint8_t)w[3 * ky] |
+                                              (uint32_t)(uint8_t)w[3 * ky + 1] << 8 |
+                                              (uint32_t)(uint8_t)w[3 * ky + 2] << 16));
+  const uint8x16_t i0 = vld1q_u8(dw3_ix[s - 1]), i1 = vld1q_u8(dw3_ix[s - 1] + 16);
+#define STEPD(o)                                                                         \
+  do {                                                                                   \
+    const int8_t *rr_[3] = {r0 + (o) * s, r1 + (o) * s, r2 + (o) * s};                   \
+    _Pragma("GCC unroll 3") for (int k_ = 0; k_ < 3; ++k_) {                             \
+      const int8x16x2_t v_ = vld1q_s8_x2(rr_[k_]);                                       \
+      a0 = vdotq_s32(a0, vqtbl2q_s8(v_, i0), wr[k_]);                                    \
+      a1 = vdotq_s32(a1, vqtbl2q_s8(v_, i1), wr[k_]);                                    \
+    }                                                                                    \
+  } while (0)
+  DW3_PLANE(STEPD);
+#undef STEPD
 }
 #endif
