@@ -8,6 +8,7 @@
  * CPU reports the feature. */
 #include <arm_neon.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "../ref/quant_s8.h"
 #include "cpu.h"
@@ -51,7 +52,8 @@ static inline __attribute__((always_inline)) void qgemm_tile(int32_t kq, int32_t
                                                              const int32_t *bias, int32_t *acc,
                                                              int32_t lda, const int P) {
   int32x4_t a[16];
-  for (int v = 0; v < 16; ++v) a[v] = vdupq_n_s32(bias[v % 4]);
+#pragma GCC unroll 16
+  for (int v = 0; v < P / 4 * 4; ++v) a[v] = vdupq_n_s32(bias[v % 4]);
   const int8_t *c = col + (size_t)i * 4u;
   const size_t np4 = (size_t)np * 4u;
   for (int32_t q = 0; q < kq; ++q, c += np4) {
@@ -264,6 +266,11 @@ void ert_pack_w_s8__neon(int8_t *wq, int32_t *wsum, const int8_t *w, size_t ld, 
     s = hsum4(rs0, rs1, rs2, rs3);
   }
   const int32_t q0 = q; /* quads below q0 are summed in s */
+  for (; rows == 4 && 4 * q + 4 <= k; ++q) { /* whole quads: one word of each row */
+    int32_t v[4];
+    for (int r = 0; r < 4; ++r) memcpy(&v[r], w + (size_t)r * ld + 4 * q, 4);
+    vst1q_s32((int32_t *)(void *)(wq + 16 * q), vld1q_s32(v));
+  }
   for (; q < kq; ++q)
     for (int r = 0; r < 4; ++r)
       for (int j = 0; j < 4; ++j)
@@ -660,9 +667,12 @@ DOT void ert_qgemm_s8__dot(int32_t kq, int32_t np, const int8_t *col, const int8
                            const int32_t *bias, int32_t *acc, int32_t lda) {
   const size_t np4 = (size_t)np * 4u;
   int32_t i = 0;
+  const int32x4_t bv[4] = {vdupq_n_s32(bias[0]), vdupq_n_s32(bias[1]), vdupq_n_s32(bias[2]),
+                           vdupq_n_s32(bias[3])};
   for (; i + 16 <= np; i += 16) {
     int32x4_t a[16];
-    for (int v = 0; v < 16; ++v) a[v] = vdupq_n_s32(bias[v % 4]);
+#pragma GCC unroll 16
+    for (int v = 0; v < 16; ++v) a[v] = bv[v % 4];
     const int8_t *c = col + (size_t)i * 4u;
     for (int32_t q = 0; q < kq; ++q, c += np4) {
       const int8x16_t w = vld1q_s8(wq + 16 * q);
