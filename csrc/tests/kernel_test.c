@@ -457,18 +457,18 @@ static void test_dw_taps_s16(const ert_kernels *opt) {
       }
 }
 
-/* dw3_s8: strides 1 and 2, planes 1..20 wide and 1..5 high (rows ld >= the windows'
- * span apart), multipliers and shifts of every requantization form; the input ends
+/* dw3_s8: strides 1 and 2, planes 1..40 wide and 1..5 high (rows ld >= the windows'
+ * span apart), multipliers and shifts 32..62; the input ends
  * where the contract's overread ends, the output at the page. */
 static void test_dw3_s8(const ert_kernels *opt) {
   if (opt->dw3_s8 == NULL) return;
-  static const int32_t mq[][2] = {{1518500250, 38}, {1518500250, 42}, {12345, 20},
-                                  {1 << 30, 31}, {INT32_MAX, 45}, {0, 33}};
+  static const int32_t mq[][2] = {{1518500250, 38}, {1518500250, 42}, {12345, 32},
+                                  {1 << 30, 33}, {INT32_MAX, 45}, {0, 33}, {INT32_MAX, 62}};
   static const int32_t ohs[] = {1, 2, 3, 5};
   unsigned seed = 31;
   for (int32_t s = 1; s <= 2; ++s)
     for (size_t hi_ = 0; hi_ < 4; ++hi_)
-      for (int32_t ow = 1; ow <= 20; ++ow) {
+      for (int32_t ow = 1; ow <= 40; ++ow) {
         const int32_t oh = ohs[hi_], rows = (oh - 1) * s + 3;
         const ptrdiff_t ld = (ptrdiff_t)(ow - 1) * s + 3 + (ow % 3);
         const size_t last = (size_t)(rows - 1) * (size_t)ld;

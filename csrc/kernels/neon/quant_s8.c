@@ -538,46 +538,32 @@ void ert_requant_row__neon(const int32_t *acc, size_t n, int32_t mult, int32_t s
   for (; i < n; ++i) y[i] = ert_clamp_s8(zp + ert_requant(acc[i], mult, shift), lo, hi);
 }
 
-/* The requantization of dw3_s8, set up once per plane: mode 0 for shifts below 31 (the
- * 64-bit form of rq4), else the 32-bit forms of rq8_hi. */
+/* The requantization of dw3_s8 (shift > 31: rq8_hi's SQDMULH + SRSHL form), set up once
+ * per plane. */
 typedef struct rq_set {
   int32x4_t m, sh;
-  int64x2_t sh64;
   int16x8_t z;
   int8x8_t lo, hi;
-  int mode; /* 0: shift < 31, 1: shift == 31, 2: shift > 31 */
 } rq_set;
 
 static rq_set rq_setup(const int32_t *q) {
   rq_set r;
   r.m = vdupq_n_s32(q[0]);
   r.sh = vdupq_n_s32(31 - q[1]);
-  r.sh64 = vdupq_n_s64(-(int64_t)q[1]);
   r.z = vdupq_n_s16((int16_t)q[2]);
   r.lo = vdup_n_s8((int8_t)q[3]);
   r.hi = vdup_n_s8((int8_t)q[4]);
-  r.mode = q[1] < 31 ? 0 : q[1] == 31 ? 1 : 2;
   return r;
 }
 
-#define RQ4_64(a, r)                                                                     \
-  vcombine_s32(vqmovn_s64(vrshlq_s64(vmull_s32(vget_low_s32(a), vget_low_s32((r)->m)), (r)->sh64)), \
-               vqmovn_s64(vrshlq_s64(vmull_s32(vget_high_s32(a), vget_low_s32((r)->m)), (r)->sh64)))
-
-/* b = eight outputs: the requantized values saturate to int16, get zp added
- * (saturating), saturate to int8 and are clamped; as in rq4 and rq8_hi every step is
- * monotonic and exact on values that end inside [lo, hi]. (A macro: the dotprod
- * functions cannot inline functions built for the base target.) */
+/* b = eight outputs: as in rq8_hi, the requantized values saturate to int16, get zp
+ * added (saturating), saturate to int8 and are clamped, every step monotonic and exact
+ * on values that end inside [lo, hi]. (A macro: the dotprod functions cannot inline
+ * functions built for the base target.) */
 #define RQ8(b, a0, a1, r)                                                                \
   do {                                                                                   \
-    int32x4_t c0_, c1_;                                                                  \
-    if ((r)->mode == 0)                                                                  \
-      c0_ = RQ4_64(a0, r), c1_ = RQ4_64(a1, r);                                          \
-    else if ((r)->mode == 1)                                                             \
-      c0_ = vqrdmulhq_s32(a0, (r)->m), c1_ = vqrdmulhq_s32(a1, (r)->m);                  \
-    else                                                                                 \
-      c0_ = vrshlq_s32(vqdmulhq_s32(a0, (r)->m), (r)->sh),                               \
-      c1_ = vrshlq_s32(vqdmulhq_s32(a1, (r)->m), (r)->sh);                               \
+    const int32x4_t c0_ = vrshlq_s32(vqdmulhq_s32(a0, (r)->m), (r)->sh);                 \
+    const int32x4_t c1_ = vrshlq_s32(vqdmulhq_s32(a1, (r)->m), (r)->sh);                 \
     const int16x8_t v_ = vqaddq_s16(vcombine_s16(vqmovn_s32(c0_), vqmovn_s32(c1_)), (r)->z); \
     b = vmin_s8(vmax_s8(vqmovn_s16(v_), (r)->lo), (r)->hi);                              \
   } while (0)
@@ -796,6 +782,33 @@ DOT void ert_dw3_s8__dot(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t 
       a1 = vdotq_s32(a1, vqtbl2q_s8(v_, i1), wr[k_]);                                    \
     }                                                                                    \
   } while (0)
+  if (s == 1 && ow >= 16) { /* 16 outputs per step: the 32 bytes hold their windows */
+    const uint8x16_t i2 = vaddq_u8(i0, vdupq_n_u8(8)), i3 = vaddq_u8(i1, vdupq_n_u8(8));
+    const rq_set rq = rq_setup(q);
+    for (int32_t oy = 0; oy < oh; ++oy) {
+      const int8_t *rr[3] = {x + (ptrdiff_t)oy * ld, x + (ptrdiff_t)(oy + 1) * ld,
+                             x + (ptrdiff_t)(oy + 2) * ld};
+      int8_t *yr = y + (size_t)oy * (size_t)ow;
+      for (int32_t ox = 0;; ox += 16) {
+        const int32_t o = ox + 16 <= ow ? ox : ow - 16;
+        int32x4_t a0 = vdupq_n_s32(bias), a1 = a0, a2 = a0, a3 = a0;
+#pragma GCC unroll 3
+        for (int k = 0; k < 3; ++k) {
+          const int8x16x2_t v = vld1q_s8_x2(rr[k] + o);
+          a0 = vdotq_s32(a0, vqtbl2q_s8(v, i0), wr[k]);
+          a1 = vdotq_s32(a1, vqtbl2q_s8(v, i1), wr[k]);
+          a2 = vdotq_s32(a2, vqtbl2q_s8(v, i2), wr[k]);
+          a3 = vdotq_s32(a3, vqtbl2q_s8(v, i3), wr[k]);
+        }
+        int8x8_t b0, b1;
+        RQ8(b0, a0, a1, &rq);
+        RQ8(b1, a2, a3, &rq);
+        vst1q_s8(yr + o, vcombine_s8(b0, b1));
+        if (o + 16 >= ow) break;
+      }
+    }
+    return;
+  }
   DW3_PLANE(STEPD);
 #undef STEPD
 }
