@@ -538,32 +538,44 @@ void ert_requant_row__neon(const int32_t *acc, size_t n, int32_t mult, int32_t s
   for (; i < n; ++i) y[i] = ert_clamp_s8(zp + ert_requant(acc[i], mult, shift), lo, hi);
 }
 
-/* The requantization of dw3_s8 (shift > 31: rq8_hi's SQDMULH + SRSHL form), set up once
- * per plane. */
+/* The requantization of dw3_s8, set up once per plane: rq8_hi's SQDMULH + SRSHL form for
+ * shifts above 31, else (`wide`) rq4's 64-bit products. */
 typedef struct rq_set {
   int32x4_t m, sh;
+  int64x2_t sh64;
   int16x8_t z;
   int8x8_t lo, hi;
+  int wide;
 } rq_set;
 
 static rq_set rq_setup(const int32_t *q) {
   rq_set r;
   r.m = vdupq_n_s32(q[0]);
   r.sh = vdupq_n_s32(31 - q[1]);
+  r.sh64 = vdupq_n_s64(-(int64_t)q[1]);
   r.z = vdupq_n_s16((int16_t)q[2]);
   r.lo = vdup_n_s8((int8_t)q[3]);
   r.hi = vdup_n_s8((int8_t)q[4]);
+  r.wide = q[1] <= 31;
   return r;
 }
 
-/* b = eight outputs: as in rq8_hi, the requantized values saturate to int16, get zp
- * added (saturating), saturate to int8 and are clamped, every step monotonic and exact
- * on values that end inside [lo, hi]. (A macro: the dotprod functions cannot inline
- * functions built for the base target.) */
+#define RQ4_64(a, r)                                                                     \
+  vcombine_s32(vqmovn_s64(vrshlq_s64(vmull_s32(vget_low_s32(a), vget_low_s32((r)->m)), (r)->sh64)), \
+               vqmovn_s64(vrshlq_s64(vmull_s32(vget_high_s32(a), vget_low_s32((r)->m)), (r)->sh64)))
+
+/* b = eight outputs: as in rq4 and rq8_hi, the requantized values saturate to int32 and
+ * int16, get zp added (saturating), saturate to int8 and are clamped, every step
+ * monotonic and exact on values that end inside [lo, hi]. (A macro: the dotprod
+ * functions cannot inline functions built for the base target.) */
 #define RQ8(b, a0, a1, r)                                                                \
   do {                                                                                   \
-    const int32x4_t c0_ = vrshlq_s32(vqdmulhq_s32(a0, (r)->m), (r)->sh);                 \
-    const int32x4_t c1_ = vrshlq_s32(vqdmulhq_s32(a1, (r)->m), (r)->sh);                 \
+    int32x4_t c0_, c1_;                                                                  \
+    if (__builtin_expect((r)->wide, 0))                                                  \
+      c0_ = RQ4_64(a0, r), c1_ = RQ4_64(a1, r);                                          \
+    else                                                                                 \
+      c0_ = vrshlq_s32(vqdmulhq_s32(a0, (r)->m), (r)->sh),                               \
+      c1_ = vrshlq_s32(vqdmulhq_s32(a1, (r)->m), (r)->sh);                               \
     const int16x8_t v_ = vqaddq_s16(vcombine_s16(vqmovn_s32(c0_), vqmovn_s32(c1_)), (r)->z); \
     b = vmin_s8(vmax_s8(vqmovn_s16(v_), (r)->lo), (r)->hi);                              \
   } while (0)

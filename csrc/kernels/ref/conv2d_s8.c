@@ -343,14 +343,13 @@ static void dw_plane_direct(const geom *g, const int8_t *x, const int8_t *w, con
 }
 
 /* ert_cpu.dw3_s8 takes 3x3 windows, undilated, of equal strides 1 or 2, weights in
- * [-127, 127] and shifts above 31 (multipliers below 1/2); its padded copy is raw int8 (x_zp outside the image), rows dw_cols
+ * [-127, 127]; its padded copy is raw int8 (x_zp outside the image), rows dw_cols
  * bytes apart, in the slot of the int16 copy (which has room for it and the kernel's
  * 32 bytes of overread: 2 * dw_rows * dw_cols >= dw_rows * dw_cols + 32 when that
  * product is at least 32, and a slot is at least 64 bytes). */
 static int dw3_usable(const geom *g, int w_no_min) {
   return ert_cpu.dw3_s8 != NULL && w_no_min && g->kh == 3 && g->kw == 3 && g->dh == 1 &&
-         g->dw == 1 && g->sh == g->sw && (g->sw == 1 || g->sw == 2) && g->shift > 31 &&
-         dw_scratch(g) != 0;
+         g->dw == 1 && g->sh == g->sw && (g->sw == 1 || g->sw == 2) && dw_scratch(g) != 0;
 }
 
 /* The raw int8 padded copy of one plane for dw3_s8; with `zeroed` (buf holds a copy of
