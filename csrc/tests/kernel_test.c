@@ -473,7 +473,7 @@ static void test_dw3_s8(const ert_kernels *opt) {
         const int32_t oh = ohs[hi_], rows = (oh - 1) * s + 3;
         const ptrdiff_t ld = (ptrdiff_t)(ow - 1) * s + 3 + (ow % 3);
         const size_t last = (size_t)(rows - 1) * (size_t)ld;
-        const size_t over = last + (size_t)((ow > 8 ? ow - 8 : 0) * s) + 32u;
+        const size_t over = last + (size_t)(ow * s) + (ow >= 9 ? 48u : 32u);
         const size_t bytes = over > last + (size_t)ld ? over : last + (size_t)ld;
         int8_t *x = guarded_s8(bytes);
         for (size_t i = 0; i < bytes; ++i) x[i] = (int8_t)irand(&seed, -128, 127);

@@ -81,9 +81,6 @@ static inline __attribute__((always_inline)) void qgemm_tile(int32_t kq, int32_t
 void ert_qgemm_s8__neon(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
                         const int32_t *bias, int32_t *acc, int32_t lda) {
   int32_t i = 0;
-#if defined(__aarch64__)
-  for (; i + 16 <= np; i += 16) qgemm_tile(kq, np, i, col, wq, bias, acc, lda, 16);
-#endif
   for (; i + 8 <= np; i += 8) qgemm_tile(kq, np, i, col, wq, bias, acc, lda, 8);
   qgemm_tail(kq, np, i, col, wq, bias, acc, lda);
 }
@@ -580,10 +577,10 @@ static rq_set rq_setup(const int32_t *q) {
     b = vmin_s8(vmax_s8(vqmovn_s16(v_), (r)->lo), (r)->hi);                              \
   } while (0)
 
-/* Stores the first n (< 8) lanes of b. */
-static void store_part(int8_t *y, int8x8_t b, int32_t n) {
-  int8_t t[8];
-  vst1_s8(t, b);
+/* Stores the first n (< 16) lanes of b. */
+static void store_part(int8_t *y, int8x16_t b, int32_t n) {
+  int8_t t[16];
+  vst1q_s8(t, b);
   for (int32_t i = 0; i < n; ++i) y[i] = t[i];
 }
 
@@ -606,7 +603,7 @@ static void store_part(int8_t *y, int8x8_t b, int32_t n) {
         if (ow >= 8 || (oh - oy) * ow >= 8)                                              \
           vst1_s8(yr + o, b);                                                            \
         else                                                                             \
-          store_part(yr, b, ow);                                                         \
+          store_part(yr, vcombine_s8(b, b), ow);                                         \
         if (o + 8 >= ow) break;                                                          \
       }                                                                                  \
     }                                                                                    \
@@ -794,28 +791,32 @@ DOT void ert_dw3_s8__dot(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t 
       a1 = vdotq_s32(a1, vqtbl2q_s8(v_, i1), wr[k_]);                                    \
     }                                                                                    \
   } while (0)
-  if (s == 1 && ow >= 16) { /* 16 outputs per step: the 32 bytes hold their windows */
-    const uint8x16_t i2 = vaddq_u8(i0, vdupq_n_u8(8)), i3 = vaddq_u8(i1, vdupq_n_u8(8));
+  if (ow >= 9 && (s == 1 || ow >= 16)) { /* 16 outputs per step, from 48 bytes */
+    const uint8x16_t d = vdupq_n_u8((uint8_t)(8 * s));
+    const uint8x16_t i2 = vaddq_u8(i0, d), i3 = vaddq_u8(i1, d);
     const rq_set rq = rq_setup(q);
     for (int32_t oy = 0; oy < oh; ++oy) {
-      const int8_t *rr[3] = {x + (ptrdiff_t)oy * ld, x + (ptrdiff_t)(oy + 1) * ld,
-                             x + (ptrdiff_t)(oy + 2) * ld};
+      const int8_t *rr[3] = {x + (ptrdiff_t)oy * s * ld, x + ((ptrdiff_t)oy * s + 1) * ld,
+                             x + ((ptrdiff_t)oy * s + 2) * ld};
       int8_t *yr = y + (size_t)oy * (size_t)ow;
       for (int32_t ox = 0;; ox += 16) {
-        const int32_t o = ox + 16 <= ow ? ox : ow - 16;
+        const int32_t o = ox + 16 <= ow ? ox : ow >= 16 ? ow - 16 : 0;
         int32x4_t a0 = vdupq_n_s32(bias), a1 = a0, a2 = a0, a3 = a0;
 #pragma GCC unroll 3
         for (int k = 0; k < 3; ++k) {
-          const int8x16x2_t v = vld1q_s8_x2(rr[k] + o);
-          a0 = vdotq_s32(a0, vqtbl2q_s8(v, i0), wr[k]);
-          a1 = vdotq_s32(a1, vqtbl2q_s8(v, i1), wr[k]);
-          a2 = vdotq_s32(a2, vqtbl2q_s8(v, i2), wr[k]);
-          a3 = vdotq_s32(a3, vqtbl2q_s8(v, i3), wr[k]);
+          const int8x16x3_t v = vld1q_s8_x3(rr[k] + (ptrdiff_t)o * s);
+          a0 = vdotq_s32(a0, vqtbl3q_s8(v, i0), wr[k]);
+          a1 = vdotq_s32(a1, vqtbl3q_s8(v, i1), wr[k]);
+          a2 = vdotq_s32(a2, vqtbl3q_s8(v, i2), wr[k]);
+          a3 = vdotq_s32(a3, vqtbl3q_s8(v, i3), wr[k]);
         }
         int8x8_t b0, b1;
         RQ8(b0, a0, a1, &rq);
         RQ8(b1, a2, a3, &rq);
-        vst1q_s8(yr + o, vcombine_s8(b0, b1));
+        if (ow >= 16 || (oh - oy) * ow >= 16)
+          vst1q_s8(yr + o, vcombine_s8(b0, b1));
+        else
+          store_part(yr, vcombine_s8(b0, b1), ow);
         if (o + 16 >= ow) break;
       }
     }

@@ -344,9 +344,11 @@ static void dw_plane_direct(const geom *g, const int8_t *x, const int8_t *w, con
 
 /* ert_cpu.dw3_s8 takes 3x3 windows, undilated, of equal strides 1 or 2, weights in
  * [-127, 127]; its padded copy is raw int8 (x_zp outside the image), rows dw_cols
- * bytes apart, in the slot of the int16 copy (which has room for it and the kernel's
- * 32 bytes of overread: 2 * dw_rows * dw_cols >= dw_rows * dw_cols + 32 when that
- * product is at least 32, and a slot is at least 64 bytes). */
+ * bytes apart, in the slot of the int16 copy, which has room for it and the kernel's
+ * reads past the last row (at most 32 bytes, 48 when ow >= 9): with R rows of C bytes
+ * the slot holds align64(2*R*C) >= R*C + 48 bytes when R*C >= 48 or R*C <= 16, and
+ * R*C + 32 when R*C <= 32; ow >= 9 gives C >= 11, R >= 3, so R*C >= 33, where
+ * align64(2*R*C) >= 128 covers R*C < 48. */
 static int dw3_usable(const geom *g, int w_no_min) {
   return ert_cpu.dw3_s8 != NULL && w_no_min && g->kh == 3 && g->kw == 3 && g->dh == 1 &&
          g->dw == 1 && g->sh == g->sw && (g->sw == 1 || g->sw == 2) && dw_scratch(g) != 0;
@@ -359,7 +361,7 @@ static void dw_fill8(const geom *g, const int8_t *x, int8_t *buf, int zeroed) {
   int32_t lo, hi, r0, r1;
   valid_range(-(int64_t)g->pl, 1, g->w, cols, &lo, &hi);
   valid_range(-(int64_t)g->pt, 1, g->h, rows, &r0, &r1);
-  if (!zeroed) memset(buf, (int8_t)g->xzp, (size_t)(rows * cols) + 32u);
+  if (!zeroed) memset(buf, (int8_t)g->xzp, (size_t)(rows * cols));
   if (hi <= lo) return;
   for (int64_t r = r0; r < r1; r++)
     memcpy(buf + r * cols + lo, x + (r - g->pt) * g->w + (lo - g->pl), (size_t)(hi - lo));
