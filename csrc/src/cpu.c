@@ -78,6 +78,7 @@ void ert_cpu_select(void) {
       k.qgemm_s8 = ert_qgemm_s8__dot;
       k.gemv_s8 = ert_gemv_s8__dot;
       k.dw3_s8 = ert_dw3_s8__dot;
+      k.qgemm_rq_s8 = ert_qgemm_rq_s8__dot;
       k.qgemm_s8_p = NULL; /* sdot does four products per lane */
 #endif
     }

@@ -322,13 +322,14 @@ void ert_quads_s8__neon(int8_t *dst, const int8_t *src, size_t ld, int32_t k, in
  * outputs before it: the same values). */
 #define DW_ROW(T)                                                                        \
   do {                                                                                   \
-    if (n >= 8) {                                                                        \
-      int32_t i_ = 0;                                                                    \
-      for (; i_ + 8 <= n; i_ += 8) DW8_AT(T, i_);                                        \
-      if (i_ < n) DW8_AT(T, n - 8);                                                      \
-    } else {                                                                             \
-      DW4_AT(T, 0);                                                                      \
-      if (n > 4) DW4_AT(T, n - 4);                                                       \
+    const int32_t step_ = n >= 8 ? 8 : 4;                                                \
+    for (int32_t i_ = 0;; i_ += step_) {                                                 \
+      const int32_t o_ = i_ + step_ <= n ? i_ : n - step_;                               \
+      if (step_ == 8)                                                                    \
+        DW8_AT(T, o_);                                                                   \
+      else                                                                               \
+        DW4_AT(T, o_);                                                                   \
+      if (o_ + step_ >= n) break;                                                        \
     }                                                                                    \
   } while (0)
 
@@ -505,10 +506,6 @@ static void requant_row_hi(const int32_t *acc, size_t n, int32_t mult, int32_t s
     }
     return;
   }
-  for (; i + 8 <= n; i += 8) {
-    const int16x8_t r = rq8_hi(vld1q_s32(acc + i), vld1q_s32(acc + i + 4), m, sh, shift == 31, z);
-    vst1_s8(y + i, vmin_s8(vmax_s8(vqmovn_s16(r), vget_low_s8(vl)), vget_low_s8(vh)));
-  }
   for (; i < n; ++i) y[i] = ert_clamp_s8(zp + ert_requant(acc[i], mult, shift), lo, hi);
 }
 
@@ -526,11 +523,6 @@ void ert_requant_row__neon(const int32_t *acc, size_t n, int32_t mult, int32_t s
     const int32x4_t r0 = rq4(vld1q_s32(acc + i), m, sh, z, vl, vh);
     const int32x4_t r1 = rq4(vld1q_s32(acc + i + 4), m, sh, z, vl, vh);
     vst1_s8(y + i, vmovn_s16(vcombine_s16(vmovn_s32(r0), vmovn_s32(r1))));
-  }
-  for (; i + 4 <= n; i += 4) {
-    const int32x4_t r = rq4(vld1q_s32(acc + i), m, sh, z, vl, vh);
-    const int8x8_t b = vmovn_s16(vcombine_s16(vmovn_s32(r), vmovn_s32(r)));
-    vst1_lane_s32((int32_t *)(void *)(y + i), vreinterpret_s32_s8(b), 0);
   }
   for (; i < n; ++i) y[i] = ert_clamp_s8(zp + ert_requant(acc[i], mult, shift), lo, hi);
 }
@@ -657,35 +649,12 @@ void ert_dw3_s8__neon(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t *w,
 #if defined(__aarch64__)
 #define DOT __attribute__((target("arch=armv8.2-a+dotprod")))
 
-/* a[4r + v] += pixels 4v..4v+3 of the quad vector x_v, dotted with channel r's taps. */
+/* Four pixels at a time, a_r += the pixels' quads dotted with channel r's taps (conv2d_s8
+ * uses it for shifts up to 31; qgemm_rq_s8 has the wide tiles). */
 DOT void ert_qgemm_s8__dot(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
                            const int32_t *bias, int32_t *acc, int32_t lda) {
   const size_t np4 = (size_t)np * 4u;
   int32_t i = 0;
-  const int32x4_t bv[4] = {vdupq_n_s32(bias[0]), vdupq_n_s32(bias[1]), vdupq_n_s32(bias[2]),
-                           vdupq_n_s32(bias[3])};
-  for (; i + 16 <= np; i += 16) {
-    int32x4_t a[16];
-#pragma GCC unroll 16
-    for (int v = 0; v < 16; ++v) a[v] = bv[v % 4];
-    const int8_t *c = col + (size_t)i * 4u;
-    for (int32_t q = 0; q < kq; ++q, c += np4) {
-      const int8x16_t w = vld1q_s8(wq + 16 * q);
-#pragma GCC unroll 4
-      for (int v = 0; v < 4; ++v) {
-        const int8x16_t x = vld1q_s8(c + 16 * v);
-        a[4 * v + 0] = vdotq_laneq_s32(a[4 * v + 0], x, w, 0);
-        a[4 * v + 1] = vdotq_laneq_s32(a[4 * v + 1], x, w, 1);
-        a[4 * v + 2] = vdotq_laneq_s32(a[4 * v + 2], x, w, 2);
-        a[4 * v + 3] = vdotq_laneq_s32(a[4 * v + 3], x, w, 3);
-      }
-    }
-#pragma GCC unroll 4
-    for (int v = 0; v < 4; ++v)
-#pragma GCC unroll 4
-      for (int r = 0; r < 4; ++r)
-        vst1q_s32(acc + (size_t)r * (size_t)lda + (size_t)i + 4u * (size_t)v, a[4 * v + r]);
-  }
   for (; i + 4 <= np; i += 4) {
     int32x4_t a0 = vdupq_n_s32(bias[0]), a1 = vdupq_n_s32(bias[1]);
     int32x4_t a2 = vdupq_n_s32(bias[2]), a3 = vdupq_n_s32(bias[3]);
@@ -703,6 +672,74 @@ DOT void ert_qgemm_s8__dot(int32_t kq, int32_t np, const int8_t *col, const int8
     vst1q_s32(acc + 3 * (size_t)lda + (size_t)i, a3);
   }
   qgemm_tail(kq, np, i, col, wq, bias, acc, lda);
+}
+
+/* qgemm_rq_s8: tiles of 16 pixels as in qgemm_s8__dot, requantized in registers (rq8_hi's
+ * SQDMULH + SRSHL form, shift > 31; the steps after it as in RQ8) and stored as int8. */
+#define RQ16(out, a0, a1, a2, a3, m)                                                     \
+  do {                                                                                   \
+    const int16x8_t l_ = vqaddq_s16(vcombine_s16(vqmovn_s32(vrshlq_s32(vqdmulhq_s32(a0, m), sh)), \
+                                                 vqmovn_s32(vrshlq_s32(vqdmulhq_s32(a1, m), sh))), z); \
+    const int16x8_t h_ = vqaddq_s16(vcombine_s16(vqmovn_s32(vrshlq_s32(vqdmulhq_s32(a2, m), sh)), \
+                                                 vqmovn_s32(vrshlq_s32(vqdmulhq_s32(a3, m), sh))), z); \
+    out = vminq_s8(vmaxq_s8(vcombine_s8(vqmovn_s16(l_), vqmovn_s16(h_)), lo), hi);       \
+  } while (0)
+
+/* V vectors of 4 pixels from i (V = 4 or 2), all four channels, rows < rows stored. */
+static inline __attribute__((always_inline, target("arch=armv8.2-a+dotprod"))) void
+rq_tile(int32_t kq, size_t np4, int32_t i, const int8_t *col, const int8_t *wq,
+        const int32x4_t *bv, const int32x4_t *mv, int32x4_t sh, int16x8_t z, int8x16_t lo,
+        int8x16_t hi, int8_t *y, size_t ldy, int32_t n, int32_t rows, const int V) {
+  int32x4_t a[16];
+#pragma GCC unroll 16
+  for (int v = 0; v < 4 * V; ++v) a[v] = bv[v % 4];
+  const int8_t *c = col + (size_t)i * 4u;
+  for (int32_t k = 0; k < kq; ++k, c += np4) {
+    const int8x16_t w = vld1q_s8(wq + 16 * k);
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) {
+      const int8x16_t x = vld1q_s8(c + 16 * v);
+      a[4 * v + 0] = vdotq_laneq_s32(a[4 * v + 0], x, w, 0);
+      a[4 * v + 1] = vdotq_laneq_s32(a[4 * v + 1], x, w, 1);
+      a[4 * v + 2] = vdotq_laneq_s32(a[4 * v + 2], x, w, 2);
+      a[4 * v + 3] = vdotq_laneq_s32(a[4 * v + 3], x, w, 3);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r) {
+    if (r >= rows) break;
+    int8x16_t b;
+    if (V == 4)
+      RQ16(b, a[r], a[4 + r], a[8 + r], a[12 + r], mv[r]);
+    else
+      RQ16(b, a[r], a[4 + r], a[r], a[4 + r], mv[r]);
+    int8_t *yr = y + (size_t)r * ldy + (size_t)i;
+    if (i + 4 * V <= n) {
+      if (V == 4)
+        vst1q_s8(yr, b);
+      else
+        vst1_s8(yr, vget_low_s8(b));
+    } else {
+      store_part(yr, b, n - i);
+    }
+  }
+}
+
+DOT void ert_qgemm_rq_s8__dot(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
+                              const int32_t *bias, const int32_t *mult, const int32_t *q,
+                              int8_t *y, size_t ldy, int32_t n, int32_t rows) {
+  const size_t np4 = (size_t)np * 4u;
+  const int32x4_t bv[4] = {vdupq_n_s32(bias[0]), vdupq_n_s32(bias[1]), vdupq_n_s32(bias[2]),
+                           vdupq_n_s32(bias[3])};
+  const int32x4_t mv[4] = {vdupq_n_s32(mult[0]), vdupq_n_s32(mult[1]), vdupq_n_s32(mult[2]),
+                           vdupq_n_s32(mult[3])};
+  const int32x4_t sh = vdupq_n_s32(31 - q[0]);
+  const int16x8_t z = vdupq_n_s16((int16_t)q[1]);
+  const int8x16_t lo = vdupq_n_s8((int8_t)q[2]), hi = vdupq_n_s8((int8_t)q[3]);
+  int32_t i = 0;
+  for (; i + 16 <= np && i < n; i += 16)
+    rq_tile(kq, np4, i, col, wq, bv, mv, sh, z, lo, hi, y, ldy, n, rows, 4);
+  if (i + 8 <= np && i < n) rq_tile(kq, np4, i, col, wq, bv, mv, sh, z, lo, hi, y, ldy, n, rows, 2);
 }
 
 /* sum (a - azp) b = sum a b - azp sum b: both sums by sdot (sum b against ones). The
@@ -782,16 +819,7 @@ DOT void ert_dw3_s8__dot(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t 
                                               (uint32_t)(uint8_t)w[3 * ky + 1] << 8 |
                                               (uint32_t)(uint8_t)w[3 * ky + 2] << 16));
   const uint8x16_t i0 = vld1q_u8(dw3_ix[s - 1]), i1 = vld1q_u8(dw3_ix[s - 1] + 16);
-#define STEPD(o)                                                                         \
-  do {                                                                                   \
-    const int8_t *rr_[3] = {r0 + (o) * s, r1 + (o) * s, r2 + (o) * s};                   \
-    _Pragma("GCC unroll 3") for (int k_ = 0; k_ < 3; ++k_) {                             \
-      const int8x16x2_t v_ = vld1q_s8_x2(rr_[k_]);                                       \
-      a0 = vdotq_s32(a0, vqtbl2q_s8(v_, i0), wr[k_]);                                    \
-      a1 = vdotq_s32(a1, vqtbl2q_s8(v_, i1), wr[k_]);                                    \
-    }                                                                                    \
-  } while (0)
-  if (ow >= 9 && (s == 1 || ow >= 16)) { /* 16 outputs per step, from 48 bytes */
+  { /* 16 outputs per step, from 48 bytes */
     const uint8x16_t d = vdupq_n_u8((uint8_t)(8 * s));
     const uint8x16_t i2 = vaddq_u8(i0, d), i3 = vaddq_u8(i1, d);
     const rq_set rq = rq_setup(q);
@@ -820,9 +848,6 @@ DOT void ert_dw3_s8__dot(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t 
         if (o + 16 >= ow) break;
       }
     }
-    return;
   }
-  DW3_PLANE(STEPD);
-#undef STEPD
 }
 #endif

@@ -343,15 +343,14 @@ static void dw_plane_direct(const geom *g, const int8_t *x, const int8_t *w, con
 }
 
 /* ert_cpu.dw3_s8 takes 3x3 windows, undilated, of equal strides 1 or 2, weights in
- * [-127, 127]; its padded copy is raw int8 (x_zp outside the image), rows dw_cols
- * bytes apart, in the slot of the int16 copy, which has room for it and the kernel's
- * reads past the last row (at most 32 bytes, 48 when ow >= 9): with R rows of C bytes
- * the slot holds align64(2*R*C) >= R*C + 48 bytes when R*C >= 48 or R*C <= 16, and
- * R*C + 32 when R*C <= 32; ow >= 9 gives C >= 11, R >= 3, so R*C >= 33, where
- * align64(2*R*C) >= 128 covers R*C < 48. */
+ * [-127, 127]; its padded copy is raw int8 (x_zp outside the image), dw_rows rows of
+ * dw_cols bytes, in the slot of the int16 copy: at least twice that size, so when the
+ * copy has 48 bytes or more the slot also holds the kernel's reads past the last row
+ * (under 48 bytes). */
 static int dw3_usable(const geom *g, int w_no_min) {
   return ert_cpu.dw3_s8 != NULL && w_no_min && g->kh == 3 && g->kw == 3 && g->dh == 1 &&
-         g->dw == 1 && g->sh == g->sw && (g->sw == 1 || g->sw == 2) && dw_scratch(g) != 0;
+         g->dw == 1 && g->sh == g->sw && (g->sw == 1 || g->sw == 2) && dw_scratch(g) != 0 &&
+         dw_rows(g) * dw_cols(g) >= 48;
 }
 
 /* The raw int8 padded copy of one plane for dw3_s8; with `zeroed` (buf holds a copy of
@@ -647,13 +646,23 @@ static void block_q(const job *j, size_t t, int8_t *col, int8_t *wq) {
     int32_t wsum[S8_MR], bias[S8_MR] = {0, 0, 0, 0};
     ert_cpu.pack_w_s8(wq, wsum, j->w + oc0 * k, k, mr, g->k);
     for (int32_t r = 0; r < mr; r++) bias[r] = j->qp[2 * (oc0 + (size_t)r)] - g->xzp * wsum[r];
+    int8_t *y0 = j->y + (n * (size_t)g->m + oc0) * (size_t)p_total + (size_t)p0;
+    int32_t done = 0; /* pixels requantized by qgemm_rq_s8 (whole tiles of 8) */
+    if (ert_cpu.qgemm_rq_s8 != NULL && g->shift > 31) {
+      int32_t mult[S8_MR] = {0, 0, 0, 0};
+      for (int32_t r = 0; r < mr; r++) mult[r] = j->qp[2 * (oc0 + (size_t)r) + 1];
+      const int32_t q[4] = {g->shift, g->yzp, g->lo, g->hi};
+      ert_cpu.qgemm_rq_s8(kq, np, col, wq, bias, mult, q, y0, (size_t)p_total, pb, mr);
+      done = pb < (np & ~7) ? pb : (np & ~7);
+      if (done == pb) continue;
+    }
     int32_t acc[S8_MR][S8_PB + 1];
     (j->w_no_min && ert_cpu.qgemm_s8_p != NULL ? ert_cpu.qgemm_s8_p : ert_cpu.qgemm_s8)(
         kq, np, col, wq, bias, &acc[0][0], S8_PB + 1);
     for (int32_t r = 0; r < mr; r++) {
       const int32_t *qp = j->qp + 2 * (oc0 + (size_t)r);
-      ert_requant_row(acc[r], (size_t)pb, qp[1], g->shift, g->yzp, g->lo, g->hi,
-                      j->y + (n * (size_t)g->m + oc0 + (size_t)r) * (size_t)p_total + (size_t)p0);
+      ert_requant_row(acc[r] + done, (size_t)(pb - done), qp[1], g->shift, g->yzp, g->lo, g->hi,
+                      y0 + (size_t)r * (size_t)p_total + (size_t)done);
     }
   }
 }
