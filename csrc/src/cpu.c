@@ -64,6 +64,7 @@ void ert_cpu_select(void) {
     k.gemv_s8 = ert_gemv_s8__neon;
     k.requant_row = ert_requant_row__neon;
     k.qgemm_s8_p = ert_qgemm_s8_p__neon;
+    k.dw3_s8 = ert_dw3_s8__neon;
     k.binary_s8 = ert_binary_s8__neon;
     k.dequantize_s8 = ert_dequantize_s8__neon;
 #if defined(__aarch64__)
@@ -76,6 +77,8 @@ void ert_cpu_select(void) {
 #if defined(__aarch64__)
       k.qgemm_s8 = ert_qgemm_s8__dot;
       k.gemv_s8 = ert_gemv_s8__dot;
+      k.dw3_s8 = ert_dw3_s8__dot;
+      k.qgemm_rq_s8 = ert_qgemm_rq_s8__dot;
       k.qgemm_s8_p = NULL; /* sdot does four products per lane */
 #endif
     }

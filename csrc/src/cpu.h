@@ -172,6 +172,20 @@ typedef struct ert_kernels {
   int32_t (*gpool_s8)(const int8_t *x, size_t n, int is_max);
   int (*pool_s8_row)(int8_t *y, const int8_t *x, ptrdiff_t rs, int32_t rows, int32_t n,
                      int32_t kw, int32_t sw, int32_t zp, int32_t count, int is_avg);
+  /*   dw3_s8      one depthwise 3x3 output plane, requantized: for oy < oh, ox < ow,
+   *               y[oy*ow + ox] = clamp(q[2] + requant(a, q[0], q[1]), q[3], q[4]) with
+   *               a = bias + sum over ky, kx < 3 of w[3*ky + kx] * x[(oy*s + ky)*ld +
+   *               ox*s + kx] (raw int8 x; s is 1 or 2; w in [-127, 127]; the caller
+   *               keeps a within int32). Reads x[r*ld + c] for c < ow*s + 48 in every
+   *               row r it uses; sdot when the CPU has dotprod. */
+  void (*dw3_s8)(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t *w, int32_t bias,
+                 const int32_t *q, int32_t oh, int32_t ow, int32_t s);
+  /*   qgemm_rq_s8 qgemm_s8's accumulators, requantized: y[r*ldy + i] = clamp(q[1] +
+   *               requant(acc[r][i], mult[r], q[0]), q[2], q[3]) for r < rows (<= 4),
+   *               i < min(n, np - np % 8), shift q[0] > 31; sdot CPUs only. */
+  void (*qgemm_rq_s8)(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
+                      const int32_t *bias, const int32_t *mult, const int32_t *q, int8_t *y,
+                      size_t ldy, int32_t n, int32_t rows);
 } ert_kernels;
 
 /* Filled by a load-time constructor in cpu.c; read-only afterwards. */
@@ -231,6 +245,13 @@ void ert_requant_row__neon(const int32_t *acc, size_t n, int32_t mult, int32_t s
                            int32_t lo, int32_t hi, int8_t *y);
 void ert_qgemm_s8_p__neon(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
                           const int32_t *bias, int32_t *acc, int32_t lda);
+void ert_dw3_s8__neon(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t *w, int32_t bias,
+                      const int32_t *q, int32_t oh, int32_t ow, int32_t s);
+void ert_qgemm_rq_s8__dot(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
+                          const int32_t *bias, const int32_t *mult, const int32_t *q, int8_t *y,
+                          size_t ldy, int32_t n, int32_t rows);
+void ert_dw3_s8__dot(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t *w, int32_t bias,
+                     const int32_t *q, int32_t oh, int32_t ow, int32_t s);
 /* kernels/neon/ew_s8.c; lut_s8 on aarch64 only. */
 void ert_binary_s8__neon(int op, const int32_t *p, const int8_t *a, const int8_t *b, int8_t *y,
                          size_t n, int sa, int sb);

@@ -247,6 +247,51 @@ static void test_qgemm_fn(qgemm_fn fn, int32_t wmin, const char *name) {
     }
 }
 
+/* qgemm_rq_s8: the qgemm shapes, every row count, n from np down to np - 5; shifts 32..62;
+ * the pixels past its whole tiles untouched */
+static void test_qgemm_rq_s8(const ert_kernels *opt) {
+  if (opt->qgemm_rq_s8 == NULL) return;
+  static const int32_t kqs[] = {1, 2, 6, 7, 64};
+  static const int32_t nps[] = {1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33, 64};
+  static const int32_t mq[][2] = {{1518500250, 38}, {1518500250, 44}, {12345, 32}, {INT32_MAX, 62}, {0, 40}};
+  unsigned seed = 32;
+  for (size_t a = 0; a < sizeof kqs / sizeof kqs[0]; ++a)
+    for (size_t b = 0; b < sizeof nps / sizeof nps[0]; ++b)
+      for (int32_t rows = 1; rows <= 4; ++rows) {
+        const int32_t kq = kqs[a], np = nps[b], n = np - (int32_t)((a + b + (size_t)rows) % 6 < (size_t)np ? (a + b + (size_t)rows) % 6 : 0);
+        const size_t ldy = (size_t)n + 2;
+        int8_t *col = guarded_s8((size_t)kq * 4u * (size_t)np), *wq = guarded_s8((size_t)kq * 16u);
+        for (int32_t i = 0; i < kq * 4 * np; ++i) col[i] = (int8_t)irand(&seed, -128, 127);
+        for (int32_t i = 0; i < kq * 16; ++i) wq[i] = (int8_t)irand(&seed, -128, 127);
+        int32_t bias[4], mult[4];
+        const size_t v = (a * 3 + b + (size_t)rows) % (sizeof mq / sizeof mq[0]);
+        for (int r = 0; r < 4; ++r) {
+          bias[r] = (b % 3 == 0) ? irand(&seed, -(INT32_MAX - kq * 4 * 16384), INT32_MAX - kq * 4 * 16384)
+                                 : irand(&seed, -100000, 100000);
+          mult[r] = r == 3 ? mq[v][0] / 3 : mq[v][0] - r;
+        }
+        const int32_t zp = irand(&seed, -128, 127);
+        const int32_t q[4] = {mq[v][1], zp, (b % 2) ? zp : -128, (b % 4 == 1) ? zp : 127};
+        int8_t *y = guarded_s8((size_t)(rows - 1) * ldy + (size_t)n);
+        for (size_t i = 0; i < (size_t)(rows - 1) * ldy + (size_t)n; ++i) y[i] = 0x5a;
+        opt->qgemm_rq_s8(kq, np, col, wq, bias, mult, q, y, ldy, n, rows);
+        char ctx[80];
+        snprintf(ctx, sizeof ctx, "kq=%d np=%d n=%d rows=%d shift=%d", (int)kq, (int)np, (int)n, (int)rows, (int)q[0]);
+        const int32_t nd = n < (np & ~7) ? n : (np & ~7); /* the pixels it does */
+        for (int r = 0; r < rows; ++r) {
+          for (int32_t i = 0; i < nd; ++i) {
+            long long acc = bias[r];
+            for (int32_t t = 0; t < 4 * kq; ++t)
+              acc += (long long)col[(t / 4) * 4 * np + 4 * i + t % 4] * wq[16 * (t / 4) + 4 * r + t % 4];
+            expect_eq("qgemm_rq_s8", y[(size_t)r * ldy + (size_t)i],
+                      ert_clamp_s8(q[1] + ert_requant(acc, mult[r], q[0]), q[2], q[3]), ctx);
+          }
+          for (size_t i = (size_t)nd; i < (r + 1 < rows ? ldy : (size_t)n); ++i)
+            expect_eq("qgemm_rq_s8 untouched", y[(size_t)r * ldy + i], 0x5a, ctx);
+        }
+      }
+}
+
 static void test_qgemm_s8(const ert_kernels *opt) {
   test_qgemm_fn(opt->qgemm_s8, -128, "qgemm_s8");
   test_qgemm_fn(opt->qgemm_s8_p, -127, "qgemm_s8_p");
@@ -453,6 +498,49 @@ static void test_dw_taps_s16(const ert_kernels *opt) {
             long long want = bias;
             for (int32_t t = 0; t < taps; ++t) want += (long long)w[t] * buf[r * rs + off[t] + i];
             expect_eq("dw_taps_s16", acc[r * n + i], want, ctx);
+          }
+      }
+}
+
+/* dw3_s8: strides 1 and 2, planes 1..40 wide and 1..5 high (rows ld >= the windows'
+ * span apart), multipliers and shifts of both requantization forms; the input ends
+ * where the contract's overread ends, the output at the page. */
+static void test_dw3_s8(const ert_kernels *opt) {
+  if (opt->dw3_s8 == NULL) return;
+  static const int32_t mq[][2] = {{1518500250, 38}, {1518500250, 42}, {12345, 20},
+                                  {1 << 30, 31}, {INT32_MAX, 45}, {0, 33}, {INT32_MAX, 62},
+                                  {1518500250, 31}, {1518500250, 30}};
+  static const int32_t ohs[] = {1, 2, 3, 5};
+  unsigned seed = 31;
+  for (int32_t s = 1; s <= 2; ++s)
+    for (size_t hi_ = 0; hi_ < 4; ++hi_)
+      for (int32_t ow = 1; ow <= 40; ++ow) {
+        const int32_t oh = ohs[hi_], rows = (oh - 1) * s + 3;
+        const ptrdiff_t ld = (ptrdiff_t)(ow - 1) * s + 3 + (ow % 3);
+        const size_t last = (size_t)(rows - 1) * (size_t)ld;
+        const size_t over = last + (size_t)(ow * s) + 48u;
+        const size_t bytes = over > last + (size_t)ld ? over : last + (size_t)ld;
+        int8_t *x = guarded_s8(bytes);
+        for (size_t i = 0; i < bytes; ++i) x[i] = (int8_t)irand(&seed, -128, 127);
+        int8_t w[9];
+        for (int t = 0; t < 9; ++t) w[t] = (int8_t)irand(&seed, -127, 127);
+        const size_t v = (size_t)(ow * 7 + oh + s) % (sizeof mq / sizeof mq[0]);
+        const int32_t zp = irand(&seed, -128, 127), lo = (ow % 2) ? -128 : zp, hi = (ow % 4 == 3) ? zp : 127;
+        const int32_t q[5] = {mq[v][0], mq[v][1], zp, lo < hi ? lo : hi, lo < hi ? hi : lo};
+        const int32_t span = 9 * 128 * 127;
+        const int32_t bias = (ow % 5 == 0) ? irand(&seed, -(INT32_MAX - span), INT32_MAX - span)
+                                           : irand(&seed, -2000, 2000);
+        int8_t *y = guarded_s8((size_t)oh * (size_t)ow);
+        opt->dw3_s8(y, x, ld, w, bias, q, oh, ow, s);
+        char ctx[96];
+        snprintf(ctx, sizeof ctx, "s=%d oh=%d ow=%d mult=%d shift=%d", (int)s, (int)oh, (int)ow,
+                 (int)q[0], (int)q[1]);
+        for (int32_t oy = 0; oy < oh; ++oy)
+          for (int32_t ox = 0; ox < ow; ++ox) {
+            int64_t a = bias;
+            for (int t = 0; t < 9; ++t) a += (int64_t)w[t] * x[(oy * s + t / 3) * ld + ox * s + t % 3];
+            expect_eq("dw3_s8", y[oy * ow + ox], ert_clamp_s8(q[2] + ert_requant(a, q[0], q[1]), q[3], q[4]),
+                      ctx);
           }
       }
 }
@@ -1115,6 +1203,8 @@ int main(int argc, char **argv) {
   test_quads_s8(&opt);
   test_pack_w_s8(&opt);
   test_dw_taps_s16(&opt);
+  test_dw3_s8(&opt);
+  test_qgemm_rq_s8(&opt);
   test_widen_s8(&opt);
   test_gemv_s8(&opt);
   test_requant_row(&opt);
@@ -1124,7 +1214,8 @@ int main(int argc, char **argv) {
   test_dequantize_s8(&opt);
   test_pool_s8(&opt);
 #if defined(ERT_NEON_KERNELS) && defined(__aarch64__)
-  printf("int8 dot products: %s\n", opt.qgemm_s8 == ert_qgemm_s8__dot && opt.gemv_s8 == ert_gemv_s8__dot
+  printf("int8 dot products: %s\n", opt.qgemm_s8 == ert_qgemm_s8__dot && opt.gemv_s8 == ert_gemv_s8__dot &&
+                                              opt.dw3_s8 == ert_dw3_s8__dot
                                           ? "sdot" : "no sdot");
 #endif
   printf("%d checks, %d failures\n", checks, failures);

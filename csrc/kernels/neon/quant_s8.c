@@ -8,6 +8,7 @@
  * CPU reports the feature. */
 #include <arm_neon.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "../ref/quant_s8.h"
 #include "cpu.h"
@@ -51,7 +52,8 @@ static inline __attribute__((always_inline)) void qgemm_tile(int32_t kq, int32_t
                                                              const int32_t *bias, int32_t *acc,
                                                              int32_t lda, const int P) {
   int32x4_t a[16];
-  for (int v = 0; v < 16; ++v) a[v] = vdupq_n_s32(bias[v % 4]);
+#pragma GCC unroll 16
+  for (int v = 0; v < P / 4 * 4; ++v) a[v] = vdupq_n_s32(bias[v % 4]);
   const int8_t *c = col + (size_t)i * 4u;
   const size_t np4 = (size_t)np * 4u;
   for (int32_t q = 0; q < kq; ++q, c += np4) {
@@ -79,9 +81,6 @@ static inline __attribute__((always_inline)) void qgemm_tile(int32_t kq, int32_t
 void ert_qgemm_s8__neon(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
                         const int32_t *bias, int32_t *acc, int32_t lda) {
   int32_t i = 0;
-#if defined(__aarch64__)
-  for (; i + 16 <= np; i += 16) qgemm_tile(kq, np, i, col, wq, bias, acc, lda, 16);
-#endif
   for (; i + 8 <= np; i += 8) qgemm_tile(kq, np, i, col, wq, bias, acc, lda, 8);
   qgemm_tail(kq, np, i, col, wq, bias, acc, lda);
 }
@@ -264,6 +263,11 @@ void ert_pack_w_s8__neon(int8_t *wq, int32_t *wsum, const int8_t *w, size_t ld, 
     s = hsum4(rs0, rs1, rs2, rs3);
   }
   const int32_t q0 = q; /* quads below q0 are summed in s */
+  for (; rows == 4 && 4 * q + 4 <= k; ++q) { /* whole quads: one word of each row */
+    int32_t v[4];
+    for (int r = 0; r < 4; ++r) memcpy(&v[r], w + (size_t)r * ld + 4 * q, 4);
+    vst1q_s32((int32_t *)(void *)(wq + 16 * q), vld1q_s32(v));
+  }
   for (; q < kq; ++q)
     for (int r = 0; r < 4; ++r)
       for (int j = 0; j < 4; ++j)
@@ -318,13 +322,14 @@ void ert_quads_s8__neon(int8_t *dst, const int8_t *src, size_t ld, int32_t k, in
  * outputs before it: the same values). */
 #define DW_ROW(T)                                                                        \
   do {                                                                                   \
-    if (n >= 8) {                                                                        \
-      int32_t i_ = 0;                                                                    \
-      for (; i_ + 8 <= n; i_ += 8) DW8_AT(T, i_);                                        \
-      if (i_ < n) DW8_AT(T, n - 8);                                                      \
-    } else {                                                                             \
-      DW4_AT(T, 0);                                                                      \
-      if (n > 4) DW4_AT(T, n - 4);                                                       \
+    const int32_t step_ = n >= 8 ? 8 : 4;                                                \
+    for (int32_t i_ = 0;; i_ += step_) {                                                 \
+      const int32_t o_ = i_ + step_ <= n ? i_ : n - step_;                               \
+      if (step_ == 8)                                                                    \
+        DW8_AT(T, o_);                                                                   \
+      else                                                                               \
+        DW4_AT(T, o_);                                                                   \
+      if (o_ + step_ >= n) break;                                                        \
     }                                                                                    \
   } while (0)
 
@@ -356,7 +361,7 @@ static void dw_taps_row(int32_t *acc, const int16_t *base, const ptrdiff_t *off,
 void ert_dw_taps_s16__neon(int32_t *acc, const int16_t *base, const ptrdiff_t *off,
                            const int16_t *w, int32_t n, int32_t taps, int32_t bias, int32_t rows,
                            ptrdiff_t rs) {
-  if ((taps == 9 || taps == 25) && n >= 4) {
+  if (taps == 25 && n >= 4) {
     int16_t wp[28] = {0};
     for (int32_t t = 0; t < taps; ++t) wp[t] = w[t];
     int16x4_t wv[7];
@@ -365,10 +370,7 @@ void ert_dw_taps_s16__neon(int32_t *acc, const int16_t *base, const ptrdiff_t *o
     for (int32_t t = 0; t < taps; ++t) tp[t] = base + off[t];
     ptrdiff_t ro = 0; /* the row's offset from base */
     for (int32_t r = 0; r < rows; ++r, acc += n, ro += rs) {
-      if (taps == 9)
-        DW_ROW(9);
-      else
-        DW_ROW(25);
+      DW_ROW(25);
     }
     return;
   }
@@ -504,10 +506,6 @@ static void requant_row_hi(const int32_t *acc, size_t n, int32_t mult, int32_t s
     }
     return;
   }
-  for (; i + 8 <= n; i += 8) {
-    const int16x8_t r = rq8_hi(vld1q_s32(acc + i), vld1q_s32(acc + i + 4), m, sh, shift == 31, z);
-    vst1_s8(y + i, vmin_s8(vmax_s8(vqmovn_s16(r), vget_low_s8(vl)), vget_low_s8(vh)));
-  }
   for (; i < n; ++i) y[i] = ert_clamp_s8(zp + ert_requant(acc[i], mult, shift), lo, hi);
 }
 
@@ -526,43 +524,137 @@ void ert_requant_row__neon(const int32_t *acc, size_t n, int32_t mult, int32_t s
     const int32x4_t r1 = rq4(vld1q_s32(acc + i + 4), m, sh, z, vl, vh);
     vst1_s8(y + i, vmovn_s16(vcombine_s16(vmovn_s32(r0), vmovn_s32(r1))));
   }
-  for (; i + 4 <= n; i += 4) {
-    const int32x4_t r = rq4(vld1q_s32(acc + i), m, sh, z, vl, vh);
-    const int8x8_t b = vmovn_s16(vcombine_s16(vmovn_s32(r), vmovn_s32(r)));
-    vst1_lane_s32((int32_t *)(void *)(y + i), vreinterpret_s32_s8(b), 0);
-  }
   for (; i < n; ++i) y[i] = ert_clamp_s8(zp + ert_requant(acc[i], mult, shift), lo, hi);
+}
+
+/* The requantization of dw3_s8, set up once per plane: rq8_hi's SQDMULH + SRSHL form for
+ * shifts above 31, else (`wide`) rq4's 64-bit products. */
+typedef struct rq_set {
+  int32x4_t m, sh;
+  int64x2_t sh64;
+  int16x8_t z;
+  int8x8_t lo, hi;
+  int wide;
+} rq_set;
+
+static rq_set rq_setup(const int32_t *q) {
+  rq_set r;
+  r.m = vdupq_n_s32(q[0]);
+  r.sh = vdupq_n_s32(31 - q[1]);
+  r.sh64 = vdupq_n_s64(-(int64_t)q[1]);
+  r.z = vdupq_n_s16((int16_t)q[2]);
+  r.lo = vdup_n_s8((int8_t)q[3]);
+  r.hi = vdup_n_s8((int8_t)q[4]);
+  r.wide = q[1] <= 31;
+  return r;
+}
+
+#define RQ4_64(a, r)                                                                     \
+  vcombine_s32(vqmovn_s64(vrshlq_s64(vmull_s32(vget_low_s32(a), vget_low_s32((r)->m)), (r)->sh64)), \
+               vqmovn_s64(vrshlq_s64(vmull_s32(vget_high_s32(a), vget_low_s32((r)->m)), (r)->sh64)))
+
+/* b = eight outputs: as in rq4 and rq8_hi, the requantized values saturate to int32 and
+ * int16, get zp added (saturating), saturate to int8 and are clamped, every step
+ * monotonic and exact on values that end inside [lo, hi]. (A macro: the dotprod
+ * functions cannot inline functions built for the base target.) */
+#define RQ8(b, a0, a1, r)                                                                \
+  do {                                                                                   \
+    int32x4_t c0_, c1_;                                                                  \
+    if (__builtin_expect((r)->wide, 0))                                                  \
+      c0_ = RQ4_64(a0, r), c1_ = RQ4_64(a1, r);                                          \
+    else                                                                                 \
+      c0_ = vrshlq_s32(vqdmulhq_s32(a0, (r)->m), (r)->sh),                               \
+      c1_ = vrshlq_s32(vqdmulhq_s32(a1, (r)->m), (r)->sh);                               \
+    const int16x8_t v_ = vqaddq_s16(vcombine_s16(vqmovn_s32(c0_), vqmovn_s32(c1_)), (r)->z); \
+    b = vmin_s8(vmax_s8(vqmovn_s16(v_), (r)->lo), (r)->hi);                              \
+  } while (0)
+
+/* Stores the first n (< 16) lanes of b. */
+static void store_part(int8_t *y, int8x16_t b, int32_t n) {
+  int8_t t[16];
+  vst1q_s8(t, b);
+  for (int32_t i = 0; i < n; ++i) y[i] = t[i];
+}
+
+/* Output rows in steps of eight, the last step ending at ow (recomputing outputs before
+ * it: the same bytes); rows narrower than 8 store eight bytes (the next rows rewrite the
+ * extra ones) while eight remain in the plane. STEP(o) gives int32x4_t a0, a1 for
+ * outputs o..o+7. */
+#define DW3_PLANE(STEP)                                                                  \
+  do {                                                                                   \
+    const rq_set rq_ = rq_setup(q);                                                      \
+    for (int32_t oy = 0; oy < oh; ++oy) {                                                \
+      const int8_t *r0 = x + (ptrdiff_t)oy * s * ld, *r1 = r0 + ld, *r2 = r1 + ld;       \
+      int8_t *yr = y + (size_t)oy * (size_t)ow;                                          \
+      for (int32_t ox = 0;; ox += 8) {                                                   \
+        const int32_t o = ow < 8 ? 0 : ox + 8 <= ow ? ox : ow - 8;                       \
+        int32x4_t a0 = vdupq_n_s32(bias), a1 = a0;                                       \
+        STEP(o);                                                                         \
+        int8x8_t b;                                                                      \
+        RQ8(b, a0, a1, &rq_);                                                            \
+        if (ow >= 8 || (oh - oy) * ow >= 8)                                              \
+          vst1_s8(yr + o, b);                                                            \
+        else                                                                             \
+          store_part(yr, vcombine_s8(b, b), ow);                                         \
+        if (o + 8 >= ow) break;                                                          \
+      }                                                                                  \
+    }                                                                                    \
+  } while (0)
+
+/* Pairs of taps: x_a w_a + x_b w_b in int16 lanes (|x| <= 128, |w| <= 127: within 32512),
+ * then widened into the sums. */
+#define DW3_PAIR(xa, wa, xb, wb)                                                         \
+  do {                                                                                   \
+    const int16x8_t p_ = vmlal_s8(vmull_s8(xa, wa), xb, wb);                             \
+    a0 = vaddw_s16(a0, vget_low_s16(p_)), a1 = vaddw_s16(a1, vget_high_s16(p_));         \
+  } while (0)
+
+void ert_dw3_s8__neon(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t *w, int32_t bias,
+                      const int32_t *q, int32_t oh, int32_t ow, int32_t s) {
+  int8x8_t wv[9];
+  for (int t = 0; t < 9; ++t) wv[t] = vdup_n_s8(w[t]);
+  if (s == 1) {
+#define STEP1(o)                                                                         \
+  do {                                                                                   \
+    const int8x8_t x0 = vld1_s8(r0 + (o)), x1 = vld1_s8(r0 + (o) + 1), x2 = vld1_s8(r0 + (o) + 2); \
+    const int8x8_t x3 = vld1_s8(r1 + (o)), x4 = vld1_s8(r1 + (o) + 1), x5 = vld1_s8(r1 + (o) + 2); \
+    const int8x8_t x6 = vld1_s8(r2 + (o)), x7 = vld1_s8(r2 + (o) + 1), x8 = vld1_s8(r2 + (o) + 2); \
+    DW3_PAIR(x0, wv[0], x1, wv[1]);                                                      \
+    DW3_PAIR(x2, wv[2], x3, wv[3]);                                                      \
+    DW3_PAIR(x4, wv[4], x5, wv[5]);                                                      \
+    DW3_PAIR(x6, wv[6], x7, wv[7]);                                                      \
+    const int16x8_t p8 = vmull_s8(x8, wv[8]);                                            \
+    a0 = vaddw_s16(a0, vget_low_s16(p8)), a1 = vaddw_s16(a1, vget_high_s16(p8));         \
+  } while (0)
+    DW3_PLANE(STEP1);
+#undef STEP1
+    return;
+  }
+#define STEP2(o)                                                                         \
+  do {                                                                                   \
+    const int8x8x2_t u0 = vld2_s8(r0 + 2 * (o)), v0 = vld2_s8(r0 + 2 * (o) + 2);          \
+    const int8x8x2_t u1 = vld2_s8(r1 + 2 * (o)), v1 = vld2_s8(r1 + 2 * (o) + 2);          \
+    const int8x8x2_t u2 = vld2_s8(r2 + 2 * (o)), v2 = vld2_s8(r2 + 2 * (o) + 2);          \
+    DW3_PAIR(u0.val[0], wv[0], u0.val[1], wv[1]);                                        \
+    DW3_PAIR(v0.val[0], wv[2], u1.val[0], wv[3]);                                        \
+    DW3_PAIR(u1.val[1], wv[4], v1.val[0], wv[5]);                                        \
+    DW3_PAIR(u2.val[0], wv[6], u2.val[1], wv[7]);                                        \
+    const int16x8_t p8 = vmull_s8(v2.val[0], wv[8]);                                     \
+    a0 = vaddw_s16(a0, vget_low_s16(p8)), a1 = vaddw_s16(a1, vget_high_s16(p8));         \
+  } while (0)
+  DW3_PLANE(STEP2);
+#undef STEP2
 }
 
 #if defined(__aarch64__)
 #define DOT __attribute__((target("arch=armv8.2-a+dotprod")))
 
-/* a[4r + v] += pixels 4v..4v+3 of the quad vector x_v, dotted with channel r's taps. */
+/* Four pixels at a time, a_r += the pixels' quads dotted with channel r's taps (conv2d_s8
+ * uses it for shifts up to 31; qgemm_rq_s8 has the wide tiles). */
 DOT void ert_qgemm_s8__dot(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
                            const int32_t *bias, int32_t *acc, int32_t lda) {
   const size_t np4 = (size_t)np * 4u;
   int32_t i = 0;
-  for (; i + 16 <= np; i += 16) {
-    int32x4_t a[16];
-    for (int v = 0; v < 16; ++v) a[v] = vdupq_n_s32(bias[v % 4]);
-    const int8_t *c = col + (size_t)i * 4u;
-    for (int32_t q = 0; q < kq; ++q, c += np4) {
-      const int8x16_t w = vld1q_s8(wq + 16 * q);
-#pragma GCC unroll 4
-      for (int v = 0; v < 4; ++v) {
-        const int8x16_t x = vld1q_s8(c + 16 * v);
-        a[4 * v + 0] = vdotq_laneq_s32(a[4 * v + 0], x, w, 0);
-        a[4 * v + 1] = vdotq_laneq_s32(a[4 * v + 1], x, w, 1);
-        a[4 * v + 2] = vdotq_laneq_s32(a[4 * v + 2], x, w, 2);
-        a[4 * v + 3] = vdotq_laneq_s32(a[4 * v + 3], x, w, 3);
-      }
-    }
-#pragma GCC unroll 4
-    for (int v = 0; v < 4; ++v)
-#pragma GCC unroll 4
-      for (int r = 0; r < 4; ++r)
-        vst1q_s32(acc + (size_t)r * (size_t)lda + (size_t)i + 4u * (size_t)v, a[4 * v + r]);
-  }
   for (; i + 4 <= np; i += 4) {
     int32x4_t a0 = vdupq_n_s32(bias[0]), a1 = vdupq_n_s32(bias[1]);
     int32x4_t a2 = vdupq_n_s32(bias[2]), a3 = vdupq_n_s32(bias[3]);
@@ -580,6 +672,74 @@ DOT void ert_qgemm_s8__dot(int32_t kq, int32_t np, const int8_t *col, const int8
     vst1q_s32(acc + 3 * (size_t)lda + (size_t)i, a3);
   }
   qgemm_tail(kq, np, i, col, wq, bias, acc, lda);
+}
+
+/* qgemm_rq_s8: tiles of 16 pixels as in qgemm_s8__dot, requantized in registers (rq8_hi's
+ * SQDMULH + SRSHL form, shift > 31; the steps after it as in RQ8) and stored as int8. */
+#define RQ16(out, a0, a1, a2, a3, m)                                                     \
+  do {                                                                                   \
+    const int16x8_t l_ = vqaddq_s16(vcombine_s16(vqmovn_s32(vrshlq_s32(vqdmulhq_s32(a0, m), sh)), \
+                                                 vqmovn_s32(vrshlq_s32(vqdmulhq_s32(a1, m), sh))), z); \
+    const int16x8_t h_ = vqaddq_s16(vcombine_s16(vqmovn_s32(vrshlq_s32(vqdmulhq_s32(a2, m), sh)), \
+                                                 vqmovn_s32(vrshlq_s32(vqdmulhq_s32(a3, m), sh))), z); \
+    out = vminq_s8(vmaxq_s8(vcombine_s8(vqmovn_s16(l_), vqmovn_s16(h_)), lo), hi);       \
+  } while (0)
+
+/* V vectors of 4 pixels from i (V = 4 or 2), all four channels, rows < rows stored. */
+static inline __attribute__((always_inline, target("arch=armv8.2-a+dotprod"))) void
+rq_tile(int32_t kq, size_t np4, int32_t i, const int8_t *col, const int8_t *wq,
+        const int32x4_t *bv, const int32x4_t *mv, int32x4_t sh, int16x8_t z, int8x16_t lo,
+        int8x16_t hi, int8_t *y, size_t ldy, int32_t n, int32_t rows, const int V) {
+  int32x4_t a[16];
+#pragma GCC unroll 16
+  for (int v = 0; v < 4 * V; ++v) a[v] = bv[v % 4];
+  const int8_t *c = col + (size_t)i * 4u;
+  for (int32_t k = 0; k < kq; ++k, c += np4) {
+    const int8x16_t w = vld1q_s8(wq + 16 * k);
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) {
+      const int8x16_t x = vld1q_s8(c + 16 * v);
+      a[4 * v + 0] = vdotq_laneq_s32(a[4 * v + 0], x, w, 0);
+      a[4 * v + 1] = vdotq_laneq_s32(a[4 * v + 1], x, w, 1);
+      a[4 * v + 2] = vdotq_laneq_s32(a[4 * v + 2], x, w, 2);
+      a[4 * v + 3] = vdotq_laneq_s32(a[4 * v + 3], x, w, 3);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r) {
+    if (r >= rows) break;
+    int8x16_t b;
+    if (V == 4)
+      RQ16(b, a[r], a[4 + r], a[8 + r], a[12 + r], mv[r]);
+    else
+      RQ16(b, a[r], a[4 + r], a[r], a[4 + r], mv[r]);
+    int8_t *yr = y + (size_t)r * ldy + (size_t)i;
+    if (i + 4 * V <= n) {
+      if (V == 4)
+        vst1q_s8(yr, b);
+      else
+        vst1_s8(yr, vget_low_s8(b));
+    } else {
+      store_part(yr, b, n - i);
+    }
+  }
+}
+
+DOT void ert_qgemm_rq_s8__dot(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
+                              const int32_t *bias, const int32_t *mult, const int32_t *q,
+                              int8_t *y, size_t ldy, int32_t n, int32_t rows) {
+  const size_t np4 = (size_t)np * 4u;
+  const int32x4_t bv[4] = {vdupq_n_s32(bias[0]), vdupq_n_s32(bias[1]), vdupq_n_s32(bias[2]),
+                           vdupq_n_s32(bias[3])};
+  const int32x4_t mv[4] = {vdupq_n_s32(mult[0]), vdupq_n_s32(mult[1]), vdupq_n_s32(mult[2]),
+                           vdupq_n_s32(mult[3])};
+  const int32x4_t sh = vdupq_n_s32(31 - q[0]);
+  const int16x8_t z = vdupq_n_s16((int16_t)q[1]);
+  const int8x16_t lo = vdupq_n_s8((int8_t)q[2]), hi = vdupq_n_s8((int8_t)q[3]);
+  int32_t i = 0;
+  for (; i + 16 <= np && i < n; i += 16)
+    rq_tile(kq, np4, i, col, wq, bv, mv, sh, z, lo, hi, y, ldy, n, rows, 4);
+  if (i + 8 <= np && i < n) rq_tile(kq, np4, i, col, wq, bv, mv, sh, z, lo, hi, y, ldy, n, rows, 2);
 }
 
 /* sum (a - azp) b = sum a b - azp sum b: both sums by sdot (sum b against ones). The
@@ -640,6 +800,54 @@ DOT void ert_gemv_s8__dot(int32_t k, int32_t n, const int8_t *a, int32_t azp, co
       s0 = vdotq_s32(s0, xt, y), u0 = vdotq_s32(u0, ot, y);
     }
     acc[c] = vaddvq_s32(s0) - azp * vaddvq_s32(u0) + (rem > 0 && !tail ? gemv_col(k, kv, a, azp, bc) : 0);
+  }
+}
+
+/* Byte (i / 4)*s + i % 4 at i, for s = 1 and 2 (the table lookups of dw3_s8__dot). */
+static const uint8_t dw3_ix[2][32] = {
+    {0, 1, 2, 3, 1, 2, 3, 4, 2, 3, 4, 5, 3, 4, 5, 6, 4, 5, 6, 7, 5, 6, 7, 8, 6, 7, 8, 9, 7, 8, 9, 10},
+    {0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7, 8, 9, 8, 9, 10, 11, 10, 11, 12, 13, 12, 13, 14, 15, 14, 15, 16, 17}};
+
+/* dw3_s8 by sdot: lane j of group g (outputs 4g + j of a step) holds the four bytes
+ * x[(4g + j)*s + t], t < 4, of one input row (a table lookup in the 32 bytes from the
+ * step's first window), dotted with [w0, w1, w2, 0] of that kernel row. */
+DOT void ert_dw3_s8__dot(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t *w, int32_t bias,
+                         const int32_t *q, int32_t oh, int32_t ow, int32_t s) {
+  int8x16_t wr[3];
+  for (int ky = 0; ky < 3; ++ky) /* [w0, w1, w2, 0] in every 32-bit lane */
+    wr[ky] = vreinterpretq_s8_u32(vdupq_n_u32((uint32_t)(uint8_t)w[3 * ky] |
+                                              (uint32_t)(uint8_t)w[3 * ky + 1] << 8 |
+                                              (uint32_t)(uint8_t)w[3 * ky + 2] << 16));
+  const uint8x16_t i0 = vld1q_u8(dw3_ix[s - 1]), i1 = vld1q_u8(dw3_ix[s - 1] + 16);
+  { /* 16 outputs per step, from 48 bytes */
+    const uint8x16_t d = vdupq_n_u8((uint8_t)(8 * s));
+    const uint8x16_t i2 = vaddq_u8(i0, d), i3 = vaddq_u8(i1, d);
+    const rq_set rq = rq_setup(q);
+    for (int32_t oy = 0; oy < oh; ++oy) {
+      const int8_t *rr[3] = {x + (ptrdiff_t)oy * s * ld, x + ((ptrdiff_t)oy * s + 1) * ld,
+                             x + ((ptrdiff_t)oy * s + 2) * ld};
+      int8_t *yr = y + (size_t)oy * (size_t)ow;
+      for (int32_t ox = 0;; ox += 16) {
+        const int32_t o = ox + 16 <= ow ? ox : ow >= 16 ? ow - 16 : 0;
+        int32x4_t a0 = vdupq_n_s32(bias), a1 = a0, a2 = a0, a3 = a0;
+#pragma GCC unroll 3
+        for (int k = 0; k < 3; ++k) {
+          const int8x16x3_t v = vld1q_s8_x3(rr[k] + (ptrdiff_t)o * s);
+          a0 = vdotq_s32(a0, vqtbl3q_s8(v, i0), wr[k]);
+          a1 = vdotq_s32(a1, vqtbl3q_s8(v, i1), wr[k]);
+          a2 = vdotq_s32(a2, vqtbl3q_s8(v, i2), wr[k]);
+          a3 = vdotq_s32(a3, vqtbl3q_s8(v, i3), wr[k]);
+        }
+        int8x8_t b0, b1;
+        RQ8(b0, a0, a1, &rq);
+        RQ8(b1, a2, a3, &rq);
+        if (ow >= 16 || (oh - oy) * ow >= 16)
+          vst1q_s8(yr + o, vcombine_s8(b0, b1));
+        else
+          store_part(yr, vcombine_s8(b0, b1), ow);
+        if (o + 16 >= ow) break;
+      }
+    }
   }
 }
 #endif

@@ -185,6 +185,7 @@ typedef struct job {
   char *scratch;
   size_t slot_bytes, tasks, nslots, blocks;
   int w_no_min; /* W has no -128 (opdata[0]) */
+  int dw3;      /* depthwise planes by ert_cpu.dw3_s8 (dw3_usable) */
 } job;
 
 /* The padded copy of one input plane, x - x_zp (int16) inside the image and 0 around
@@ -341,6 +342,30 @@ static void dw_plane_direct(const geom *g, const int8_t *x, const int8_t *w, con
   }
 }
 
+/* ert_cpu.dw3_s8 takes 3x3 windows, undilated, of equal strides 1 or 2, weights in
+ * [-127, 127]; its padded copy is raw int8 (x_zp outside the image), dw_rows rows of
+ * dw_cols bytes, in the slot of the int16 copy: at least twice that size, so when the
+ * copy has 48 bytes or more the slot also holds the kernel's reads past the last row
+ * (under 48 bytes). */
+static int dw3_usable(const geom *g, int w_no_min) {
+  return ert_cpu.dw3_s8 != NULL && w_no_min && g->kh == 3 && g->kw == 3 && g->dh == 1 &&
+         g->dw == 1 && g->sh == g->sw && (g->sw == 1 || g->sw == 2) && dw_scratch(g) != 0 &&
+         dw_rows(g) * dw_cols(g) >= 48;
+}
+
+/* The raw int8 padded copy of one plane for dw3_s8; with `zeroed` (buf holds a copy of
+ * this node's geometry already) only the image part is written. */
+static void dw_fill8(const geom *g, const int8_t *x, int8_t *buf, int zeroed) {
+  const int64_t rows = dw_rows(g), cols = dw_cols(g);
+  int32_t lo, hi, r0, r1;
+  valid_range(-(int64_t)g->pl, 1, g->w, cols, &lo, &hi);
+  valid_range(-(int64_t)g->pt, 1, g->h, rows, &r0, &r1);
+  if (!zeroed) memset(buf, (int8_t)g->xzp, (size_t)(rows * cols));
+  if (hi <= lo) return;
+  for (int64_t r = r0; r < r1; r++)
+    memcpy(buf + r * cols + lo, x + (r - g->pt) * g->w + (lo - g->pl), (size_t)(hi - lo));
+}
+
 /* Planes p0 .. p1 (image, output channel); buf: a padded copy slot, or NULL. */
 static void dw_planes(const job *j, size_t p0, size_t p1, int16_t *buf) {
   const geom *g = j->g;
@@ -353,6 +378,20 @@ static void dw_planes(const job *j, size_t p0, size_t p1, int16_t *buf) {
     const int8_t *x = j->x + in_plane * plane_in;
     if (buf == NULL) {
       dw_plane_direct(g, x, j->w + oc * khw, j->qp + 2 * oc, j->y + p * plane_out);
+      continue;
+    }
+    if (j->dw3) { /* sum (x - x_zp) w = sum x w - x_zp sum w */
+      const int8_t *w = j->w + oc * khw;
+      const int32_t *qp = j->qp + 2 * oc;
+      if (filled != in_plane) {
+        dw_fill8(g, x, (int8_t *)(void *)buf, filled != (size_t)-1);
+        filled = in_plane;
+      }
+      int32_t sw = 0;
+      for (int t = 0; t < 9; t++) sw += w[t];
+      const int32_t q[5] = {qp[1], g->shift, g->yzp, g->lo, g->hi};
+      ert_cpu.dw3_s8(j->y + p * plane_out, (const int8_t *)(const void *)buf, (ptrdiff_t)dw_cols(g),
+                     w, qp[0] - g->xzp * sw, q, g->oh, g->ow, g->sw);
       continue;
     }
     if (filled != in_plane) { /* a channel multiplier > 1 reuses the copy */
@@ -607,13 +646,23 @@ static void block_q(const job *j, size_t t, int8_t *col, int8_t *wq) {
     int32_t wsum[S8_MR], bias[S8_MR] = {0, 0, 0, 0};
     ert_cpu.pack_w_s8(wq, wsum, j->w + oc0 * k, k, mr, g->k);
     for (int32_t r = 0; r < mr; r++) bias[r] = j->qp[2 * (oc0 + (size_t)r)] - g->xzp * wsum[r];
+    int8_t *y0 = j->y + (n * (size_t)g->m + oc0) * (size_t)p_total + (size_t)p0;
+    int32_t done = 0; /* pixels requantized by qgemm_rq_s8 (whole tiles of 8) */
+    if (ert_cpu.qgemm_rq_s8 != NULL && g->shift > 31) {
+      int32_t mult[S8_MR] = {0, 0, 0, 0};
+      for (int32_t r = 0; r < mr; r++) mult[r] = j->qp[2 * (oc0 + (size_t)r) + 1];
+      const int32_t q[4] = {g->shift, g->yzp, g->lo, g->hi};
+      ert_cpu.qgemm_rq_s8(kq, np, col, wq, bias, mult, q, y0, (size_t)p_total, pb, mr);
+      done = pb < (np & ~7) ? pb : (np & ~7);
+      if (done == pb) continue;
+    }
     int32_t acc[S8_MR][S8_PB + 1];
     (j->w_no_min && ert_cpu.qgemm_s8_p != NULL ? ert_cpu.qgemm_s8_p : ert_cpu.qgemm_s8)(
         kq, np, col, wq, bias, &acc[0][0], S8_PB + 1);
     for (int32_t r = 0; r < mr; r++) {
       const int32_t *qp = j->qp + 2 * (oc0 + (size_t)r);
-      ert_requant_row(acc[r], (size_t)pb, qp[1], g->shift, g->yzp, g->lo, g->hi,
-                      j->y + (n * (size_t)g->m + oc0 + (size_t)r) * (size_t)p_total + (size_t)p0);
+      ert_requant_row(acc[r] + done, (size_t)(pb - done), qp[1], g->shift, g->yzp, g->lo, g->hi,
+                      y0 + (size_t)r * (size_t)p_total + (size_t)done);
     }
   }
 }
@@ -645,6 +694,7 @@ void ert_conv2d_s8__ref(const ert_node *node, ert_exec *ex) {
   j.qp = (const int32_t *)node->in[2]->data;
   j.y = (int8_t *)node->out[0]->data;
   j.w_no_min = node->opdata[0] != 0;
+  j.dw3 = g.cg == 1 && dw3_usable(&g, j.w_no_min);
   if ((size_t)g.n * (size_t)g.m * (size_t)g.oh * (size_t)g.ow == 0) return;
   if (g.cg == 1) {
     const size_t planes = (size_t)g.n * (size_t)g.m, need = dw_scratch(&g);
