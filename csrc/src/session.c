@@ -442,28 +442,15 @@ edgert_status edgert_session_set_input_shape(edgert_session *s, size_t index, si
   return st;
 }
 
-static void tensor_info(const ert_tensor *t, edgert_tensor_info *info) {
-  memset(info, 0, sizeof *info);
-  info->name = t->name;
-  info->dtype = t->dtype;
-  info->ndim = t->ndim;
-  for (int32_t d = 0; d < t->ndim; d++) info->shape[d] = t->shape[d];
-  info->nbytes = t->nbytes;
-  if (t->quant != NULL && t->quant->axis < 0 && t->quant->count == 1) {
-    memcpy(&info->scale, t->quant->scales, sizeof info->scale);
-    memcpy(&info->zero_point, t->quant->zero_points, sizeof info->zero_point);
-  }
-}
-
 edgert_status edgert_session_input_info(const edgert_session *s, size_t index, edgert_tensor_info *info) {
   if (s == NULL || info == NULL || index >= s->model->n_inputs) return EDGERT_ERR_INVALID_ARGUMENT;
-  tensor_info(&s->tensors[s->model->inputs[index]], info);
+  ert_fill_info(&s->tensors[s->model->inputs[index]], info);
   return EDGERT_OK;
 }
 
 edgert_status edgert_session_output_info(const edgert_session *s, size_t index, edgert_tensor_info *info) {
   if (s == NULL || info == NULL || index >= s->model->n_outputs) return EDGERT_ERR_INVALID_ARGUMENT;
-  tensor_info(&s->tensors[s->model->outputs[index]], info);
+  ert_fill_info(&s->tensors[s->model->outputs[index]], info);
   return EDGERT_OK;
 }
 
