@@ -298,6 +298,10 @@ def inspect(model, as_json) -> None:
         click.echo(f"partition {p.get('node')}: {p.get('backend')}{delegate}, {p.get('bytes', 0):,} bytes, "
                    f"{len(p.get('nodes') or [])} nodes ({', '.join(sorted(set(p.get('ops') or [])))})")
         click.echo(f"  in: {', '.join(p.get('inputs') or [])}; out: {', '.join(p.get('outputs') or [])}")
+        own = p.get("backend_bytes")
+        click.echo(f"  {p.get('backend')}'s own memory, outside edgert's arena: "
+                   + (f"~{own:,} bytes of intermediate tensors, plus the runtime's overhead" if own is not None
+                      else "not known at conversion"))
 
 
 @main.command()

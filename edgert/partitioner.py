@@ -407,6 +407,30 @@ def build_onnx_payload(part: OnnxPartition, model, inputs: list[tuple[str, tuple
     return data, kept, types
 
 
+def onnx_intermediate_bytes(payload: bytes) -> int | None:
+    """Bytes of the tensors an ONNX payload computes inside itself (not its outputs), by
+    ONNX shape inference: what its backend holds outside edgert's arena, before the
+    backend's own overhead. None when a shape stays unknown."""
+    import onnx
+
+    m = onnx.shape_inference.infer_shapes(onnx.load_from_string(payload))
+    outs = {o.name for o in m.graph.output}
+    total = 0
+    for vi in m.graph.value_info:
+        if vi.name in outs:
+            continue
+        tt = vi.type.tensor_type
+        dims = [d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim]
+        if not tt.HasField("shape") or any(d < 0 for d in dims):
+            return None
+        try:
+            item = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type).itemsize
+        except Exception:
+            return None
+        total += int(np.prod(dims, dtype=np.int64)) * item
+    return total
+
+
 def _check_runs(part: OnnxPartition, payload: bytes) -> None:
     """onnxruntime accepts the payload (a node it has no kernel for is refused now, not
     on the board)."""
@@ -515,6 +539,7 @@ def emit_placeholder(importer, node) -> None:
     const = g.add_const(np.frombuffer(payload, np.uint8).copy(), f"{part.name}_payload")
     attrs = {"backend": "onnxruntime", "index": part.index, "delegate": part.delegate,
              "nodes": [n.name for n in part.nodes], "ops": [n.op_type for n in part.nodes],
+             "backend_bytes": onnx_intermediate_bytes(payload),
              "output_shapes": [list(s) for s, _ in types], "output_dtypes": [str(d) for _, d in types]}
     importer.emit("partition", edgert_ins + [const], list(part.outputs), attrs, part.name)
 
@@ -658,8 +683,10 @@ def carve_ir(g, names: set[str], delegate: str | None, max_partitions: int,
             payload = write_tflite(sub)
             const = g.add_const(np.frombuffer(payload, np.uint8).copy(), f"partition_{k}_payload")
             from .ir import Node
+            inner = {o for j in grp for o in nodes[j].outputs} - set(sub.outputs)
             attrs = {"backend": "litert", "index": k, "delegate": delegate,
                      "nodes": [nodes[j].name for j in grp], "ops": [nodes[j].op for j in grp],
+                     "backend_bytes": int(sum(g.tensors[t].nbytes for t in inner)),
                      "output_shapes": [list(g.tensors[o].shape) for o in sub.outputs],
                      "output_dtypes": [str(g.tensors[o].dtype) for o in sub.outputs]}
             new_nodes.append(Node("partition", list(sub.inputs) + [const], list(sub.outputs), attrs, f"partition_{k}"))
@@ -709,7 +736,7 @@ def metadata(g) -> list[dict]:
         out.append({"index": int(a["index"]), "backend": a["backend"], "delegate": a.get("delegate"),
                     "node": n.name, "nodes": list(a.get("nodes") or []), "ops": list(a.get("ops") or []),
                     "inputs": list(n.inputs[:-1]), "outputs": list(n.outputs),
-                    "bytes": int(g.tensors[n.inputs[-1]].nbytes)})
+                    "bytes": int(g.tensors[n.inputs[-1]].nbytes), "backend_bytes": a.get("backend_bytes")})
     return sorted(out, key=lambda p: p["index"])
 
 

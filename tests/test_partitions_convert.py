@@ -443,3 +443,21 @@ def test_litert_partitions_are_cut_after_quantization():
     assert _payload(data, p)[4:8] == b"TFL3"
     fp32 = fmt.read(edgert.convert(str(DIGITS), fallback="litert", fallback_ops=["Conv"]))["metadata"]["partitions"][0]
     assert p["bytes"] < fp32["bytes"] / 2  # int8 weights in the payload
+
+
+@pytest.mark.parametrize("fallback", ["onnxruntime", "litert"])
+def test_inspect_reports_backend_memory_outside_the_arena(fallback, tmp_path):
+    """inspect gives each partition's intermediate tensors, which its backend holds in its
+    own memory, apart from edgert's arena (the static plan covers only edgert's tensors)."""
+    from click.testing import CliRunner
+
+    from edgert.cli import main
+    if fallback == "litert":
+        pytest.importorskip("flatbuffers", reason="the TFLite writer needs flatbuffers (edgert[litert])")
+    path = tmp_path / "m.edgert"
+    edgert.convert(str(DIGITS), path, fallback=fallback, fallback_ops=["/3/Conv", "/7/Conv"])
+    (p,) = fmt.read(path.read_bytes())["metadata"]["partitions"]
+    # the partition's inner tensors: everything it computes except what leaves it
+    assert p["backend_bytes"] > 0
+    text = CliRunner().invoke(main, ["inspect", str(path)]).output
+    assert f"{fallback}'s own memory, outside edgert's arena: ~{p['backend_bytes']:,} bytes" in text, text
