@@ -205,7 +205,7 @@ def _prefix_constants(graphs: list, values: list[list[int]]) -> None:
     k = 0
     while k < len(g0.nodes):
         n = g0.nodes[k]
-        for j, t in enumerate(n.inputs):
+        for t in n.inputs:
             if not t or not g0.tensors[t].is_const:
                 continue
             c0 = g0.tensors[t].data
