@@ -219,13 +219,17 @@ const char *ert_backend_name(uint32_t code);
 /* Declarations of every op's prepare and eval, from the op list. */
 #if defined(__GNUC__)
 #define ERT_HIDDEN __attribute__((visibility("hidden"))) /* never preempted: no GOT */
+/* prepare and shape run at load and when a bounded dimension changes, never per
+ * inference: optimized for size even in the files compiled for speed (OPT_HOT). */
+#define ERT_ONCE __attribute__((cold))
 #else
 #define ERT_HIDDEN
+#define ERT_ONCE
 #endif
-#define ERT_OP(code, name)                                                       \
-  ERT_HIDDEN edgert_status ert_##name##_prepare(ert_node *node, ert_err *err); \
-  ERT_HIDDEN void ert_##name##_eval(const ert_node *node, ert_exec *ex);       \
-  ERT_HIDDEN edgert_status ert_##name##_shape(ert_node *node, ert_err *err);
+#define ERT_OP(code, name)                                                                \
+  ERT_HIDDEN ERT_ONCE edgert_status ert_##name##_prepare(ert_node *node, ert_err *err); \
+  ERT_HIDDEN void ert_##name##_eval(const ert_node *node, ert_exec *ex);                \
+  ERT_HIDDEN ERT_ONCE edgert_status ert_##name##_shape(ert_node *node, ert_err *err);
 #include "edgert_ops.def"
 #undef ERT_OP
 
