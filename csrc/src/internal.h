@@ -62,6 +62,14 @@ edgert_status ert_fail(ert_err *err, edgert_status status, const char *fmt, ...)
 #endif
     ;
 
+/* ert_fail with the message "node '<node>'" followed by fmt: the many messages about a
+ * node share that prefix instead of each repeating it. */
+edgert_status ert_fail_node(ert_err *err, edgert_status status, const char *node, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
 typedef enum ert_storage { ERT_STORAGE_ARENA = 0, ERT_STORAGE_CONST = 1 } ert_storage;
 
 typedef struct ert_quant {

@@ -15,8 +15,8 @@
 
 /* The shape fallback: a bounded dimension reaching an op without a shape function. */
 static edgert_status no_shape(const ert_node *n, ert_err *err, const char *op) {
-  return ert_fail(err, EDGERT_ERR_UNSUPPORTED, "node '%s': op %s does not support bounded dimensions yet",
-                  n->name, op);
+  return ert_fail_node(err, EDGERT_ERR_UNSUPPORTED, n->name,
+                       ": op %s does not support bounded dimensions yet", op);
 }
 
 #define ERT_OP(code, name)                                                          \
