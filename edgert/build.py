@@ -85,7 +85,10 @@ def make_flags(target: Target) -> dict[str, str]:
         # The tiny code model reaches every symbol of the library with one ADR (+-1 MB)
         # instead of ADRP+ADD: ~5 KB less code. For the shared library only: libedgert.a
         # keeps the small model, since it may be linked into programs larger than 1 MB.
-        so_cflags = "-mcmodel=tiny"
+        # -nostartfiles: the library needs none of the C start files' code (.init/.fini,
+        # C++ transactional-memory and destructor registration; its constructor runs from
+        # .init_array, which the dynamic loader calls itself): ~1.2 KB and 4 imports less.
+        so_cflags = "-mcmodel=tiny -nostartfiles"
     return {
         "CC": target.tool("gcc"),
         "AR": target.tool("ar"),
