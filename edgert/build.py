@@ -82,6 +82,9 @@ def make_flags(target: Target) -> dict[str, str]:
         # padding); rewriting the ADRP into ADR fixes the same sequences in place, and a
         # library this small is always in ADR range.
         ldlibs.append("-Wl,--fix-cortex-a53-843419=adr")
+        # One link-time optimization partition: ~1.7 KB less than several (no padding
+        # between partitions' code, inlining and identical-code folding across all of it).
+        cflags.append("-flto-partition=one")
         # The tiny code model reaches every symbol of the library with one ADR (+-1 MB)
         # instead of ADRP+ADD: ~5 KB less code. For the shared library only: libedgert.a
         # keeps the small model, since it may be linked into programs larger than 1 MB.
