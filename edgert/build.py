@@ -74,6 +74,9 @@ def make_flags(target: Target) -> dict[str, str]:
         # Debian's GCC 12 crashes in its LTO partitioner on the x86-64 prelink (internal
         # compiler error in add_symbol_to_partition_1); one partition avoids it.
         cflags.append("-flto-partition=one")
+        # Atomics inline (LSE when -mcpu has it, as on rpi5; else load/store-exclusive
+        # loops, which every aarch64 CPU runs), not through libgcc's run-time choice.
+        cflags.append("-mno-outline-atomics")
     so_cflags = ""
     ldlibs = ["-lm", "-pthread"] + BASE_LDFLAGS + [f"-Wl,--version-script={sources.linker_map()}"]
     if target.arch == "aarch64":
@@ -85,6 +88,9 @@ def make_flags(target: Target) -> dict[str, str]:
         # One link-time optimization partition: ~1.7 KB less than several (no padding
         # between partitions' code, inlining and identical-code folding across all of it).
         cflags.append("-flto-partition=one")
+        # Atomics inline (LSE when -mcpu has it, as on rpi5; else load/store-exclusive
+        # loops, which every aarch64 CPU runs), not through libgcc's run-time choice.
+        cflags.append("-mno-outline-atomics")
         # The tiny code model reaches every symbol of the library with one ADR (+-1 MB)
         # instead of ADRP+ADD: ~5 KB less code. For the shared library only: libedgert.a
         # keeps the small model, since it may be linked into programs larger than 1 MB.
