@@ -74,9 +74,6 @@ def make_flags(target: Target) -> dict[str, str]:
         # Debian's GCC 12 crashes in its LTO partitioner on the x86-64 prelink (internal
         # compiler error in add_symbol_to_partition_1); one partition avoids it.
         cflags.append("-flto-partition=one")
-        # Atomics inline (LSE when -mcpu has it, as on rpi5; else load/store-exclusive
-        # loops, which every aarch64 CPU runs), not through libgcc's run-time choice.
-        cflags.append("-mno-outline-atomics")
     so_cflags = ""
     ldlibs = ["-lm", "-pthread"] + BASE_LDFLAGS + [f"-Wl,--version-script={sources.linker_map()}"]
     if target.arch == "aarch64":
