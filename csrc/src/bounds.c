@@ -39,13 +39,13 @@ static edgert_status out_rules(ert_node *n, const ert_rule *r0, const ert_rule *
       for (int32_t k = 0; k < y->ndim; k++)
         if ((uint32_t)k != d) rest *= (size_t)dims[k];
       if (rest == 0 || x->numel % rest != 0)
-        return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': %zu elements do not fill the other dims (%zu)",
-                        n->name, x->numel, rest);
+        return ert_fail_node(err, EDGERT_ERR_SHAPE, n->name,
+                             ": %zu elements do not fill the other dims (%zu)", x->numel, rest);
       dims[d] = (int64_t)(x->numel / rest);
     }
     if (dims[d] < 0 || dims[d] > INT32_MAX)
-      return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': output dim %u would be %lld", n->name,
-                      (unsigned)d, (long long)dims[d]);
+      return ert_fail_node(err, EDGERT_ERR_SHAPE, n->name, ": output dim %u would be %lld", (unsigned)d,
+                           (long long)dims[d]);
     ert_tensor_set_shape(y, y->ndim, dims);
   }
   return EDGERT_OK;
@@ -71,7 +71,7 @@ static edgert_status resize_rules(ert_node *n, const ert_rule *r0, const ert_rul
   ert_tensor *y = n->out[0];
   const int32_t r = ert_pi(n, 1);
   if (ert_pi(n, 0) != 0 || r != x->ndim || r != y->ndim || capacity < 3u + (uint32_t)r)
-    return ert_fail(err, EDGERT_ERR_FORMAT, "node '%s' (resize): BOUNDS rules need a nearest resize", n->name);
+    return ert_fail_node(err, EDGERT_ERR_FORMAT, n->name, " (resize): BOUNDS rules need a nearest resize");
   int64_t dims[EDGERT_MAX_DIMS];
   uint64_t pos = 3u + (uint32_t)r;
   for (int32_t d = 0; d < r; d++) {
@@ -84,17 +84,17 @@ static edgert_status resize_rules(ert_node *n, const ert_rule *r0, const ert_rul
       continue;
     }
     if (taps != 1 || scale < 1)
-      return ert_fail(err, EDGERT_ERR_FORMAT, "node '%s' (resize): axis %d has no BOUNDS scale", n->name, (int)d);
+      return ert_fail_node(err, EDGERT_ERR_FORMAT, n->name, " (resize): axis %d has no BOUNDS scale", (int)d);
     dims[d] = x->shape[d] * scale;
     if ((uint64_t)dims[d] > capacity - pos)
-      return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s' (resize): tables exceed the parameter words", n->name);
+      return ert_fail_node(err, EDGERT_ERR_SHAPE, n->name, " (resize): tables exceed the parameter words");
     for (int64_t o = 0; o < dims[d]; o++) {
       const uint32_t v = (uint32_t)(o / scale);
       if (words != NULL) {
         words[pos + (uint64_t)o] = v;
       } else if (n->params[pos + (uint64_t)o] != v) {
-        return ert_fail(err, EDGERT_ERR_FORMAT, "node '%s' (resize): axis %d table differs from its BOUNDS scale",
-                        n->name, (int)d);
+        return ert_fail_node(err, EDGERT_ERR_FORMAT, n->name,
+                             " (resize): axis %d table differs from its BOUNDS scale", (int)d);
       }
     }
     pos += (uint64_t)dims[d];
@@ -148,13 +148,14 @@ edgert_status ert_bounds_check(edgert_model *m, ert_err *err) {
     for (uint32_t q = r0; q < r && st == EDGERT_OK; q++)
       if (is_param(&b->rules[q]) && b->rules[q].kind != ERT_RULE_RESIZE_NEAREST &&
           param_value(n, &b->rules[q], hi) != ert_pi(n, b->rules[q].target))
-        st = ert_fail(err, EDGERT_ERR_FORMAT, "node '%s' (%s): BOUNDS rule for parameter %u gives %lld, the file has %d",
-                      n->name, op, (unsigned)b->rules[q].target, (long long)param_value(n, &b->rules[q], hi),
-                      (int)ert_pi(n, b->rules[q].target));
+        st = ert_fail_node(err, EDGERT_ERR_FORMAT, n->name,
+                           " (%s): BOUNDS rule for parameter %u gives %lld, the file has %d", op,
+                           (unsigned)b->rules[q].target, (long long)param_value(n, &b->rules[q], hi),
+                           (int)ert_pi(n, b->rules[q].target));
     if (st != EDGERT_OK) break;
     if (n->n_out > 8) {
-      st = ert_fail(err, EDGERT_ERR_UNSUPPORTED, "node '%s' (%s): too many outputs for bounded dimensions",
-                    n->name, op);
+      st = ert_fail_node(err, EDGERT_ERR_UNSUPPORTED, n->name,
+                         " (%s): too many outputs for bounded dimensions", op);
       break;
     }
     ert_tensor saved[8];
@@ -167,9 +168,9 @@ edgert_status ert_bounds_check(edgert_model *m, ert_err *err) {
       ert_tensor *y = n->out[k];
       if (st == EDGERT_OK && (y->ndim != saved[k].ndim || y->nbytes != saved[k].nbytes ||
                               memcmp(y->shape, saved[k].shape, sizeof y->shape) != 0))
-        st = ert_fail(err, EDGERT_ERR_FORMAT,
-                      "node '%s' (%s): output '%s' computes to another shape than the file's at the upper bounds",
-                      n->name, op, y->name);
+        st = ert_fail_node(err, EDGERT_ERR_FORMAT, n->name,
+                           " (%s): output '%s' computes to another shape than the file's at the upper bounds",
+                           op, y->name);
       *y = saved[k];
     }
   }
@@ -228,14 +229,15 @@ edgert_status ert_bounds_apply(const edgert_model *m, ert_tensor *tensors, ert_n
         count = over ? count : count * v;
       }
       if (over || y->nbytes > planned->nbytes)
-        return ert_fail(err, EDGERT_ERR_SHAPE,
-                        "node '%s' (%s): output '%s' needs %zu bytes, more than the %zu planned for the upper bounds",
-                        n->name, op, y->name, y->nbytes, planned->nbytes);
+        return ert_fail_node(err, EDGERT_ERR_SHAPE, n->name,
+                             " (%s): output '%s' needs %zu bytes, more than the %zu planned for the "
+                             "upper bounds",
+                             op, y->name, y->nbytes, planned->nbytes);
     }
     st = impl.prepare(n, err);
     if (st != EDGERT_OK) {
       if (err->msg != NULL && err->size > 0 && err->msg[0] == '\0')
-        ert_fail(err, st, "node '%s' (%s): %s", n->name, op, edgert_status_str(st));
+        ert_fail_node(err, st, n->name, " (%s): %s", op, edgert_status_str(st));
       return st;
     }
   }

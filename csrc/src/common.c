@@ -72,6 +72,21 @@ edgert_status ert_fail(ert_err *err, edgert_status status, const char *fmt, ...)
   return status;
 }
 
+edgert_status ert_fail_node(ert_err *err, edgert_status status, const char *node, const char *fmt, ...) {
+  if (err != NULL && err->msg != NULL && err->size > 0) {
+    int n = snprintf(err->msg, err->size, "node '%s'", node);
+    if (n < 0) {
+      err->msg[0] = '\0';
+    } else if ((size_t)n < err->size) {
+      va_list ap;
+      va_start(ap, fmt);
+      if (vsnprintf(err->msg + n, err->size - (size_t)n, fmt, ap) < 0) err->msg[n] = '\0';
+      va_end(ap);
+    }
+  }
+  return status;
+}
+
 size_t ert_dtype_size(int32_t dtype) {
   switch (dtype) {
     case EDGERT_FLOAT32: return 4;
@@ -129,24 +144,22 @@ static const char *slot_name(const ert_node *n, const ert_tensor *t, char *buf, 
 edgert_status ert_check_arity(const ert_node *n, ert_err *err, uint32_t min_in,
                               uint32_t max_in, uint32_t min_out, uint32_t max_out) {
   if (n->n_in < min_in || n->n_in > max_in)
-    return ert_fail(err, EDGERT_ERR_FORMAT, "node '%s' (%s): expects %u to %u inputs, got %u",
-                    node_name(n), op_name(n), (unsigned)min_in, (unsigned)max_in,
-                    (unsigned)n->n_in);
+    return ert_fail_node(err, EDGERT_ERR_FORMAT, node_name(n), " (%s): expects %u to %u inputs, got %u",
+                         op_name(n), (unsigned)min_in, (unsigned)max_in, (unsigned)n->n_in);
   if (n->n_out < min_out || n->n_out > max_out)
-    return ert_fail(err, EDGERT_ERR_FORMAT, "node '%s' (%s): expects %u to %u outputs, got %u",
-                    node_name(n), op_name(n), (unsigned)min_out, (unsigned)max_out,
-                    (unsigned)n->n_out);
+    return ert_fail_node(err, EDGERT_ERR_FORMAT, node_name(n), " (%s): expects %u to %u outputs, got %u",
+                         op_name(n), (unsigned)min_out, (unsigned)max_out, (unsigned)n->n_out);
   for (uint32_t i = 0; i < min_in; i++)
     if (n->in[i] == NULL)
-      return ert_fail(err, EDGERT_ERR_FORMAT, "node '%s' (%s): input %u is required",
-                      node_name(n), op_name(n), (unsigned)i);
+      return ert_fail_node(err, EDGERT_ERR_FORMAT, node_name(n), " (%s): input %u is required", op_name(n),
+                           (unsigned)i);
   return EDGERT_OK;
 }
 
 edgert_status ert_check_params(const ert_node *n, ert_err *err, uint32_t min_params) {
   if (n->n_params < min_params)
-    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (%s): expects %u parameter words, got %u",
-                    node_name(n), op_name(n), (unsigned)min_params, (unsigned)n->n_params);
+    return ert_fail_node(err, EDGERT_ERR_PARAM, node_name(n), " (%s): expects %u parameter words, got %u",
+                         op_name(n), (unsigned)min_params, (unsigned)n->n_params);
   return EDGERT_OK;
 }
 
@@ -154,12 +167,11 @@ edgert_status ert_check_dtype(const ert_node *n, ert_err *err, const ert_tensor 
                               int32_t dtype) {
   char slot[48];
   if (t == NULL)
-    return ert_fail(err, EDGERT_ERR_FORMAT, "node '%s' (%s): a required tensor is absent",
-                    node_name(n), op_name(n));
+    return ert_fail_node(err, EDGERT_ERR_FORMAT, node_name(n), " (%s): a required tensor is absent",
+                         op_name(n));
   if (t->dtype != dtype)
-    return ert_fail(err, EDGERT_ERR_DTYPE, "node '%s' (%s): %s must be %s, got %s",
-                    node_name(n), op_name(n), slot_name(n, t, slot, sizeof slot),
-                    ert_dtype_name(dtype), ert_dtype_name(t->dtype));
+    return ert_fail_node(err, EDGERT_ERR_DTYPE, node_name(n), " (%s): %s must be %s, got %s", op_name(n),
+                         slot_name(n, t, slot, sizeof slot), ert_dtype_name(dtype), ert_dtype_name(t->dtype));
   return EDGERT_OK;
 }
 
@@ -177,16 +189,15 @@ static const char *shape_str(const ert_tensor *t, char *buf, size_t size) {
 edgert_status ert_check_same_shape(const ert_node *n, ert_err *err, const ert_tensor *a,
                                    const ert_tensor *b) {
   if (a == NULL || b == NULL)
-    return ert_fail(err, EDGERT_ERR_FORMAT, "node '%s' (%s): a required tensor is absent",
-                    node_name(n), op_name(n));
+    return ert_fail_node(err, EDGERT_ERR_FORMAT, node_name(n), " (%s): a required tensor is absent",
+                         op_name(n));
   bool same = a->ndim == b->ndim;
   for (int32_t i = 0; same && i < a->ndim; i++) same = a->shape[i] == b->shape[i];
   if (!same) {
     char sa[48], sb[48], sha[120], shb[120];
-    return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s' (%s): %s has shape %s but %s has shape %s",
-                    node_name(n), op_name(n), slot_name(n, a, sa, sizeof sa),
-                    shape_str(a, sha, sizeof sha), slot_name(n, b, sb, sizeof sb),
-                    shape_str(b, shb, sizeof shb));
+    return ert_fail_node(err, EDGERT_ERR_SHAPE, node_name(n), " (%s): %s has shape %s but %s has shape %s",
+                         op_name(n), slot_name(n, a, sa, sizeof sa), shape_str(a, sha, sizeof sha),
+                         slot_name(n, b, sb, sizeof sb), shape_str(b, shb, sizeof shb));
   }
   return EDGERT_OK;
 }
@@ -197,11 +208,11 @@ bool ert_is_f32(const ert_tensor *t, int ndim) {
 
 edgert_status ert_check_const(const ert_node *n, ert_err *err, uint32_t i) {
   if (i >= n->n_in || n->in[i] == NULL)
-    return ert_fail(err, EDGERT_ERR_FORMAT, "node '%s' (%s): input %u is required",
-                    node_name(n), op_name(n), (unsigned)i);
+    return ert_fail_node(err, EDGERT_ERR_FORMAT, node_name(n), " (%s): input %u is required", op_name(n),
+                         (unsigned)i);
   if (n->in[i]->storage != ERT_STORAGE_CONST || n->in[i]->data == NULL)
-    return ert_fail(err, EDGERT_ERR_UNSUPPORTED, "node '%s' (%s): input %u must be a constant",
-                    node_name(n), op_name(n), (unsigned)i);
+    return ert_fail_node(err, EDGERT_ERR_UNSUPPORTED, node_name(n), " (%s): input %u must be a constant",
+                         op_name(n), (unsigned)i);
   return EDGERT_OK;
 }
 
@@ -210,14 +221,13 @@ edgert_status ert_check_const(const ert_node *n, ert_err *err, uint32_t i) {
 edgert_status ert_act_read(const ert_node *n, uint32_t first_word, ert_act_params *act,
                            ert_err *err) {
   if (first_word > n->n_params || n->n_params - first_word < 3)
-    return ert_fail(err, EDGERT_ERR_PARAM,
-                    "node '%s' (%s): activation needs parameter words %u..%u, got %u words",
-                    node_name(n), op_name(n), (unsigned)first_word, (unsigned)first_word + 2,
-                    (unsigned)n->n_params);
+    return ert_fail_node(err, EDGERT_ERR_PARAM, node_name(n),
+                         " (%s): activation needs parameter words %u..%u, got %u words", op_name(n),
+                         (unsigned)first_word, (unsigned)first_word + 2, (unsigned)n->n_params);
   int32_t kind = ert_pi(n, first_word);
   if (kind < 0 || kind >= ERT_ACT_COUNT)
-    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (%s): unknown activation kind %d",
-                    node_name(n), op_name(n), (int)kind);
+    return ert_fail_node(err, EDGERT_ERR_PARAM, node_name(n), " (%s): unknown activation kind %d", op_name(n),
+                         (int)kind);
   act->kind = kind;
   act->a = ert_pf(n, first_word + 1);
   act->b = ert_pf(n, first_word + 2);
@@ -318,7 +328,7 @@ void ert_tensor_set_shape(ert_tensor *t, int32_t ndim, const int64_t *dims) {
 
 edgert_status ert_shape_same(ert_node *n, ert_err *err) {
   const ert_tensor *x = n->in[0];
-  if (x == NULL) return ert_fail(err, EDGERT_ERR_FORMAT, "node '%s': input 0 is absent", n->name);
+  if (x == NULL) return ert_fail_node(err, EDGERT_ERR_FORMAT, n->name, ": input 0 is absent");
   int64_t dims[EDGERT_MAX_DIMS];
   for (int32_t d = 0; d < x->ndim; d++) dims[d] = x->shape[d];
   for (uint32_t k = 0; k < n->n_out; k++)
@@ -335,15 +345,15 @@ edgert_status ert_shape_broadcast(ert_node *n, ert_err *err) {
     const ert_tensor *x = n->in[k];
     if (x == NULL) continue;
     if (x->ndim > r)
-      return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': input %u has more dims than the output",
-                      n->name, (unsigned)k);
+      return ert_fail_node(err, EDGERT_ERR_SHAPE, n->name, ": input %u has more dims than the output",
+                           (unsigned)k);
     for (int32_t d = 0; d < x->ndim; d++) {
       const int64_t v = x->shape[d];
       int64_t *o = &dims[r - x->ndim + d];
       if (v == *o || v == 1) continue;
       if (*o != 1)
-        return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': input %u does not broadcast (%lld vs %lld)",
-                        n->name, (unsigned)k, (long long)v, (long long)*o);
+        return ert_fail_node(err, EDGERT_ERR_SHAPE, n->name, ": input %u does not broadcast (%lld vs %lld)",
+                             (unsigned)k, (long long)v, (long long)*o);
       *o = v;
     }
   }

@@ -62,6 +62,14 @@ edgert_status ert_fail(ert_err *err, edgert_status status, const char *fmt, ...)
 #endif
     ;
 
+/* ert_fail with the message "node '<node>'" followed by fmt: the many messages about a
+ * node share that prefix instead of each repeating it. */
+edgert_status ert_fail_node(ert_err *err, edgert_status status, const char *node, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
 typedef enum ert_storage { ERT_STORAGE_ARENA = 0, ERT_STORAGE_CONST = 1 } ert_storage;
 
 typedef struct ert_quant {
@@ -219,13 +227,17 @@ const char *ert_backend_name(uint32_t code);
 /* Declarations of every op's prepare and eval, from the op list. */
 #if defined(__GNUC__)
 #define ERT_HIDDEN __attribute__((visibility("hidden"))) /* never preempted: no GOT */
+/* prepare and shape run at load and when a bounded dimension changes, never per
+ * inference: optimized for size even in the files compiled for speed (OPT_HOT). */
+#define ERT_ONCE __attribute__((cold))
 #else
 #define ERT_HIDDEN
+#define ERT_ONCE
 #endif
-#define ERT_OP(code, name)                                                       \
-  ERT_HIDDEN edgert_status ert_##name##_prepare(ert_node *node, ert_err *err); \
-  ERT_HIDDEN void ert_##name##_eval(const ert_node *node, ert_exec *ex);       \
-  ERT_HIDDEN edgert_status ert_##name##_shape(ert_node *node, ert_err *err);
+#define ERT_OP(code, name)                                                                \
+  ERT_HIDDEN ERT_ONCE edgert_status ert_##name##_prepare(ert_node *node, ert_err *err); \
+  ERT_HIDDEN void ert_##name##_eval(const ert_node *node, ert_exec *ex);                \
+  ERT_HIDDEN ERT_ONCE edgert_status ert_##name##_shape(ert_node *node, ert_err *err);
 #include "edgert_ops.def"
 #undef ERT_OP
 

@@ -492,12 +492,11 @@ static edgert_status check_node_overlap(loader *L, const ert_node *n) {
   for (uint32_t k = 0; k < n->n_out; k++) {
     const ert_tensor *o = n->out[k];
     if (overlaps(o->offset, o->nbytes, so, sn))
-      return ert_fail(L->err, EDGERT_ERR_FORMAT, "node '%s': output '%s' overlaps its scratch", n->name,
-                      o->name);
+      return ert_fail_node(L->err, EDGERT_ERR_FORMAT, n->name, ": output '%s' overlaps its scratch", o->name);
     for (uint32_t j = 0; j < k; j++)
       if (overlaps(o->offset, o->nbytes, n->out[j]->offset, n->out[j]->nbytes))
-        return ert_fail(L->err, EDGERT_ERR_FORMAT, "node '%s': outputs '%s' and '%s' overlap in the arena",
-                        n->name, n->out[j]->name, o->name);
+        return ert_fail_node(L->err, EDGERT_ERR_FORMAT, n->name,
+                             ": outputs '%s' and '%s' overlap in the arena", n->out[j]->name, o->name);
     for (uint32_t j = 0; j < n->n_in; j++) {
       const ert_tensor *t = n->in[j];
       if (t == NULL || t->storage != ERT_STORAGE_ARENA || !overlaps(o->offset, o->nbytes, t->offset, t->nbytes))
@@ -506,15 +505,14 @@ static edgert_status check_node_overlap(loader *L, const ert_node *n) {
       if (k == 0 && i0 != NULL && i0->storage == ERT_STORAGE_ARENA && o->offset == i0->offset &&
           o->nbytes == i0->nbytes && t->offset == o->offset && t->nbytes == o->nbytes)
         continue;
-      return ert_fail(L->err, EDGERT_ERR_FORMAT, "node '%s': output '%s' overlaps input '%s' in the arena",
-                      n->name, o->name, t->name);
+      return ert_fail_node(L->err, EDGERT_ERR_FORMAT, n->name,
+                           ": output '%s' overlaps input '%s' in the arena", o->name, t->name);
     }
   }
   for (uint32_t j = 0; j < n->n_in; j++) {
     const ert_tensor *t = n->in[j];
     if (t != NULL && t->storage == ERT_STORAGE_ARENA && overlaps(t->offset, t->nbytes, so, sn))
-      return ert_fail(L->err, EDGERT_ERR_FORMAT, "node '%s': input '%s' overlaps its scratch", n->name,
-                      t->name);
+      return ert_fail_node(L->err, EDGERT_ERR_FORMAT, n->name, ": input '%s' overlaps its scratch", t->name);
   }
   return EDGERT_OK;
 }
@@ -557,8 +555,8 @@ static edgert_status load_nodes(loader *L, edgert_model *m, uint8_t *defined) {
     if (st != EDGERT_OK) break;
     ert_op_impl impl;
     if (ert_op_lookup(code, &impl) == NULL) {
-      st = ert_fail(L->err, EDGERT_ERR_UNSUPPORTED_OP, "node '%s': op code %u is unknown to this runtime",
-                    n->name, (unsigned)code);
+      st = ert_fail_node(L->err, EDGERT_ERR_UNSUPPORTED_OP, n->name,
+                         ": op code %u is unknown to this runtime", (unsigned)code);
       break;
     }
     n->op = (int32_t)code;
@@ -576,8 +574,8 @@ static edgert_status load_nodes(loader *L, edgert_model *m, uint8_t *defined) {
 
     uint32_t p_first = rd32(r + 32), p_count = rd32(r + 36);
     if (!in_range(p_first, p_count, L->n_params)) {
-      st = ert_fail(L->err, EDGERT_ERR_FORMAT, "node '%s': parameter range [%u, +%u) outside PARAMS",
-                    n->name, (unsigned)p_first, (unsigned)p_count);
+      st = ert_fail_node(L->err, EDGERT_ERR_FORMAT, n->name, ": parameter range [%u, +%u) outside PARAMS",
+                         (unsigned)p_first, (unsigned)p_count);
       break;
     }
     n->params = (const uint32_t *)(const void *)(L->params + 4 * (uint64_t)p_first);
@@ -585,10 +583,10 @@ static edgert_status load_nodes(loader *L, edgert_model *m, uint8_t *defined) {
 
     uint64_t sc_off = rd64(r + 40), sc_bytes = rd64(r + 48);
     if (sc_bytes > 0 && (sc_off % EDGERT_ARENA_ALIGN != 0 || !in_range(sc_off, sc_bytes, L->arena_bytes))) {
-      st = ert_fail(L->err, EDGERT_ERR_FORMAT,
-                    "node '%s': scratch [%llu, +%llu) is misaligned or exceeds the arena of %llu bytes",
-                    n->name, (unsigned long long)sc_off, (unsigned long long)sc_bytes,
-                    (unsigned long long)L->arena_bytes);
+      st = ert_fail_node(L->err, EDGERT_ERR_FORMAT, n->name,
+                         ": scratch [%llu, +%llu) is misaligned or exceeds the arena of %llu bytes",
+                         (unsigned long long)sc_off, (unsigned long long)sc_bytes,
+                         (unsigned long long)L->arena_bytes);
       break;
     }
     n->scratch_offset = sc_bytes > 0 ? sc_off : 0;
@@ -602,9 +600,8 @@ static edgert_status load_nodes(loader *L, edgert_model *m, uint8_t *defined) {
       }
       const ert_tensor *t = &m->tensors[in_idx[k]];
       if (t->storage != ERT_STORAGE_CONST && !defined[in_idx[k]]) {
-        st = ert_fail(L->err, EDGERT_ERR_FORMAT,
-                      "node '%s': input %u ('%s') is used before it is computed", n->name,
-                      (unsigned)k, t->name);
+        st = ert_fail_node(L->err, EDGERT_ERR_FORMAT, n->name,
+                           ": input %u ('%s') is used before it is computed", (unsigned)k, t->name);
         break;
       }
       n->in[k] = &m->tensors[in_idx[k]];
@@ -613,17 +610,15 @@ static edgert_status load_nodes(loader *L, edgert_model *m, uint8_t *defined) {
     for (uint32_t k = 0; k < n->n_out; k++) {
       const ert_tensor *t = &m->tensors[out_idx[k]];
       if (t->storage != ERT_STORAGE_ARENA) {
-        st = ert_fail(L->err, EDGERT_ERR_FORMAT, "node '%s': output '%s' is a constant", n->name, t->name);
+        st = ert_fail_node(L->err, EDGERT_ERR_FORMAT, n->name, ": output '%s' is a constant", t->name);
         break;
       }
       if (defined[out_idx[k]] == 2) {
-        st = ert_fail(L->err, EDGERT_ERR_FORMAT, "node '%s': output '%s' is a graph input", n->name,
-                      t->name);
+        st = ert_fail_node(L->err, EDGERT_ERR_FORMAT, n->name, ": output '%s' is a graph input", t->name);
         break;
       }
       if (defined[out_idx[k]]) {
-        st = ert_fail(L->err, EDGERT_ERR_FORMAT, "node '%s': output '%s' is written twice", n->name,
-                      t->name);
+        st = ert_fail_node(L->err, EDGERT_ERR_FORMAT, n->name, ": output '%s' is written twice", t->name);
         break;
       }
       defined[out_idx[k]] = 1;
@@ -738,7 +733,7 @@ static edgert_status prepare_nodes(loader *L, edgert_model *m) {
     if (st != EDGERT_OK) {
       /* A prepare that forgot to write a message still leaves a useful one. */
       if (L->err->msg != NULL && L->err->size > 0 && L->err->msg[0] == '\0')
-        ert_fail(L->err, st, "node '%s' (%s): %s", n->name, op, edgert_status_str(st));
+        ert_fail_node(L->err, st, n->name, " (%s): %s", op, edgert_status_str(st));
       return st;
     }
   }

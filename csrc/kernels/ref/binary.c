@@ -287,23 +287,20 @@ static edgert_status plan_build(const ert_node *node, ert_err *err, bc_plan *p) 
   const uint32_t n_in = node->n_in;
   int64_t st[BIN_MAX_IN][EDGERT_MAX_DIMS];
   if (r < 0 || r > EDGERT_MAX_DIMS)
-    return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': output rank %d", nname(node), r);
+    return ert_fail_node(err, EDGERT_ERR_SHAPE, nname(node), ": output rank %d", r);
   for (uint32_t k = 0; k < n_in; k++) {
     const ert_tensor *t = node->in[k];
     if (t->ndim < 0 || t->ndim > r)
-      return ert_fail(err, EDGERT_ERR_SHAPE,
-                      "node '%s': input %u has rank %d, more than the output's %d", nname(node),
-                      (unsigned)k, (int)t->ndim, r);
+      return ert_fail_node(err, EDGERT_ERR_SHAPE, nname(node),
+                           ": input %u has rank %d, more than the output's %d", (unsigned)k, (int)t->ndim, r);
     const int off = r - t->ndim;
     int64_t s = 1;
     for (int d = r - 1; d >= 0; d--) {
       const int64_t dim = d >= off ? t->shape[d - off] : 1;
       if (dim != y->shape[d] && dim != 1)
-        return ert_fail(err, EDGERT_ERR_SHAPE,
-                        "node '%s': input %u dimension %d (%lld) does not broadcast to the "
-                        "output's %lld",
-                        nname(node), (unsigned)k, d - off, (long long)dim,
-                        (long long)y->shape[d]);
+        return ert_fail_node(err, EDGERT_ERR_SHAPE, nname(node),
+                             ": input %u dimension %d (%lld) does not broadcast to the " "output's %lld",
+                             (unsigned)k, d - off, (long long)dim, (long long)y->shape[d]);
       st[k][d] = dim == 1 ? 0 : s;
       s *= dim;
     }
@@ -316,9 +313,9 @@ static edgert_status plan_build(const ert_node *node, ert_err *err, bc_plan *p) 
       found = found || (d >= off && node->in[k]->shape[d - off] == y->shape[d]);
     }
     if (!found)
-      return ert_fail(err, EDGERT_ERR_SHAPE,
-                      "node '%s': output dimension %d (%lld) is not the broadcast of the inputs",
-                      nname(node), d, (long long)y->shape[d]);
+      return ert_fail_node(err, EDGERT_ERR_SHAPE, nname(node),
+                           ": output dimension %d (%lld) is not the broadcast of the inputs", d,
+                           (long long)y->shape[d]);
   }
 
   memset(p, 0, sizeof *p);
@@ -347,8 +344,7 @@ static edgert_status plan_build(const ert_node *node, ert_err *err, bc_plan *p) 
   p->rank = rank;
   for (uint32_t k = 0; k < n_in; k++)
     if (p->strides[k][rank - 1] != 0 && p->strides[k][rank - 1] != 1)
-      return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': internal broadcast plan error",
-                      nname(node));
+      return ert_fail_node(err, EDGERT_ERR_SHAPE, nname(node), ": internal broadcast plan error");
   return EDGERT_OK;
 }
 
@@ -445,19 +441,19 @@ static edgert_status bin_prepare(ert_node *node, ert_err *err, int op, unsigned 
   if (st != EDGERT_OK) return st;
   const ert_tensor *a = node->in[0], *b = node->in[1];
   if (a->dtype != b->dtype)
-    return ert_fail(err, EDGERT_ERR_DTYPE, "node '%s': inputs have dtypes %s and %s",
-                    nname(node), ert_dtype_name(a->dtype), ert_dtype_name(b->dtype));
+    return ert_fail_node(err, EDGERT_ERR_DTYPE, nname(node), ": inputs have dtypes %s and %s",
+                         ert_dtype_name(a->dtype), ert_dtype_name(b->dtype));
   const int slot = slot_of(a->dtype);
   int variant = 0;
   if (n_variants > 1) {
     variant = ert_pi(node, 0);
     if (variant < 0 || variant >= n_variants)
-      return ert_fail(err, EDGERT_ERR_PARAM, "node '%s': parameter 0 is %d, must be below %d",
-                      nname(node), variant, n_variants);
+      return ert_fail_node(err, EDGERT_ERR_PARAM, nname(node), ": parameter 0 is %d, must be below %d",
+                           variant, n_variants);
   }
   if (slot < 0 || !(dtypes & (1u << slot)))
-    return ert_fail(err, EDGERT_ERR_UNSUPPORTED, "node '%s': dtype %s is not supported",
-                    nname(node), ert_dtype_name(a->dtype));
+    return ert_fail_node(err, EDGERT_ERR_UNSUPPORTED, nname(node), ": dtype %s is not supported",
+                         ert_dtype_name(a->dtype));
   st = ert_check_dtype(node, err, node->out[0], bool_out ? EDGERT_BOOL : a->dtype);
   if (st != EDGERT_OK) return st;
   bc_plan p;
@@ -518,9 +514,8 @@ edgert_status ert_add_prepare(ert_node *node, ert_err *err) {
   st = ert_act_read(node, 0, &act, err);
   if (st != EDGERT_OK) return st;
   if (act.kind != ERT_ACT_NONE && node->out[0]->dtype != EDGERT_FLOAT32)
-    return ert_fail(err, EDGERT_ERR_UNSUPPORTED,
-                    "node '%s': a fused activation needs float32, got %s", nname(node),
-                    ert_dtype_name(node->out[0]->dtype));
+    return ert_fail_node(err, EDGERT_ERR_UNSUPPORTED, nname(node),
+                         ": a fused activation needs float32, got %s", ert_dtype_name(node->out[0]->dtype));
   return EDGERT_OK;
 }
 
@@ -551,8 +546,8 @@ edgert_status ert_where_prepare(ert_node *node, ert_err *err) {
   const int32_t dt = node->in[1]->dtype;
   const size_t es = ert_dtype_size(dt);
   if (es != 1 && es != 2 && es != 4 && es != 8)
-    return ert_fail(err, EDGERT_ERR_UNSUPPORTED, "node '%s': dtype %s is not supported",
-                    nname(node), ert_dtype_name(dt));
+    return ert_fail_node(err, EDGERT_ERR_UNSUPPORTED, nname(node), ": dtype %s is not supported",
+                         ert_dtype_name(dt));
   st = ert_check_dtype(node, err, node->in[2], dt);
   if (st != EDGERT_OK) return st;
   st = ert_check_dtype(node, err, node->out[0], dt);

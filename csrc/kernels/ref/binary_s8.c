@@ -25,8 +25,7 @@ static edgert_status plan(ert_node *node, ert_err *err) {
   const ert_tensor *a = node->in[0], *b = node->in[1], *y = node->out[0];
   const int32_t r = y->ndim;
   if (a->ndim > r || b->ndim > r)
-    return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': inputs of higher rank than the output",
-                    nm(node));
+    return ert_fail_node(err, EDGERT_ERR_SHAPE, nm(node), ": inputs of higher rank than the output");
   int64_t dims[EDGERT_MAX_DIMS], sta[EDGERT_MAX_DIMS], stb[EDGERT_MAX_DIMS];
   int64_t sa = 1, sb = 1;
   for (int32_t d = r - 1; d >= 0; d--) {
@@ -34,8 +33,7 @@ static edgert_status plan(ert_node *node, ert_err *err) {
     const int64_t na = da >= 0 ? a->shape[da] : 1, nb = db >= 0 ? b->shape[db] : 1;
     const int64_t n = y->shape[d];
     if ((na != n && na != 1) || (nb != n && nb != 1) || (na == 1 && nb == 1 && n != 1))
-      return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': shapes do not broadcast to the output",
-                      nm(node));
+      return ert_fail_node(err, EDGERT_ERR_SHAPE, nm(node), ": shapes do not broadcast to the output");
     dims[d] = n;
     sta[d] = na == 1 ? 0 : sa;
     stb[d] = nb == 1 ? 0 : sb;
@@ -84,17 +82,16 @@ static edgert_status prepare(ert_node *node, ert_err *err, uint32_t first, uint3
     return st;
   const int32_t azp = ert_pi(node, first + W_AZP), bzp = ert_pi(node, first + W_BZP);
   if (azp < -128 || azp > 127 || bzp < -128 || bzp > 127)
-    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s': input zero points outside int8", nm(node));
+    return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node), ": input zero points outside int8");
   for (uint32_t k = 0; k < n_mult; k++) {
     const int32_t m = ert_pi(node, first + 3 + k);
     if (m < 0 || m >= mult_limit)
-      return ert_fail(err, EDGERT_ERR_PARAM, "node '%s': multiplier %d outside [0, %d)", nm(node),
-                      (int)m, (int)mult_limit);
+      return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node), ": multiplier %d outside [0, %d)", (int)m,
+                           (int)mult_limit);
   }
   const int32_t shift = ert_pi(node, first + 3 + n_mult);
   if (shift < 1 || shift > 31)
-    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s': shift %d outside [1, 31]", nm(node),
-                    (int)shift);
+    return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node), ": shift %d outside [1, 31]", (int)shift);
   if ((st = ert_check_qrange(node, err, ert_pi(node, first + W_YZP),
                              ert_pi(node, first + words - 2), ert_pi(node, first + words - 1))) !=
       EDGERT_OK)
@@ -106,8 +103,7 @@ edgert_status ert_add_s8_prepare(ert_node *node, ert_err *err) {
   edgert_status st = prepare(node, err, ADD_FIRST, 2, 1 << 15);
   if (st != EDGERT_OK) return st;
   if (ert_pi(node, 0) != ERT_ACT_NONE)
-    return ert_fail(err, EDGERT_ERR_UNSUPPORTED, "node '%s': int8 add takes no activation",
-                    nm(node));
+    return ert_fail_node(err, EDGERT_ERR_UNSUPPORTED, nm(node), ": int8 add takes no activation");
   return EDGERT_OK;
 }
 

@@ -146,11 +146,11 @@ edgert_status ert_cast_prepare(ert_node *node, ert_err *err) {
   const int32_t to = ert_pi(node, 0);
   const char *nm = node->name ? node->name : "";
   if (cast_slot(to) < 0)
-    return ert_fail(err, EDGERT_ERR_UNSUPPORTED, "node '%s' (cast): target dtype %d is not supported",
-                    nm, (int)to);
+    return ert_fail_node(err, EDGERT_ERR_UNSUPPORTED, nm, " (cast): target dtype %d is not supported",
+                         (int)to);
   if (cast_slot(x->dtype) < 0)
-    return ert_fail(err, EDGERT_ERR_UNSUPPORTED, "node '%s' (cast): input dtype %s is not supported",
-                    nm, ert_dtype_name(x->dtype));
+    return ert_fail_node(err, EDGERT_ERR_UNSUPPORTED, nm, " (cast): input dtype %s is not supported",
+                         ert_dtype_name(x->dtype));
   st = ert_check_dtype(node, err, y, to);
   if (st != EDGERT_OK) return st;
   st = ert_check_same_shape(node, err, x, y);

@@ -22,11 +22,11 @@ static edgert_status check_part(const ert_node *node, ert_err *err, const char *
   edgert_status st = ert_check_dtype(node, err, part, whole->dtype);
   if (st != EDGERT_OK) return st;
   if (part->ndim != whole->ndim)
-    return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s' (%s): ranks differ", nm(node), op);
+    return ert_fail_node(err, EDGERT_ERR_SHAPE, nm(node), " (%s): ranks differ", op);
   for (int32_t d = 0; d < whole->ndim; d++)
     if (d != axis && part->shape[d] != whole->shape[d])
-      return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s' (%s): dim %d differs off axis %d", nm(node),
-                      op, (int)d, (int)axis);
+      return ert_fail_node(err, EDGERT_ERR_SHAPE, nm(node), " (%s): dim %d differs off axis %d", op, (int)d,
+                           (int)axis);
   return EDGERT_OK;
 }
 
@@ -49,21 +49,20 @@ edgert_status ert_concat_prepare(ert_node *node, ert_err *err) {
   const ert_tensor *y = node->out[0];
   const int32_t axis = ert_pi(node, 0);
   if (ert_dtype_size(y->dtype) == 0)
-    return ert_fail(err, EDGERT_ERR_DTYPE, "node '%s' (concat): unknown dtype", nm(node));
+    return ert_fail_node(err, EDGERT_ERR_DTYPE, nm(node), " (concat): unknown dtype");
   if (axis < 0 || axis >= y->ndim)
-    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (concat): axis %d out of range", nm(node),
-                    (int)axis);
+    return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node), " (concat): axis %d out of range", (int)axis);
   int64_t total = 0;
   for (uint32_t k = 0; k < node->n_in; k++) {
     if (node->in[k] == NULL)
-      return ert_fail(err, EDGERT_ERR_FORMAT, "node '%s' (concat): input %u is absent", nm(node),
-                      (unsigned)k);
+      return ert_fail_node(err, EDGERT_ERR_FORMAT, nm(node), " (concat): input %u is absent", (unsigned)k);
     if ((st = check_part(node, err, "concat", node->in[k], y, axis)) != EDGERT_OK) return st;
     total += node->in[k]->shape[axis];
   }
   if (total != y->shape[axis])
-    return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s' (concat): inputs add up to %lld along axis, output has %d",
-                    nm(node), (long long)total, (int)y->shape[axis]);
+    return ert_fail_node(err, EDGERT_ERR_SHAPE, nm(node),
+                         " (concat): inputs add up to %lld along axis, output has %d", (long long)total,
+                         (int)y->shape[axis]);
   store_geometry(node, y, axis);
   return EDGERT_OK;
 }
@@ -105,23 +104,23 @@ edgert_status ert_split_prepare(ert_node *node, ert_err *err) {
   const ert_tensor *x = node->in[0];
   const int32_t axis = ert_pi(node, 0), n = ert_pi(node, 1);
   if (ert_dtype_size(x->dtype) == 0)
-    return ert_fail(err, EDGERT_ERR_DTYPE, "node '%s' (split): unknown dtype", nm(node));
+    return ert_fail_node(err, EDGERT_ERR_DTYPE, nm(node), " (split): unknown dtype");
   if (axis < 0 || axis >= x->ndim)
-    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (split): axis %d out of range", nm(node), (int)axis);
+    return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node), " (split): axis %d out of range", (int)axis);
   if (n < 1 || (uint32_t)n != node->n_out || node->n_params != 2u + (uint32_t)n)
-    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (split): %d parts for %u outputs", nm(node), (int)n,
-                    (unsigned)node->n_out);
+    return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node), " (split): %d parts for %u outputs", (int)n,
+                         (unsigned)node->n_out);
   int64_t total = 0;
   for (uint32_t k = 0; k < node->n_out; k++) {
     if ((st = check_part(node, err, "split", node->out[k], x, axis)) != EDGERT_OK) return st;
     if (node->out[k]->shape[axis] != ert_pi(node, 2 + k))
-      return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s' (split): output %u does not match its size",
-                      nm(node), (unsigned)k);
+      return ert_fail_node(err, EDGERT_ERR_SHAPE, nm(node), " (split): output %u does not match its size",
+                           (unsigned)k);
     total += node->out[k]->shape[axis];
   }
   if (total != x->shape[axis])
-    return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s' (split): sizes add up to %lld, input has %d",
-                    nm(node), (long long)total, (int)x->shape[axis]);
+    return ert_fail_node(err, EDGERT_ERR_SHAPE, nm(node), " (split): sizes add up to %lld, input has %d",
+                         (long long)total, (int)x->shape[axis]);
   store_geometry(node, x, axis);
   return EDGERT_OK;
 }

@@ -10,35 +10,32 @@ edgert_status ert_concat_s8_prepare(ert_node *node, ert_err *err) {
   edgert_status st = ert_check_arity(node, err, 1, 0xFFFFFFFFu, 1, 1);
   if (st != EDGERT_OK) return st;
   if (node->n_in > (0xFFFFFFFFu - 2) / 3 || node->n_params != 2 + 3 * node->n_in)
-    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s': %u parameter words for %u inputs",
-                    nm(node), (unsigned)node->n_params, (unsigned)node->n_in);
+    return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node), ": %u parameter words for %u inputs",
+                         (unsigned)node->n_params, (unsigned)node->n_in);
   const ert_tensor *y = node->out[0];
   const int32_t axis = ert_pi(node, 0);
   if ((st = ert_check_s8(node, err, y, "the output")) != EDGERT_OK) return st;
   if (axis < 0 || axis >= y->ndim)
-    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s': axis %d out of range", nm(node), (int)axis);
+    return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node), ": axis %d out of range", (int)axis);
   int64_t total = 0;
   for (uint32_t k = 0; k < node->n_in; k++) {
     const ert_tensor *x = node->in[k];
     if ((st = ert_check_s8(node, err, x, "every input")) != EDGERT_OK) return st;
     if (x->ndim != y->ndim)
-      return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': ranks differ", nm(node));
+      return ert_fail_node(err, EDGERT_ERR_SHAPE, nm(node), ": ranks differ");
     for (int32_t d = 0; d < y->ndim; d++)
       if (d != axis && x->shape[d] != y->shape[d])
-        return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': dim %d differs off the axis",
-                        nm(node), (int)d);
+        return ert_fail_node(err, EDGERT_ERR_SHAPE, nm(node), ": dim %d differs off the axis", (int)d);
     total += x->shape[axis];
     const int32_t zp = ert_pi(node, 1 + 3 * k), mult = ert_pi(node, 2 + 3 * k);
     const int32_t shift = ert_pi(node, 3 + 3 * k);
     if (zp < -128 || zp > 127 || (shift != 0 && !ert_q_valid(mult, shift)))
-      return ert_fail(err, EDGERT_ERR_PARAM, "node '%s': bad requantization of input %u",
-                      nm(node), (unsigned)k);
+      return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node), ": bad requantization of input %u", (unsigned)k);
   }
   const int32_t yzp = ert_pi(node, 1 + 3 * node->n_in);
   if ((st = ert_check_qrange(node, err, yzp, -128, 127)) != EDGERT_OK) return st;
   if (total != y->shape[axis])
-    return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': inputs do not add up to the output",
-                    nm(node));
+    return ert_fail_node(err, EDGERT_ERR_SHAPE, nm(node), ": inputs do not add up to the output");
   int64_t outer = 1, inner = 1;
   for (int32_t d = 0; d < axis; d++) outer *= y->shape[d];
   for (int32_t d = axis + 1; d < y->ndim; d++) inner *= y->shape[d];

@@ -17,11 +17,11 @@ edgert_status ert_cumsum_prepare(ert_node *node, ert_err *err) {
   if ((st = ert_check_dtype(node, err, y, x->dtype)) != EDGERT_OK) return st;
   if ((st = ert_check_same_shape(node, err, x, y)) != EDGERT_OK) return st;
   if (x->dtype != EDGERT_FLOAT32 && x->dtype != EDGERT_INT32 && x->dtype != EDGERT_INT64)
-    return ert_fail(err, EDGERT_ERR_DTYPE, "node '%s' (cumsum): unsupported dtype %s", nm(node),
-                    ert_dtype_name(x->dtype));
+    return ert_fail_node(err, EDGERT_ERR_DTYPE, nm(node), " (cumsum): unsupported dtype %s",
+                         ert_dtype_name(x->dtype));
   const int32_t axis = ert_pi(node, 0);
   if (axis < 0 || axis >= x->ndim)
-    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (cumsum): axis %d out of range", nm(node), (int)axis);
+    return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node), " (cumsum): axis %d out of range", (int)axis);
   int64_t outer = 1, inner = 1;
   for (int32_t d = 0; d < axis; d++) outer *= x->shape[d];
   for (int32_t d = axis + 1; d < x->ndim; d++) inner *= x->shape[d];

@@ -42,12 +42,13 @@ static edgert_status check_indices(const ert_node *node, ert_err *err, const cha
                                    int64_t n) {
   const ert_tensor *t = node->in[i];
   if (t->dtype != EDGERT_INT32 && t->dtype != EDGERT_INT64)
-    return ert_fail(err, EDGERT_ERR_DTYPE, "node '%s' (%s): indices must be int32 or int64", nm(node), op);
+    return ert_fail_node(err, EDGERT_ERR_DTYPE, nm(node), " (%s): indices must be int32 or int64", op);
   if (t->storage == ERT_STORAGE_CONST && t->data != NULL)
     for (size_t k = 0; k < t->numel; k++)
       if (wrap(read_index(t, k), n) < 0)
-        return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (%s): constant index %lld outside [%lld, %lld)",
-                        nm(node), op, (long long)read_index(t, k), (long long)-n, (long long)n);
+        return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node),
+                             " (%s): constant index %lld outside [%lld, %lld)", op,
+                             (long long)read_index(t, k), (long long)-n, (long long)n);
   return EDGERT_OK;
 }
 
@@ -70,8 +71,8 @@ static bool indices_ok(const ert_node *node, ert_exec *ex, const char *op, uint3
 static edgert_status check_axis(const ert_node *node, ert_err *err, const char *op, int32_t axis,
                                 int32_t rank) {
   if (axis < 0 || axis >= rank)
-    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (%s): axis %d out of range for rank %d", nm(node), op,
-                    (int)axis, (int)rank);
+    return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node), " (%s): axis %d out of range for rank %d", op,
+                         (int)axis, (int)rank);
   return EDGERT_OK;
 }
 
@@ -85,7 +86,7 @@ edgert_status ert_gather_prepare(ert_node *node, ert_err *err) {
   const int32_t axis = ert_pi(node, 0);
   if ((st = ert_check_dtype(node, err, y, x->dtype)) != EDGERT_OK) return st;
   if (ert_dtype_size(x->dtype) == 0)
-    return ert_fail(err, EDGERT_ERR_DTYPE, "node '%s' (gather): unknown dtype", nm(node));
+    return ert_fail_node(err, EDGERT_ERR_DTYPE, nm(node), " (gather): unknown dtype");
   if ((st = check_axis(node, err, "gather", axis, x->ndim)) != EDGERT_OK) return st;
   int ok = y->ndim == x->ndim + ix->ndim - 1;
   int64_t outer = 1, inner = 1;
@@ -98,7 +99,7 @@ edgert_status ert_gather_prepare(ert_node *node, ert_err *err) {
     ok = y->shape[d + ix->ndim - 1] == x->shape[d];
     inner *= x->shape[d];
   }
-  if (!ok) return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s' (gather): output shape mismatch", nm(node));
+  if (!ok) return ert_fail_node(err, EDGERT_ERR_SHAPE, nm(node), " (gather): output shape mismatch");
   if ((st = check_indices(node, err, "gather", 1, x->shape[axis])) != EDGERT_OK) return st;
   node->opdata[0] = outer;
   node->opdata[1] = x->shape[axis];
@@ -140,11 +141,10 @@ static edgert_status check_elements(const ert_node *node, ert_err *err, const ch
   edgert_status st = check_axis(node, err, op, axis, x->ndim);
   if (st != EDGERT_OK) return st;
   if (ix->ndim != x->ndim)
-    return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s' (%s): indices rank differs from data rank", nm(node), op);
+    return ert_fail_node(err, EDGERT_ERR_SHAPE, nm(node), " (%s): indices rank differs from data rank", op);
   for (int32_t d = 0; d < x->ndim; d++)
     if (d != axis && ix->shape[d] > x->shape[d])
-      return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s' (%s): indices dim %d exceeds data", nm(node), op,
-                      (int)d);
+      return ert_fail_node(err, EDGERT_ERR_SHAPE, nm(node), " (%s): indices dim %d exceeds data", op, (int)d);
   return check_indices(node, err, op, 1, x->shape[axis]);
 }
 
@@ -189,7 +189,7 @@ edgert_status ert_gather_elements_prepare(ert_node *node, ert_err *err) {
   if ((st = ert_check_dtype(node, err, y, x->dtype)) != EDGERT_OK) return st;
   const size_t es = ert_dtype_size(x->dtype);
   if (es == 0 || es > 8)
-    return ert_fail(err, EDGERT_ERR_DTYPE, "node '%s' (gather_elements): unknown dtype", nm(node));
+    return ert_fail_node(err, EDGERT_ERR_DTYPE, nm(node), " (gather_elements): unknown dtype");
   if ((st = ert_check_same_shape(node, err, ix, y)) != EDGERT_OK) return st;
   return check_elements(node, err, "gather_elements", x, ix, ert_pi(node, 0));
 }
@@ -234,18 +234,18 @@ edgert_status ert_scatter_elements_prepare(ert_node *node, ert_err *err) {
   const int32_t red = ert_pi(node, 1);
   const size_t es = ert_dtype_size(x->dtype);
   if (es == 0 || es > 8)
-    return ert_fail(err, EDGERT_ERR_DTYPE, "node '%s' (scatter_elements): unknown dtype", nm(node));
+    return ert_fail_node(err, EDGERT_ERR_DTYPE, nm(node), " (scatter_elements): unknown dtype");
   if (red < RED_NONE || red > RED_MIN)
-    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (scatter_elements): unknown reduction %d", nm(node),
-                    (int)red);
+    return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node), " (scatter_elements): unknown reduction %d",
+                         (int)red);
   if (red != RED_NONE) {
     switch (x->dtype) {
       case EDGERT_FLOAT32: case EDGERT_UINT8: case EDGERT_INT8: case EDGERT_INT16:
       case EDGERT_INT32: case EDGERT_INT64:
         break;
       default:
-        return ert_fail(err, EDGERT_ERR_UNSUPPORTED, "node '%s' (scatter_elements): reduction on %s",
-                        nm(node), ert_dtype_name(x->dtype));
+        return ert_fail_node(err, EDGERT_ERR_UNSUPPORTED, nm(node), " (scatter_elements): reduction on %s",
+                             ert_dtype_name(x->dtype));
     }
   }
   return check_elements(node, err, "scatter_elements", x, ix, ert_pi(node, 0));
@@ -322,19 +322,19 @@ edgert_status ert_one_hot_prepare(ert_node *node, ert_err *err) {
   const ert_tensor *ix = node->in[0], *y = node->out[0];
   const int32_t axis = ert_pi(node, 0), depth = ert_pi(node, 1);
   if (ix->dtype != EDGERT_INT32 && ix->dtype != EDGERT_INT64 && ix->dtype != EDGERT_FLOAT32)
-    return ert_fail(err, EDGERT_ERR_DTYPE, "node '%s' (one_hot): indices must be int32, int64 or float32",
-                    nm(node));
+    return ert_fail_node(err, EDGERT_ERR_DTYPE, nm(node),
+                         " (one_hot): indices must be int32, int64 or float32");
   const size_t es = ert_dtype_size(y->dtype);
   if (es == 0 || es > 8)
-    return ert_fail(err, EDGERT_ERR_DTYPE, "node '%s' (one_hot): unknown output dtype", nm(node));
+    return ert_fail_node(err, EDGERT_ERR_DTYPE, nm(node), " (one_hot): unknown output dtype");
   if (axis < 0 || axis > ix->ndim || depth < 1 || y->ndim != ix->ndim + 1 || y->shape[axis] != depth)
-    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (one_hot): axis %d / depth %d do not match the output",
-                    nm(node), (int)axis, (int)depth);
+    return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node),
+                         " (one_hot): axis %d / depth %d do not match the output", (int)axis, (int)depth);
   int64_t outer = 1, inner = 1;
   for (int32_t d = 0; d < ix->ndim; d++) {
     const int32_t yd = d < axis ? d : d + 1;
     if (y->shape[yd] != ix->shape[d])
-      return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s' (one_hot): output shape mismatch", nm(node));
+      return ert_fail_node(err, EDGERT_ERR_SHAPE, nm(node), " (one_hot): output shape mismatch");
     if (d < axis) outer *= ix->shape[d]; else inner *= ix->shape[d];
   }
   node->opdata[0] = outer;
@@ -382,7 +382,7 @@ edgert_status ert_gather_shape(ert_node *node, ert_err *err) {
   ert_tensor *y = node->out[0];
   const int32_t axis = ert_pi(node, 0);
   if (axis < 0 || axis >= x->ndim || x->ndim - 1 + ix->ndim != y->ndim)
-    return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s' (gather): ranks do not match", node->name);
+    return ert_fail_node(err, EDGERT_ERR_SHAPE, node->name, " (gather): ranks do not match");
   int64_t dims[EDGERT_MAX_DIMS];
   int32_t r = 0;
   for (int32_t d = 0; d < axis; d++) dims[r++] = x->shape[d];

@@ -15,8 +15,8 @@ edgert_status ert_lut_s8_prepare(ert_node *node, ert_err *err) {
     return st;
   if ((st = ert_check_const(node, err, 1)) != EDGERT_OK) return st;
   if (t->numel != 256)
-    return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': the table must have 256 entries",
-                    node->name ? node->name : "");
+    return ert_fail_node(err, EDGERT_ERR_SHAPE, node->name ? node->name : "",
+                         ": the table must have 256 entries");
   return ert_check_same_shape(node, err, x, y);
 }
 

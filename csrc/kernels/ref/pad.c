@@ -33,22 +33,22 @@ edgert_status ert_pad_prepare(ert_node *node, ert_err *err) {
   const size_t es = ert_dtype_size(x->dtype);
   const int32_t mode = ert_pi(node, 0), r = ert_pi(node, 1);
   if (es == 0 || es > 8)
-    return ert_fail(err, EDGERT_ERR_DTYPE, "node '%s' (pad): unsupported dtype", nm(node));
+    return ert_fail_node(err, EDGERT_ERR_DTYPE, nm(node), " (pad): unsupported dtype");
   if (mode < PAD_CONSTANT || mode > PAD_WRAP)
-    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (pad): unknown mode %d", nm(node), (int)mode);
+    return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node), " (pad): unknown mode %d", (int)mode);
   if (r != x->ndim || r != y->ndim || r < 0 || node->n_params != 4u + 2u * (uint32_t)r)
-    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (pad): rank word does not match", nm(node));
+    return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node), " (pad): rank word does not match");
   for (int32_t d = 0; d < r; d++) {
     const int64_t b = ert_pi(node, 2 + (uint32_t)d), e = ert_pi(node, 2 + (uint32_t)(r + d));
     const int64_t lo = b < 0 ? -b : 0, hi = e < 0 ? -e : 0;
     const int64_t m = (int64_t)x->shape[d] - lo - hi;
     const int64_t n = m + (b > 0 ? b : 0) + (e > 0 ? e : 0);
     if (m < 0 || n != y->shape[d])
-      return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s' (pad): dim %d: pads do not give output size %d",
-                      nm(node), (int)d, (int)y->shape[d]);
+      return ert_fail_node(err, EDGERT_ERR_SHAPE, nm(node), " (pad): dim %d: pads do not give output size %d",
+                           (int)d, (int)y->shape[d]);
     if (mode != PAD_CONSTANT && m == 0 && n > 0)
-      return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (pad): cannot pad an empty extent in dim %d",
-                      nm(node), (int)d);
+      return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node), " (pad): cannot pad an empty extent in dim %d",
+                           (int)d);
     node->opdata[OD_PRE + d] = b > 0 ? b : 0;
     node->opdata[OD_LO + d] = lo;
     node->opdata[OD_M + d] = m;

@@ -25,8 +25,8 @@ edgert_status ert_partition_prepare(ert_node *n, ert_err *err) {
   if (st != EDGERT_OK) return st;
   uint32_t code = n->params[P_BACKEND];
   if (code != EDGERT_BACKEND_ONNXRUNTIME && code != EDGERT_BACKEND_LITERT)
-    return ert_fail(err, EDGERT_ERR_UNSUPPORTED, "node '%s' (partition): unknown backend code %u", n->name,
-                    (unsigned)code);
+    return ert_fail_node(err, EDGERT_ERR_UNSUPPORTED, n->name, " (partition): unknown backend code %u",
+                         (unsigned)code);
   /* The payload is read in place from the model (the loader checked its bounds and the
    * CRC); outputs are arena tensors, as the loader requires of every node. */
   const ert_tensor *p = n->in[n->n_in - 1];
@@ -34,10 +34,9 @@ edgert_status ert_partition_prepare(ert_node *n, ert_err *err) {
             p->dtype == EDGERT_UINT8 && p->ndim == 1 && p->nbytes > 0;
   for (uint32_t k = 0; ok && k + 1 < n->n_in; k++) ok = n->in[k] != NULL && n->in[k] != p;
   if (!ok)
-    return ert_fail(err, EDGERT_ERR_FORMAT,
-                    "node '%s' (partition): inputs must be its %u boundary inputs, then the payload "
-                    "(a constant uint8 1-D tensor, not empty)",
-                    n->name, (unsigned)n->params[P_N_INPUTS]);
+    return ert_fail_node(err, EDGERT_ERR_FORMAT, n->name,
+                         " (partition): inputs must be its %u boundary inputs, then the payload "
+                         "(a constant uint8 1-D tensor, not empty)", (unsigned)n->params[P_N_INPUTS]);
   return EDGERT_OK;
 }
 

@@ -175,23 +175,20 @@ edgert_status ert_global_pool_s8_prepare(ert_node *node, ert_err *err, int kind)
     return st;
   if (x->ndim < 3 || y->ndim != x->ndim || y->shape[0] != x->shape[0] ||
       y->shape[1] != x->shape[1])
-    return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': X must have rank >= 3, Y [N, C, 1, ...]",
-                    nm(node));
+    return ert_fail_node(err, EDGERT_ERR_SHAPE, nm(node), ": X must have rank >= 3, Y [N, C, 1, ...]");
   int64_t size = 1;
   for (int32_t d = 2; d < x->ndim; d++) {
     if (y->shape[d] != 1 || x->shape[d] == 0)
-      return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': Y must be [N, C, 1, ...], X non-empty",
-                      nm(node));
+      return ert_fail_node(err, EDGERT_ERR_SHAPE, nm(node), ": Y must be [N, C, 1, ...], X non-empty");
     size *= x->shape[d];
   }
   if (kind == 0) {
     if (size * 255 >= INT32_MAX)
-      return ert_fail(err, EDGERT_ERR_UNSUPPORTED, "node '%s': spatial size too large", nm(node));
+      return ert_fail_node(err, EDGERT_ERR_UNSUPPORTED, nm(node), ": spatial size too large");
     const int32_t xzp = ert_pi(node, G_XZP), yzp = ert_pi(node, G_YZP);
     if (xzp < -128 || xzp > 127 || yzp < -128 || yzp > 127 ||
         !ert_q_valid(ert_pi(node, G_MULT), ert_pi(node, G_SHIFT)))
-      return ert_fail(err, EDGERT_ERR_PARAM, "node '%s': bad zero points or multiplier",
-                      nm(node));
+      return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node), ": bad zero points or multiplier");
   }
   return EDGERT_OK;
 }

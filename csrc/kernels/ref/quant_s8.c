@@ -31,22 +31,21 @@ edgert_status ert_check_qp(const ert_node *node, ert_err *err, uint32_t index, i
   if (st != EDGERT_OK) return st;
   const ert_tensor *t = node->in[index];
   if (t->dtype != EDGERT_INT32 || t->ndim != 2 || t->shape[0] != channels || t->shape[1] != 2)
-    return ert_fail(err, EDGERT_ERR_SHAPE,
-                    "node '%s': requantization table (input %u) must be int32 [%lld, 2]", nm(node),
-                    (unsigned)index, (long long)channels);
+    return ert_fail_node(err, EDGERT_ERR_SHAPE, nm(node),
+                         ": requantization table (input %u) must be int32 [%lld, 2]", (unsigned)index,
+                         (long long)channels);
   if (shift < ERT_Q_SHIFT_MIN || shift > ERT_Q_SHIFT_MAX)
-    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s': shift %d outside [1, 62]", nm(node),
-                    (int)shift);
+    return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node), ": shift %d outside [1, 62]", (int)shift);
   const int32_t *qp = (const int32_t *)t->data;
   for (int64_t c = 0; c < channels; c++) {
     const int64_t bias = qp[2 * c];
     if (bias > max_bias || bias < -max_bias)
-      return ert_fail(err, EDGERT_ERR_PARAM,
-                      "node '%s': bias %lld of channel %lld exceeds the accumulator bound %lld",
-                      nm(node), (long long)bias, (long long)c, (long long)max_bias);
+      return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node),
+                           ": bias %lld of channel %lld exceeds the accumulator bound %lld", (long long)bias,
+                           (long long)c, (long long)max_bias);
     if (qp[2 * c + 1] < 0)
-      return ert_fail(err, EDGERT_ERR_PARAM, "node '%s': channel %lld has a negative multiplier",
-                      nm(node), (long long)c);
+      return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node), ": channel %lld has a negative multiplier",
+                           (long long)c);
   }
   return EDGERT_OK;
 }
@@ -54,15 +53,14 @@ edgert_status ert_check_qp(const ert_node *node, ert_err *err, uint32_t index, i
 edgert_status ert_check_qrange(const ert_node *node, ert_err *err, int32_t zp, int32_t lo,
                                int32_t hi) {
   if (lo < -128 || hi > 127 || lo > hi || zp < -128 || zp > 127)
-    return ert_fail(err, EDGERT_ERR_PARAM,
-                    "node '%s': output zero point %d or range [%d, %d] outside int8", nm(node),
-                    (int)zp, (int)lo, (int)hi);
+    return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node),
+                         ": output zero point %d or range [%d, %d] outside int8", (int)zp, (int)lo, (int)hi);
   return EDGERT_OK;
 }
 
 edgert_status ert_check_s8(const ert_node *node, ert_err *err, const ert_tensor *t,
                            const char *what) {
   if (t == NULL || t->dtype != EDGERT_INT8)
-    return ert_fail(err, EDGERT_ERR_DTYPE, "node '%s': %s must be int8", nm(node), what);
+    return ert_fail_node(err, EDGERT_ERR_DTYPE, nm(node), ": %s must be int8", what);
   return EDGERT_OK;
 }

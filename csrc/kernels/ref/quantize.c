@@ -23,12 +23,12 @@ static edgert_status check_qparams(ert_node *node, ert_err *err, const ert_tenso
   const int32_t axis = ert_pi(node, 0), count = ert_pi(node, 1);
   if (count < 1 || (uint32_t)count > (node->n_params - 2) / 2 ||
       node->n_params != 2 + 2 * (uint32_t)count)
-    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s': %u parameter words for %d channels",
-                    nm(node), (unsigned)node->n_params, (int)count);
+    return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node), ": %u parameter words for %d channels",
+                         (unsigned)node->n_params, (int)count);
   if (axis < -1 || axis >= x->ndim || (axis == -1 && count != 1) ||
       (axis >= 0 && x->shape[axis] != count))
-    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s': axis %d does not fit %d channels",
-                    nm(node), (int)axis, (int)count);
+    return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node), ": axis %d does not fit %d channels", (int)axis,
+                         (int)count);
   int64_t lo = -128, hi = 127;
   if (qtype == EDGERT_UINT8) lo = 0, hi = 255;
   if (qtype == EDGERT_INT32) lo = INT32_MIN, hi = INT32_MAX;
@@ -36,11 +36,9 @@ static edgert_status check_qparams(ert_node *node, ert_err *err, const ert_tenso
     const float s = ert_pf(node, 2 + (uint32_t)c);
     const int32_t z = ert_pi(node, 2 + (uint32_t)count + (uint32_t)c);
     if (!(s > 0.0f) || !isfinite(s))
-      return ert_fail(err, EDGERT_ERR_PARAM, "node '%s': scale %d must be finite and > 0",
-                      nm(node), (int)c);
+      return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node), ": scale %d must be finite and > 0", (int)c);
     if (z < lo || z > hi)
-      return ert_fail(err, EDGERT_ERR_PARAM, "node '%s': zero point %d out of range", nm(node),
-                      (int)z);
+      return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node), ": zero point %d out of range", (int)z);
   }
   int64_t inner = 1;
   for (int32_t d = axis + 1; d < x->ndim && axis >= 0; d++) inner *= x->shape[d];
@@ -78,7 +76,7 @@ edgert_status ert_quantize_linear_prepare(ert_node *node, ert_err *err) {
   const ert_tensor *x = node->in[0], *y = node->out[0];
   if ((st = ert_check_dtype(node, err, x, EDGERT_FLOAT32)) != EDGERT_OK) return st;
   if (y->dtype != EDGERT_INT8 && y->dtype != EDGERT_UINT8)
-    return ert_fail(err, EDGERT_ERR_DTYPE, "node '%s': output must be int8 or uint8", nm(node));
+    return ert_fail_node(err, EDGERT_ERR_DTYPE, nm(node), ": output must be int8 or uint8");
   if ((st = ert_check_same_shape(node, err, x, y)) != EDGERT_OK) return st;
   return check_qparams(node, err, x, y->dtype);
 }
@@ -128,8 +126,7 @@ edgert_status ert_dequantize_linear_prepare(ert_node *node, ert_err *err) {
   if (st != EDGERT_OK) return st;
   const ert_tensor *x = node->in[0], *y = node->out[0];
   if (x->dtype != EDGERT_INT8 && x->dtype != EDGERT_UINT8 && x->dtype != EDGERT_INT32)
-    return ert_fail(err, EDGERT_ERR_DTYPE, "node '%s': input must be int8, uint8 or int32",
-                    nm(node));
+    return ert_fail_node(err, EDGERT_ERR_DTYPE, nm(node), ": input must be int8, uint8 or int32");
   if ((st = ert_check_dtype(node, err, y, EDGERT_FLOAT32)) != EDGERT_OK) return st;
   if ((st = ert_check_same_shape(node, err, x, y)) != EDGERT_OK) return st;
   return check_qparams(node, err, x, x->dtype);

@@ -591,7 +591,7 @@ static edgert_status reduce_shape(ert_node *node, ert_err *err) {
   for (int32_t k = 0; k < n; k++) {
     const int32_t a = ert_pi(node, 2 + (uint32_t)k);
     if (a < 0 || a >= x->ndim)
-      return ert_fail(err, EDGERT_ERR_PARAM, "node '%s': reduce axis %d out of range", node->name, (int)a);
+      return ert_fail_node(err, EDGERT_ERR_PARAM, node->name, ": reduce axis %d out of range", (int)a);
     red[a] = true;
   }
   int64_t dims[EDGERT_MAX_DIMS];
@@ -605,7 +605,7 @@ static edgert_status reduce_shape(ert_node *node, ert_err *err) {
     }
   }
   if (r != node->out[0]->ndim)
-    return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': reduced rank does not match", node->name);
+    return ert_fail_node(err, EDGERT_ERR_SHAPE, node->name, ": reduced rank does not match");
   ert_tensor_set_shape(node->out[0], r, dims);
   return EDGERT_OK;
 }

@@ -11,9 +11,8 @@ edgert_status ert_reshape_prepare(ert_node *node, ert_err *err) {
   const ert_tensor *x = node->in[0], *y = node->out[0];
   if ((st = ert_check_dtype(node, err, y, x->dtype)) != EDGERT_OK) return st;
   if (x->numel != y->numel || x->nbytes != y->nbytes)
-    return ert_fail(err, EDGERT_ERR_SHAPE,
-                    "node '%s' (reshape): input has %zu elements, output %zu", node->name,
-                    x->numel, y->numel);
+    return ert_fail_node(err, EDGERT_ERR_SHAPE, node->name, " (reshape): input has %zu elements, output %zu",
+                         x->numel, y->numel);
   return EDGERT_OK;
 }
 

@@ -39,14 +39,14 @@ edgert_status ert_resize_prepare(ert_node *node, ert_err *err) {
   const int32_t kind = ert_pi(node, 0), r = ert_pi(node, 1);
   const size_t es = ert_dtype_size(x->dtype);
   if (kind != 0 && kind != 1)
-    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (resize): unknown kind %d", nm(node), (int)kind);
+    return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node), " (resize): unknown kind %d", (int)kind);
   if (es != 1 && es != 2 && es != 4 && es != 8)
-    return ert_fail(err, EDGERT_ERR_DTYPE, "node '%s' (resize): unsupported dtype", nm(node));
+    return ert_fail_node(err, EDGERT_ERR_DTYPE, nm(node), " (resize): unsupported dtype");
   if (kind == 1 && x->dtype != EDGERT_FLOAT32)
-    return ert_fail(err, EDGERT_ERR_DTYPE, "node '%s' (resize): interpolation needs float32, got %s", nm(node),
-                    ert_dtype_name(x->dtype));
+    return ert_fail_node(err, EDGERT_ERR_DTYPE, nm(node), " (resize): interpolation needs float32, got %s",
+                         ert_dtype_name(x->dtype));
   if (r < 1 || r != x->ndim || r != y->ndim || node->n_params < 3u + (uint32_t)r)
-    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (resize): rank word %d does not match", nm(node), (int)r);
+    return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node), " (resize): rank word %d does not match", (int)r);
   uint64_t pos = 3u + (uint32_t)r;
   int64_t combos = 1, stride = 1;
   int extrapolates = 0;
@@ -59,26 +59,25 @@ edgert_status ert_resize_prepare(ert_node *node, ert_err *err) {
     node->opdata[OD_TAPS + d] = taps;
     if (taps == 0) {
       if (y->shape[d] != x->shape[d])
-        return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s' (resize): identity axis %d changes size", nm(node),
-                        (int)d);
+        return ert_fail_node(err, EDGERT_ERR_SHAPE, nm(node), " (resize): identity axis %d changes size",
+                             (int)d);
       continue;
     }
     if (taps < 0 || taps > MAX_TAPS || (kind == 0 && taps != 1))
-      return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (resize): axis %d has %d taps", nm(node), (int)d,
-                      (int)taps);
+      return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node), " (resize): axis %d has %d taps", (int)d,
+                           (int)taps);
     const uint64_t count = (uint64_t)y->shape[d] * (uint64_t)taps;
     const uint64_t words = kind == 1 ? 2 * count : count;
     if (words > node->n_params - pos)
-      return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (resize): tables exceed the parameter words",
-                      nm(node));
+      return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node), " (resize): tables exceed the parameter words");
     for (uint64_t k = 0; k < count; k++) {
       const int32_t i = ert_pi(node, (uint32_t)(pos + k));
       const int32_t first = ert_pi(node, (uint32_t)(pos + k - k % (uint64_t)taps));
       if (i == -1 && first == -1) {
         extrapolates = 1;
       } else if (i < 0 || i >= x->shape[d] || first == -1) {
-        return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (resize): axis %d table index %d out of range",
-                        nm(node), (int)d, (int)i);
+        return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node),
+                             " (resize): axis %d table index %d out of range", (int)d, (int)i);
       }
     }
     node->opdata[OD_IDX + d] = (int64_t)pos;
@@ -86,14 +85,14 @@ edgert_status ert_resize_prepare(ert_node *node, ert_err *err) {
     pos += words;
     if (d < r - 1) combos *= taps;
     if (combos > MAX_COMBOS)
-      return ert_fail(err, EDGERT_ERR_UNSUPPORTED, "node '%s' (resize): more than %d tap combinations per row",
-                      nm(node), MAX_COMBOS);
+      return ert_fail_node(err, EDGERT_ERR_UNSUPPORTED, nm(node),
+                           " (resize): more than %d tap combinations per row", MAX_COMBOS);
   }
   if (pos != node->n_params)
-    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (resize): %u parameter words, expected %llu", nm(node),
-                    (unsigned)node->n_params, (unsigned long long)pos);
+    return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node), " (resize): %u parameter words, expected %llu",
+                         (unsigned)node->n_params, (unsigned long long)pos);
   if (extrapolates && x->dtype != EDGERT_FLOAT32)
-    return ert_fail(err, EDGERT_ERR_UNSUPPORTED, "node '%s' (resize): extrapolation needs float32", nm(node));
+    return ert_fail_node(err, EDGERT_ERR_UNSUPPORTED, nm(node), " (resize): extrapolation needs float32");
   node->opdata[OD_KIND] = kind;
   node->opdata[OD_ES] = (int64_t)es;
   node->opdata[OD_EXTRA] = extrapolates;

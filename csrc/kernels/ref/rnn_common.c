@@ -23,26 +23,24 @@ edgert_status ert_rnn_prepare_common(ert_node *n, ert_err *err, size_t gates, ui
   if (direction < 0 || direction > 2 || hidden <= 0 || layout < 0 || layout > 1 ||
       has_clip < 0 || has_clip > 1 || flag < 0 || flag > 1 ||
       (has_clip && !(clip > 0.0f && isfinite(clip))))
-    return ert_fail(err, EDGERT_ERR_PARAM,
-                    "node '%s': bad recurrent parameters (direction %d, hidden_size %d, layout %d, "
-                    "clip flag %d, flag %d)", nm, direction, hidden, layout, has_clip, flag);
+    return ert_fail_node(err, EDGERT_ERR_PARAM, nm,
+                         ": bad recurrent parameters (direction %d, hidden_size %d, layout %d, "
+                         "clip flag %d, flag %d)", direction, hidden, layout, has_clip, flag);
   size_t dirs = direction == ERT_RNN_BIDIRECTIONAL ? 2 : 1;
   size_t want_params = ERT_RNN_FIXED_PARAMS + 3 * n_act * dirs;
   if (n->n_params != want_params)
-    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s': %u parameter words, expected %zu", nm,
-                    n->n_params, want_params);
+    return ert_fail_node(err, EDGERT_ERR_PARAM, nm, ": %u parameter words, expected %zu", n->n_params,
+                         want_params);
   for (size_t k = 0; k < n_act * dirs; k++) {
     ert_rnn_act act;
     ert_rnn_act_get(n, k, &act);
     if (act.kind < 0 || act.kind >= ERT_RNN_ACT_COUNT || !isfinite(act.a) || !isfinite(act.b))
-      return ert_fail(err, EDGERT_ERR_PARAM, "node '%s': bad activation %zu (kind %d)", nm, k,
-                      act.kind);
+      return ert_fail_node(err, EDGERT_ERR_PARAM, nm, ": bad activation %zu (kind %d)", k, act.kind);
   }
   for (uint32_t i = 0; i < n->n_in; i++) {
     if (n->in[i] == NULL) {
       if (i < 3)
-        return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': input %u (X, WT, RT) is required",
-                        nm, i);
+        return ert_fail_node(err, EDGERT_ERR_SHAPE, nm, ": input %u (X, WT, RT) is required", i);
       continue;
     }
     st = ert_check_dtype(n, err, n->in[i], EDGERT_FLOAT32);
@@ -54,7 +52,7 @@ edgert_status ert_rnn_prepare_common(ert_node *n, ert_err *err, size_t gates, ui
   }
   const ert_tensor *x = n->in[0];
   if (x->ndim != 3 || x->shape[0] <= 0 || x->shape[1] <= 0 || x->shape[2] <= 0)
-    return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': X must be a non-empty rank-3 tensor", nm);
+    return ert_fail_node(err, EDGERT_ERR_SHAPE, nm, ": X must be a non-empty rank-3 tensor");
   ert_rnn_cfg_read(n, gates, c);
   size_t H = c->hidden, GH = gates * H, N = c->batch, S = c->seq, D = c->dirs;
   size_t w_dims[3] = {D, c->input, GH}, r_dims[3] = {D, H, GH}, b_dims[2] = {D, 2 * GH};
@@ -63,23 +61,21 @@ edgert_status ert_rnn_prepare_common(ert_node *n, ert_err *err, size_t gates, ui
   const size_t *hd = c->layout == 0 ? h_dims : h1_dims;
   const size_t *yd = c->layout == 0 ? y_dims : y1_dims;
   if (!ert_rnn_shape_is(n->in[1], 3, w_dims))
-    return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': WT must be [%zu,%zu,%zu]", nm, D,
-                    c->input, GH);
+    return ert_fail_node(err, EDGERT_ERR_SHAPE, nm, ": WT must be [%zu,%zu,%zu]", D, c->input, GH);
   if (!ert_rnn_shape_is(n->in[2], 3, r_dims))
-    return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': RT must be [%zu,%zu,%zu]", nm, D, H, GH);
+    return ert_fail_node(err, EDGERT_ERR_SHAPE, nm, ": RT must be [%zu,%zu,%zu]", D, H, GH);
   const ert_tensor *b = ert_rnn_opt(n, 3), *h0 = ert_rnn_opt(n, 4);
   if (b && !ert_rnn_shape_is(b, 2, b_dims))
-    return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': B must be [%zu,%zu]", nm, D, 2 * GH);
+    return ert_fail_node(err, EDGERT_ERR_SHAPE, nm, ": B must be [%zu,%zu]", D, 2 * GH);
   if (h0 && !ert_rnn_shape_is(h0, 3, hd))
-    return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': initial_h must be [%zu,%zu,%zu]", nm, hd[0],
-                    hd[1], hd[2]);
+    return ert_fail_node(err, EDGERT_ERR_SHAPE, nm, ": initial_h must be [%zu,%zu,%zu]", hd[0], hd[1], hd[2]);
   if (!ert_rnn_shape_is(n->out[0], 4, yd))
-    return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': Y must be [%zu,%zu,%zu,%zu]", nm, yd[0],
-                    yd[1], yd[2], yd[3]);
+    return ert_fail_node(err, EDGERT_ERR_SHAPE, nm, ": Y must be [%zu,%zu,%zu,%zu]", yd[0], yd[1], yd[2],
+                         yd[3]);
   for (uint32_t i = 1; i < n_out; i++)
     if (!ert_rnn_shape_is(n->out[i], 3, hd))
-      return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s': output %u must be [%zu,%zu,%zu]", nm, i,
-                      hd[0], hd[1], hd[2]);
+      return ert_fail_node(err, EDGERT_ERR_SHAPE, nm, ": output %u must be [%zu,%zu,%zu]", i, hd[0], hd[1],
+                           hd[2]);
   return EDGERT_OK;
 }
 
@@ -97,8 +93,8 @@ edgert_status ert_rnn_check_scratch(const ert_node *n, ert_err *err, const size_
   }
   ok = ok && ert_rnn_mul(total, sizeof(float), &total);
   if (!ok || n->scratch_bytes < total)
-    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s': scratch of %zu bytes is too small",
-                    n->name ? n->name : "", n->scratch_bytes);
+    return ert_fail_node(err, EDGERT_ERR_PARAM, n->name ? n->name : "", ": scratch of %zu bytes is too small",
+                         n->scratch_bytes);
   return EDGERT_OK;
 }
 

@@ -25,22 +25,22 @@ edgert_status ert_topk_prepare(ert_node *node, ert_err *err) {
     case EDGERT_INT32: case EDGERT_INT64:
       break;
     default:
-      return ert_fail(err, EDGERT_ERR_DTYPE, "node '%s' (topk): unsupported dtype %s", nm(node),
-                      ert_dtype_name(x->dtype));
+      return ert_fail_node(err, EDGERT_ERR_DTYPE, nm(node), " (topk): unsupported dtype %s",
+                           ert_dtype_name(x->dtype));
   }
   if ((st = ert_check_dtype(node, err, v, x->dtype)) != EDGERT_OK) return st;
   if ((st = ert_check_dtype(node, err, ix, EDGERT_INT64)) != EDGERT_OK) return st;
   if ((st = ert_check_same_shape(node, err, v, ix)) != EDGERT_OK) return st;
   const int32_t axis = ert_pi(node, 0), k = ert_pi(node, 1);
   if (axis < 0 || axis >= x->ndim || k < 0 || k > x->shape[axis] || v->ndim != x->ndim)
-    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (topk): axis %d / k %d out of range", nm(node),
-                    (int)axis, (int)k);
+    return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node), " (topk): axis %d / k %d out of range", (int)axis,
+                         (int)k);
   for (int32_t d = 0; d < x->ndim; d++)
     if (v->shape[d] != (d == axis ? k : x->shape[d]))
-      return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s' (topk): output shape mismatch", nm(node));
+      return ert_fail_node(err, EDGERT_ERR_SHAPE, nm(node), " (topk): output shape mismatch");
   if (node->scratch_bytes < 4 * (size_t)k)
-    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (topk): scratch of %zu bytes, needs %zu", nm(node),
-                    node->scratch_bytes, 4 * (size_t)k);
+    return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node), " (topk): scratch of %zu bytes, needs %zu",
+                         node->scratch_bytes, 4 * (size_t)k);
   int64_t outer = 1, inner = 1;
   for (int32_t d = 0; d < axis; d++) outer *= x->shape[d];
   for (int32_t d = axis + 1; d < x->ndim; d++) inner *= x->shape[d];

@@ -74,7 +74,7 @@ static edgert_status store_view(ert_node *node, ert_err *err, const char *op, vi
     if (span < 0) lo += span; else hi += span;
   }
   if (count > 0 && (lo < 0 || hi >= (int64_t)x->numel))
-    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (%s): reads outside the input", nm(node), op);
+    return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node), " (%s): reads outside the input", op);
   simplify(v);
   node->opdata[OD_RANK] = v->rank;
   node->opdata[OD_ES] = (int64_t)ert_dtype_size(x->dtype);
@@ -89,8 +89,8 @@ static edgert_status store_view(ert_node *node, ert_err *err, const char *op, vi
 static edgert_status check_es(const ert_node *node, ert_err *err, const char *op) {
   size_t es = ert_dtype_size(node->in[0]->dtype);
   if (es != 1 && es != 2 && es != 4 && es != 8)
-    return ert_fail(err, EDGERT_ERR_DTYPE, "node '%s' (%s): unsupported dtype %d", nm(node), op,
-                    (int)node->in[0]->dtype);
+    return ert_fail_node(err, EDGERT_ERR_DTYPE, nm(node), " (%s): unsupported dtype %d", op,
+                         (int)node->in[0]->dtype);
   return ert_check_dtype(node, err, node->out[0], node->in[0]->dtype);
 }
 
@@ -277,8 +277,8 @@ static edgert_status rank_param(const ert_node *node, ert_err *err, const char *
   const ert_tensor *x = node->in[0], *y = node->out[0];
   if (r < 0 || r > EDGERT_MAX_DIMS || r != x->ndim || r != y->ndim ||
       node->n_params != 1u + per_dim * (uint32_t)r)
-    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (%s): rank word %d does not match the tensors",
-                    nm(node), op, (int)r);
+    return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node), " (%s): rank word %d does not match the tensors",
+                         op, (int)r);
   return EDGERT_OK;
 }
 
@@ -295,15 +295,15 @@ edgert_status ert_transpose_prepare(ert_node *node, ert_err *err) {
   for (int k = 0; k < r; k++) {
     const int32_t p = ert_pi(node, 1 + (uint32_t)k);
     if (p < 0 || p >= r || seen[p])
-      return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (transpose): perm is not a permutation", nm(node));
+      return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node), " (transpose): perm is not a permutation");
     seen[p] = 1;
     perm[k] = p;
     dims[k] = x->shape[k];
   }
   for (int k = 0; k < r; k++)
     if (y->shape[k] != x->shape[perm[k]])
-      return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s' (transpose): output dim %d is %d, expected %d",
-                      nm(node), k, (int)y->shape[k], (int)x->shape[perm[k]]);
+      return ert_fail_node(err, EDGERT_ERR_SHAPE, nm(node), " (transpose): output dim %d is %d, expected %d",
+                           k, (int)y->shape[k], (int)x->shape[perm[k]]);
   view v;
   permuted_view(&v, r, dims, perm);
   return store_view(node, err, "transpose", &v, x);
@@ -324,10 +324,10 @@ static edgert_status block_prepare(ert_node *node, ert_err *err, int to_space, c
   const ert_tensor *x = node->in[0], *y = node->out[0];
   const int32_t b = ert_pi(node, 0), mode = ert_pi(node, 1);
   if (b < 1 || b > 65535 || (mode != 0 && mode != 1))
-    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (%s): bad blocksize %d or mode %d", nm(node), op,
-                    (int)b, (int)mode);
+    return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node), " (%s): bad blocksize %d or mode %d", op, (int)b,
+                         (int)mode);
   if (x->ndim != 4 || y->ndim != 4)
-    return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s' (%s): tensors must have rank 4", nm(node), op);
+    return ert_fail_node(err, EDGERT_ERR_SHAPE, nm(node), " (%s): tensors must have rank 4", op);
   const int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3];
   const int64_t bb = (int64_t)b * b;
   int ok;
@@ -347,8 +347,8 @@ static edgert_status block_prepare(ert_node *node, ert_err *err, int to_space, c
     permuted_view(&v, 6, d, mode == 0 ? p0 : p1);
   }
   if (!ok)
-    return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s' (%s): shapes do not match blocksize %d", nm(node),
-                    op, (int)b);
+    return ert_fail_node(err, EDGERT_ERR_SHAPE, nm(node), " (%s): shapes do not match blocksize %d", op,
+                         (int)b);
   return store_view(node, err, op, &v, x);
 }
 
@@ -379,13 +379,13 @@ edgert_status ert_slice_prepare(ert_node *node, ert_err *err) {
     const int64_t start_d = ert_pi(node, 1 + 3 * (uint32_t)d), step = ert_pi(node, 2 + 3 * (uint32_t)d),
                   size = ert_pi(node, 3 + 3 * (uint32_t)d);
     if (size != y->shape[d] || step == 0)
-      return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (slice): dim %d: size %lld or step %lld invalid",
-                      nm(node), d, (long long)size, (long long)step);
+      return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node),
+                           " (slice): dim %d: size %lld or step %lld invalid", d, (long long)size,
+                           (long long)step);
     if (size > 0) {
       const int64_t last = start_d + (size - 1) * step;
       if (start_d < 0 || start_d >= x->shape[d] || last < 0 || last >= x->shape[d])
-        return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (slice): dim %d reads outside the input",
-                        nm(node), d);
+        return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node), " (slice): dim %d reads outside the input", d);
     }
     v.base += (size > 0 ? start_d : 0) * xs[d];
     v.shape[d] = size;
@@ -403,7 +403,7 @@ edgert_status ert_expand_prepare(ert_node *node, ert_err *err) {
   if (st != EDGERT_OK) return st;
   const ert_tensor *x = node->in[0], *y = node->out[0];
   if (x->ndim > y->ndim)
-    return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s' (expand): input rank exceeds output rank", nm(node));
+    return ert_fail_node(err, EDGERT_ERR_SHAPE, nm(node), " (expand): input rank exceeds output rank");
   int64_t xs[EDGERT_MAX_DIMS];
   strides_of(x, xs);
   const int lead = y->ndim - x->ndim;
@@ -416,8 +416,9 @@ edgert_status ert_expand_prepare(ert_node *node, ert_err *err) {
     if (d < lead) continue;
     const int32_t xd = x->shape[d - lead];
     if (xd != y->shape[d] && xd != 1)
-      return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s' (expand): input dim %d (%d) does not broadcast to %d",
-                      nm(node), d - lead, (int)xd, (int)y->shape[d]);
+      return ert_fail_node(err, EDGERT_ERR_SHAPE, nm(node),
+                           " (expand): input dim %d (%d) does not broadcast to %d", d - lead, (int)xd,
+                           (int)y->shape[d]);
     if (xd != 1) v.stride[d] = xs[d - lead];
   }
   return store_view(node, err, "expand", &v, x);
@@ -440,8 +441,8 @@ edgert_status ert_tile_prepare(ert_node *node, ert_err *err) {
   for (int d = 0; d < x->ndim; d++) {
     const int64_t reps = ert_pi(node, 1 + (uint32_t)d);
     if (reps < 0 || (int64_t)x->shape[d] * reps != y->shape[d])
-      return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (tile): dim %d: %d * %lld != %d", nm(node), d,
-                      (int)x->shape[d], (long long)reps, (int)y->shape[d]);
+      return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node), " (tile): dim %d: %d * %lld != %d", d,
+                           (int)x->shape[d], (long long)reps, (int)y->shape[d]);
     v.shape[2 * d] = reps;
     v.stride[2 * d] = 0;
     v.shape[2 * d + 1] = x->shape[d];
@@ -461,7 +462,7 @@ edgert_status ert_transpose_shape(ert_node *node, ert_err *err) {
   for (int32_t k = 0; k < y->ndim; k++) {
     const int32_t p = ert_pi(node, 1 + (uint32_t)k);
     if (p < 0 || p >= x->ndim)
-      return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (transpose): perm is not a permutation", nm(node));
+      return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node), " (transpose): perm is not a permutation");
     dims[k] = x->shape[p];
   }
   ert_tensor_set_shape(y, y->ndim, dims);

@@ -16,9 +16,9 @@ edgert_status ert_trilu_prepare(ert_node *node, ert_err *err) {
   if ((st = ert_check_dtype(node, err, y, x->dtype)) != EDGERT_OK) return st;
   if ((st = ert_check_same_shape(node, err, x, y)) != EDGERT_OK) return st;
   if (ert_dtype_size(x->dtype) == 0)
-    return ert_fail(err, EDGERT_ERR_DTYPE, "node '%s' (trilu): unknown dtype", nm(node));
+    return ert_fail_node(err, EDGERT_ERR_DTYPE, nm(node), " (trilu): unknown dtype");
   if (x->ndim < 2)
-    return ert_fail(err, EDGERT_ERR_SHAPE, "node '%s' (trilu): rank %d < 2", nm(node), (int)x->ndim);
+    return ert_fail_node(err, EDGERT_ERR_SHAPE, nm(node), " (trilu): rank %d < 2", (int)x->ndim);
   return EDGERT_OK;
 }
 

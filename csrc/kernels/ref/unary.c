@@ -64,8 +64,8 @@ static edgert_status check_unary(ert_node *node, ert_err *err, const int32_t *dt
   bool ok = false;
   for (const int32_t *d = dtypes; *d != 0; d++) ok = ok || x->dtype == *d;
   if (!ok)
-    return ert_fail(err, EDGERT_ERR_UNSUPPORTED, "node '%s': input dtype %s is not supported",
-                    node->name ? node->name : "", ert_dtype_name(x->dtype));
+    return ert_fail_node(err, EDGERT_ERR_UNSUPPORTED, node->name ? node->name : "",
+                         ": input dtype %s is not supported", ert_dtype_name(x->dtype));
   st = ert_check_dtype(node, err, y, out_dtype != 0 ? out_dtype : x->dtype);
   if (st != EDGERT_OK) return st;
   st = ert_check_same_shape(node, err, x, y);
@@ -203,10 +203,10 @@ static void f32_task(void *arg, size_t begin, size_t end) {
 static edgert_status check_f32_params(const ert_node *node, ert_err *err, int op) {
   const char *nm = node->name ? node->name : "";
   if (op == U_gelu && ert_pi(node, 0) != 0 && ert_pi(node, 0) != 1)
-    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (gelu): approximate must be 0 or 1, got %d",
-                    nm, (int)ert_pi(node, 0));
+    return ert_fail_node(err, EDGERT_ERR_PARAM, nm, " (gelu): approximate must be 0 or 1, got %d",
+                         (int)ert_pi(node, 0));
   if (op == U_celu && ert_pf(node, 0) == 0.0f)
-    return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (celu): alpha must not be 0", nm);
+    return ert_fail_node(err, EDGERT_ERR_PARAM, nm, " (celu): alpha must not be 0");
   return EDGERT_OK;
 }
 
@@ -422,8 +422,8 @@ edgert_status ert_isinf_prepare(ert_node *node, ert_err *err) {
   if (st != EDGERT_OK) return st;
   for (uint32_t k = 0; k < 2; k++)
     if (ert_pi(node, k) != 0 && ert_pi(node, k) != 1)
-      return ert_fail(err, EDGERT_ERR_PARAM, "node '%s' (isinf): parameter %u must be 0 or 1",
-                      node->name ? node->name : "", (unsigned)k);
+      return ert_fail_node(err, EDGERT_ERR_PARAM, node->name ? node->name : "",
+                           " (isinf): parameter %u must be 0 or 1", (unsigned)k);
   return EDGERT_OK;
 }
 
