@@ -196,6 +196,25 @@ def test_run_allocates_nothing_in_edgert(ort_file):
     assert edgert.runtime.alloc_count() == before
 
 
+def wrong_in_threads(s, xs, want, threads: int = 4) -> list[int]:
+    """Runs input k of xs on Session s from `threads` threads at once (len(xs) / threads
+    each); the indices whose output differs from want[k]."""
+    wrong: list[int] = []
+    per = len(xs) // threads
+
+    def work(t: int) -> None:
+        for k in range(t * per, (t + 1) * per):
+            if not np.array_equal(s.run(None, {"x": xs[k]})[0], want[k]):
+                wrong.append(k)
+
+    pool = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+    for th in pool:
+        th.start()
+    for th in pool:
+        th.join()
+    return wrong
+
+
 def test_threads_share_one_session(ort_file):
     """4 threads x 50 runs on one Session (one C context each, one onnxruntime session
     shared): every result equals the one-by-one result of its input."""
@@ -204,21 +223,7 @@ def test_threads_share_one_session(ort_file):
     want = [s.run(None, {"x": x})[0] for x in xs]
     for x, w in zip(xs[:4], want):
         np.testing.assert_allclose(w, reference(x), rtol=0, atol=1e-6)
-    wrong = []
-
-    def work(t: int) -> None:
-        for r in range(50):
-            k = t * 50 + r
-            y, = s.run(None, {"x": xs[k]})
-            if not np.array_equal(y, want[k]):
-                wrong.append(k)
-
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    assert not wrong
+    assert not wrong_in_threads(s, xs, want)
     assert len(s._contexts) >= 1
 
 
@@ -405,20 +410,7 @@ def test_litert_threads_each_context_has_its_interpreter(litert_file):
     s = edgert.Session(litert_file, max_contexts=4)
     xs = inputs(200, seed=6)
     want = [s.run(None, {"x": x})[0] for x in xs]
-    wrong = []
-
-    def work(t: int) -> None:
-        for r in range(50):
-            k = t * 50 + r
-            if not np.array_equal(s.run(None, {"x": xs[k]})[0], want[k]):
-                wrong.append(k)
-
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    assert not wrong
+    assert not wrong_in_threads(s, xs, want)
     runners = [r for _, r in s._backends.states.values()]
     assert len({id(r) for r in runners}) == len(s._contexts) == len(runners)
 
