@@ -211,28 +211,34 @@ def test_kernels(board, cpu, force_ref, expect):
 
 def _dw_net():
     """A small net over the NEON paths: depthwise 3x3 stride 1 and 2 (with and without
-    padding and dilation), 1x1 and 3x3 convs, and a Gemm."""
+    padding and dilation, even and odd widths, ReLU and a fused Clip), 1x1 and 3x3 convs,
+    and a Gemm."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(0)
     inits, nodes = [], []
 
-    def conv(name, x, cin, cout, k, stride=1, pad=0, group=1, dil=1):
+    def conv(name, x, cin, cout, k, stride=1, pad=0, group=1, dil=1, relu6=False):
         w = rng.normal(0, (2.0 / (cin // group * k * k)) ** 0.5, (cout, cin // group, k, k)).astype(np.float32)
         b = rng.normal(0, 0.1, cout).astype(np.float32)
         inits.extend([numpy_helper.from_array(w, name + "_w"), numpy_helper.from_array(b, name + "_b")])
         nodes.append(helper.make_node("Conv", [x, name + "_w", name + "_b"], [name], kernel_shape=[k, k],
                                       strides=[stride, stride], pads=[pad] * 4, group=group,
                                       dilations=[dil, dil]))
-        nodes.append(helper.make_node("Relu", [name], [name + "_r"]))
+        if relu6:   # Clip, fused into the depthwise kernel
+            inits.extend([numpy_helper.from_array(np.float32(v), name + n) for n, v in (("_lo", 0), ("_hi", 0.6))])
+            nodes.append(helper.make_node("Clip", [name, name + "_lo", name + "_hi"], [name + "_r"]))
+        else:
+            nodes.append(helper.make_node("Relu", [name], [name + "_r"]))
         return name + "_r"
 
     y = conv("c0", "x", 3, 24, 3, stride=2, pad=1)            # im2col
-    y = conv("dw1", y, 24, 24, 3, pad=1, group=24)             # depthwise s1
+    y = conv("dw1", y, 24, 24, 3, pad=1, group=24, relu6=True)  # depthwise s1 (31x34)
     y = conv("pw1", y, 24, 32, 1)                              # pointwise
-    y = conv("dw2", y, 32, 32, 3, stride=2, pad=1, group=32)   # depthwise s2
+    y = conv("dw2", y, 32, 32, 3, stride=2, pad=1, group=32)   # depthwise s2, even width
     y = conv("dw3", y, 32, 32, 3, pad=2, group=32, dil=2)      # depthwise s1, dilated
+    y = conv("dw3b", y, 32, 32, 3, stride=2, pad=1, group=32, relu6=True)  # s2, odd width (17)
     y = conv("dw4", y, 32, 32, 3, stride=2, group=32)          # depthwise s2, no padding
     nodes.append(helper.make_node("GlobalAveragePool", [y], ["gap"]))
     nodes.append(helper.make_node("Flatten", ["gap"], ["flat"]))

@@ -39,8 +39,7 @@ void ert_cpu_select(void) {
 #if defined(__aarch64__)
     k.sgemm_rows6 = ert_sgemm_rows6_f32__neon;
 #endif
-    k.dw3_s1 = ert_conv2d_dw3s1_f32__neon;
-    k.dw3_s2 = ert_conv2d_dw3s2_f32__neon;
+    k.dw3 = ert_conv2d_dw3_f32__neon;
     k.dw5_s1 = ert_conv2d_dw5s1_f32__neon;
     k.dw5_s2 = ert_conv2d_dw5s2_f32__neon;
     k.act_apply = ert_act_apply_f32__neon;

@@ -12,11 +12,18 @@
  *               panel, see ref/sgemm.c), stored into C as ert_sgemm_store says. kc >= 1.
  *   sgemm_rows6 the same for six rows (rows[0..6), i < 6).
  *   dwK_sS      y[oy*ow + i] = bias + sum over ky, kx < K of
- *               w[ky*K + kx] * x[oy*rs + ky*ts + i*S + kx] for oy < oh, i < ow (K = 3
- *               or 5, S = 1 with ow >= 4 or S = 2 with ow >= 5): one depthwise KxK
+ *               w[ky*K + kx] * x[oy*rs + ky*ts + i*S + kx] for oy < oh, i < ow (K = 5,
+ *               S = 1 with ow >= 4 or S = 2 with ow >= 5): one depthwise KxK
  *               output plane over a padded input
  *               (rs: the step of an output row, ts: of a window row; no column
  *               dilation); reads nothing outside the taps' span of each row.
+ *   dw3         one depthwise 3x3 output plane read straight from the input plane
+ *               (no padded copy): y[oy*ow + ox] = min(max(bias + sum over ky, kx < 3 of
+ *               k[3ky + kx] X(oy*sh - pt + ky, ox*sw - 1 + kx), lo), hi) for oy < oh,
+ *               ox < ow (a NaN sum stays NaN), the taps added in row order, X(r, c) =
+ *               x[r*w + c] inside [0, h) x [0, w) and 0 outside; sw 1 or 2, sh >= 1,
+ *               pt >= 0, ow >= 5 and (ow - 1)*sw + 1 <= w (one column of padding left, at
+ *               most one right). zero: w floats of 0. Reads nothing outside x[0, h*w).
  *   act_apply   ert_act_apply(act, x, count) for the kinds it handles, returning 1;
  *               returns 0 (x untouched) for the others. sigmoid, tanh and silu are
  *               within 5e-7 absolute of the exact functions (silu: 5e-7 max(1, |x|)).
@@ -68,6 +75,13 @@ typedef void (*ert_sgemm_rows_fn)(int32_t kc, const float *const *rows, const fl
 typedef void (*ert_dw_plane_fn)(float *y, int32_t oh, int32_t ow, const float *x, ptrdiff_t rs,
                                 ptrdiff_t ts, const float *w, float bias);
 
+typedef struct ert_dw3_geom {
+  int32_t h, w, oh, ow, sh, sw, pt;
+  float lo, hi;
+} ert_dw3_geom;
+typedef void (*ert_dw3_fn)(float *y, const float *x, const float *zero, const float *k, float bias,
+                           const ert_dw3_geom *g);
+
 typedef int (*ert_act_fn)(const ert_act_params *act, float *x, size_t count);
 
 enum { ERT_BIN_ADD, ERT_BIN_SUB, ERT_BIN_MUL, ERT_BIN_DIV }; /* binary_f32 ops */
@@ -103,7 +117,8 @@ typedef float (*ert_gpool_fn)(const float *x, size_t n, int op);
 typedef struct ert_kernels {
   const char *isa;             /* "ref", "neon" or "neon+dotprod": what was selected */
   ert_sgemm_rows_fn sgemm_rows, sgemm_rows6;
-  ert_dw_plane_fn dw3_s1, dw3_s2, dw5_s1, dw5_s2;
+  ert_dw_plane_fn dw5_s1, dw5_s2;
+  ert_dw3_fn dw3;
   ert_act_fn act_apply;
   ert_binary_f32_fn binary_f32;
   ert_softmax_row_fn softmax_row;
@@ -199,10 +214,8 @@ void ert_sgemm_rows_f32__neon(int32_t kc, const float *const *rows, const float 
                               const ert_sgemm_store *st);
 void ert_sgemm_rows6_f32__neon(int32_t kc, const float *const *rows, const float *b, float *c,
                                const ert_sgemm_store *st); /* aarch64 only */
-void ert_conv2d_dw3s1_f32__neon(float *y, int32_t oh, int32_t ow, const float *x, ptrdiff_t rs,
-                                ptrdiff_t ts, const float *w, float bias);
-void ert_conv2d_dw3s2_f32__neon(float *y, int32_t oh, int32_t ow, const float *x, ptrdiff_t rs,
-                                ptrdiff_t ts, const float *w, float bias);
+void ert_conv2d_dw3_f32__neon(float *y, const float *x, const float *zero, const float *k,
+                              float bias, const ert_dw3_geom *g);
 void ert_conv2d_dw5s1_f32__neon(float *y, int32_t oh, int32_t ow, const float *x, ptrdiff_t rs,
                                 ptrdiff_t ts, const float *w, float bias);
 void ert_conv2d_dw5s2_f32__neon(float *y, int32_t oh, int32_t ow, const float *x, ptrdiff_t rs,

@@ -40,6 +40,13 @@ static float *guarded(size_t count) {
   return (float *)(void *)(m + span - bytes);
 }
 
+/* Releases a guarded(count) buffer (these tests allocate thousands). */
+static void unguard(float *p, size_t count) {
+  const size_t page = (size_t)sysconf(_SC_PAGESIZE), bytes = count * sizeof(float);
+  const size_t span = (bytes + page - 1) / page * page;
+  munmap((char *)p - (span - bytes), span + page);
+}
+
 /* |got - want| <= 1e-5 * scale + 1e-30, where scale sums the magnitudes of the products. */
 static void expect_close(const char *what, double got, double want, double scale, const char *ctx) {
   ++checks;
@@ -153,6 +160,56 @@ static void test_dw(ert_dw_plane_fn fn, int K, int32_t stride, const char *name)
             expect_close(name, y[oy * n + i], want, scale, ctx);
           }
       }
+}
+
+/* dw3: strides (sh, sw) in {1, 2}^2, top padding 0 to 2, planes 1 to 5 rows high and 5
+ * to 40 outputs wide with zero or one column of padding right, 0 to 2 rows of padding
+ * below, with and without a clamp; x and the zero row end at an inaccessible page. */
+static void test_dw3(const ert_kernels *opt) {
+  if (opt->dw3 == NULL) return;
+  unsigned seed = 5;
+  float k[9];
+  for (int t = 0; t < 9; ++t) k[t] = frand(&seed);
+  for (int32_t sh = 1; sh <= 2; ++sh)
+    for (int32_t sw = 1; sw <= 2; ++sw)
+      for (int32_t pt = 0; pt <= 2; ++pt)
+        for (int32_t h = 1; h <= 5; ++h)
+          for (int32_t ow = 5; ow <= 40; ++ow)
+            for (int32_t pr = 0; pr <= 1; ++pr)
+              for (int32_t pb = 0; pb <= 2; ++pb) {
+                const int32_t w = (ow - 1) * sw + 2 - pr, oh = (h + pt + pb - 3) / sh + 1;
+                if (h + pt + pb < 3) continue;
+                float *x = guarded((size_t)h * w), *zero = guarded((size_t)w);
+                for (int32_t i = 0; i < h * w; ++i) x[i] = frand(&seed);
+                memset(zero, 0, (size_t)w * sizeof(float));
+                float *y = guarded((size_t)oh * ow);
+                const int clamp = (ow + h) % 2;
+                const ert_dw3_geom g = {h, w, oh, ow, sh, sw, pt, clamp ? -0.5f : -INFINITY,
+                                        clamp ? 0.5f : INFINITY};
+                const float bias = 0.25f;
+                opt->dw3(y, x, zero, k, bias, &g);
+                char ctx[96];
+                snprintf(ctx, sizeof ctx, "s=%dx%d pt=%d h=%d w=%d ow=%d pb=%d", (int)sh, (int)sw,
+                         (int)pt, (int)h, (int)w, (int)ow, (int)pb);
+                for (int32_t oy = 0; oy < oh; ++oy)
+                  for (int32_t ox = 0; ox < ow; ++ox) {
+                    double want = bias, scale = fabs(bias);
+                    for (int ky = 0; ky < 3; ++ky)
+                      for (int kx = 0; kx < 3; ++kx) {
+                        const int32_t r = oy * sh - pt + ky, c = ox * sw - 1 + kx;
+                        if (r < 0 || r >= h || c < 0 || c >= w) continue;
+                        const double p = (double)k[3 * ky + kx] * x[r * w + c];
+                        want += p;
+                        scale += fabs(p);
+                      }
+                    if (want < g.lo) want = g.lo;
+                    if (want > g.hi) want = g.hi;
+                    expect_close("dw3", y[oy * ow + ox], want, scale, ctx);
+                  }
+                unguard(x, (size_t)h * w);
+                unguard(zero, (size_t)w);
+                unguard(y, (size_t)oh * ow);
+              }
 }
 
 /* Activations: the optimized entry against ert_act_apply with the reference table, on
@@ -845,13 +902,6 @@ static void test_pool_s8(const ert_kernels *opt) {
 
 static double sigm_d(double x) { return 1.0 / (1.0 + exp(-x)); }
 
-/* Releases a guarded(count) buffer (these tests allocate thousands). */
-static void unguard(float *p, size_t count) {
-  const size_t page = (size_t)sysconf(_SC_PAGESIZE), bytes = count * sizeof(float);
-  const size_t span = (bytes + page - 1) / page * page;
-  munmap((char *)p - (span - bytes), span + page);
-}
-
 static double clip_d(double x, float clip) {
   return clip > 0.0f ? (x < -clip ? -clip : (x > clip ? clip : x)) : x;
 }
@@ -1180,8 +1230,7 @@ int main(int argc, char **argv) {
   printf("kernels: %s\n", opt.isa);
   test_sgemm_rows(opt.sgemm_rows, 4, "sgemm_rows");
   test_sgemm_rows(opt.sgemm_rows6, 6, "sgemm_rows6");
-  test_dw(opt.dw3_s1, 3, 1, "dw3_s1");
-  test_dw(opt.dw3_s2, 3, 2, "dw3_s2");
+  test_dw3(&opt);
   test_dw(opt.dw5_s1, 5, 1, "dw5_s1");
   test_dw(opt.dw5_s2, 5, 2, "dw5_s2");
   test_sgemm_driver(&opt);

@@ -1,5 +1,6 @@
-/* conv2d.c (NEON): depthwise 3x3 and 5x5 planes over a padded input, contract in
- * src/cpu.h (dwK_sS; the portable path is dw_run in ref/conv2d.c). */
+/* conv2d.c (NEON): depthwise 3x3 planes straight from the input (dw3) and 5x5 planes
+ * over a padded input (dwK_sS), contracts in src/cpu.h (the portable path is dw_run in
+ * ref/conv2d.c). */
 #include <stddef.h>
 
 #include "neon_f32.h"
@@ -27,8 +28,6 @@
 #endif
 
 /* The taps of a KxK window as literals, row by row: X(t, ky, kx). */
-#define TAPS3(X) X(0, 0, 0) X(1, 0, 1) X(2, 0, 2) X(3, 1, 0) X(4, 1, 1) X(5, 1, 2) \
-  X(6, 2, 0) X(7, 2, 1) X(8, 2, 2)
 #define TAPS5(X)                                                                         \
   X(0, 0, 0) X(1, 0, 1) X(2, 0, 2) X(3, 0, 3) X(4, 0, 4) X(5, 1, 0) X(6, 1, 1) X(7, 1, 2) \
   X(8, 1, 3) X(9, 1, 4) X(10, 2, 0) X(11, 2, 1) X(12, 2, 2) X(13, 2, 3) X(14, 2, 4)       \
@@ -48,9 +47,7 @@
 /* Two output rows at once (stride 1, window rows one pitch apart, rs == ts): input row
  * r of the pair's K + 1 serves tap row r of the first output row and r - 1 of the
  * second, so each is loaded once: (K + 1) K loads for 2 K^2 multiply-adds instead of
- * 2 K^2. X2: both rows, XA: the first only, XB: the second only (r, kx, taps). Used for
- * 5x5 only (DW_PAIRS5): for 3x3 the saving (12 loads instead of 18) did not pay for
- * the loop's extra bookkeeping (measured). */
+ * 2 K^2. X2: both rows, XA: the first only, XB: the second only (r, kx, taps). */
 #define ROWS2_TAPS5(X2, XA, XB) \
   XA(0, 0, 0) XA(0, 1, 1) XA(0, 2, 2) XA(0, 3, 3) XA(0, 4, 4) X2(1, 0, 5, 0) \
   X2(1, 1, 6, 1) X2(1, 2, 7, 2) X2(1, 3, 8, 3) X2(1, 4, 9, 4) X2(2, 0, 10, 5) \
@@ -67,8 +64,7 @@
 #define R2_FIRST(r, kx, ta) a = VMLA_W(a, vld1q_f32(p + (r) * ts + (kx)), ta);
 #define R2_SECOND(r, kx, tb) b = VMLA_W(b, vld1q_f32(p + (r) * ts + (kx)), tb);
 
-/* Pairs of output rows from oy while two remain (5x5; 3x3 has none). */
-#define DW_PAIRS3 ((void)0)
+/* Pairs of output rows from oy while two remain. */
 #define DW_PAIRS5                                                                            \
   for (; oy + 2 <= oh; oy += 2, y += 2 * ow, x += 2 * rs)                                    \
     for (int32_t i = 0; i < ow; i += 4) {                                                    \
@@ -129,7 +125,71 @@
     }                                                                                        \
   }
 
-DW_PLANE(ert_conv2d_dw3s1_f32__neon, 3, 1)
-DW_PLANE(ert_conv2d_dw3s2_f32__neon, 3, 2)
 DW_PLANE(ert_conv2d_dw5s1_f32__neon, 5, 1)
 DW_PLANE(ert_conv2d_dw5s2_f32__neon, 5, 2)
+
+/* dw3. Each output row reads three input rows (the zero row where a window row leaves
+ * the image) and takes four outputs per step, [i, i + 4): per window row the left,
+ * middle and right taps of the four are three vectors, loaded in place where they lie
+ * inside the row (stride 2: two de-interleaving loads, at 2i - 1 and 2i), and built with
+ * `ext` where they reach the padding: the first step's left vector from a zero lane, the
+ * last step's right vector from the row's last tap column (e: zero, or x[ec] when
+ * ec < w). The last step ends at ow (recomputing up to three outputs of the step before
+ * it with the same operations). The three taps of a window row are multiply-added in
+ * order, rows in order, then the clamp. */
+#define DW3_ROW(P, E, t, FIRST, LAST)                                              \
+  {                                                                               \
+    float32x4_t l, m, r;                                                          \
+    if (S == 1) {                                                                 \
+      m = vld1q_f32(P + i);                                                       \
+      l = FIRST ? vextq_f32(z, m, 3) : vld1q_f32(P + i - 1);                      \
+      r = LAST ? vextq_f32(m, E, 1) : vld1q_f32(P + i + 1);                       \
+    } else if (LAST) {                                                            \
+      const float32x4x2_t v = vld2q_f32(P + 2 * i - 1);                           \
+      l = v.val[0], m = v.val[1], r = vextq_f32(l, E, 1);                         \
+    } else {                                                                      \
+      const float32x4x2_t v = vld2q_f32(P + 2 * i);                               \
+      m = v.val[0], r = v.val[1];                                                 \
+      l = FIRST ? vextq_f32(z, r, 3) : vld2q_f32(P + 2 * i - 1).val[0];           \
+    }                                                                             \
+    a = VMLA_W(VMLA_W(VMLA_W(a, l, t), m, t + 1), r, t + 2);                      \
+  }
+#define DW3_STEP(FIRST, LAST)                                                     \
+  {                                                                               \
+    float32x4_t a = vb;                                                           \
+    DW3_ROW(p0, e0, 0, FIRST, LAST)                                               \
+    DW3_ROW(p1, e1, 3, FIRST, LAST)                                               \
+    DW3_ROW(p2, e2, 6, FIRST, LAST)                                               \
+    vst1q_f32(y + i, vminq_f32(vmaxq_f32(a, lo), hi));                            \
+  }
+#define DW3_ROWS(S_)                                                              \
+  for (int32_t oy = 0, iy = -g->pt; oy < g->oh; ++oy, iy += g->sh, y += ow) {     \
+    enum { S = S_ };                                                              \
+    const float *p0 = ROW3(iy), *p1 = ROW3(iy + 1), *p2 = ROW3(iy + 2);           \
+    float32x4_t e0 = z, e1 = z, e2 = z;                                           \
+    if (ec < w) {                                                                 \
+      e0 = vld1q_dup_f32(p0 + ec);                                                \
+      e1 = vld1q_dup_f32(p1 + ec);                                                \
+      e2 = vld1q_dup_f32(p2 + ec);                                                \
+    }                                                                             \
+    int32_t i = 0;                                                                \
+    DW3_STEP(1, 0)                                                                \
+    for (i = 4; i < ow - 4; i += 4) DW3_STEP(0, 0)                                \
+    i = ow - 4;                                                                   \
+    DW3_STEP(0, 1)                                                                \
+  }
+
+void ert_conv2d_dw3_f32__neon(float *y, const float *x, const float *zero, const float *k,
+                              float bias, const ert_dw3_geom *g) {
+  const float32x4_t wv[3] = {vld1q_f32(k), vld1q_f32(k + 4), vld1q_dup_f32(k + 8)};
+  const float32x4_t vb = vdupq_n_f32(bias), z = vdupq_n_f32(0.0f);
+  const float32x4_t lo = vdupq_n_f32(g->lo), hi = vdupq_n_f32(g->hi);
+  const int32_t h = g->h, w = g->w, ow = g->ow;
+  const int32_t ec = (ow - 1) * g->sw + 1; /* the last window's right column */
+#define ROW3(r) ((uint32_t)(r) < (uint32_t)h ? x + (ptrdiff_t)(r) * w : zero)
+  if (g->sw == 1)
+    DW3_ROWS(1)
+  else
+    DW3_ROWS(2)
+#undef ROW3
+}

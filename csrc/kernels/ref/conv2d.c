@@ -10,6 +10,8 @@
  *   im2col     everything else: per group, W[Mg, Cg*kh*kw] times the im2col matrix of
  *              X, packed block by block inside the GEMM (never materialized).
  */
+#include <math.h>
+
 #include "cpu.h"
 #include "quant_s8.h"
 #include "sgemm.h"
@@ -461,10 +463,18 @@ ERT_DW_PORTABLE static void dw_run(const conv_geom *g, const dw_pad *p, const pt
   }
 }
 
+/* Whether cpu.h's dw3 takes this window (straight from the input plane): 3x3,
+ * undilated, strides 1 or 2 across, one column of padding left and at most one right,
+ * rows of 5 outputs or more. */
+static int dw3_fits(const conv_geom *g) {
+  return ert_cpu.dw3 != NULL && g->kh == 3 && g->kw == 3 && g->dh == 1 && g->dw == 1 &&
+         (g->sw == 1 || g->sw == 2) && g->pl == 1 && g->ow >= 5 &&
+         (int64_t)(g->ow - 1) * g->sw + 1 <= g->w;
+}
+
 /* Optimized plane kernel of cpu.h for this window, or NULL. */
 static ert_dw_plane_fn dw_hook(const conv_geom *g) {
   if (g->kh != g->kw || (g->sw != 1 && g->sw != 2) || g->dw != 1 || g->ow < 3 + g->sw) return NULL;
-  if (g->kh == 3) return g->sw == 1 ? ert_cpu.dw3_s1 : ert_cpu.dw3_s2;
   if (g->kh == 5) return g->sw == 1 ? ert_cpu.dw5_s1 : ert_cpu.dw5_s2;
   return NULL;
 }
@@ -527,6 +537,9 @@ typedef struct dw_job {
   dw_pad pad;
   size_t slot_bytes, planes, nslots;
   ert_dw_plane_fn hook; /* optimized plane kernel (pad is then unsplit), or NULL */
+  ert_dw3_geom d3;      /* with dw3: its geometry and the fused clamp */
+  int dw3, act_after;   /* planes by ert_cpu.dw3 (the zero row in the slot); the
+                           activation then as a pass after each plane */
   int32_t band;         /* with hook: output rows per band (the whole plane when it fits) */
   ptrdiff_t toff[DW_MAX_TAPS];
 } dw_job;
@@ -541,6 +554,11 @@ static void dw_run_planes(const dw_job *j, size_t p0, size_t p1, float *buf) {
     const float *x = j->x + (n * (size_t)g->c + ic) * plane_in;
     const float bias = j->bias ? j->bias[oc] : 0.0f;
     float *y = j->y + p * plane_out;
+    if (j->dw3) {
+      ert_cpu.dw3(y, x, buf, j->w + oc * khw, bias, &j->d3);
+      if (j->act_after) finish(&g->act, y, plane_out);
+      continue;
+    }
     if (buf && j->hook) { /* the plane kernel over bands of output rows (one: the plane) */
       const dw_pad *pd = &j->pad;
       for (int32_t oy = 0; oy < g->oh; oy += j->band) {
@@ -566,6 +584,7 @@ static void dw_worker(void *arg, size_t begin, size_t end) {
     return;
   }
   float *buf = (float *)(void *)(j->scratch + begin * j->slot_bytes);
+  if (j->dw3) memset(buf, 0, (size_t)j->g->w * sizeof(float)); /* the zero row */
   dw_run_planes(j, begin * j->planes / j->nslots, end * j->planes / j->nslots, buf);
 }
 
@@ -578,9 +597,15 @@ static void run_depthwise(const ert_node *node, const conv_geom *g, ert_exec *ex
   j.y = node->out[0]->data;
   j.planes = (size_t)g->n * (size_t)g->m;
   size_t need = dw_need(node, g); /* as prepare */
-  j.hook = need ? dw_hook(g) : NULL;
+  /* dw3 uses only a zero row of w floats from the slot: every slot (a padded plane or
+     band of at least 3 rows of (ow - 1)*sw + 3 >= w floats) holds one */
+  j.dw3 = need && dw3_fits(g);
+  j.act_after = g->act.kind != ERT_ACT_NONE && g->act.kind != ERT_ACT_CLIP;
+  j.d3 = (ert_dw3_geom){g->h, g->w, g->oh, g->ow, g->sh, g->sw, g->pt, -INFINITY, INFINITY};
+  if (g->act.kind == ERT_ACT_CLIP) j.d3.lo = g->act.a, j.d3.hi = g->act.b;
+  j.hook = need && !j.dw3 ? dw_hook(g) : NULL;
   j.band = g->oh;
-  if (need && !dw_full_slot_bytes(g)) { /* band mode: only with the plane kernels */
+  if (need && !j.dw3 && !dw_full_slot_bytes(g)) { /* band mode: only with the plane kernels */
     j.band = j.hook ? dw_band_rows(g) : 0;
     if (j.band == 0) need = 0, j.hook = NULL; /* the direct path */
   }
