@@ -168,7 +168,7 @@ void ert_sgemm_rows6_f32__neon(int32_t kc, const float *const *rows, const float
   P(p3, c30, B3); P(p3 + 4, c31, B3); P(p3 + 8, c32, B3); P(p3 + 12, c33, B3);               \
   P(p4, c40, B4); P(p4 + 4, c41, B4); P(p4 + 8, c42, B4); P(p4 + 12, c43, B4);               \
   P(p5, c50, B5); P(p5 + 4, c51, B5); P(p5 + 8, c52, B5); P(p5 + 12, c53, B5);
-    /* hard_swish and relu (the common kinds) in registers, by the helpers of
+    /* hard_swish, relu and clip (the common kinds) in registers, by the helpers of
      * ert_act_rows_f32__neon (act.c), so the values are the same as its pass over C */
     const int kind = st->act != NULL ? (int)st->act->kind : ERT_ACT_NONE;
     if (kind == ERT_ACT_HARD_SWISH) {
@@ -179,6 +179,13 @@ void ert_sgemm_rows6_f32__neon(int32_t kc, const float *const *rows, const float
     if (kind == ERT_ACT_RELU) {
 #define PUT_RELU(p, v, base_of) vst1q_f32((p), ert_v_relu(ERT_VMLA(base_of(p), (v), alpha)))
       PUT24(PUT_RELU)
+      return;
+    }
+    if (kind == ERT_ACT_CLIP) { /* max then min: act.c's v_clamp */
+      const float32x4_t lo = vdupq_n_f32(st->act->a), hi = vdupq_n_f32(st->act->b);
+#define PUT_CLIP(p, v, base_of) \
+  vst1q_f32((p), vminq_f32(vmaxq_f32(ERT_VMLA(base_of(p), (v), alpha), lo), hi))
+      PUT24(PUT_CLIP)
       return;
     }
     PUT24(PUT)

@@ -497,7 +497,13 @@ static void dw_plane_padded(const conv_geom *g, const dw_pad *p, const ptrdiff_t
 }
 
 /* The activation over a plane: the cheap kinds inline (same formulas as
- * ert_act_apply), the others through it. */
+ * ert_act_apply), the others through it. Builds with the NEON kernels call
+ * ert_act_apply alone (its cpu.h kernel takes every cheap kind). */
+#if defined(ERT_NEON_KERNELS)
+static void finish(const ert_act_params *act, float *y, size_t count) {
+  ert_act_apply(act, y, count);
+}
+#else
 ERT_SIMD_CLONES
 static void finish(const ert_act_params *act, float *y, size_t count) {
   const float a = act->a, b = act->b;
@@ -528,6 +534,7 @@ static void finish(const ert_act_params *act, float *y, size_t count) {
       break;
   }
 }
+#endif
 
 typedef struct dw_job {
   const conv_geom *g;

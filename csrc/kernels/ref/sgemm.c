@@ -101,6 +101,9 @@ ERT_INLINE int act_inline(const ert_act_params *act) {
 
 ERT_INLINE void finish_row(const ert_act_params *act, float *c, int32_t n) {
   if (act == NULL) return;
+#if defined(ERT_NEON_KERNELS) /* the cpu.h kernel of ert_act_apply takes every inline kind */
+  ert_act_apply(act, c, (size_t)n);
+#else
   const float a = act->a, b = act->b;
   switch ((ert_act)act->kind) {
     case ERT_ACT_NONE:
@@ -136,6 +139,7 @@ ERT_INLINE void finish_row(const ert_act_params *act, float *c, int32_t n) {
       ert_act_apply(act, c, (size_t)n);
       break;
   }
+#endif
 }
 
 /* Merges an MR x NR tile into C rows [0, mr) and columns [0, nr); on the last depth
