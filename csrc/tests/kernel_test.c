@@ -1184,7 +1184,7 @@ static void run_sgemm(int32_t m, int32_t n, int32_t k, int a_t, const float *a, 
 static void test_sgemm_driver(const ert_kernels *opt) {
   if (opt->sgemm_rows == NULL) return;
   static const int32_t ms[] = {2, 3, 4, 5, 6, 7, 8, 12, 17, 32, 64, 65};
-  static const int32_t ns[] = {2, 15, 16, 17, 33, 128, 129};
+  static const int32_t ns[] = {2, 15, 16, 17, 20, 33, 49, 128, 129};
   static const int32_t ks[] = {1, 3, 16, 255, 256, 257};
   unsigned seed = 3;
   for (size_t im = 0; im < sizeof ms / sizeof ms[0]; ++im)

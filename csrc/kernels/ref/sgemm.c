@@ -296,6 +296,30 @@ ERT_INLINE void pack_b_im2col(const ert_im2col *ic, const float *x, int32_t k0, 
 
 /* ---- blocked driver ----------------------------------------------------------------- */
 
+enum { NARROW_N = 4 }; /* see narrow_panel and the narrow products below */
+
+/* A last panel of nr <= NARROW_N columns with the kernels of cpu.h: a 16-column tile
+ * would be mostly padding, so each column (gathered from the packed panel) gets the dot
+ * products of A's rows [0, mlen) (arows, lda apart) by ert_cpu.dot_rows, stored into C
+ * from c on as the tiles store them (st: ldc, bias of row 0, alpha, init, act). */
+ERT_COLD static void narrow_panel(const float *panel, int32_t kc, const float *arows, ptrdiff_t lda,
+                                  int32_t mlen, float *c, int32_t nr, const ert_sgemm_store *st) {
+  float col[KC], acc[64];
+  for (int32_t j = 0; j < nr; ++j, ++c) {
+    for (int32_t k = 0; k < kc; ++k) col[k] = panel[(size_t)k * NR + j];
+    for (int32_t i0 = 0; i0 < mlen; i0 += 64) {
+      const int32_t len = min_i32(64, mlen - i0);
+      ert_cpu.dot_rows(col, arows + (ptrdiff_t)i0 * lda, lda, kc, len, acc);
+      for (int32_t i = 0; i < len; ++i) {
+        const float *ci = c + (ptrdiff_t)(i0 + i) * st->ldc;
+        acc[i] = st->alpha * acc[i] + (!st->init ? *ci : st->bias ? st->bias[i0 + i] : 0.0f);
+      }
+      if (st->act != NULL) ert_act_apply(st->act, acc, (size_t)len);
+      for (int32_t i = 0; i < len; ++i) c[(ptrdiff_t)(i0 + i) * st->ldc] = acc[i];
+    }
+  }
+}
+
 /* Tasks are (problem, column block of nc columns, part of the rows). A task packs each
  * depth block of its B columns once and runs all its row blocks over it, packing their
  * A blocks in turn; rows are split into parts only when there are fewer column blocks
@@ -365,6 +389,12 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
         }
       for (int32_t jr = 0; jr < nlen; jr += NR) {
         const int32_t nr = min_i32(NR, nlen - jr);
+        if (nr <= NARROW_N && opt != NULL && ert_cpu.dot_rows != NULL) {
+          st.bias = bias ? bias + i0 : NULL;
+          narrow_panel(bp + (size_t)jr * kc, kc, arows, lda, mlen, c + (ptrdiff_t)i0 * g->ldc + j0 + jr,
+                       nr, &st);
+          continue;
+        }
         int32_t step;
         for (int32_t ir = 0, t = 0; ir < mlen; ir += step, ++t) {
           step = t < n6 ? 6 : MR;
@@ -548,8 +578,6 @@ static void gemv_worker(void *arg, size_t begin, size_t end) {
  * panels of the blocked path would be mostly padding. Instead each slot gathers B's
  * columns (im2col or strided) into K contiguous floats each, and every output is the
  * dot product of an A row, read in place, with one of them. */
-enum { NARROW_N = 4 };
-
 typedef struct narrow_job {
   const ert_sgemm *g;
   char *scratch;
