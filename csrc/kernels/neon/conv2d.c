@@ -128,7 +128,7 @@
 DW_PLANE(ert_conv2d_dw5s1_f32__neon, 5, 1)
 DW_PLANE(ert_conv2d_dw5s2_f32__neon, 5, 2)
 
-/* dw3. Each output row reads three input rows (the zero row where a window row leaves
+/* dw3. An output row reads three input rows (the zero row where a window row leaves
  * the image) and takes four outputs per step, [i, i + 4): per window row the left,
  * middle and right taps of the four are three vectors, loaded in place where they lie
  * inside the row (stride 2: two de-interleaving loads, at 2i - 1 and 2i), and built with
@@ -136,60 +136,85 @@ DW_PLANE(ert_conv2d_dw5s2_f32__neon, 5, 2)
  * last step's right vector from the row's last tap column (e: zero, or x[ec] when
  * ec < w). The last step ends at ow (recomputing up to three outputs of the step before
  * it with the same operations). The three taps of a window row are multiply-added in
- * order, rows in order, then the clamp. */
-#define DW3_ROW(P, E, t, FIRST, LAST)                                              \
+ * order, rows in order, then the clamp.
+ *
+ * Stride 1 across: two output rows per step when the stride down is 1 too, their four
+ * input rows each loaded once for both (12 loads for 18 multiply-adds instead of 18; an
+ * odd last row is recomputed with the one before it); otherwise one row per step, the
+ * second row's sums (over the next input row) computed too and stored first at the same
+ * place, where the first row's overwrite them. */
+#define DW3_TAPS(acc, t) acc = VMLA_W(VMLA_W(VMLA_W(acc, l, t), m, t + 1), r, t + 2);
+#define DW3_LMR(P, E, FIRST, LAST)                                                \
+  const float32x4_t m = vld1q_f32(P + i);                                         \
+  const float32x4_t l = FIRST ? vextq_f32(z, m, 3) : vld1q_f32(P + i - 1);        \
+  const float32x4_t r = LAST ? vextq_f32(m, E, 1) : vld1q_f32(P + i + 1);
+#define DW3_PAIR(FIRST, LAST)                                                     \
   {                                                                               \
-    float32x4_t l, m, r;                                                          \
-    if (S == 1) {                                                                 \
-      m = vld1q_f32(P + i);                                                       \
-      l = FIRST ? vextq_f32(z, m, 3) : vld1q_f32(P + i - 1);                      \
-      r = LAST ? vextq_f32(m, E, 1) : vld1q_f32(P + i + 1);                       \
-    } else if (LAST) {                                                            \
-      const float32x4x2_t v = vld2q_f32(P + 2 * i - 1);                           \
-      l = v.val[0], m = v.val[1], r = vextq_f32(l, E, 1);                         \
-    } else {                                                                      \
-      const float32x4x2_t v = vld2q_f32(P + 2 * i);                               \
-      m = v.val[0], r = v.val[1];                                                 \
-      l = FIRST ? vextq_f32(z, r, 3) : vld2q_f32(P + 2 * i - 1).val[0];           \
-    }                                                                             \
-    a = VMLA_W(VMLA_W(VMLA_W(a, l, t), m, t + 1), r, t + 2);                      \
-  }
-#define DW3_STEP(FIRST, LAST)                                                     \
-  {                                                                               \
-    float32x4_t a = vb;                                                           \
-    DW3_ROW(p0, e0, 0, FIRST, LAST)                                               \
-    DW3_ROW(p1, e1, 3, FIRST, LAST)                                               \
-    DW3_ROW(p2, e2, 6, FIRST, LAST)                                               \
+    float32x4_t a = vb, b = vb;                                                   \
+    { DW3_LMR(p0, e0, FIRST, LAST) DW3_TAPS(a, 0) }                               \
+    { DW3_LMR(p1, e1, FIRST, LAST) DW3_TAPS(a, 3) DW3_TAPS(b, 0) }                \
+    { DW3_LMR(p2, e2, FIRST, LAST) DW3_TAPS(a, 6) DW3_TAPS(b, 3) }                \
+    { DW3_LMR(p3, e3, FIRST, LAST) DW3_TAPS(b, 6) }                               \
+    vst1q_f32(y + yb + i, vminq_f32(vmaxq_f32(b, lo), hi));                       \
     vst1q_f32(y + i, vminq_f32(vmaxq_f32(a, lo), hi));                            \
   }
-#define DW3_ROWS(S_)                                                              \
-  for (int32_t oy = 0, iy = -g->pt; oy < g->oh; ++oy, iy += g->sh, y += ow) {     \
-    enum { S = S_ };                                                              \
-    const float *p0 = ROW3(iy), *p1 = ROW3(iy + 1), *p2 = ROW3(iy + 2);           \
-    float32x4_t e0 = z, e1 = z, e2 = z;                                           \
+/* stride 2 across: l, m, r of one window row */
+#define DW3_LMR2(P, E, FIRST, LAST)                                               \
+  float32x4_t l, m, r;                                                            \
+  if (LAST) {                                                                     \
+    const float32x4x2_t v = vld2q_f32(P + 2 * i - 1);                             \
+    l = v.val[0], m = v.val[1], r = vextq_f32(l, E, 1);                           \
+  } else {                                                                        \
+    const float32x4x2_t v = vld2q_f32(P + 2 * i);                                 \
+    m = v.val[0], r = v.val[1];                                                   \
+    l = FIRST ? vextq_f32(z, r, 3) : vld2q_f32(P + 2 * i - 1).val[0];             \
+  }
+#define DW3_STEP2(FIRST, LAST)                                                    \
+  {                                                                               \
+    float32x4_t a = vb;                                                           \
+    (void)p3, (void)e3; /* a fourth row for the pairs only */                     \
+    { DW3_LMR2(p0, e0, FIRST, LAST) DW3_TAPS(a, 0) }                              \
+    { DW3_LMR2(p1, e1, FIRST, LAST) DW3_TAPS(a, 3) }                              \
+    { DW3_LMR2(p2, e2, FIRST, LAST) DW3_TAPS(a, 6) }                              \
+    vst1q_f32(y + i, vminq_f32(vmaxq_f32(a, lo), hi));                            \
+  }
+/* Output rows oy < oh in steps of `step` rows (the last step ending at oh), the input
+ * rows p0..p3 from iy = oy*sh - pt on, the edge columns e0..e3. */
+#define DW3_ROWS(STEP)                                                            \
+  for (int32_t oy = 0; oy < oh; oy += step) {                                     \
+    if (oy + step > oh) oy = oh - step;                                           \
+    const int32_t iy = oy * g->sh - g->pt;                                        \
+    const float *p0 = ROW3(iy), *p1 = ROW3(iy + 1), *p2 = ROW3(iy + 2), *p3 = ROW3(iy + 3); \
+    float32x4_t e0 = z, e1 = z, e2 = z, e3 = z;                                   \
     if (ec < w) {                                                                 \
       e0 = vld1q_dup_f32(p0 + ec);                                                \
       e1 = vld1q_dup_f32(p1 + ec);                                                \
       e2 = vld1q_dup_f32(p2 + ec);                                                \
+      e3 = vld1q_dup_f32(p3 + ec);                                                \
     }                                                                             \
+    float *y = y0 + (ptrdiff_t)oy * ow;                                           \
     int32_t i = 0;                                                                \
-    DW3_STEP(1, 0)                                                                \
-    for (i = 4; i < ow - 4; i += 4) DW3_STEP(0, 0)                                \
+    STEP(1, 0)                                                                    \
+    for (i = 4; i < ow - 4; i += 4) STEP(0, 0)                                    \
     i = ow - 4;                                                                   \
-    DW3_STEP(0, 1)                                                                \
+    STEP(0, 1)                                                                    \
   }
 
-void ert_conv2d_dw3_f32__neon(float *y, const float *x, const float *zero, const float *k,
+void ert_conv2d_dw3_f32__neon(float *y0, const float *x, const float *zero, const float *k,
                               float bias, const ert_dw3_geom *g) {
   const float32x4_t wv[3] = {vld1q_f32(k), vld1q_f32(k + 4), vld1q_dup_f32(k + 8)};
   const float32x4_t vb = vdupq_n_f32(bias), z = vdupq_n_f32(0.0f);
   const float32x4_t lo = vdupq_n_f32(g->lo), hi = vdupq_n_f32(g->hi);
-  const int32_t h = g->h, w = g->w, ow = g->ow;
+  const int32_t h = g->h, w = g->w, oh = g->oh, ow = g->ow;
   const int32_t ec = (ow - 1) * g->sw + 1; /* the last window's right column */
 #define ROW3(r) ((uint32_t)(r) < (uint32_t)h ? x + (ptrdiff_t)(r) * w : zero)
-  if (g->sw == 1)
-    DW3_ROWS(1)
-  else
-    DW3_ROWS(2)
+  if (g->sw == 1) {
+    const int32_t step = g->sh == 1 && oh >= 2 ? 2 : 1;
+    const ptrdiff_t yb = step == 2 ? ow : 0;
+    DW3_ROWS(DW3_PAIR)
+  } else {
+    const int32_t step = 1;
+    DW3_ROWS(DW3_STEP2)
+  }
 #undef ROW3
 }
