@@ -466,11 +466,17 @@ ERT_DW_PORTABLE static void dw_run(const conv_geom *g, const dw_pad *p, const pt
 /* Whether cpu.h's dw3 takes this window (straight from the input plane): 3x3,
  * undilated, strides 1 or 2 across, one column of padding left and at most one right,
  * rows of 5 outputs or more. */
+#if defined(ERT_NEON_KERNELS) /* the only builds with a dw3 kernel */
 static int dw3_fits(const conv_geom *g) {
   return ert_cpu.dw3 != NULL && g->kh == 3 && g->kw == 3 && g->dh == 1 && g->dw == 1 &&
          (g->sw == 1 || g->sw == 2) && g->pl == 1 && g->ow >= 5 &&
          (int64_t)(g->ow - 1) * g->sw + 1 <= g->w;
 }
+#define DW3_USED(j) ((j)->dw3)
+#else
+#define dw3_fits(g) 0
+#define DW3_USED(j) 0
+#endif
 
 /* Optimized plane kernel of cpu.h for this window, or NULL. */
 static ert_dw_plane_fn dw_hook(const conv_geom *g) {
@@ -561,7 +567,7 @@ static void dw_run_planes(const dw_job *j, size_t p0, size_t p1, float *buf) {
     const float *x = j->x + (n * (size_t)g->c + ic) * plane_in;
     const float bias = j->bias ? j->bias[oc] : 0.0f;
     float *y = j->y + p * plane_out;
-    if (j->dw3) {
+    if (DW3_USED(j)) {
       ert_cpu.dw3(y, x, buf, j->w + oc * khw, bias, &j->d3);
       if (j->act_after) finish(&g->act, y, plane_out);
       continue;
@@ -591,7 +597,7 @@ static void dw_worker(void *arg, size_t begin, size_t end) {
     return;
   }
   float *buf = (float *)(void *)(j->scratch + begin * j->slot_bytes);
-  if (j->dw3) memset(buf, 0, (size_t)j->g->w * sizeof(float)); /* the zero row */
+  if (DW3_USED(j)) memset(buf, 0, (size_t)j->g->w * sizeof(float)); /* the zero row */
   dw_run_planes(j, begin * j->planes / j->nslots, end * j->planes / j->nslots, buf);
 }
 

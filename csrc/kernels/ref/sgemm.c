@@ -302,6 +302,7 @@ enum { NARROW_N = 4 }; /* see narrow_panel and the narrow products below */
  * would be mostly padding, so each column (gathered from the packed panel) gets the dot
  * products of A's rows [0, mlen) (arows, lda apart) by ert_cpu.dot_rows, stored into C
  * from c on as the tiles store them (st: ldc, bias of row 0, alpha, init, act). */
+#if defined(ERT_NEON_KERNELS)
 ERT_COLD static void narrow_panel(const float *panel, int32_t kc, const float *arows, ptrdiff_t lda,
                                   int32_t mlen, float *c, int32_t nr, const ert_sgemm_store *st) {
   float col[KC], acc[64];
@@ -319,6 +320,7 @@ ERT_COLD static void narrow_panel(const float *panel, int32_t kc, const float *a
     }
   }
 }
+#endif
 
 /* Tasks are (problem, column block of nc columns, part of the rows). A task packs each
  * depth block of its B columns once and runs all its row blocks over it, packing their
@@ -389,12 +391,14 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
         }
       for (int32_t jr = 0; jr < nlen; jr += NR) {
         const int32_t nr = min_i32(NR, nlen - jr);
+#if defined(ERT_NEON_KERNELS) /* the only builds with the kernels of cpu.h */
         if (nr <= NARROW_N && opt != NULL && ert_cpu.dot_rows != NULL) {
           st.bias = bias ? bias + i0 : NULL;
           narrow_panel(bp + (size_t)jr * kc, kc, arows, lda, mlen, c + (ptrdiff_t)i0 * g->ldc + j0 + jr,
                        nr, &st);
           continue;
         }
+#endif
         int32_t step;
         for (int32_t ir = 0, t = 0; ir < mlen; ir += step, ++t) {
           step = t < n6 ? 6 : MR;
