@@ -191,8 +191,9 @@ static void run_gemm(const ert_node *node, const conv_geom *g, int path, ert_exe
 /* ---- depthwise path ----------------------------------------------------------------- */
 
 /* The portable depthwise loops. With the NEON plane kernels compiled in they only run
- * the windows those do not take (7x7, dilated columns, rows narrower than 4, planes too
- * large even for a band), so there they are compiled for size. */
+ * the windows those do not take (7x7, dilated columns, 3x3 without one column of left
+ * padding, rows narrower than 4 or 5, planes too large even for a band), so there they
+ * are compiled for size. */
 #if defined(ERT_NEON_KERNELS) && defined(__GNUC__)
 #define ERT_DW_PORTABLE __attribute__((cold))
 #else
