@@ -71,6 +71,7 @@ void ert_cpu_select(void) {
     if (hw & ERT_HWCAP_CRC32) k.crc32 = ert_crc32__arm;
     k.lut_s8 = ert_lut_s8__neon;
     k.quantize_s8 = ert_quantize_s8__neon;
+    k.qgemm_rq_s8 = ert_qgemm_rq_s8__neon;
 #endif
     if (ERT_HWCAP_DOTPROD != 0 && (hw & ERT_HWCAP_DOTPROD)) {
       /* dot-product (sdot) int8 kernels */

@@ -182,7 +182,9 @@ typedef struct ert_kernels {
                  const int32_t *q, int32_t oh, int32_t ow, int32_t s);
   /*   qgemm_rq_s8 qgemm_s8's accumulators, requantized: y[r*ldy + i] = clamp(q[1] +
    *               requant(acc[r][i], mult[r], q[0]), q[2], q[3]) for r < rows (<= 4),
-   *               i < min(n, np - np % 8), shift q[0] > 31; sdot CPUs only. */
+   *               i < min(n, np - np % 8), shift q[0] > 31 (bias and mult: 4 entries);
+   *               when qgemm_s8_p is set (no sdot), for weights in [-127, 127] only, as
+   *               qgemm_s8_p; aarch64 only. */
   void (*qgemm_rq_s8)(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
                       const int32_t *bias, const int32_t *mult, const int32_t *q, int8_t *y,
                       size_t ldy, int32_t n, int32_t rows);
@@ -247,6 +249,9 @@ void ert_qgemm_s8_p__neon(int32_t kq, int32_t np, const int8_t *col, const int8_
                           const int32_t *bias, int32_t *acc, int32_t lda);
 void ert_dw3_s8__neon(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t *w, int32_t bias,
                       const int32_t *q, int32_t oh, int32_t ow, int32_t s);
+void ert_qgemm_rq_s8__neon(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
+                           const int32_t *bias, const int32_t *mult, const int32_t *q, int8_t *y,
+                           size_t ldy, int32_t n, int32_t rows);
 void ert_qgemm_rq_s8__dot(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
                           const int32_t *bias, const int32_t *mult, const int32_t *q, int8_t *y,
                           size_t ldy, int32_t n, int32_t rows);

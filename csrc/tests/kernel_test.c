@@ -248,9 +248,10 @@ static void test_qgemm_fn(qgemm_fn fn, int32_t wmin, const char *name) {
 }
 
 /* qgemm_rq_s8: the qgemm shapes, every row count, n from np down to np - 5; shifts 32..62;
- * the pixels past its whole tiles untouched */
+ * the pixels past its whole tiles untouched (weights in [-127, 127] without sdot) */
 static void test_qgemm_rq_s8(const ert_kernels *opt) {
   if (opt->qgemm_rq_s8 == NULL) return;
+  const int32_t wmin = opt->qgemm_s8_p != NULL ? -127 : -128; /* no sdot: qgemm_s8_p's weights */
   static const int32_t kqs[] = {1, 2, 6, 7, 64};
   static const int32_t nps[] = {1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33, 64};
   static const int32_t mq[][2] = {{1518500250, 38}, {1518500250, 44}, {12345, 32}, {INT32_MAX, 62}, {0, 40}};
@@ -262,7 +263,7 @@ static void test_qgemm_rq_s8(const ert_kernels *opt) {
         const size_t ldy = (size_t)n + 2;
         int8_t *col = guarded_s8((size_t)kq * 4u * (size_t)np), *wq = guarded_s8((size_t)kq * 16u);
         for (int32_t i = 0; i < kq * 4 * np; ++i) col[i] = (int8_t)irand(&seed, -128, 127);
-        for (int32_t i = 0; i < kq * 16; ++i) wq[i] = (int8_t)irand(&seed, -128, 127);
+        for (int32_t i = 0; i < kq * 16; ++i) wq[i] = (int8_t)irand(&seed, wmin, 127);
         int32_t bias[4], mult[4];
         const size_t v = (a * 3 + b + (size_t)rows) % (sizeof mq / sizeof mq[0]);
         for (int r = 0; r < 4; ++r) {

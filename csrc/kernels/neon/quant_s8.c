@@ -21,6 +21,13 @@ static int32_t quad_dot(int32_t kq, size_t np4, const int8_t *c, const int8_t *w
   return s;
 }
 
+/* Stores the first n (< 16) lanes of b. */
+static void store_part(int8_t *y, int8x16_t b, int32_t n) {
+  int8_t t[16];
+  vst1q_s8(t, b);
+  for (int32_t i = 0; i < n; ++i) y[i] = t[i];
+}
+
 /* The tail of qgemm: pixels i0 .. np one at a time. */
 static void qgemm_tail(int32_t kq, int32_t np, int32_t i0, const int8_t *col, const int8_t *wq,
                        const int32_t *bias, int32_t *acc, int32_t lda) {
@@ -152,10 +159,22 @@ static inline __attribute__((always_inline)) void qgemm_p_tile(int32_t kq, int32
 }
 
 #if defined(__aarch64__)
-/* The 4x8 tile of qgemm_p_tile (V = 2) in assembly: accumulator [r][v][h] in v(16 + 4r +
- * 2v + h); per pair of quads, the pixels by two ld1 and the eight channel words
- * replicated by two ld4r; an odd last quad alone; then the pairwise adds, stored to
- * s[8r + 4v .. +4) for the C epilogue. */
+/* The requantization of qgemm_rq_s8 (shift q[0] > 31), set up once per call: m holds the
+ * four channels' multipliers (by lane), sh = 31 - shift. */
+typedef struct rq_hi {
+  int32x4_t m, sh;
+  int16x8_t z;
+  int8x16_t lo, hi;
+} rq_hi;
+
+/* The 4x8 tile of qgemm_p_tile (V = 2) in assembly: accumulator [r][v][h] in v(16 +
+ * 4(2v + h) + r), each starting as [bias[r], 0, bias[r], 0] (bz[r] = bias[r] as a
+ * zero-extended 64-bit word, by ld4r), so the pairwise adds give bias + sum per pixel;
+ * per pair of quads, the pixels by two ld1 and the eight channel words replicated by two
+ * ld4r; an odd last quad alone; the pairwise adds leave pixels 4v .. 4v+3 of channel r in
+ * v(16 + 8v + r). Without rq, the sums go to int32 out[r*ld + i], i < 8; with rq
+ * (qgemm_rq_s8), requantized as in RQ16 to int8 out[r*ld + i] for r < rows, i < min(n, 8).
+ * qgemm_p8 runs it on pixels i = 0, 8, .. while i + 8 <= np and i < n; returns the next i. */
 #define P_GRP(A0, A1, X0, X1, W0, W1, T0, T1)                                              \
   "smull  " T0 ".8h, " X0 ".8b, " W0 ".8b\n\t"                                             \
   "smull2 " T1 ".8h, " X0 ".16b, " W0 ".16b\n\t"                                           \
@@ -173,50 +192,89 @@ static inline __attribute__((always_inline)) void qgemm_p_tile(int32_t kq, int32
 #define P_CH1(A0, A1, A2, A3, W0)                                                          \
   P_ONE(A0, A1, "v0", W0, "v12", "v13") P_ONE(A2, A3, "v1", W0, "v14", "v15")
 
-static void qgemm_p_tile8(int32_t kq, int32_t np, int32_t i, const int8_t *col, const int8_t *wq,
-                          const int32_t *bias, int32_t *acc, int32_t lda) {
-  int32_t s[32];
-  const size_t np4 = (size_t)np * 4u;
-  const int8_t *c0 = col + (size_t)i * 4u, *c1 = c0 + np4, *w = wq;
-  const size_t stride2 = 2u * np4, odd = (size_t)kq & 1u;
-  size_t pairs = (size_t)kq / 2u;
-  __asm__ volatile(
-      "movi v16.4s, #0\n\tmovi v17.4s, #0\n\tmovi v18.4s, #0\n\tmovi v19.4s, #0\n\t"
-      "movi v20.4s, #0\n\tmovi v21.4s, #0\n\tmovi v22.4s, #0\n\tmovi v23.4s, #0\n\t"
-      "movi v24.4s, #0\n\tmovi v25.4s, #0\n\tmovi v26.4s, #0\n\tmovi v27.4s, #0\n\t"
-      "movi v28.4s, #0\n\tmovi v29.4s, #0\n\tmovi v30.4s, #0\n\tmovi v31.4s, #0\n\t"
-      "cbz %[n], 2f\n"
-      "1:\n\t"
-      "ld1 {v0.16b, v1.16b}, [%[c0]], %[st]\n\t"
-      "ld1 {v2.16b, v3.16b}, [%[c1]], %[st]\n\t"
-      "ld4r {v4.4s, v5.4s, v6.4s, v7.4s}, [%[w]], #16\n\t"
-      "ld4r {v8.4s, v9.4s, v10.4s, v11.4s}, [%[w]], #16\n\t"
-      P_CH("v16", "v17", "v18", "v19", "v4", "v8") P_CH("v20", "v21", "v22", "v23", "v5", "v9")
-      P_CH("v24", "v25", "v26", "v27", "v6", "v10") P_CH("v28", "v29", "v30", "v31", "v7", "v11")
-      "subs %[n], %[n], #1\n\t"
-      "b.ne 1b\n"
-      "2:\n\t"
-      "cbz %[odd], 3f\n\t"
-      "ld1 {v0.16b, v1.16b}, [%[c0]]\n\t"
-      "ld4r {v4.4s, v5.4s, v6.4s, v7.4s}, [%[w]]\n\t"
-      P_CH1("v16", "v17", "v18", "v19", "v4") P_CH1("v20", "v21", "v22", "v23", "v5")
-      P_CH1("v24", "v25", "v26", "v27", "v6") P_CH1("v28", "v29", "v30", "v31", "v7")
-      "3:\n\t"
-      "addp v16.4s, v16.4s, v17.4s\n\taddp v18.4s, v18.4s, v19.4s\n\t"
-      "addp v20.4s, v20.4s, v21.4s\n\taddp v22.4s, v22.4s, v23.4s\n\t"
-      "addp v24.4s, v24.4s, v25.4s\n\taddp v26.4s, v26.4s, v27.4s\n\t"
-      "addp v28.4s, v28.4s, v29.4s\n\taddp v30.4s, v30.4s, v31.4s\n\t"
-      "stp q16, q18, [%[s]]\n\tstp q20, q22, [%[s], #32]\n\t"
-      "stp q24, q26, [%[s], #64]\n\tstp q28, q30, [%[s], #96]\n\t"
-      : [c0] "+r"(c0), [c1] "+r"(c1), [w] "+r"(w), [n] "+r"(pairs)
-      : [st] "r"(stride2), [odd] "r"(odd), [s] "r"(s)
-      : "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13",
-        "v14", "v15", "v16", "v17", "v18", "v19", "v20", "v21", "v22", "v23", "v24", "v25",
-        "v26", "v27", "v28", "v29", "v30", "v31", "memory", "cc");
-  for (int r = 0; r < 4; ++r)
-    for (int v = 0; v < 2; ++v)
-      vst1q_s32(acc + (size_t)r * (size_t)lda + (size_t)i + 4u * (size_t)v,
-                vaddq_s32(vld1q_s32(s + 8 * r + 4 * v), vdupq_n_s32(bias[r])));
+static __attribute__((noinline)) int32_t qgemm_p8(int32_t kq, int32_t np, const int8_t *col,
+                                                  const int8_t *wq, const int32_t *bias,
+                                                  const rq_hi *rq, void *out, size_t ld,
+                                                  int32_t n, int32_t rows) {
+  const uint64_t bz[4] = {(uint32_t)bias[0], (uint32_t)bias[1], (uint32_t)bias[2],
+                          (uint32_t)bias[3]};
+  const size_t np4 = (size_t)np * 4u, stride2 = 2u * np4, odd = (size_t)kq & 1u;
+  int32_t i = 0;
+  for (; i + 8 <= np && i < n; i += 8) {
+    const int8_t *c0 = col + (size_t)i * 4u, *c1 = c0 + np4, *w = wq;
+    size_t pairs = (size_t)kq / 2u;
+    register int32x4_t s0 __asm__("v16"), s1 __asm__("v17"), s2 __asm__("v18"), s3 __asm__("v19");
+    register int32x4_t s4 __asm__("v24"), s5 __asm__("v25"), s6 __asm__("v26"), s7 __asm__("v27");
+    __asm__(
+        "ld4r {v16.2d, v17.2d, v18.2d, v19.2d}, [%[bz]]\n\t"
+        "ld4r {v20.2d, v21.2d, v22.2d, v23.2d}, [%[bz]]\n\t"
+        "ld4r {v24.2d, v25.2d, v26.2d, v27.2d}, [%[bz]]\n\t"
+        "ld4r {v28.2d, v29.2d, v30.2d, v31.2d}, [%[bz]]\n\t"
+        "cbz %[n], 2f\n"
+        "1:\n\t"
+        "ld1 {v0.16b, v1.16b}, [%[c0]], %[st]\n\t"
+        "ld1 {v2.16b, v3.16b}, [%[c1]], %[st]\n\t"
+        "ld4r {v4.4s, v5.4s, v6.4s, v7.4s}, [%[w]], #16\n\t"
+        "ld4r {v8.4s, v9.4s, v10.4s, v11.4s}, [%[w]], #16\n\t"
+        P_CH("v16", "v20", "v24", "v28", "v4", "v8") P_CH("v17", "v21", "v25", "v29", "v5", "v9")
+        P_CH("v18", "v22", "v26", "v30", "v6", "v10") P_CH("v19", "v23", "v27", "v31", "v7", "v11")
+        "subs %[n], %[n], #1\n\t"
+        "b.ne 1b\n"
+        "2:\n\t"
+        "cbz %[odd], 3f\n\t"
+        "ld1 {v0.16b, v1.16b}, [%[c0]]\n\t"
+        "ld4r {v4.4s, v5.4s, v6.4s, v7.4s}, [%[w]]\n\t"
+        P_CH1("v16", "v20", "v24", "v28", "v4") P_CH1("v17", "v21", "v25", "v29", "v5")
+        P_CH1("v18", "v22", "v26", "v30", "v6") P_CH1("v19", "v23", "v27", "v31", "v7")
+        "3:\n\t"
+        "addp v16.4s, v16.4s, v20.4s\n\taddp v17.4s, v17.4s, v21.4s\n\t"
+        "addp v18.4s, v18.4s, v22.4s\n\taddp v19.4s, v19.4s, v23.4s\n\t"
+        "addp v24.4s, v24.4s, v28.4s\n\taddp v25.4s, v25.4s, v29.4s\n\t"
+        "addp v26.4s, v26.4s, v30.4s\n\taddp v27.4s, v27.4s, v31.4s\n\t"
+        : [c0] "+r"(c0), [c1] "+r"(c1), [w] "+r"(w), [n] "+r"(pairs), "=w"(s0), "=w"(s1),
+          "=w"(s2), "=w"(s3), "=w"(s4), "=w"(s5), "=w"(s6), "=w"(s7)
+        : [st] "r"(stride2), [odd] "r"(odd), [bz] "r"(bz)
+        : "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12",
+          "v13", "v14", "v15", "v20", "v21", "v22", "v23", "v28", "v29", "v30", "v31", "memory",
+          "cc");
+    if (rq == NULL) {
+      int32_t *a = (int32_t *)out + i;
+      vst1q_s32(a, s0), vst1q_s32(a + 4, s4), a += ld;
+      vst1q_s32(a, s1), vst1q_s32(a + 4, s5), a += ld;
+      vst1q_s32(a, s2), vst1q_s32(a + 4, s6), a += ld;
+      vst1q_s32(a, s3), vst1q_s32(a + 4, s7);
+      continue;
+    }
+#define RQH(lo, hi, r) /* channel r's eight int16 of qgemm_rq_s8 before the int8 steps */ \
+  vqaddq_s16(vcombine_s16(vqmovn_s32(vrshlq_s32(vqdmulhq_laneq_s32(lo, rq->m, r), rq->sh)),   \
+                          vqmovn_s32(vrshlq_s32(vqdmulhq_laneq_s32(hi, rq->m, r), rq->sh))),  \
+             rq->z)
+    const int8x16_t y01 = vminq_s8(vmaxq_s8(vcombine_s8(vqmovn_s16(RQH(s0, s4, 0)),
+                                                        vqmovn_s16(RQH(s1, s5, 1))), rq->lo), rq->hi);
+    const int8x16_t y23 = vminq_s8(vmaxq_s8(vcombine_s8(vqmovn_s16(RQH(s2, s6, 2)),
+                                                        vqmovn_s16(RQH(s3, s7, 3))), rq->lo), rq->hi);
+#undef RQH
+    int8_t *y = (int8_t *)out + i;
+    if (rows == 4 && n - i >= 8) {
+      vst1_s8(y, vget_low_s8(y01)), vst1_s8(y + ld, vget_high_s8(y01));
+      vst1_s8(y + 2 * ld, vget_low_s8(y23)), vst1_s8(y + 3 * ld, vget_high_s8(y23));
+      continue;
+    }
+    int8_t t[32]; /* row r in t[8r ..) */
+    vst1q_s8(t, y01), vst1q_s8(t + 16, y23);
+    for (int32_t r = 0; r < rows; ++r)
+      for (int32_t k = 0; k < 8 && k < n - i; ++k) y[(size_t)r * ld + (size_t)k] = t[8 * r + k];
+  }
+  return i;
+}
+
+/* qgemm_rq_s8 for weights in [-127, 127] (qgemm_s8_p's products) on CPUs without sdot. */
+void ert_qgemm_rq_s8__neon(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
+                           const int32_t *bias, const int32_t *mult, const int32_t *q, int8_t *y,
+                           size_t ldy, int32_t n, int32_t rows) {
+  const rq_hi rq = {vld1q_s32(mult), vdupq_n_s32(31 - q[0]), vdupq_n_s16((int16_t)q[1]),
+                    vdupq_n_s8((int8_t)q[2]), vdupq_n_s8((int8_t)q[3])};
+  qgemm_p8(kq, np, col, wq, bias, &rq, y, ldy, n, rows);
 }
 #endif
 
@@ -224,9 +282,10 @@ void ert_qgemm_s8_p__neon(int32_t kq, int32_t np, const int8_t *col, const int8_
                           const int32_t *bias, int32_t *acc, int32_t lda) {
   int32_t i = 0;
 #if defined(__aarch64__)
-  for (; i + 8 <= np; i += 8) qgemm_p_tile8(kq, np, i, col, wq, bias, acc, lda);
-#endif
+  i = qgemm_p8(kq, np, col, wq, bias, NULL, acc, (size_t)lda, np, 4);
+#else
   for (; i + 4 <= np; i += 4) qgemm_p_tile(kq, np, i, col, wq, bias, acc, lda, 1);
+#endif
   qgemm_tail(kq, np, i, col, wq, bias, acc, lda);
 }
 
@@ -568,13 +627,6 @@ static rq_set rq_setup(const int32_t *q) {
     const int16x8_t v_ = vqaddq_s16(vcombine_s16(vqmovn_s32(c0_), vqmovn_s32(c1_)), (r)->z); \
     b = vmin_s8(vmax_s8(vqmovn_s16(v_), (r)->lo), (r)->hi);                              \
   } while (0)
-
-/* Stores the first n (< 16) lanes of b. */
-static void store_part(int8_t *y, int8x16_t b, int32_t n) {
-  int8_t t[16];
-  vst1q_s8(t, b);
-  for (int32_t i = 0; i < n; ++i) y[i] = t[i];
-}
 
 /* Output rows in steps of eight, the last step ending at ow (recomputing outputs before
  * it: the same bytes); rows narrower than 8 store eight bytes (the next rows rewrite the
