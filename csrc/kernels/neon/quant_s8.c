@@ -630,25 +630,31 @@ static rq_set rq_setup(const int32_t *q) {
 
 /* Output rows in steps of eight, the last step ending at ow (recomputing outputs before
  * it: the same bytes); rows narrower than 8 store eight bytes (the next rows rewrite the
- * extra ones) while eight remain in the plane. STEP(o) gives int32x4_t a0, a1 for
- * outputs o..o+7. */
+ * extra ones) while eight remain in the plane. STEP gives int32x4_t a0, a1 for the eight
+ * outputs whose windows start at p0, p1, p2 (the three input rows). */
 #define DW3_PLANE(STEP)                                                                  \
   do {                                                                                   \
     const rq_set rq_ = rq_setup(q);                                                      \
+    int8_t *yp = y;                                                                      \
+    const ptrdiff_t last8 = (ptrdiff_t)oh * ow - 8; /* the last 8-byte store's start */ \
     for (int32_t oy = 0; oy < oh; ++oy) {                                                \
-      const int8_t *r0 = x + (ptrdiff_t)oy * s * ld, *r1 = r0 + ld, *r2 = r1 + ld;       \
-      int8_t *yr = y + (size_t)oy * (size_t)ow;                                          \
-      for (int32_t ox = 0;; ox += 8) {                                                   \
-        const int32_t o = ow < 8 ? 0 : ox + 8 <= ow ? ox : ow - 8;                       \
+      const int8_t *p0 = x + (ptrdiff_t)oy * s * ld, *p1 = p0 + ld, *p2 = p1 + ld;       \
+      for (int32_t left = ow;;) {                                                        \
         int32x4_t a0 = vdupq_n_s32(bias), a1 = a0;                                       \
-        STEP(o);                                                                         \
+        STEP;                                                                            \
         int8x8_t b;                                                                      \
         RQ8(b, a0, a1, &rq_);                                                            \
-        if (ow >= 8 || (oh - oy) * ow >= 8)                                              \
-          vst1_s8(yr + o, b);                                                            \
+        if (yp - y <= last8)                                                             \
+          vst1_s8(yp, b);                                                                \
         else                                                                             \
-          store_part(yr, vcombine_s8(b, b), ow);                                         \
-        if (o + 8 >= ow) break;                                                          \
+          store_part(yp, vcombine_s8(b, b), left);                                       \
+        if (left <= 8) {                                                                 \
+          yp += left;                                                                    \
+          break;                                                                         \
+        }                                                                                \
+        int32_t d = 8; /* the next step starts 8 further, or ends at the row's end */    \
+        if ((left -= 8) < 8) d = left, left = 8;                                         \
+        yp += d, p0 += d * s, p1 += d * s, p2 += d * s;                                  \
       }                                                                                  \
     }                                                                                    \
   } while (0)
@@ -663,14 +669,16 @@ static rq_set rq_setup(const int32_t *q) {
 
 void ert_dw3_s8__neon(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t *w, int32_t bias,
                       const int32_t *q, int32_t oh, int32_t ow, int32_t s) {
-  int8x8_t wv[9];
-  for (int t = 0; t < 9; ++t) wv[t] = vdup_n_s8(w[t]);
+  const int8x8_t w8 = vld1_s8(w);
+  const int8x8_t wv[9] = {vdup_lane_s8(w8, 0), vdup_lane_s8(w8, 1), vdup_lane_s8(w8, 2),
+                          vdup_lane_s8(w8, 3), vdup_lane_s8(w8, 4), vdup_lane_s8(w8, 5),
+                          vdup_lane_s8(w8, 6), vdup_lane_s8(w8, 7), vdup_n_s8(w[8])};
   if (s == 1) {
-#define STEP1(o)                                                                         \
+#define STEP1                                                                            \
   do {                                                                                   \
-    const int8x8_t x0 = vld1_s8(r0 + (o)), x1 = vld1_s8(r0 + (o) + 1), x2 = vld1_s8(r0 + (o) + 2); \
-    const int8x8_t x3 = vld1_s8(r1 + (o)), x4 = vld1_s8(r1 + (o) + 1), x5 = vld1_s8(r1 + (o) + 2); \
-    const int8x8_t x6 = vld1_s8(r2 + (o)), x7 = vld1_s8(r2 + (o) + 1), x8 = vld1_s8(r2 + (o) + 2); \
+    const int8x8_t x0 = vld1_s8(p0), x1 = vld1_s8(p0 + 1), x2 = vld1_s8(p0 + 2);         \
+    const int8x8_t x3 = vld1_s8(p1), x4 = vld1_s8(p1 + 1), x5 = vld1_s8(p1 + 2);         \
+    const int8x8_t x6 = vld1_s8(p2), x7 = vld1_s8(p2 + 1), x8 = vld1_s8(p2 + 2);         \
     DW3_PAIR(x0, wv[0], x1, wv[1]);                                                      \
     DW3_PAIR(x2, wv[2], x3, wv[3]);                                                      \
     DW3_PAIR(x4, wv[4], x5, wv[5]);                                                      \
@@ -682,11 +690,11 @@ void ert_dw3_s8__neon(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t *w,
 #undef STEP1
     return;
   }
-#define STEP2(o)                                                                         \
+#define STEP2                                                                            \
   do {                                                                                   \
-    const int8x8x2_t u0 = vld2_s8(r0 + 2 * (o)), v0 = vld2_s8(r0 + 2 * (o) + 2);          \
-    const int8x8x2_t u1 = vld2_s8(r1 + 2 * (o)), v1 = vld2_s8(r1 + 2 * (o) + 2);          \
-    const int8x8x2_t u2 = vld2_s8(r2 + 2 * (o)), v2 = vld2_s8(r2 + 2 * (o) + 2);          \
+    const int8x8x2_t u0 = vld2_s8(p0), v0 = vld2_s8(p0 + 2);                             \
+    const int8x8x2_t u1 = vld2_s8(p1), v1 = vld2_s8(p1 + 2);                             \
+    const int8x8x2_t u2 = vld2_s8(p2), v2 = vld2_s8(p2 + 2);                             \
     DW3_PAIR(u0.val[0], wv[0], u0.val[1], wv[1]);                                        \
     DW3_PAIR(v0.val[0], wv[2], u1.val[0], wv[3]);                                        \
     DW3_PAIR(u1.val[1], wv[4], v1.val[0], wv[5]);                                        \

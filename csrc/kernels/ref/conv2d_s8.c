@@ -362,8 +362,22 @@ static void dw_fill8(const geom *g, const int8_t *x, int8_t *buf, int zeroed) {
   valid_range(-(int64_t)g->pt, 1, g->h, rows, &r0, &r1);
   if (!zeroed) memset(buf, (int8_t)g->xzp, (size_t)(rows * cols));
   if (hi <= lo) return;
-  for (int64_t r = r0; r < r1; r++)
-    memcpy(buf + r * cols + lo, x + (r - g->pt) * g->w + (lo - g->pl), (size_t)(hi - lo));
+  const size_t n = (size_t)(hi - lo);
+  for (int64_t r = r0; r < r1; r++) {
+    int8_t *d = buf + r * cols + lo;
+    const int8_t *src = x + (r - g->pt) * g->w + (lo - g->pl);
+    /* rows of 4 .. 32 bytes (small planes) by two overlapping copies of a fixed size */
+#define COPY2(c) memcpy(d, src, c), memcpy(d + n - (c), src + n - (c), c)
+    if (n >= 16 && n <= 32)
+      COPY2(16);
+    else if (n >= 8 && n <= 16)
+      COPY2(8);
+    else if (n >= 4 && n <= 8)
+      COPY2(4);
+    else
+      memcpy(d, src, n);
+#undef COPY2
+  }
 }
 
 /* Planes p0 .. p1 (image, output channel); buf: a padded copy slot, or NULL. */
