@@ -175,8 +175,8 @@ typedef struct ert_kernels {
   /*   dw3_s8      one depthwise 3x3 output plane, requantized: for oy < oh, ox < ow,
    *               y[oy*ow + ox] = clamp(q[2] + requant(a, q[0], q[1]), q[3], q[4]) with
    *               a = bias + sum over ky, kx < 3 of w[3*ky + kx] * x[(oy*s + ky)*ld +
-   *               ox*s + kx] (raw int8 x; s is 1 or 2; w in [-127, 127]; the caller
-   *               keeps a within int32). Reads x[r*ld + c] for c < ow*s + 48 in every
+   *               ox*s + kx] (raw int8 x; s is 1 or 2; w in [-127, 127]; shift q[1] >= 31;
+   *               the caller keeps a within int32). Reads x[r*ld + c] for c < ow*s + 48 in every
    *               row r it uses; sdot when the CPU has dotprod. */
   void (*dw3_s8)(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t *w, int32_t bias,
                  const int32_t *q, int32_t oh, int32_t ow, int32_t s);

@@ -504,13 +504,13 @@ static void test_dw_taps_s16(const ert_kernels *opt) {
 }
 
 /* dw3_s8: strides 1 and 2, planes 1..40 wide and 1..5 high (rows ld >= the windows'
- * span apart), multipliers and shifts of both requantization forms; the input ends
+ * span apart), multipliers and shifts of both requantization forms (31 and above); the input ends
  * where the contract's overread ends, the output at the page. */
 static void test_dw3_s8(const ert_kernels *opt) {
   if (opt->dw3_s8 == NULL) return;
-  static const int32_t mq[][2] = {{1518500250, 38}, {1518500250, 42}, {12345, 20},
+  static const int32_t mq[][2] = {{1518500250, 38}, {1518500250, 42}, {12345, 32},
                                   {1 << 30, 31}, {INT32_MAX, 45}, {0, 33}, {INT32_MAX, 62},
-                                  {1518500250, 31}, {1518500250, 30}};
+                                  {1518500250, 31}, {INT32_MAX, 31}};
   static const int32_t ohs[] = {1, 2, 3, 5};
   unsigned seed = 31;
   for (int32_t s = 1; s <= 2; ++s)

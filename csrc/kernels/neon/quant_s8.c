@@ -199,9 +199,12 @@ static __attribute__((noinline)) int32_t qgemm_p8(int32_t kq, int32_t np, const 
   const uint64_t bz[4] = {(uint32_t)bias[0], (uint32_t)bias[1], (uint32_t)bias[2],
                           (uint32_t)bias[3]};
   const size_t np4 = (size_t)np * 4u, stride2 = 2u * np4, odd = (size_t)kq & 1u;
+  const int32_t tiles = np / 8 < (n + 7) / 8 ? np / 8 : (n + 7) / 8;
+  const int32_t nfull = rows == 4 ? n - 8 : -1; /* tiles from i <= nfull store 4 whole rows */
+  const int8_t *c = col;
   int32_t i = 0;
-  for (; i + 8 <= np && i < n; i += 8) {
-    const int8_t *c0 = col + (size_t)i * 4u, *c1 = c0 + np4, *w = wq;
+  for (; i < 8 * tiles; i += 8, c += 32) {
+    const int8_t *c0 = c, *c1 = c + np4, *w = wq;
     size_t pairs = (size_t)kq / 2u;
     register int32x4_t s0 __asm__("v16"), s1 __asm__("v17"), s2 __asm__("v18"), s3 __asm__("v19");
     register int32x4_t s4 __asm__("v24"), s5 __asm__("v25"), s6 __asm__("v26"), s7 __asm__("v27");
@@ -255,9 +258,11 @@ static __attribute__((noinline)) int32_t qgemm_p8(int32_t kq, int32_t np, const 
                                                         vqmovn_s16(RQH(s3, s7, 3))), rq->lo), rq->hi);
 #undef RQH
     int8_t *y = (int8_t *)out + i;
-    if (rows == 4 && n - i >= 8) {
-      vst1_s8(y, vget_low_s8(y01)), vst1_s8(y + ld, vget_high_s8(y01));
-      vst1_s8(y + 2 * ld, vget_low_s8(y23)), vst1_s8(y + 3 * ld, vget_high_s8(y23));
+    if (i <= nfull) {
+      vst1_s8(y, vget_low_s8(y01)), y += ld;
+      vst1q_lane_s64((int64_t *)(void *)y, vreinterpretq_s64_s8(y01), 1), y += ld;
+      vst1_s8(y, vget_low_s8(y23)), y += ld;
+      vst1q_lane_s64((int64_t *)(void *)y, vreinterpretq_s64_s8(y23), 1);
       continue;
     }
     int8_t t[32]; /* row r in t[8r ..) */
@@ -587,40 +592,33 @@ void ert_requant_row__neon(const int32_t *acc, size_t n, int32_t mult, int32_t s
 }
 
 /* The requantization of dw3_s8, set up once per plane: rq8_hi's SQDMULH + SRSHL form for
- * shifts above 31, else (`wide`) rq4's 64-bit products. */
+ * shifts above 31, SQRDMULH for 31 (is31). */
 typedef struct rq_set {
   int32x4_t m, sh;
-  int64x2_t sh64;
   int16x8_t z;
   int8x8_t lo, hi;
-  int wide;
+  int is31;
 } rq_set;
 
 static rq_set rq_setup(const int32_t *q) {
   rq_set r;
   r.m = vdupq_n_s32(q[0]);
   r.sh = vdupq_n_s32(31 - q[1]);
-  r.sh64 = vdupq_n_s64(-(int64_t)q[1]);
   r.z = vdupq_n_s16((int16_t)q[2]);
   r.lo = vdup_n_s8((int8_t)q[3]);
   r.hi = vdup_n_s8((int8_t)q[4]);
-  r.wide = q[1] <= 31;
+  r.is31 = q[1] == 31;
   return r;
 }
 
-#define RQ4_64(a, r)                                                                     \
-  vcombine_s32(vqmovn_s64(vrshlq_s64(vmull_s32(vget_low_s32(a), vget_low_s32((r)->m)), (r)->sh64)), \
-               vqmovn_s64(vrshlq_s64(vmull_s32(vget_high_s32(a), vget_low_s32((r)->m)), (r)->sh64)))
-
-/* b = eight outputs: as in rq4 and rq8_hi, the requantized values saturate to int32 and
- * int16, get zp added (saturating), saturate to int8 and are clamped, every step
+/* b = eight outputs: as in rq8_hi, the requantized values saturate to int16, get zp added (saturating), saturate to int8 and are clamped, every step
  * monotonic and exact on values that end inside [lo, hi]. (A macro: the dotprod
  * functions cannot inline functions built for the base target.) */
 #define RQ8(b, a0, a1, r)                                                                \
   do {                                                                                   \
     int32x4_t c0_, c1_;                                                                  \
-    if (__builtin_expect((r)->wide, 0))                                                  \
-      c0_ = RQ4_64(a0, r), c1_ = RQ4_64(a1, r);                                          \
+    if (__builtin_expect((r)->is31, 0))                                                  \
+      c0_ = vqrdmulhq_s32(a0, (r)->m), c1_ = vqrdmulhq_s32(a1, (r)->m);                  \
     else                                                                                 \
       c0_ = vrshlq_s32(vqdmulhq_s32(a0, (r)->m), (r)->sh),                               \
       c1_ = vrshlq_s32(vqdmulhq_s32(a1, (r)->m), (r)->sh);                               \

@@ -343,14 +343,14 @@ static void dw_plane_direct(const geom *g, const int8_t *x, const int8_t *w, con
 }
 
 /* ert_cpu.dw3_s8 takes 3x3 windows, undilated, of equal strides 1 or 2, weights in
- * [-127, 127]; its padded copy is raw int8 (x_zp outside the image), dw_rows rows of
- * dw_cols bytes, in the slot of the int16 copy: at least twice that size, so when the
- * copy has 48 bytes or more the slot also holds the kernel's reads past the last row
- * (under 48 bytes). */
+ * [-127, 127], shifts from 31; its padded copy is raw int8 (x_zp outside the image),
+ * dw_rows rows of dw_cols bytes, in the slot of the int16 copy: at least twice that size,
+ * so when the copy has 48 bytes or more the slot also holds the kernel's reads past the
+ * last row (under 48 bytes). */
 static int dw3_usable(const geom *g, int w_no_min) {
   return ert_cpu.dw3_s8 != NULL && w_no_min && g->kh == 3 && g->kw == 3 && g->dh == 1 &&
-         g->dw == 1 && g->sh == g->sw && (g->sw == 1 || g->sw == 2) && dw_scratch(g) != 0 &&
-         dw_rows(g) * dw_cols(g) >= 48;
+         g->dw == 1 && g->sh == g->sw && (g->sw == 1 || g->sw == 2) && g->shift >= 31 &&
+         dw_scratch(g) != 0 && dw_rows(g) * dw_cols(g) >= 48;
 }
 
 /* The raw int8 padded copy of one plane for dw3_s8; with `zeroed` (buf holds a copy of
