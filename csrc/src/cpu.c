@@ -65,6 +65,7 @@ void ert_cpu_select(void) {
     k.requant_row = ert_requant_row__neon;
     k.qgemm_s8_p = ert_qgemm_s8_p__neon;
     k.dw3_s8 = ert_dw3_s8__neon;
+    k.taps_s8 = ert_taps_s8__neon;
     k.binary_s8 = ert_binary_s8__neon;
     k.dequantize_s8 = ert_dequantize_s8__neon;
 #if defined(__aarch64__)

@@ -188,6 +188,11 @@ typedef struct ert_kernels {
   void (*qgemm_rq_s8)(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
                       const int32_t *bias, const int32_t *mult, const int32_t *q, int8_t *y,
                       size_t ldy, int32_t n, int32_t rows);
+  /*   taps_s8     dst[np4*q + 4*i + j] = t < k ? src[off[t] + i*s] : 0 with t = 4q + j, for
+   *               q < ceil(k/4), i < n (s is 1 or 2, n >= 17): the quads of a run of
+   *               conv2d_s8 windows along an output row; reads only those bytes of src. */
+  void (*taps_s8)(int8_t *dst, size_t np4, const int8_t *src, const ptrdiff_t *off, int32_t k,
+                  int32_t n, int32_t s);
 } ert_kernels;
 
 /* Filled by a load-time constructor in cpu.c; read-only afterwards. */
@@ -249,6 +254,8 @@ void ert_qgemm_s8_p__neon(int32_t kq, int32_t np, const int8_t *col, const int8_
                           const int32_t *bias, int32_t *acc, int32_t lda);
 void ert_dw3_s8__neon(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t *w, int32_t bias,
                       const int32_t *q, int32_t oh, int32_t ow, int32_t s);
+void ert_taps_s8__neon(int8_t *dst, size_t np4, const int8_t *src, const ptrdiff_t *off,
+                       int32_t k, int32_t n, int32_t s);
 void ert_qgemm_rq_s8__neon(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
                            const int32_t *bias, const int32_t *mult, const int32_t *q, int8_t *y,
                            size_t ldy, int32_t n, int32_t rows);

@@ -442,6 +442,33 @@ static void test_quads_s8(const ert_kernels *opt) {
       }
 }
 
+/* taps_s8: strides 1 and 2, k 1..9 and 27 with offsets apart by up to a row, runs of 17
+ * to 70; the last tap's run ends at the page. */
+static void test_taps_s8(const ert_kernels *opt) {
+  if (opt->taps_s8 == NULL) return;
+  unsigned seed = 23;
+  static const int32_t ks[] = {1, 2, 3, 4, 5, 8, 9, 27};
+  for (int32_t s = 1; s <= 2; ++s)
+    for (size_t a = 0; a < sizeof ks / sizeof ks[0]; ++a)
+      for (int32_t n = 17; n <= 70; n += (n < 34 ? 1 : 9)) {
+        const int32_t k = ks[a], kq = (k + 3) / 4, np = n + (n % 3) * 8;
+        ptrdiff_t off[27];
+        for (int32_t t = 0; t < k; ++t) off[t] = t ? off[t - 1] + irand(&seed, 0, 2 * n) : 0;
+        const size_t bytes = (size_t)off[k - 1] + (size_t)(n - 1) * (size_t)s + 1u;
+        int8_t *src = guarded_s8(bytes);
+        for (size_t i = 0; i < bytes; ++i) src[i] = (int8_t)irand(&seed, -128, 127);
+        int8_t *dst = guarded_s8((size_t)kq * 4u * (size_t)np);
+        memset(dst, 0x5a, (size_t)kq * 4u * (size_t)np);
+        opt->taps_s8(dst, (size_t)np * 4u, src, off, k, n, s);
+        char ctx[64];
+        snprintf(ctx, sizeof ctx, "s=%d k=%d n=%d np=%d", (int)s, (int)k, (int)n, (int)np);
+        for (int32_t t = 0; t < 4 * kq; ++t)
+          for (int32_t i = 0; i < np; ++i)
+            expect_eq("taps_s8", dst[(size_t)(t / 4) * 4u * (size_t)np + 4u * (size_t)i + (size_t)(t % 4)],
+                      i >= n ? 0x5a : t < k ? src[off[t] + (ptrdiff_t)i * s] : 0, ctx);
+      }
+}
+
 static void test_pack_w_s8(const ert_kernels *opt) {
   if (opt->pack_w_s8 == NULL) return;
   unsigned seed = 27;
@@ -1202,6 +1229,7 @@ int main(int argc, char **argv) {
   ert_cpu = opt;
   test_qgemm_s8(&opt);
   test_quads_s8(&opt);
+  test_taps_s8(&opt);
   test_pack_w_s8(&opt);
   test_dw_taps_s16(&opt);
   test_dw3_s8(&opt);

@@ -362,6 +362,40 @@ void ert_quads_s8__neon(int8_t *dst, const int8_t *src, size_t ld, int32_t k, in
   }
 }
 
+/* Sixteen pixels per step, the last step ending at n (rewriting some: the same bytes); for
+ * s = 2 the taps of a step are the even bytes of a vld2, and of the last step the odd
+ * bytes of the 32 from one byte before it, so that no byte past the last tap is read.
+ * Taps t >= k read tap 0 and are masked to 0. */
+void ert_taps_s8__neon(int8_t *dst, size_t np4, const int8_t *src, const ptrdiff_t *off,
+                       int32_t k, int32_t n, int32_t s) {
+  for (int32_t t0 = 0; t0 < k; t0 += 4, dst += np4) {
+    const int8_t *p[4];
+    int8x16_t m[4];
+    for (int j = 0; j < 4; ++j) {
+      const int ok = t0 + j < k;
+      p[j] = src + off[ok ? t0 + j : 0];
+      m[j] = vdupq_n_s8((int8_t)-ok);
+    }
+    for (int32_t i = 0;; i += 16) {
+      const int32_t o = i + 16 <= n ? i : n - 16, last = o + 16 >= n;
+      int8x16x4_t v;
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        int8x16_t x;
+        if (s == 1) {
+          x = vld1q_s8(p[j] + o);
+        } else {
+          const int8x16x2_t u = vld2q_s8(p[j] + 2 * o - last);
+          x = last ? u.val[1] : u.val[0];
+        }
+        v.val[j] = vandq_s8(x, m[j]);
+      }
+      vst4q_s8(dst + 4 * o, v);
+      if (last) break;
+    }
+  }
+}
+
 /* 8 (or 4) outputs from i of the row at ro, T taps unrolled (the weights by lane from
  * wv). */
 #define DW8_AT(T, i)                                                                     \
@@ -559,15 +593,11 @@ static void requant_row_hi(const int32_t *acc, size_t n, int32_t mult, int32_t s
   const int32x4_t m = vdupq_n_s32(mult), sh = vdupq_n_s32(31 - shift);
   const int16x8_t z = vdupq_n_s16((int16_t)zp);
   const int8x16_t vl = vdupq_n_s8((int8_t)lo), vh = vdupq_n_s8((int8_t)hi);
+  const int is31 = shift == 31;
   size_t i = 0;
   if (n >= 16) { /* the last 16 end at n (recomputing some: the same bytes) */
-    if (shift == 31) {
-      for (; i + 16 <= n; i += 16) rq16_hi(acc + i, y + i, m, sh, 1, z, vl, vh);
-      if (i < n) rq16_hi(acc + n - 16, y + n - 16, m, sh, 1, z, vl, vh);
-    } else {
-      for (; i + 16 <= n; i += 16) rq16_hi(acc + i, y + i, m, sh, 0, z, vl, vh);
-      if (i < n) rq16_hi(acc + n - 16, y + n - 16, m, sh, 0, z, vl, vh);
-    }
+    for (; i + 16 <= n; i += 16) rq16_hi(acc + i, y + i, m, sh, is31, z, vl, vh);
+    if (i < n) rq16_hi(acc + n - 16, y + n - 16, m, sh, is31, z, vl, vh);
     return;
   }
   for (; i < n; ++i) y[i] = ert_clamp_s8(zp + ert_requant(acc[i], mult, shift), lo, hi);

@@ -567,6 +567,16 @@ static void gather_q(const geom *g, const int8_t *x, int32_t p0, int32_t pb, int
     if (iy0 >= 0 && iy0 + (int64_t)(g->kh - 1) * g->dh < g->h && ix0 >= 0 &&
         ix0 + (int64_t)(g->kw - 1) * g->dw < g->w) { /* the window is inside the image */
       const int8_t *src = x + (size_t)iy0 * (size_t)g->w + (size_t)ix0;
+      if (tab && ert_cpu.taps_s8 != NULL && g->sw <= 2) { /* a run of windows along the row */
+        int32_t run = (g->w - 1 - (g->kw - 1) * g->dw - (int32_t)ix0) / g->sw + 1;
+        if (run > g->ow - ox) run = g->ow - ox;
+        if (run > pb - i) run = pb - i;
+        if (run >= 17) {
+          ert_cpu.taps_s8(dst, np4, src, off, g->k, run, g->sw);
+          i += run - 1;
+          continue;
+        }
+      }
       if (tab) {
         const int32_t k = g->k; /* a local: the int8 stores may alias *g */
         for (; t + 2 <= k; t += 2) {
