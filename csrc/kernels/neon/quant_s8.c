@@ -194,10 +194,17 @@ typedef struct rq_hi {
 
 static __attribute__((noinline)) int32_t qgemm_p8(int32_t kq, int32_t np, const int8_t *col,
                                                   const int8_t *wq, const int32_t *bias,
-                                                  const rq_hi *rq, void *out, size_t ld,
-                                                  int32_t n, int32_t rows) {
+                                                  const int32_t *mult, const int32_t *q,
+                                                  void *out, size_t ld, int32_t n, int32_t rows) {
   const uint64_t bz[4] = {(uint32_t)bias[0], (uint32_t)bias[1], (uint32_t)bias[2],
                           (uint32_t)bias[3]};
+  rq_hi rq_v;
+  const rq_hi *rq = NULL;
+  if (q != NULL) {
+    rq_v.m = vld1q_s32(mult), rq_v.sh = vdupq_n_s32(31 - q[0]), rq_v.z = vdupq_n_s16((int16_t)q[1]);
+    rq_v.lo = vdupq_n_s8((int8_t)q[2]), rq_v.hi = vdupq_n_s8((int8_t)q[3]);
+    rq = &rq_v;
+  }
   const size_t np4 = (size_t)np * 4u, stride2 = 2u * np4, odd = (size_t)kq & 1u;
   const int32_t tiles = np / 8 < (n + 7) / 8 ? np / 8 : (n + 7) / 8;
   const int32_t nfull = rows == 4 ? n - 8 : -1; /* tiles from i <= nfull store 4 whole rows */
@@ -277,9 +284,7 @@ static __attribute__((noinline)) int32_t qgemm_p8(int32_t kq, int32_t np, const 
 void ert_qgemm_rq_s8__neon(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
                            const int32_t *bias, const int32_t *mult, const int32_t *q, int8_t *y,
                            size_t ldy, int32_t n, int32_t rows) {
-  const rq_hi rq = {vld1q_s32(mult), vdupq_n_s32(31 - q[0]), vdupq_n_s16((int16_t)q[1]),
-                    vdupq_n_s8((int8_t)q[2]), vdupq_n_s8((int8_t)q[3])};
-  qgemm_p8(kq, np, col, wq, bias, &rq, y, ldy, n, rows);
+  qgemm_p8(kq, np, col, wq, bias, mult, q, y, ldy, n, rows);
 }
 #endif
 
@@ -287,7 +292,7 @@ void ert_qgemm_s8_p__neon(int32_t kq, int32_t np, const int8_t *col, const int8_
                           const int32_t *bias, int32_t *acc, int32_t lda) {
   int32_t i = 0;
 #if defined(__aarch64__)
-  i = qgemm_p8(kq, np, col, wq, bias, NULL, acc, (size_t)lda, np, 4);
+  i = qgemm_p8(kq, np, col, wq, bias, NULL, NULL, acc, (size_t)lda, np, 4);
 #else
   for (; i + 4 <= np; i += 4) qgemm_p_tile(kq, np, i, col, wq, bias, acc, lda, 1);
 #endif

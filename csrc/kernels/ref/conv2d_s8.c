@@ -366,17 +366,15 @@ static void dw_fill8(const geom *g, const int8_t *x, int8_t *buf, int zeroed) {
   for (int64_t r = r0; r < r1; r++) {
     int8_t *d = buf + r * cols + lo;
     const int8_t *src = x + (r - g->pt) * g->w + (lo - g->pl);
-    /* rows of 4 .. 32 bytes (small planes) by two overlapping copies of a fixed size */
-#define COPY2(c) memcpy(d, src, c), memcpy(d + n - (c), src + n - (c), c)
-    if (n >= 16 && n <= 32)
-      COPY2(16);
-    else if (n >= 8 && n <= 16)
-      COPY2(8);
-    else if (n >= 4 && n <= 8)
-      COPY2(4);
-    else
+    /* rows of 4 .. 32 bytes (small planes): fixed-size copies, the last one ending at n */
+    if (n >= 8 && n <= 32) {
+      for (size_t i = 0; i + 8 < n; i += 8) memcpy(d + i, src + i, 8);
+      memcpy(d + n - 8, src + n - 8, 8);
+    } else if (n >= 4 && n < 8) {
+      memcpy(d, src, 4), memcpy(d + n - 4, src + n - 4, 4);
+    } else {
       memcpy(d, src, n);
-#undef COPY2
+    }
   }
 }
 
