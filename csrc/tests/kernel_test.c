@@ -465,7 +465,7 @@ static void test_taps_s8(const ert_kernels *opt) {
         for (int32_t t = 0; t < 4 * kq; ++t)
           for (int32_t i = 0; i < np; ++i)
             expect_eq("taps_s8", dst[(size_t)(t / 4) * 4u * (size_t)np + 4u * (size_t)i + (size_t)(t % 4)],
-                      i >= n ? 0x5a : t < k ? src[off[t] + (ptrdiff_t)i * s] : 0, ctx);
+                      i >= n ? 0x5a : src[off[t < k ? t : 0] + (ptrdiff_t)i * s], ctx);
       }
 }
 
@@ -554,19 +554,20 @@ static void test_dw3_s8(const ert_kernels *opt) {
         for (int t = 0; t < 9; ++t) w[t] = (int8_t)irand(&seed, -127, 127);
         const size_t v = (size_t)(ow * 7 + oh + s) % (sizeof mq / sizeof mq[0]);
         const int32_t zp = irand(&seed, -128, 127), lo = (ow % 2) ? -128 : zp, hi = (ow % 4 == 3) ? zp : 127;
-        const int32_t q[5] = {mq[v][0], mq[v][1], zp, lo < hi ? lo : hi, lo < hi ? hi : lo};
-        const int32_t span = 9 * 128 * 127;
+        const int32_t xzp = (ow % 3 == 0) ? 0 : irand(&seed, -128, 127);
+        const int32_t q[6] = {mq[v][0], mq[v][1], zp, lo < hi ? lo : hi, lo < hi ? hi : lo, xzp};
+        const int32_t span = 2 * 9 * 128 * 127;
         const int32_t bias = (ow % 5 == 0) ? irand(&seed, -(INT32_MAX - span), INT32_MAX - span)
                                            : irand(&seed, -2000, 2000);
         int8_t *y = guarded_s8((size_t)oh * (size_t)ow);
         opt->dw3_s8(y, x, ld, w, bias, q, oh, ow, s);
         char ctx[96];
-        snprintf(ctx, sizeof ctx, "s=%d oh=%d ow=%d mult=%d shift=%d", (int)s, (int)oh, (int)ow,
-                 (int)q[0], (int)q[1]);
+        snprintf(ctx, sizeof ctx, "s=%d oh=%d ow=%d mult=%d shift=%d xzp=%d", (int)s, (int)oh, (int)ow,
+                 (int)q[0], (int)q[1], (int)xzp);
         for (int32_t oy = 0; oy < oh; ++oy)
           for (int32_t ox = 0; ox < ow; ++ox) {
             int64_t a = bias;
-            for (int t = 0; t < 9; ++t) a += (int64_t)w[t] * x[(oy * s + t / 3) * ld + ox * s + t % 3];
+            for (int t = 0; t < 9; ++t) a += (int64_t)w[t] * (x[(oy * s + t / 3) * ld + ox * s + t % 3] - xzp);
             expect_eq("dw3_s8", y[oy * ow + ox], ert_clamp_s8(q[2] + ert_requant(a, q[0], q[1]), q[3], q[4]),
                       ctx);
           }

@@ -369,31 +369,23 @@ void ert_quads_s8__neon(int8_t *dst, const int8_t *src, size_t ld, int32_t k, in
 
 /* Sixteen pixels per step, the last step ending at n (rewriting some: the same bytes); for
  * s = 2 the taps of a step are the even bytes of a vld2, and of the last step the odd
- * bytes of the 32 from one byte before it, so that no byte past the last tap is read.
- * Taps t >= k read tap 0 and are masked to 0. */
+ * bytes of the 32 from one byte before it, so that no byte past the last tap is read. */
 void ert_taps_s8__neon(int8_t *dst, size_t np4, const int8_t *src, const ptrdiff_t *off,
                        int32_t k, int32_t n, int32_t s) {
   for (int32_t t0 = 0; t0 < k; t0 += 4, dst += np4) {
     const int8_t *p[4];
-    int8x16_t m[4];
-    for (int j = 0; j < 4; ++j) {
-      const int ok = t0 + j < k;
-      p[j] = src + off[ok ? t0 + j : 0];
-      m[j] = vdupq_n_s8((int8_t)-ok);
-    }
+    for (int j = 0; j < 4; ++j) p[j] = src + off[t0 + j < k ? t0 + j : 0];
     for (int32_t i = 0;; i += 16) {
       const int32_t o = i + 16 <= n ? i : n - 16, last = o + 16 >= n;
       int8x16x4_t v;
 #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) {
-        int8x16_t x;
         if (s == 1) {
-          x = vld1q_s8(p[j] + o);
+          v.val[j] = vld1q_s8(p[j] + o);
         } else {
           const int8x16x2_t u = vld2q_s8(p[j] + 2 * o - last);
-          x = last ? u.val[1] : u.val[0];
+          v.val[j] = last ? u.val[1] : u.val[0];
         }
-        v.val[j] = vandq_s8(x, m[j]);
       }
       vst4q_s8(dst + 4 * o, v);
       if (last) break;
@@ -700,8 +692,15 @@ static rq_set rq_setup(const int32_t *q) {
     a0 = vaddw_s16(a0, vget_low_s16(p_)), a1 = vaddw_s16(a1, vget_high_s16(p_));         \
   } while (0)
 
+/* sum (x - x_zp) w = sum x w - x_zp sum w: the bias with the zero point's part */
+static int32_t dw3_bias(int32_t bias, const int8_t *w, int32_t xzp) {
+  const int64x1_t s = vpaddl_s32(vpaddl_s16(vpaddl_s8(vld1_s8(w))));
+  return bias - xzp * ((int32_t)vget_lane_s64(s, 0) + w[8]);
+}
+
 void ert_dw3_s8__neon(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t *w, int32_t bias,
                       const int32_t *q, int32_t oh, int32_t ow, int32_t s) {
+  bias = dw3_bias(bias, w, q[5]);
   const int8x8_t w8 = vld1_s8(w);
   const int8x8_t wv[9] = {vdup_lane_s8(w8, 0), vdup_lane_s8(w8, 1), vdup_lane_s8(w8, 2),
                           vdup_lane_s8(w8, 3), vdup_lane_s8(w8, 4), vdup_lane_s8(w8, 5),
@@ -906,6 +905,7 @@ static const uint8_t dw3_ix[2][32] = {
  * step's first window), dotted with [w0, w1, w2, 0] of that kernel row. */
 DOT void ert_dw3_s8__dot(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t *w, int32_t bias,
                          const int32_t *q, int32_t oh, int32_t ow, int32_t s) {
+  bias = dw3_bias(bias, w, q[5]);
   int8x16_t wr[3];
   for (int ky = 0; ky < 3; ++ky) /* [w0, w1, w2, 0] in every 32-bit lane */
     wr[ky] = vreinterpretq_s8_u32(vdupq_n_u32((uint32_t)(uint8_t)w[3 * ky] |

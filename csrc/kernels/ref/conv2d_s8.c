@@ -353,14 +353,18 @@ static int dw3_usable(const geom *g, int w_no_min) {
          dw_scratch(g) != 0 && dw_rows(g) * dw_cols(g) >= 48;
 }
 
-/* The raw int8 padded copy of one plane for dw3_s8; with `zeroed` (buf holds a copy of
- * this node's geometry already) only the image part is written. */
-static void dw_fill8(const geom *g, const int8_t *x, int8_t *buf, int zeroed) {
+/* The raw int8 padded copy of one plane for dw3_s8. rng = {lo, hi, r0, r1}, the image's
+ * columns and rows in the copy: rng[0] < 0 on the first call (buf is then set to x_zp and
+ * rng filled), later calls (buf holds a copy of this node's geometry) write the image
+ * part only. */
+static void dw_fill8(const geom *g, const int8_t *x, int8_t *buf, int32_t rng[4]) {
   const int64_t rows = dw_rows(g), cols = dw_cols(g);
-  int32_t lo, hi, r0, r1;
-  valid_range(-(int64_t)g->pl, 1, g->w, cols, &lo, &hi);
-  valid_range(-(int64_t)g->pt, 1, g->h, rows, &r0, &r1);
-  if (!zeroed) memset(buf, (int8_t)g->xzp, (size_t)(rows * cols));
+  if (rng[0] < 0) {
+    valid_range(-(int64_t)g->pl, 1, g->w, cols, &rng[0], &rng[1]);
+    valid_range(-(int64_t)g->pt, 1, g->h, rows, &rng[2], &rng[3]);
+    memset(buf, (int8_t)g->xzp, (size_t)(rows * cols));
+  }
+  const int32_t lo = rng[0], hi = rng[1], r0 = rng[2], r1 = rng[3];
   if (hi <= lo) return;
   const size_t n = (size_t)(hi - lo);
   for (int64_t r = r0; r < r1; r++) {
@@ -384,6 +388,7 @@ static void dw_planes(const job *j, size_t p0, size_t p1, int16_t *buf) {
   const size_t plane_in = (size_t)g->h * (size_t)g->w, plane_out = (size_t)g->oh * (size_t)g->ow;
   const size_t khw = (size_t)g->kh * (size_t)g->kw;
   size_t filled = (size_t)-1;
+  int32_t rng[4] = {-1, 0, 0, 0}; /* dw_fill8's */
   for (size_t p = p0; p < p1; p++) {
     const size_t n = p / (size_t)g->m, oc = p % (size_t)g->m;
     const size_t in_plane = n * (size_t)g->c + oc / (size_t)g->mg;
@@ -392,18 +397,15 @@ static void dw_planes(const job *j, size_t p0, size_t p1, int16_t *buf) {
       dw_plane_direct(g, x, j->w + oc * khw, j->qp + 2 * oc, j->y + p * plane_out);
       continue;
     }
-    if (j->dw3) { /* sum (x - x_zp) w = sum x w - x_zp sum w */
-      const int8_t *w = j->w + oc * khw;
+    if (j->dw3) {
       const int32_t *qp = j->qp + 2 * oc;
       if (filled != in_plane) {
-        dw_fill8(g, x, (int8_t *)(void *)buf, filled != (size_t)-1);
+        dw_fill8(g, x, (int8_t *)(void *)buf, rng);
         filled = in_plane;
       }
-      int32_t sw = 0;
-      for (int t = 0; t < 9; t++) sw += w[t];
-      const int32_t q[5] = {qp[1], g->shift, g->yzp, g->lo, g->hi};
+      const int32_t q[6] = {qp[1], g->shift, g->yzp, g->lo, g->hi, g->xzp};
       ert_cpu.dw3_s8(j->y + p * plane_out, (const int8_t *)(const void *)buf, (ptrdiff_t)dw_cols(g),
-                     w, qp[0] - g->xzp * sw, q, g->oh, g->ow, g->sw);
+                     j->w + oc * khw, qp[0], q, g->oh, g->ow, g->sw);
       continue;
     }
     if (filled != in_plane) { /* a channel multiplier > 1 reuses the copy */
@@ -530,7 +532,8 @@ static void block(const job *j, size_t t, int16_t *col, int16_t *wbuf) {
 }
 
 /* The SIMD block: col[4*np*q + 4*i + j] = tap 4q + j of pixel i < pb (raw x, x_zp
- * outside the image, 0 past k; pixels pb .. np are 0), in the slot's im2col part
+ * outside the image, 0 past k, or for runs gathered by taps_s8 a copy of tap 0: the
+ * packed weights are 0 there; pixels pb .. np are 0), in the slot's im2col part
  * (ceil(k/4)*4*pb <= 2*k*pb bytes for k >= 2; np rounds pb up to 8 when that fits); the
  * packed weights wq (16*ceil(k/4) <= 8*k bytes) in its weight part. */
 static void gather_q(const geom *g, const int8_t *x, int32_t p0, int32_t pb, int32_t np,
