@@ -64,12 +64,14 @@ void ert_cpu_select(void) {
     k.requant_row = ert_requant_row__neon;
     k.qgemm_s8_p = ert_qgemm_s8_p__neon;
     k.dw3_s8 = ert_dw3_s8__neon;
+    k.taps_s8 = ert_taps_s8__neon;
     k.binary_s8 = ert_binary_s8__neon;
     k.dequantize_s8 = ert_dequantize_s8__neon;
 #if defined(__aarch64__)
     if (hw & ERT_HWCAP_CRC32) k.crc32 = ert_crc32__arm;
     k.lut_s8 = ert_lut_s8__neon;
     k.quantize_s8 = ert_quantize_s8__neon;
+    k.qgemm_rq_s8 = ert_qgemm_rq_s8__neon;
 #endif
     if (ERT_HWCAP_DOTPROD != 0 && (hw & ERT_HWCAP_DOTPROD)) {
       /* dot-product (sdot) int8 kernels */

@@ -189,18 +189,27 @@ typedef struct ert_kernels {
                      int32_t kw, int32_t sw, int32_t zp, int32_t count, int is_avg);
   /*   dw3_s8      one depthwise 3x3 output plane, requantized: for oy < oh, ox < ow,
    *               y[oy*ow + ox] = clamp(q[2] + requant(a, q[0], q[1]), q[3], q[4]) with
-   *               a = bias + sum over ky, kx < 3 of w[3*ky + kx] * x[(oy*s + ky)*ld +
-   *               ox*s + kx] (raw int8 x; s is 1 or 2; w in [-127, 127]; the caller
-   *               keeps a within int32). Reads x[r*ld + c] for c < ow*s + 48 in every
+   *               a = bias + sum over ky, kx < 3 of w[3*ky + kx] * (x[(oy*s + ky)*ld +
+   *               ox*s + kx] - q[5]) (raw int8 x, zero point q[5]; s is 1 or 2; w in
+   *               [-127, 127]; shift q[1] >= 31; the caller keeps a and bias - q[5] *
+   *               sum w within int32). Reads x[r*ld + c] for c < ow*s + 48 in every
    *               row r it uses; sdot when the CPU has dotprod. */
   void (*dw3_s8)(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t *w, int32_t bias,
                  const int32_t *q, int32_t oh, int32_t ow, int32_t s);
   /*   qgemm_rq_s8 qgemm_s8's accumulators, requantized: y[r*ldy + i] = clamp(q[1] +
    *               requant(acc[r][i], mult[r], q[0]), q[2], q[3]) for r < rows (<= 4),
-   *               i < min(n, np - np % 8), shift q[0] > 31; sdot CPUs only. */
+   *               i < min(n, np - np % 8), shift q[0] > 31 (bias and mult: 4 entries);
+   *               when qgemm_s8_p is set (no sdot), for weights in [-127, 127] only, as
+   *               qgemm_s8_p; aarch64 only. */
   void (*qgemm_rq_s8)(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
                       const int32_t *bias, const int32_t *mult, const int32_t *q, int8_t *y,
                       size_t ldy, int32_t n, int32_t rows);
+  /*   taps_s8     dst[np4*q + 4*i + j] = src[off[t < k ? t : 0] + i*s] with t = 4q + j, for
+   *               q < ceil(k/4), i < n (s is 1 or 2, n >= 17): the quads of a run of
+   *               conv2d_s8 windows along an output row (taps past k repeat tap 0: their
+   *               weights are 0); reads only those bytes of src. */
+  void (*taps_s8)(int8_t *dst, size_t np4, const int8_t *src, const ptrdiff_t *off, int32_t k,
+                  int32_t n, int32_t s);
 } ert_kernels;
 
 /* Filled by a load-time constructor in cpu.c; read-only afterwards. */
@@ -260,6 +269,11 @@ void ert_qgemm_s8_p__neon(int32_t kq, int32_t np, const int8_t *col, const int8_
                           const int32_t *bias, int32_t *acc, int32_t lda);
 void ert_dw3_s8__neon(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t *w, int32_t bias,
                       const int32_t *q, int32_t oh, int32_t ow, int32_t s);
+void ert_taps_s8__neon(int8_t *dst, size_t np4, const int8_t *src, const ptrdiff_t *off,
+                       int32_t k, int32_t n, int32_t s);
+void ert_qgemm_rq_s8__neon(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
+                           const int32_t *bias, const int32_t *mult, const int32_t *q, int8_t *y,
+                           size_t ldy, int32_t n, int32_t rows);
 void ert_qgemm_rq_s8__dot(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
                           const int32_t *bias, const int32_t *mult, const int32_t *q, int8_t *y,
                           size_t ldy, int32_t n, int32_t rows);

@@ -305,9 +305,10 @@ static void test_qgemm_fn(qgemm_fn fn, int32_t wmin, const char *name) {
 }
 
 /* qgemm_rq_s8: the qgemm shapes, every row count, n from np down to np - 5; shifts 32..62;
- * the pixels past its whole tiles untouched */
+ * the pixels past its whole tiles untouched (weights in [-127, 127] without sdot) */
 static void test_qgemm_rq_s8(const ert_kernels *opt) {
   if (opt->qgemm_rq_s8 == NULL) return;
+  const int32_t wmin = opt->qgemm_s8_p != NULL ? -127 : -128; /* no sdot: qgemm_s8_p's weights */
   static const int32_t kqs[] = {1, 2, 6, 7, 64};
   static const int32_t nps[] = {1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33, 64};
   static const int32_t mq[][2] = {{1518500250, 38}, {1518500250, 44}, {12345, 32}, {INT32_MAX, 62}, {0, 40}};
@@ -319,7 +320,7 @@ static void test_qgemm_rq_s8(const ert_kernels *opt) {
         const size_t ldy = (size_t)n + 2;
         int8_t *col = guarded_s8((size_t)kq * 4u * (size_t)np), *wq = guarded_s8((size_t)kq * 16u);
         for (int32_t i = 0; i < kq * 4 * np; ++i) col[i] = (int8_t)irand(&seed, -128, 127);
-        for (int32_t i = 0; i < kq * 16; ++i) wq[i] = (int8_t)irand(&seed, -128, 127);
+        for (int32_t i = 0; i < kq * 16; ++i) wq[i] = (int8_t)irand(&seed, wmin, 127);
         int32_t bias[4], mult[4];
         const size_t v = (a * 3 + b + (size_t)rows) % (sizeof mq / sizeof mq[0]);
         for (int r = 0; r < 4; ++r) {
@@ -498,6 +499,33 @@ static void test_quads_s8(const ert_kernels *opt) {
       }
 }
 
+/* taps_s8: strides 1 and 2, k 1..9 and 27 with offsets apart by up to a row, runs of 17
+ * to 70; the last tap's run ends at the page. */
+static void test_taps_s8(const ert_kernels *opt) {
+  if (opt->taps_s8 == NULL) return;
+  unsigned seed = 23;
+  static const int32_t ks[] = {1, 2, 3, 4, 5, 8, 9, 27};
+  for (int32_t s = 1; s <= 2; ++s)
+    for (size_t a = 0; a < sizeof ks / sizeof ks[0]; ++a)
+      for (int32_t n = 17; n <= 70; n += (n < 34 ? 1 : 9)) {
+        const int32_t k = ks[a], kq = (k + 3) / 4, np = n + (n % 3) * 8;
+        ptrdiff_t off[27];
+        for (int32_t t = 0; t < k; ++t) off[t] = t ? off[t - 1] + irand(&seed, 0, 2 * n) : 0;
+        const size_t bytes = (size_t)off[k - 1] + (size_t)(n - 1) * (size_t)s + 1u;
+        int8_t *src = guarded_s8(bytes);
+        for (size_t i = 0; i < bytes; ++i) src[i] = (int8_t)irand(&seed, -128, 127);
+        int8_t *dst = guarded_s8((size_t)kq * 4u * (size_t)np);
+        memset(dst, 0x5a, (size_t)kq * 4u * (size_t)np);
+        opt->taps_s8(dst, (size_t)np * 4u, src, off, k, n, s);
+        char ctx[64];
+        snprintf(ctx, sizeof ctx, "s=%d k=%d n=%d np=%d", (int)s, (int)k, (int)n, (int)np);
+        for (int32_t t = 0; t < 4 * kq; ++t)
+          for (int32_t i = 0; i < np; ++i)
+            expect_eq("taps_s8", dst[(size_t)(t / 4) * 4u * (size_t)np + 4u * (size_t)i + (size_t)(t % 4)],
+                      i >= n ? 0x5a : src[off[t < k ? t : 0] + (ptrdiff_t)i * s], ctx);
+      }
+}
+
 static void test_pack_w_s8(const ert_kernels *opt) {
   if (opt->pack_w_s8 == NULL) return;
   unsigned seed = 27;
@@ -560,13 +588,13 @@ static void test_dw_taps_s16(const ert_kernels *opt) {
 }
 
 /* dw3_s8: strides 1 and 2, planes 1..40 wide and 1..5 high (rows ld >= the windows'
- * span apart), multipliers and shifts of both requantization forms; the input ends
+ * span apart), multipliers and shifts of both requantization forms (31 and above); the input ends
  * where the contract's overread ends, the output at the page. */
 static void test_dw3_s8(const ert_kernels *opt) {
   if (opt->dw3_s8 == NULL) return;
-  static const int32_t mq[][2] = {{1518500250, 38}, {1518500250, 42}, {12345, 20},
+  static const int32_t mq[][2] = {{1518500250, 38}, {1518500250, 42}, {12345, 32},
                                   {1 << 30, 31}, {INT32_MAX, 45}, {0, 33}, {INT32_MAX, 62},
-                                  {1518500250, 31}, {1518500250, 30}};
+                                  {1518500250, 31}, {INT32_MAX, 31}};
   static const int32_t ohs[] = {1, 2, 3, 5};
   unsigned seed = 31;
   for (int32_t s = 1; s <= 2; ++s)
@@ -583,19 +611,20 @@ static void test_dw3_s8(const ert_kernels *opt) {
         for (int t = 0; t < 9; ++t) w[t] = (int8_t)irand(&seed, -127, 127);
         const size_t v = (size_t)(ow * 7 + oh + s) % (sizeof mq / sizeof mq[0]);
         const int32_t zp = irand(&seed, -128, 127), lo = (ow % 2) ? -128 : zp, hi = (ow % 4 == 3) ? zp : 127;
-        const int32_t q[5] = {mq[v][0], mq[v][1], zp, lo < hi ? lo : hi, lo < hi ? hi : lo};
-        const int32_t span = 9 * 128 * 127;
+        const int32_t xzp = (ow % 3 == 0) ? 0 : irand(&seed, -128, 127);
+        const int32_t q[6] = {mq[v][0], mq[v][1], zp, lo < hi ? lo : hi, lo < hi ? hi : lo, xzp};
+        const int32_t span = 2 * 9 * 128 * 127;
         const int32_t bias = (ow % 5 == 0) ? irand(&seed, -(INT32_MAX - span), INT32_MAX - span)
                                            : irand(&seed, -2000, 2000);
         int8_t *y = guarded_s8((size_t)oh * (size_t)ow);
         opt->dw3_s8(y, x, ld, w, bias, q, oh, ow, s);
         char ctx[96];
-        snprintf(ctx, sizeof ctx, "s=%d oh=%d ow=%d mult=%d shift=%d", (int)s, (int)oh, (int)ow,
-                 (int)q[0], (int)q[1]);
+        snprintf(ctx, sizeof ctx, "s=%d oh=%d ow=%d mult=%d shift=%d xzp=%d", (int)s, (int)oh, (int)ow,
+                 (int)q[0], (int)q[1], (int)xzp);
         for (int32_t oy = 0; oy < oh; ++oy)
           for (int32_t ox = 0; ox < ow; ++ox) {
             int64_t a = bias;
-            for (int t = 0; t < 9; ++t) a += (int64_t)w[t] * x[(oy * s + t / 3) * ld + ox * s + t % 3];
+            for (int t = 0; t < 9; ++t) a += (int64_t)w[t] * (x[(oy * s + t / 3) * ld + ox * s + t % 3] - xzp);
             expect_eq("dw3_s8", y[oy * ow + ox], ert_clamp_s8(q[2] + ert_requant(a, q[0], q[1]), q[3], q[4]),
                       ctx);
           }
@@ -1250,6 +1279,7 @@ int main(int argc, char **argv) {
   ert_cpu = opt;
   test_qgemm_s8(&opt);
   test_quads_s8(&opt);
+  test_taps_s8(&opt);
   test_pack_w_s8(&opt);
   test_dw_taps_s16(&opt);
   test_dw3_s8(&opt);

@@ -21,6 +21,13 @@ static int32_t quad_dot(int32_t kq, size_t np4, const int8_t *c, const int8_t *w
   return s;
 }
 
+/* Stores the first n (< 16) lanes of b. */
+static void store_part(int8_t *y, int8x16_t b, int32_t n) {
+  int8_t t[16];
+  vst1q_s8(t, b);
+  for (int32_t i = 0; i < n; ++i) y[i] = t[i];
+}
+
 /* The tail of qgemm: pixels i0 .. np one at a time. */
 static void qgemm_tail(int32_t kq, int32_t np, int32_t i0, const int8_t *col, const int8_t *wq,
                        const int32_t *bias, int32_t *acc, int32_t lda) {
@@ -152,10 +159,22 @@ static inline __attribute__((always_inline)) void qgemm_p_tile(int32_t kq, int32
 }
 
 #if defined(__aarch64__)
-/* The 4x8 tile of qgemm_p_tile (V = 2) in assembly: accumulator [r][v][h] in v(16 + 4r +
- * 2v + h); per pair of quads, the pixels by two ld1 and the eight channel words
- * replicated by two ld4r; an odd last quad alone; then the pairwise adds, stored to
- * s[8r + 4v .. +4) for the C epilogue. */
+/* The requantization of qgemm_rq_s8 (shift q[0] > 31), set up once per call: m holds the
+ * four channels' multipliers (by lane), sh = 31 - shift. */
+typedef struct rq_hi {
+  int32x4_t m, sh;
+  int16x8_t z;
+  int8x16_t lo, hi;
+} rq_hi;
+
+/* The 4x8 tile of qgemm_p_tile (V = 2) in assembly: accumulator [r][v][h] in v(16 +
+ * 4(2v + h) + r), each starting as [bias[r], 0, bias[r], 0] (bz[r] = bias[r] as a
+ * zero-extended 64-bit word, by ld4r), so the pairwise adds give bias + sum per pixel;
+ * per pair of quads, the pixels by two ld1 and the eight channel words replicated by two
+ * ld4r; an odd last quad alone; the pairwise adds leave pixels 4v .. 4v+3 of channel r in
+ * v(16 + 8v + r). Without rq, the sums go to int32 out[r*ld + i], i < 8; with rq
+ * (qgemm_rq_s8), requantized as in RQ16 to int8 out[r*ld + i] for r < rows, i < min(n, 8).
+ * qgemm_p8 runs it on pixels i = 0, 8, .. while i + 8 <= np and i < n; returns the next i. */
 #define P_GRP(A0, A1, X0, X1, W0, W1, T0, T1)                                              \
   "smull  " T0 ".8h, " X0 ".8b, " W0 ".8b\n\t"                                             \
   "smull2 " T1 ".8h, " X0 ".16b, " W0 ".16b\n\t"                                           \
@@ -173,50 +192,99 @@ static inline __attribute__((always_inline)) void qgemm_p_tile(int32_t kq, int32
 #define P_CH1(A0, A1, A2, A3, W0)                                                          \
   P_ONE(A0, A1, "v0", W0, "v12", "v13") P_ONE(A2, A3, "v1", W0, "v14", "v15")
 
-static void qgemm_p_tile8(int32_t kq, int32_t np, int32_t i, const int8_t *col, const int8_t *wq,
-                          const int32_t *bias, int32_t *acc, int32_t lda) {
-  int32_t s[32];
-  const size_t np4 = (size_t)np * 4u;
-  const int8_t *c0 = col + (size_t)i * 4u, *c1 = c0 + np4, *w = wq;
-  const size_t stride2 = 2u * np4, odd = (size_t)kq & 1u;
-  size_t pairs = (size_t)kq / 2u;
-  __asm__ volatile(
-      "movi v16.4s, #0\n\tmovi v17.4s, #0\n\tmovi v18.4s, #0\n\tmovi v19.4s, #0\n\t"
-      "movi v20.4s, #0\n\tmovi v21.4s, #0\n\tmovi v22.4s, #0\n\tmovi v23.4s, #0\n\t"
-      "movi v24.4s, #0\n\tmovi v25.4s, #0\n\tmovi v26.4s, #0\n\tmovi v27.4s, #0\n\t"
-      "movi v28.4s, #0\n\tmovi v29.4s, #0\n\tmovi v30.4s, #0\n\tmovi v31.4s, #0\n\t"
-      "cbz %[n], 2f\n"
-      "1:\n\t"
-      "ld1 {v0.16b, v1.16b}, [%[c0]], %[st]\n\t"
-      "ld1 {v2.16b, v3.16b}, [%[c1]], %[st]\n\t"
-      "ld4r {v4.4s, v5.4s, v6.4s, v7.4s}, [%[w]], #16\n\t"
-      "ld4r {v8.4s, v9.4s, v10.4s, v11.4s}, [%[w]], #16\n\t"
-      P_CH("v16", "v17", "v18", "v19", "v4", "v8") P_CH("v20", "v21", "v22", "v23", "v5", "v9")
-      P_CH("v24", "v25", "v26", "v27", "v6", "v10") P_CH("v28", "v29", "v30", "v31", "v7", "v11")
-      "subs %[n], %[n], #1\n\t"
-      "b.ne 1b\n"
-      "2:\n\t"
-      "cbz %[odd], 3f\n\t"
-      "ld1 {v0.16b, v1.16b}, [%[c0]]\n\t"
-      "ld4r {v4.4s, v5.4s, v6.4s, v7.4s}, [%[w]]\n\t"
-      P_CH1("v16", "v17", "v18", "v19", "v4") P_CH1("v20", "v21", "v22", "v23", "v5")
-      P_CH1("v24", "v25", "v26", "v27", "v6") P_CH1("v28", "v29", "v30", "v31", "v7")
-      "3:\n\t"
-      "addp v16.4s, v16.4s, v17.4s\n\taddp v18.4s, v18.4s, v19.4s\n\t"
-      "addp v20.4s, v20.4s, v21.4s\n\taddp v22.4s, v22.4s, v23.4s\n\t"
-      "addp v24.4s, v24.4s, v25.4s\n\taddp v26.4s, v26.4s, v27.4s\n\t"
-      "addp v28.4s, v28.4s, v29.4s\n\taddp v30.4s, v30.4s, v31.4s\n\t"
-      "stp q16, q18, [%[s]]\n\tstp q20, q22, [%[s], #32]\n\t"
-      "stp q24, q26, [%[s], #64]\n\tstp q28, q30, [%[s], #96]\n\t"
-      : [c0] "+r"(c0), [c1] "+r"(c1), [w] "+r"(w), [n] "+r"(pairs)
-      : [st] "r"(stride2), [odd] "r"(odd), [s] "r"(s)
-      : "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13",
-        "v14", "v15", "v16", "v17", "v18", "v19", "v20", "v21", "v22", "v23", "v24", "v25",
-        "v26", "v27", "v28", "v29", "v30", "v31", "memory", "cc");
-  for (int r = 0; r < 4; ++r)
-    for (int v = 0; v < 2; ++v)
-      vst1q_s32(acc + (size_t)r * (size_t)lda + (size_t)i + 4u * (size_t)v,
-                vaddq_s32(vld1q_s32(s + 8 * r + 4 * v), vdupq_n_s32(bias[r])));
+static __attribute__((noinline)) int32_t qgemm_p8(int32_t kq, int32_t np, const int8_t *col,
+                                                  const int8_t *wq, const int32_t *bias,
+                                                  const int32_t *mult, const int32_t *q,
+                                                  void *out, size_t ld, int32_t n, int32_t rows) {
+  const uint64_t bz[4] = {(uint32_t)bias[0], (uint32_t)bias[1], (uint32_t)bias[2],
+                          (uint32_t)bias[3]};
+  rq_hi rq_v;
+  const rq_hi *rq = NULL;
+  if (q != NULL) {
+    rq_v.m = vld1q_s32(mult), rq_v.sh = vdupq_n_s32(31 - q[0]), rq_v.z = vdupq_n_s16((int16_t)q[1]);
+    rq_v.lo = vdupq_n_s8((int8_t)q[2]), rq_v.hi = vdupq_n_s8((int8_t)q[3]);
+    rq = &rq_v;
+  }
+  const size_t np4 = (size_t)np * 4u, stride2 = 2u * np4, odd = (size_t)kq & 1u;
+  const int32_t tiles = np / 8 < (n + 7) / 8 ? np / 8 : (n + 7) / 8;
+  const int32_t nfull = rows == 4 ? n - 8 : -1; /* tiles from i <= nfull store 4 whole rows */
+  const int8_t *c = col;
+  int32_t i = 0;
+  for (; i < 8 * tiles; i += 8, c += 32) {
+    const int8_t *c0 = c, *c1 = c + np4, *w = wq;
+    size_t pairs = (size_t)kq / 2u;
+    register int32x4_t s0 __asm__("v16"), s1 __asm__("v17"), s2 __asm__("v18"), s3 __asm__("v19");
+    register int32x4_t s4 __asm__("v24"), s5 __asm__("v25"), s6 __asm__("v26"), s7 __asm__("v27");
+    __asm__(
+        "ld4r {v16.2d, v17.2d, v18.2d, v19.2d}, [%[bz]]\n\t"
+        "ld4r {v20.2d, v21.2d, v22.2d, v23.2d}, [%[bz]]\n\t"
+        "ld4r {v24.2d, v25.2d, v26.2d, v27.2d}, [%[bz]]\n\t"
+        "ld4r {v28.2d, v29.2d, v30.2d, v31.2d}, [%[bz]]\n\t"
+        "cbz %[n], 2f\n"
+        "1:\n\t"
+        "ld1 {v0.16b, v1.16b}, [%[c0]], %[st]\n\t"
+        "ld1 {v2.16b, v3.16b}, [%[c1]], %[st]\n\t"
+        "ld4r {v4.4s, v5.4s, v6.4s, v7.4s}, [%[w]], #16\n\t"
+        "ld4r {v8.4s, v9.4s, v10.4s, v11.4s}, [%[w]], #16\n\t"
+        P_CH("v16", "v20", "v24", "v28", "v4", "v8") P_CH("v17", "v21", "v25", "v29", "v5", "v9")
+        P_CH("v18", "v22", "v26", "v30", "v6", "v10") P_CH("v19", "v23", "v27", "v31", "v7", "v11")
+        "subs %[n], %[n], #1\n\t"
+        "b.ne 1b\n"
+        "2:\n\t"
+        "cbz %[odd], 3f\n\t"
+        "ld1 {v0.16b, v1.16b}, [%[c0]]\n\t"
+        "ld4r {v4.4s, v5.4s, v6.4s, v7.4s}, [%[w]]\n\t"
+        P_CH1("v16", "v20", "v24", "v28", "v4") P_CH1("v17", "v21", "v25", "v29", "v5")
+        P_CH1("v18", "v22", "v26", "v30", "v6") P_CH1("v19", "v23", "v27", "v31", "v7")
+        "3:\n\t"
+        "addp v16.4s, v16.4s, v20.4s\n\taddp v17.4s, v17.4s, v21.4s\n\t"
+        "addp v18.4s, v18.4s, v22.4s\n\taddp v19.4s, v19.4s, v23.4s\n\t"
+        "addp v24.4s, v24.4s, v28.4s\n\taddp v25.4s, v25.4s, v29.4s\n\t"
+        "addp v26.4s, v26.4s, v30.4s\n\taddp v27.4s, v27.4s, v31.4s\n\t"
+        : [c0] "+r"(c0), [c1] "+r"(c1), [w] "+r"(w), [n] "+r"(pairs), "=w"(s0), "=w"(s1),
+          "=w"(s2), "=w"(s3), "=w"(s4), "=w"(s5), "=w"(s6), "=w"(s7)
+        : [st] "r"(stride2), [odd] "r"(odd), [bz] "r"(bz)
+        : "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12",
+          "v13", "v14", "v15", "v20", "v21", "v22", "v23", "v28", "v29", "v30", "v31", "memory",
+          "cc");
+    if (rq == NULL) {
+      int32_t *a = (int32_t *)out + i;
+      vst1q_s32(a, s0), vst1q_s32(a + 4, s4), a += ld;
+      vst1q_s32(a, s1), vst1q_s32(a + 4, s5), a += ld;
+      vst1q_s32(a, s2), vst1q_s32(a + 4, s6), a += ld;
+      vst1q_s32(a, s3), vst1q_s32(a + 4, s7);
+      continue;
+    }
+#define RQH(lo, hi, r) /* channel r's eight int16 of qgemm_rq_s8 before the int8 steps */ \
+  vqaddq_s16(vcombine_s16(vqmovn_s32(vrshlq_s32(vqdmulhq_laneq_s32(lo, rq->m, r), rq->sh)),   \
+                          vqmovn_s32(vrshlq_s32(vqdmulhq_laneq_s32(hi, rq->m, r), rq->sh))),  \
+             rq->z)
+    const int8x16_t y01 = vminq_s8(vmaxq_s8(vcombine_s8(vqmovn_s16(RQH(s0, s4, 0)),
+                                                        vqmovn_s16(RQH(s1, s5, 1))), rq->lo), rq->hi);
+    const int8x16_t y23 = vminq_s8(vmaxq_s8(vcombine_s8(vqmovn_s16(RQH(s2, s6, 2)),
+                                                        vqmovn_s16(RQH(s3, s7, 3))), rq->lo), rq->hi);
+#undef RQH
+    int8_t *y = (int8_t *)out + i;
+    if (i <= nfull) {
+      vst1_s8(y, vget_low_s8(y01)), y += ld;
+      vst1q_lane_s64((int64_t *)(void *)y, vreinterpretq_s64_s8(y01), 1), y += ld;
+      vst1_s8(y, vget_low_s8(y23)), y += ld;
+      vst1q_lane_s64((int64_t *)(void *)y, vreinterpretq_s64_s8(y23), 1);
+      continue;
+    }
+    int8_t t[32]; /* row r in t[8r ..) */
+    vst1q_s8(t, y01), vst1q_s8(t + 16, y23);
+    for (int32_t r = 0; r < rows; ++r)
+      for (int32_t k = 0; k < 8 && k < n - i; ++k) y[(size_t)r * ld + (size_t)k] = t[8 * r + k];
+  }
+  return i;
+}
+
+/* qgemm_rq_s8 for weights in [-127, 127] (qgemm_s8_p's products) on CPUs without sdot. */
+void ert_qgemm_rq_s8__neon(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
+                           const int32_t *bias, const int32_t *mult, const int32_t *q, int8_t *y,
+                           size_t ldy, int32_t n, int32_t rows) {
+  qgemm_p8(kq, np, col, wq, bias, mult, q, y, ldy, n, rows);
 }
 #endif
 
@@ -224,9 +292,10 @@ void ert_qgemm_s8_p__neon(int32_t kq, int32_t np, const int8_t *col, const int8_
                           const int32_t *bias, int32_t *acc, int32_t lda) {
   int32_t i = 0;
 #if defined(__aarch64__)
-  for (; i + 8 <= np; i += 8) qgemm_p_tile8(kq, np, i, col, wq, bias, acc, lda);
-#endif
+  i = qgemm_p8(kq, np, col, wq, bias, NULL, NULL, acc, (size_t)lda, np, 4);
+#else
   for (; i + 4 <= np; i += 4) qgemm_p_tile(kq, np, i, col, wq, bias, acc, lda, 1);
+#endif
   qgemm_tail(kq, np, i, col, wq, bias, acc, lda);
 }
 
@@ -295,6 +364,32 @@ void ert_quads_s8__neon(int8_t *dst, const int8_t *src, size_t ld, int32_t k, in
     }
     for (; i < np; ++i)
       for (int j = 0; j < 4; ++j) d[4 * i + j] = row[j] && i < n ? row[j][i] : 0;
+  }
+}
+
+/* Sixteen pixels per step, the last step ending at n (rewriting some: the same bytes); for
+ * s = 2 the taps of a step are the even bytes of a vld2, and of the last step the odd
+ * bytes of the 32 from one byte before it, so that no byte past the last tap is read. */
+void ert_taps_s8__neon(int8_t *dst, size_t np4, const int8_t *src, const ptrdiff_t *off,
+                       int32_t k, int32_t n, int32_t s) {
+  for (int32_t t0 = 0; t0 < k; t0 += 4, dst += np4) {
+    const int8_t *p[4];
+    for (int j = 0; j < 4; ++j) p[j] = src + off[t0 + j < k ? t0 + j : 0];
+    for (int32_t i = 0;; i += 16) {
+      const int32_t o = i + 16 <= n ? i : n - 16, last = o + 16 >= n;
+      int8x16x4_t v;
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        if (s == 1) {
+          v.val[j] = vld1q_s8(p[j] + o);
+        } else {
+          const int8x16x2_t u = vld2q_s8(p[j] + 2 * o - last);
+          v.val[j] = last ? u.val[1] : u.val[0];
+        }
+      }
+      vst4q_s8(dst + 4 * o, v);
+      if (last) break;
+    }
   }
 }
 
@@ -495,15 +590,11 @@ static void requant_row_hi(const int32_t *acc, size_t n, int32_t mult, int32_t s
   const int32x4_t m = vdupq_n_s32(mult), sh = vdupq_n_s32(31 - shift);
   const int16x8_t z = vdupq_n_s16((int16_t)zp);
   const int8x16_t vl = vdupq_n_s8((int8_t)lo), vh = vdupq_n_s8((int8_t)hi);
+  const int is31 = shift == 31;
   size_t i = 0;
   if (n >= 16) { /* the last 16 end at n (recomputing some: the same bytes) */
-    if (shift == 31) {
-      for (; i + 16 <= n; i += 16) rq16_hi(acc + i, y + i, m, sh, 1, z, vl, vh);
-      if (i < n) rq16_hi(acc + n - 16, y + n - 16, m, sh, 1, z, vl, vh);
-    } else {
-      for (; i + 16 <= n; i += 16) rq16_hi(acc + i, y + i, m, sh, 0, z, vl, vh);
-      if (i < n) rq16_hi(acc + n - 16, y + n - 16, m, sh, 0, z, vl, vh);
-    }
+    for (; i + 16 <= n; i += 16) rq16_hi(acc + i, y + i, m, sh, is31, z, vl, vh);
+    if (i < n) rq16_hi(acc + n - 16, y + n - 16, m, sh, is31, z, vl, vh);
     return;
   }
   for (; i < n; ++i) y[i] = ert_clamp_s8(zp + ert_requant(acc[i], mult, shift), lo, hi);
@@ -528,40 +619,33 @@ void ert_requant_row__neon(const int32_t *acc, size_t n, int32_t mult, int32_t s
 }
 
 /* The requantization of dw3_s8, set up once per plane: rq8_hi's SQDMULH + SRSHL form for
- * shifts above 31, else (`wide`) rq4's 64-bit products. */
+ * shifts above 31, SQRDMULH for 31 (is31). */
 typedef struct rq_set {
   int32x4_t m, sh;
-  int64x2_t sh64;
   int16x8_t z;
   int8x8_t lo, hi;
-  int wide;
+  int is31;
 } rq_set;
 
 static rq_set rq_setup(const int32_t *q) {
   rq_set r;
   r.m = vdupq_n_s32(q[0]);
   r.sh = vdupq_n_s32(31 - q[1]);
-  r.sh64 = vdupq_n_s64(-(int64_t)q[1]);
   r.z = vdupq_n_s16((int16_t)q[2]);
   r.lo = vdup_n_s8((int8_t)q[3]);
   r.hi = vdup_n_s8((int8_t)q[4]);
-  r.wide = q[1] <= 31;
+  r.is31 = q[1] == 31;
   return r;
 }
 
-#define RQ4_64(a, r)                                                                     \
-  vcombine_s32(vqmovn_s64(vrshlq_s64(vmull_s32(vget_low_s32(a), vget_low_s32((r)->m)), (r)->sh64)), \
-               vqmovn_s64(vrshlq_s64(vmull_s32(vget_high_s32(a), vget_low_s32((r)->m)), (r)->sh64)))
-
-/* b = eight outputs: as in rq4 and rq8_hi, the requantized values saturate to int32 and
- * int16, get zp added (saturating), saturate to int8 and are clamped, every step
+/* b = eight outputs: as in rq8_hi, the requantized values saturate to int16, get zp added (saturating), saturate to int8 and are clamped, every step
  * monotonic and exact on values that end inside [lo, hi]. (A macro: the dotprod
  * functions cannot inline functions built for the base target.) */
 #define RQ8(b, a0, a1, r)                                                                \
   do {                                                                                   \
     int32x4_t c0_, c1_;                                                                  \
-    if (__builtin_expect((r)->wide, 0))                                                  \
-      c0_ = RQ4_64(a0, r), c1_ = RQ4_64(a1, r);                                          \
+    if (__builtin_expect((r)->is31, 0))                                                  \
+      c0_ = vqrdmulhq_s32(a0, (r)->m), c1_ = vqrdmulhq_s32(a1, (r)->m);                  \
     else                                                                                 \
       c0_ = vrshlq_s32(vqdmulhq_s32(a0, (r)->m), (r)->sh),                               \
       c1_ = vrshlq_s32(vqdmulhq_s32(a1, (r)->m), (r)->sh);                               \
@@ -569,34 +653,33 @@ static rq_set rq_setup(const int32_t *q) {
     b = vmin_s8(vmax_s8(vqmovn_s16(v_), (r)->lo), (r)->hi);                              \
   } while (0)
 
-/* Stores the first n (< 16) lanes of b. */
-static void store_part(int8_t *y, int8x16_t b, int32_t n) {
-  int8_t t[16];
-  vst1q_s8(t, b);
-  for (int32_t i = 0; i < n; ++i) y[i] = t[i];
-}
-
 /* Output rows in steps of eight, the last step ending at ow (recomputing outputs before
  * it: the same bytes); rows narrower than 8 store eight bytes (the next rows rewrite the
- * extra ones) while eight remain in the plane. STEP(o) gives int32x4_t a0, a1 for
- * outputs o..o+7. */
+ * extra ones) while eight remain in the plane. STEP gives int32x4_t a0, a1 for the eight
+ * outputs whose windows start at p0, p1, p2 (the three input rows). */
 #define DW3_PLANE(STEP)                                                                  \
   do {                                                                                   \
     const rq_set rq_ = rq_setup(q);                                                      \
+    int8_t *yp = y;                                                                      \
+    const ptrdiff_t last8 = (ptrdiff_t)oh * ow - 8; /* the last 8-byte store's start */ \
     for (int32_t oy = 0; oy < oh; ++oy) {                                                \
-      const int8_t *r0 = x + (ptrdiff_t)oy * s * ld, *r1 = r0 + ld, *r2 = r1 + ld;       \
-      int8_t *yr = y + (size_t)oy * (size_t)ow;                                          \
-      for (int32_t ox = 0;; ox += 8) {                                                   \
-        const int32_t o = ow < 8 ? 0 : ox + 8 <= ow ? ox : ow - 8;                       \
+      const int8_t *p0 = x + (ptrdiff_t)oy * s * ld, *p1 = p0 + ld, *p2 = p1 + ld;       \
+      for (int32_t left = ow;;) {                                                        \
         int32x4_t a0 = vdupq_n_s32(bias), a1 = a0;                                       \
-        STEP(o);                                                                         \
+        STEP;                                                                            \
         int8x8_t b;                                                                      \
         RQ8(b, a0, a1, &rq_);                                                            \
-        if (ow >= 8 || (oh - oy) * ow >= 8)                                              \
-          vst1_s8(yr + o, b);                                                            \
+        if (yp - y <= last8)                                                             \
+          vst1_s8(yp, b);                                                                \
         else                                                                             \
-          store_part(yr, vcombine_s8(b, b), ow);                                         \
-        if (o + 8 >= ow) break;                                                          \
+          store_part(yp, vcombine_s8(b, b), left);                                       \
+        if (left <= 8) {                                                                 \
+          yp += left;                                                                    \
+          break;                                                                         \
+        }                                                                                \
+        int32_t d = 8; /* the next step starts 8 further, or ends at the row's end */    \
+        if ((left -= 8) < 8) d = left, left = 8;                                         \
+        yp += d, p0 += d * s, p1 += d * s, p2 += d * s;                                  \
       }                                                                                  \
     }                                                                                    \
   } while (0)
@@ -609,16 +692,25 @@ static void store_part(int8_t *y, int8x16_t b, int32_t n) {
     a0 = vaddw_s16(a0, vget_low_s16(p_)), a1 = vaddw_s16(a1, vget_high_s16(p_));         \
   } while (0)
 
+/* sum (x - x_zp) w = sum x w - x_zp sum w: the bias with the zero point's part */
+static int32_t dw3_bias(int32_t bias, const int8_t *w, int32_t xzp) {
+  const int64x1_t s = vpaddl_s32(vpaddl_s16(vpaddl_s8(vld1_s8(w))));
+  return bias - xzp * ((int32_t)vget_lane_s64(s, 0) + w[8]);
+}
+
 void ert_dw3_s8__neon(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t *w, int32_t bias,
                       const int32_t *q, int32_t oh, int32_t ow, int32_t s) {
-  int8x8_t wv[9];
-  for (int t = 0; t < 9; ++t) wv[t] = vdup_n_s8(w[t]);
+  bias = dw3_bias(bias, w, q[5]);
+  const int8x8_t w8 = vld1_s8(w);
+  const int8x8_t wv[9] = {vdup_lane_s8(w8, 0), vdup_lane_s8(w8, 1), vdup_lane_s8(w8, 2),
+                          vdup_lane_s8(w8, 3), vdup_lane_s8(w8, 4), vdup_lane_s8(w8, 5),
+                          vdup_lane_s8(w8, 6), vdup_lane_s8(w8, 7), vdup_n_s8(w[8])};
   if (s == 1) {
-#define STEP1(o)                                                                         \
+#define STEP1                                                                            \
   do {                                                                                   \
-    const int8x8_t x0 = vld1_s8(r0 + (o)), x1 = vld1_s8(r0 + (o) + 1), x2 = vld1_s8(r0 + (o) + 2); \
-    const int8x8_t x3 = vld1_s8(r1 + (o)), x4 = vld1_s8(r1 + (o) + 1), x5 = vld1_s8(r1 + (o) + 2); \
-    const int8x8_t x6 = vld1_s8(r2 + (o)), x7 = vld1_s8(r2 + (o) + 1), x8 = vld1_s8(r2 + (o) + 2); \
+    const int8x8_t x0 = vld1_s8(p0), x1 = vld1_s8(p0 + 1), x2 = vld1_s8(p0 + 2);         \
+    const int8x8_t x3 = vld1_s8(p1), x4 = vld1_s8(p1 + 1), x5 = vld1_s8(p1 + 2);         \
+    const int8x8_t x6 = vld1_s8(p2), x7 = vld1_s8(p2 + 1), x8 = vld1_s8(p2 + 2);         \
     DW3_PAIR(x0, wv[0], x1, wv[1]);                                                      \
     DW3_PAIR(x2, wv[2], x3, wv[3]);                                                      \
     DW3_PAIR(x4, wv[4], x5, wv[5]);                                                      \
@@ -630,11 +722,11 @@ void ert_dw3_s8__neon(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t *w,
 #undef STEP1
     return;
   }
-#define STEP2(o)                                                                         \
+#define STEP2                                                                            \
   do {                                                                                   \
-    const int8x8x2_t u0 = vld2_s8(r0 + 2 * (o)), v0 = vld2_s8(r0 + 2 * (o) + 2);          \
-    const int8x8x2_t u1 = vld2_s8(r1 + 2 * (o)), v1 = vld2_s8(r1 + 2 * (o) + 2);          \
-    const int8x8x2_t u2 = vld2_s8(r2 + 2 * (o)), v2 = vld2_s8(r2 + 2 * (o) + 2);          \
+    const int8x8x2_t u0 = vld2_s8(p0), v0 = vld2_s8(p0 + 2);                             \
+    const int8x8x2_t u1 = vld2_s8(p1), v1 = vld2_s8(p1 + 2);                             \
+    const int8x8x2_t u2 = vld2_s8(p2), v2 = vld2_s8(p2 + 2);                             \
     DW3_PAIR(u0.val[0], wv[0], u0.val[1], wv[1]);                                        \
     DW3_PAIR(v0.val[0], wv[2], u1.val[0], wv[3]);                                        \
     DW3_PAIR(u1.val[1], wv[4], v1.val[0], wv[5]);                                        \
@@ -813,6 +905,7 @@ static const uint8_t dw3_ix[2][32] = {
  * step's first window), dotted with [w0, w1, w2, 0] of that kernel row. */
 DOT void ert_dw3_s8__dot(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t *w, int32_t bias,
                          const int32_t *q, int32_t oh, int32_t ow, int32_t s) {
+  bias = dw3_bias(bias, w, q[5]);
   int8x16_t wr[3];
   for (int ky = 0; ky < 3; ++ky) /* [w0, w1, w2, 0] in every 32-bit lane */
     wr[ky] = vreinterpretq_s8_u32(vdupq_n_u32((uint32_t)(uint8_t)w[3 * ky] |

@@ -343,27 +343,43 @@ static void dw_plane_direct(const geom *g, const int8_t *x, const int8_t *w, con
 }
 
 /* ert_cpu.dw3_s8 takes 3x3 windows, undilated, of equal strides 1 or 2, weights in
- * [-127, 127]; its padded copy is raw int8 (x_zp outside the image), dw_rows rows of
- * dw_cols bytes, in the slot of the int16 copy: at least twice that size, so when the
- * copy has 48 bytes or more the slot also holds the kernel's reads past the last row
- * (under 48 bytes). */
+ * [-127, 127], shifts from 31; its padded copy is raw int8 (x_zp outside the image),
+ * dw_rows rows of dw_cols bytes, in the slot of the int16 copy: at least twice that size,
+ * so when the copy has 48 bytes or more the slot also holds the kernel's reads past the
+ * last row (under 48 bytes). */
 static int dw3_usable(const geom *g, int w_no_min) {
   return ert_cpu.dw3_s8 != NULL && w_no_min && g->kh == 3 && g->kw == 3 && g->dh == 1 &&
-         g->dw == 1 && g->sh == g->sw && (g->sw == 1 || g->sw == 2) && dw_scratch(g) != 0 &&
-         dw_rows(g) * dw_cols(g) >= 48;
+         g->dw == 1 && g->sh == g->sw && (g->sw == 1 || g->sw == 2) && g->shift >= 31 &&
+         dw_scratch(g) != 0 && dw_rows(g) * dw_cols(g) >= 48;
 }
 
-/* The raw int8 padded copy of one plane for dw3_s8; with `zeroed` (buf holds a copy of
- * this node's geometry already) only the image part is written. */
-static void dw_fill8(const geom *g, const int8_t *x, int8_t *buf, int zeroed) {
+/* The raw int8 padded copy of one plane for dw3_s8. rng = {lo, hi, r0, r1}, the image's
+ * columns and rows in the copy: rng[0] < 0 on the first call (buf is then set to x_zp and
+ * rng filled), later calls (buf holds a copy of this node's geometry) write the image
+ * part only. */
+static void dw_fill8(const geom *g, const int8_t *x, int8_t *buf, int32_t rng[4]) {
   const int64_t rows = dw_rows(g), cols = dw_cols(g);
-  int32_t lo, hi, r0, r1;
-  valid_range(-(int64_t)g->pl, 1, g->w, cols, &lo, &hi);
-  valid_range(-(int64_t)g->pt, 1, g->h, rows, &r0, &r1);
-  if (!zeroed) memset(buf, (int8_t)g->xzp, (size_t)(rows * cols));
+  if (rng[0] < 0) {
+    valid_range(-(int64_t)g->pl, 1, g->w, cols, &rng[0], &rng[1]);
+    valid_range(-(int64_t)g->pt, 1, g->h, rows, &rng[2], &rng[3]);
+    memset(buf, (int8_t)g->xzp, (size_t)(rows * cols));
+  }
+  const int32_t lo = rng[0], hi = rng[1], r0 = rng[2], r1 = rng[3];
   if (hi <= lo) return;
-  for (int64_t r = r0; r < r1; r++)
-    memcpy(buf + r * cols + lo, x + (r - g->pt) * g->w + (lo - g->pl), (size_t)(hi - lo));
+  const size_t n = (size_t)(hi - lo);
+  for (int64_t r = r0; r < r1; r++) {
+    int8_t *d = buf + r * cols + lo;
+    const int8_t *src = x + (r - g->pt) * g->w + (lo - g->pl);
+    /* rows of 4 .. 32 bytes (small planes): fixed-size copies, the last one ending at n */
+    if (n >= 8 && n <= 32) {
+      for (size_t i = 0; i + 8 < n; i += 8) memcpy(d + i, src + i, 8);
+      memcpy(d + n - 8, src + n - 8, 8);
+    } else if (n >= 4 && n < 8) {
+      memcpy(d, src, 4), memcpy(d + n - 4, src + n - 4, 4);
+    } else {
+      memcpy(d, src, n);
+    }
+  }
 }
 
 /* Planes p0 .. p1 (image, output channel); buf: a padded copy slot, or NULL. */
@@ -372,6 +388,7 @@ static void dw_planes(const job *j, size_t p0, size_t p1, int16_t *buf) {
   const size_t plane_in = (size_t)g->h * (size_t)g->w, plane_out = (size_t)g->oh * (size_t)g->ow;
   const size_t khw = (size_t)g->kh * (size_t)g->kw;
   size_t filled = (size_t)-1;
+  int32_t rng[4] = {-1, 0, 0, 0}; /* dw_fill8's */
   for (size_t p = p0; p < p1; p++) {
     const size_t n = p / (size_t)g->m, oc = p % (size_t)g->m;
     const size_t in_plane = n * (size_t)g->c + oc / (size_t)g->mg;
@@ -380,18 +397,15 @@ static void dw_planes(const job *j, size_t p0, size_t p1, int16_t *buf) {
       dw_plane_direct(g, x, j->w + oc * khw, j->qp + 2 * oc, j->y + p * plane_out);
       continue;
     }
-    if (j->dw3) { /* sum (x - x_zp) w = sum x w - x_zp sum w */
-      const int8_t *w = j->w + oc * khw;
+    if (j->dw3) {
       const int32_t *qp = j->qp + 2 * oc;
       if (filled != in_plane) {
-        dw_fill8(g, x, (int8_t *)(void *)buf, filled != (size_t)-1);
+        dw_fill8(g, x, (int8_t *)(void *)buf, rng);
         filled = in_plane;
       }
-      int32_t sw = 0;
-      for (int t = 0; t < 9; t++) sw += w[t];
-      const int32_t q[5] = {qp[1], g->shift, g->yzp, g->lo, g->hi};
+      const int32_t q[6] = {qp[1], g->shift, g->yzp, g->lo, g->hi, g->xzp};
       ert_cpu.dw3_s8(j->y + p * plane_out, (const int8_t *)(const void *)buf, (ptrdiff_t)dw_cols(g),
-                     w, qp[0] - g->xzp * sw, q, g->oh, g->ow, g->sw);
+                     j->w + oc * khw, qp[0], q, g->oh, g->ow, g->sw);
       continue;
     }
     if (filled != in_plane) { /* a channel multiplier > 1 reuses the copy */
@@ -518,7 +532,8 @@ static void block(const job *j, size_t t, int16_t *col, int16_t *wbuf) {
 }
 
 /* The SIMD block: col[4*np*q + 4*i + j] = tap 4q + j of pixel i < pb (raw x, x_zp
- * outside the image, 0 past k; pixels pb .. np are 0), in the slot's im2col part
+ * outside the image, 0 past k, or for runs gathered by taps_s8 a copy of tap 0: the
+ * packed weights are 0 there; pixels pb .. np are 0), in the slot's im2col part
  * (ceil(k/4)*4*pb <= 2*k*pb bytes for k >= 2; np rounds pb up to 8 when that fits); the
  * packed weights wq (16*ceil(k/4) <= 8*k bytes) in its weight part. */
 static void gather_q(const geom *g, const int8_t *x, int32_t p0, int32_t pb, int32_t np,
@@ -553,6 +568,16 @@ static void gather_q(const geom *g, const int8_t *x, int32_t p0, int32_t pb, int
     if (iy0 >= 0 && iy0 + (int64_t)(g->kh - 1) * g->dh < g->h && ix0 >= 0 &&
         ix0 + (int64_t)(g->kw - 1) * g->dw < g->w) { /* the window is inside the image */
       const int8_t *src = x + (size_t)iy0 * (size_t)g->w + (size_t)ix0;
+      if (tab && ert_cpu.taps_s8 != NULL && g->sw <= 2) { /* a run of windows along the row */
+        int32_t run = (g->w - 1 - (g->kw - 1) * g->dw - (int32_t)ix0) / g->sw + 1;
+        if (run > g->ow - ox) run = g->ow - ox;
+        if (run > pb - i) run = pb - i;
+        if (run >= 17) {
+          ert_cpu.taps_s8(dst, np4, src, off, g->k, run, g->sw);
+          i += run - 1;
+          continue;
+        }
+      }
       if (tab) {
         const int32_t k = g->k; /* a local: the int8 stores may alias *g */
         for (; t + 2 <= k; t += 2) {
@@ -648,7 +673,8 @@ static void block_q(const job *j, size_t t, int8_t *col, int8_t *wq) {
     for (int32_t r = 0; r < mr; r++) bias[r] = j->qp[2 * (oc0 + (size_t)r)] - g->xzp * wsum[r];
     int8_t *y0 = j->y + (n * (size_t)g->m + oc0) * (size_t)p_total + (size_t)p0;
     int32_t done = 0; /* pixels requantized by qgemm_rq_s8 (whole tiles of 8) */
-    if (ert_cpu.qgemm_rq_s8 != NULL && g->shift > 31) {
+    if (ert_cpu.qgemm_rq_s8 != NULL && g->shift > 31 &&
+        (j->w_no_min || ert_cpu.qgemm_s8_p == NULL)) { /* qgemm_s8_p: no sdot */
       int32_t mult[S8_MR] = {0, 0, 0, 0};
       for (int32_t r = 0; r < mr; r++) mult[r] = j->qp[2 * (oc0 + (size_t)r) + 1];
       const int32_t q[4] = {g->shift, g->yzp, g->lo, g->hi};
