@@ -5,6 +5,9 @@
  * entries are filled in when the build has them (ERT_NEON_KERNELS, set by
  * `make NEON=1`) and the kernel reports the feature (getauxval(AT_HWCAP)); setting the
  * environment variable EDGERT_FORCE_REF=1 before the library loads keeps them NULL.
+ * On x86-64 the AVX2 + FMA entries (ERT_X86_KERNELS, csrc/kernels/x86) are filled in
+ * when CPUID reports both and the OS saves the ymm registers (XGETBV); the same
+ * variable keeps them NULL too.
  *
  * Contracts (each NEON kernel is tested against them by csrc/tests/kernel_test.c):
  *   sgemm_rows  r[i][j] = sum over k < kc of rows[i][k] * b[k*16 + j], i < 4, j < 16 (A
@@ -41,7 +44,7 @@
  *               pre = x ? x[2n + j] + g[n + j] (g[2n + j] + (rb ? rb[j] : 0)) : g[2n + j],
  *               h[j] := (1 - g[j]) tanh(C(pre)) + g[j] h[j] (the GRU gates z r h).
  *               sigmoid and tanh within 1e-6 absolute of the exact functions.
- * The f32 NEON kernels may differ from the reference by rounding only (fused or
+ * The f32 NEON and AVX2 kernels may differ from the reference by rounding only (fused or
  * reassociated multiply-adds); the tests bound that at 1e-5 relative to the operands'
  * magnitude. */
 #ifndef ERT_CPU_H_
@@ -101,7 +104,7 @@ typedef int (*ert_pool_hred_fn)(float *y, const float *t, int32_t n, int32_t kw,
 typedef float (*ert_gpool_fn)(const float *x, size_t n, int op);
 
 typedef struct ert_kernels {
-  const char *isa;             /* "ref", "neon" or "neon+dotprod": what was selected */
+  const char *isa;             /* "ref", "neon", "neon+dotprod" or "avx2": what was selected */
   ert_sgemm_rows_fn sgemm_rows, sgemm_rows6;
   ert_dw_plane_fn dw3_s1, dw3_s2, dw5_s1, dw5_s2;
   ert_act_fn act_apply;
@@ -222,6 +225,22 @@ void ert_lstm_cell_f32__neon(const float *g, float *c, float *h, size_t n, const
                              float clip);
 void ert_gru_cell_f32__neon(int phase, float *g, const float *x, const float *rb, float *h,
                             float *rh, size_t n, float clip);
+
+/* AVX2 + FMA kernels (csrc/kernels/x86), present when ERT_X86_KERNELS is defined (x86-64
+ * builds); compiled per function for AVX2, called only when CPUID reports AVX2 and FMA
+ * and the OS saves the ymm registers. */
+void ert_sgemm_rows_f32__avx2(int32_t kc, const float *const *rows, const float *b, float *c,
+                              const ert_sgemm_store *st);
+void ert_sgemm_rows6_f32__avx2(int32_t kc, const float *const *rows, const float *b, float *c,
+                               const ert_sgemm_store *st);
+void ert_conv2d_dw3s1_f32__avx2(float *y, int32_t oh, int32_t ow, const float *x, ptrdiff_t rs,
+                                ptrdiff_t ts, const float *w, float bias);
+void ert_conv2d_dw3s2_f32__avx2(float *y, int32_t oh, int32_t ow, const float *x, ptrdiff_t rs,
+                                ptrdiff_t ts, const float *w, float bias);
+void ert_conv2d_dw5s1_f32__avx2(float *y, int32_t oh, int32_t ow, const float *x, ptrdiff_t rs,
+                                ptrdiff_t ts, const float *w, float bias);
+void ert_conv2d_dw5s2_f32__avx2(float *y, int32_t oh, int32_t ow, const float *x, ptrdiff_t rs,
+                                ptrdiff_t ts, const float *w, float bias);
 
 /* int8 NEON kernels (kernels/neon/quant_s8.c); the __dot ones on aarch64 only. */
 void ert_qgemm_s8__neon(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
