@@ -57,10 +57,10 @@ static float ref_act(const ert_act_params *act, float v) {
   return v;
 }
 
-/* sgemm_rows (R = 4) and sgemm_rows6 (R = 6): every store mode (bias or not, alpha,
- * accumulate, each inline activation) into C rows of pitch 19; columns 16..18 must stay
- * untouched. */
-static void test_sgemm_rows(ert_sgemm_rows_fn fn, int R, const char *name) {
+/* sgemm_rows (R = 4), sgemm_rows6 (R = 6) and sgemm_rows6_n8 (R = 6, 8 columns): every
+ * store mode (bias or not, alpha, accumulate, each inline activation) into C rows of
+ * pitch 19; the columns past the kernel's (16 or 8) must stay untouched. */
+static void test_sgemm_rows(ert_sgemm_rows_fn fn, int R, int cols, const char *name) {
   if (fn == NULL) return;
   static const int32_t kcs[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 64, 255, 256};
   const ert_act_params acts[] = {{ERT_ACT_HARD_SWISH, 0, 0}, {ERT_ACT_RELU, 0, 0},
@@ -98,7 +98,7 @@ static void test_sgemm_rows(ert_sgemm_rows_fn fn, int R, const char *name) {
       char ctx[64];
       snprintf(ctx, sizeof ctx, "kc=%d mode=%d", (int)kc, mode);
       for (int i = 0; i < R; ++i) {
-        for (int j = 0; j < 16; ++j) {
+        for (int j = 0; j < cols; ++j) {
           double r = 0.0, scale = 0.0;
           for (int32_t k = 0; k < kc; ++k) {
             r += (double)rows[i][k] * b[k * 16 + j];
@@ -110,7 +110,7 @@ static void test_sgemm_rows(ert_sgemm_rows_fn fn, int R, const char *name) {
           expect_close(name, c[i * LDC + j], want,
                        2.0 * (fabs(st.alpha) * scale + fabs(base)), ctx);
         }
-        for (int j = 16; j < LDC; ++j) {
+        for (int j = cols; j < LDC; ++j) {
           ++checks;
           if (memcmp(&c[i * LDC + j], &c0[i * LDC + j], sizeof(float)) != 0 && failures++ < 20)
             fprintf(stderr, "FAIL %s %s: wrote column %d\n", name, ctx, j);
@@ -1178,8 +1178,9 @@ int main(int argc, char **argv) {
   }
   const ert_kernels opt = ert_cpu;
   printf("kernels: %s\n", opt.isa);
-  test_sgemm_rows(opt.sgemm_rows, 4, "sgemm_rows");
-  test_sgemm_rows(opt.sgemm_rows6, 6, "sgemm_rows6");
+  test_sgemm_rows(opt.sgemm_rows, 4, 16, "sgemm_rows");
+  test_sgemm_rows(opt.sgemm_rows6, 6, 16, "sgemm_rows6");
+  test_sgemm_rows(opt.sgemm_rows6_n8, 6, 8, "sgemm_rows6_n8");
   test_dw(opt.dw3_s1, 3, 1, "dw3_s1");
   test_dw(opt.dw3_s2, 3, 2, "dw3_s2");
   test_dw(opt.dw5_s1, 5, 1, "dw5_s1");

@@ -332,6 +332,7 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
       pack_b_matrix(g, b, k0, kc, j0, nlen, bp);
     /* the optimized tiles of cpu.h store whole tiles into C themselves */
     const ert_sgemm_rows_fn opt = ert_cpu.sgemm_rows, opt6 = opt ? ert_cpu.sgemm_rows6 : NULL;
+    const ert_sgemm_rows_fn half = opt ? ert_cpu.sgemm_rows6_n8 : NULL;
     ert_sgemm_store st = {g->ldc, NULL, last && act_inline(g->act) ? g->act : NULL, g->alpha,
                           first && !g->accumulate};
     if (st.act != NULL && st.act->kind == ERT_ACT_NONE) st.act = NULL;
@@ -369,7 +370,7 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
           const float *rows_own[6];
           const float *const *rows = pre ? rowp + ir : rows_own;
           if (!pre)
-            for (int32_t ii = 0; ii < step; ++ii)
+            for (int32_t ii = 0; ii < 6; ++ii)
               rows_own[ii] = arows + (ptrdiff_t)(ir + (ii < mr ? ii : mr - 1)) * lda;
           float *ct = c + (ptrdiff_t)(i0 + ir) * g->ldc + j0 + jr;
           const ert_sgemm_rows_fn fn = step == 6 ? opt6 : opt;
@@ -378,7 +379,9 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
             fn(kc, rows, bp + (size_t)jr * kc, ct, &st);
             continue;
           }
-          if (fn != NULL)
+          if (half != NULL && nr <= NR / 2) /* six rows of 8 columns (rows past mr dropped) */
+            half(kc, rows, bp + (size_t)jr * kc, tile, &raw);
+          else if (fn != NULL)
             fn(kc, rows, bp + (size_t)jr * kc, tile, &raw);
           else
             micro_rows(kc, rows, bp + (size_t)jr * kc, tile);

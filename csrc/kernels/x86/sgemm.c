@@ -1,5 +1,5 @@
-/* sgemm.c (AVX2): the 4x16 and 6x16 SGEMM micro-kernels, contract in src/cpu.h
- * (sgemm_rows, sgemm_rows6; the reference is micro_rows and store_tile in ref/sgemm.c):
+/* sgemm.c (AVX2): the 4x16, 6x16 and 6x8 SGEMM micro-kernels, contract in src/cpu.h
+ * (sgemm_rows, sgemm_rows6, sgemm_rows6_n8; the reference is micro_rows and store_tile in ref/sgemm.c):
  * A read from row pointers, B from a packed panel of 16 columns, the result stored into
  * C with bias, alpha and the clamp-like activations. */
 #if defined(ERT_X86_KERNELS) && defined(__x86_64__) && defined(__GNUC__)
@@ -27,6 +27,16 @@ ERT_AVX2_INLINE void put_row(float *p, __m256 lo, __m256 hi, const ert_sgemm_sto
     c##i##0 = _mm256_fmadd_ps(a, b0, c##i##0);             \
     c##i##1 = _mm256_fmadd_ps(a, b1, c##i##1);             \
   } while (0)
+
+/* Row i's first 8 columns: C = act(alpha*acc + base). */
+ERT_AVX2_INLINE void put_half(float *p, __m256 v, const ert_sgemm_store *st, const ert_act8 *act,
+                              __m256 alpha, int i) {
+  const __m256 base = st->init ? _mm256_set1_ps(st->bias != NULL ? st->bias[i] : 0.0f)
+                               : _mm256_loadu_ps(p);
+  _mm256_storeu_ps(p, ert_act8_apply(act, _mm256_fmadd_ps(v, alpha, base)));
+}
+
+#define HALF_STEP(i) c##i = _mm256_fmadd_ps(_mm256_broadcast_ss(r##i + k), b0, c##i)
 
 /* The tile's accumulators stay in registers: 8 (4 rows) or 12 (6 rows) of the 16 ymm,
  * plus the two halves of B's row and the broadcast A value. */
@@ -75,6 +85,32 @@ ERT_AVX2 void ert_sgemm_rows6_f32__avx2(int32_t kc, const float *const *rows, co
   put_row(c + 3 * ldc, c30, c31, st, &act, alpha, 3);
   put_row(c + 4 * ldc, c40, c41, st, &act, alpha, 4);
   put_row(c + 5 * ldc, c50, c51, st, &act, alpha, 5);
+}
+
+/* Six rows, the panel's first 8 columns: six accumulators. */
+ERT_AVX2 void ert_sgemm_rows6_n8_f32__avx2(int32_t kc, const float *const *rows, const float *b,
+                                           float *c, const ert_sgemm_store *st) {
+  const float *r0 = rows[0], *r1 = rows[1], *r2 = rows[2], *r3 = rows[3], *r4 = rows[4];
+  const float *r5 = rows[5];
+  __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0;
+  for (int32_t k = 0; k < kc; ++k, b += 16) {
+    const __m256 b0 = _mm256_loadu_ps(b);
+    HALF_STEP(0);
+    HALF_STEP(1);
+    HALF_STEP(2);
+    HALF_STEP(3);
+    HALF_STEP(4);
+    HALF_STEP(5);
+  }
+  const ert_act8 act = ert_act8_of(st->act);
+  const __m256 alpha = _mm256_set1_ps(st->alpha);
+  const ptrdiff_t ldc = st->ldc;
+  put_half(c, c0, st, &act, alpha, 0);
+  put_half(c + ldc, c1, st, &act, alpha, 1);
+  put_half(c + 2 * ldc, c2, st, &act, alpha, 2);
+  put_half(c + 3 * ldc, c3, st, &act, alpha, 3);
+  put_half(c + 4 * ldc, c4, st, &act, alpha, 4);
+  put_half(c + 5 * ldc, c5, st, &act, alpha, 5);
 }
 
 #endif
