@@ -113,6 +113,7 @@ void ert_cpu_select(void) {
     k.dw3_s2 = ert_conv2d_dw3s2_f32__avx2;
     k.dw5_s1 = ert_conv2d_dw5s1_f32__avx2;
     k.dw5_s2 = ert_conv2d_dw5s2_f32__avx2;
+    k.dw_direct = ert_conv2d_dw_direct_f32__avx2;
   }
 #else
   (void)force_ref;

@@ -117,6 +117,14 @@ typedef struct ert_kernels {
   ert_dot_rows_fn dot_rows;
   ert_lstm_cell_fn lstm_cell;
   ert_gru_cell_fn gru_cell;
+  /*   dw_direct   one depthwise KxK output plane of an unpadded h x w image, zero padded:
+   *               y[oy*ow + ox] = bias + sum over ky, kx < k of wt[ky*k + kx] *
+   *               X(oy*s + ky - pt, ox*s + kx - pl), X(r, c) = x[r*w + c] inside the
+   *               image, 0 outside (dilation 1; ow >= 1); reads only the image's floats.
+   *               Returns 1, or 0 (y untouched) for the k, s and pads it does not handle;
+   *               with oh == 0 it only answers. */
+  int (*dw_direct)(float *y, const float *x, int32_t h, int32_t w, int32_t oh, int32_t ow,
+                   int32_t k, int32_t s, int32_t pt, int32_t pl, const float *wt, float bias);
   ert_pool_vred_fn pool_vred;
   ert_pool_hred_fn pool_hred;
   ert_gpool_fn gpool;
@@ -238,6 +246,9 @@ void ert_sgemm_rows6_f32__avx2(int32_t kc, const float *const *rows, const float
                                const ert_sgemm_store *st);
 void ert_sgemm_rows6_n8_f32__avx2(int32_t kc, const float *const *rows, const float *b, float *c,
                                   const ert_sgemm_store *st);
+int ert_conv2d_dw_direct_f32__avx2(float *y, const float *x, int32_t h, int32_t w, int32_t oh,
+                                   int32_t ow, int32_t k, int32_t s, int32_t pt, int32_t pl,
+                                   const float *wt, float bias);
 void ert_conv2d_dw3s1_f32__avx2(float *y, int32_t oh, int32_t ow, const float *x, ptrdiff_t rs,
                                 ptrdiff_t ts, const float *w, float bias);
 void ert_conv2d_dw3s2_f32__avx2(float *y, int32_t oh, int32_t ow, const float *x, ptrdiff_t rs,

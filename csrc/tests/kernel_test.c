@@ -155,6 +155,48 @@ static void test_dw(ert_dw_plane_fn fn, int K, int32_t stride, const char *name)
       }
 }
 
+/* dw_direct: every k, s it takes, pads 0..k-1, images 1 to 20 wide and 1 to 4 high (the
+ * output sizes ONNX's formula gives, pads on both sides), each image a guarded buffer
+ * ending at its last float; against the plain sum over the taps inside the image. */
+static void test_dw_direct(const ert_kernels *opt) {
+  if (opt->dw_direct == NULL) return;
+  int direct_taken = 0;
+  unsigned seed = 11;
+  float wt[25];
+  for (int t = 0; t < 25; ++t) wt[t] = frand(&seed);
+  for (int k = 3; k <= 5; k += 2)
+    for (int s = 1; s <= 2; ++s)
+      for (int pad = 0; pad < k; ++pad)
+        for (int32_t h = 1; h <= 4; ++h)
+          for (int32_t w = 1; w <= 20; ++w) {
+            const int32_t oh = (h + 2 * pad - k) / s + 1, ow = (w + 2 * pad - k) / s + 1;
+            if (h + 2 * pad < k || w + 2 * pad < k || oh < 1 || ow < 1) continue;
+            float *x = guarded((size_t)(h * w));
+            for (int32_t i = 0; i < h * w; ++i) x[i] = frand(&seed);
+            float *y = guarded((size_t)(oh * ow));
+            const float bias = -0.125f;
+            if (!opt->dw_direct(y, x, h, w, oh, ow, k, s, pad, pad, wt, bias)) continue; /* declined */
+            ++direct_taken;
+            char ctx[80];
+            snprintf(ctx, sizeof ctx, "k=%d s=%d pad=%d h=%d w=%d", k, s, pad, (int)h, (int)w);
+            for (int32_t oy = 0; oy < oh; ++oy)
+              for (int32_t ox = 0; ox < ow; ++ox) {
+                double want = bias, scale = fabs(bias);
+                for (int ky = 0; ky < k; ++ky)
+                  for (int kx = 0; kx < k; ++kx) {
+                    const int32_t r = oy * s + ky - pad, c = ox * s + kx - pad;
+                    if (r < 0 || r >= h || c < 0 || c >= w) continue;
+                    const double p = (double)wt[ky * k + kx] * x[r * w + c];
+                    want += p;
+                    scale += fabs(p);
+                  }
+                expect_close("dw_direct", y[oy * ow + ox], want, scale, ctx);
+              }
+          }
+  ++checks;
+  if (direct_taken == 0 && failures++ < 20) fprintf(stderr, "FAIL dw_direct declined every window\n");
+}
+
 /* Activations: the optimized entry against ert_act_apply with the reference table, on
  * every length up to two vectors past a multiple of 4, with NaN, infinities and values
  * at the clamp edges; NaN must stay NaN (or become 0) exactly as in the reference. */
@@ -1185,6 +1227,7 @@ int main(int argc, char **argv) {
   test_dw(opt.dw3_s2, 3, 2, "dw3_s2");
   test_dw(opt.dw5_s1, 5, 1, "dw5_s1");
   test_dw(opt.dw5_s2, 5, 2, "dw5_s2");
+  test_dw_direct(&opt);
   test_sgemm_driver(&opt);
   test_act(&opt);
   test_binary(&opt);
