@@ -24,7 +24,6 @@ struct ert_exec {
    * with it, nobody may join), workers in it (bits 0..15). */
   _Atomic uint64_t job;
   atomic_size_t next;       /* the next piece of the current job to take */
-  int32_t sleepers;         /* workers waiting on wake (under mu) */
   atomic_bool stop;
   atomic_bool busy;         /* a job is running: nested calls run serially */
   int failed;               /* ert_run_fail was called during the current run */
@@ -60,9 +59,7 @@ enum { SPIN_POLLS = 2000, PIECES_PER_THREAD = 4 };
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
   __asm__ volatile("pause" ::: "memory");
-#elif defined(__aarch64__) || (defined(__arm__) && defined(__ARM_ARCH) && __ARM_ARCH >= 7)
-  __asm__ volatile("yield" ::: "memory");
-#else
+#else /* ARM boards' cores run one thread each: nothing to yield to */
   __asm__ volatile("" ::: "memory");
 #endif
 }
@@ -77,11 +74,11 @@ static void chunk(size_t n, size_t parts, size_t k, size_t *begin, size_t *end) 
 /* Takes pieces of the current job until none is left. */
 static void run_pieces(ert_exec *ex) {
   for (;;) {
-    const size_t k = atomic_fetch_add_explicit(&ex->next, 1, memory_order_relaxed);
+    const size_t k = atomic_fetch_add(&ex->next, 1);
     if (k >= ex->pieces) return;
     size_t b, e;
-    chunk(ex->n, ex->pieces, k, &b, &e);
-    if (b < e) ex->fn(ex->arg, b, e);
+    chunk(ex->n, ex->pieces, k, &b, &e); /* never empty: pieces <= n */
+    ex->fn(ex->arg, b, e);
   }
 }
 
@@ -90,31 +87,25 @@ static void *worker_main(void *p) {
   ert_exec *ex = wa->ex;
   uint64_t seen = 0; /* the last job number this worker looked at */
   for (;;) {
-    uint64_t j = atomic_load_explicit(&ex->job, memory_order_acquire);
-    for (int i = 0; (j >> JOB_SHIFT) == seen && i < SPIN_POLLS &&
-                    !atomic_load_explicit(&ex->stop, memory_order_relaxed); ++i) {
+    uint64_t j = atomic_load(&ex->job);
+    for (int i = 0; (j >> JOB_SHIFT) == seen && i < SPIN_POLLS; ++i) {
       cpu_relax();
-      j = atomic_load_explicit(&ex->job, memory_order_acquire);
+      j = atomic_load(&ex->job);
     }
     if ((j >> JOB_SHIFT) == seen) {
       pthread_mutex_lock(&ex->mu);
-      ex->sleepers++;
       while (!atomic_load(&ex->stop) && ((j = atomic_load(&ex->job)) >> JOB_SHIFT) == seen)
         pthread_cond_wait(&ex->wake, &ex->mu);
-      ex->sleepers--;
       pthread_mutex_unlock(&ex->mu);
     }
     if (atomic_load(&ex->stop)) break;
-    seen = j >> JOB_SHIFT;
-    /* join the job unless the caller closed it already */
-    while (!(j & JOB_CLOSED) && (j >> JOB_SHIFT) == seen &&
-           !atomic_compare_exchange_weak_explicit(&ex->job, &j, j + 1, memory_order_acq_rel,
-                                                  memory_order_acquire)) {
+    /* join the current job unless the caller closed it already */
+    while (!(j & JOB_CLOSED) && !atomic_compare_exchange_weak(&ex->job, &j, j + 1)) {
     }
-    if ((j & JOB_CLOSED) || (j >> JOB_SHIFT) != seen) continue;
+    seen = j >> JOB_SHIFT;
+    if (j & JOB_CLOSED) continue;
     run_pieces(ex);
-    const uint64_t left = atomic_fetch_sub_explicit(&ex->job, 1, memory_order_acq_rel) - 1;
-    if ((left & JOB_MEMBERS) == 0) {
+    if ((atomic_fetch_sub(&ex->job, 1) & JOB_MEMBERS) == 1) { /* the last member left */
       pthread_mutex_lock(&ex->mu);
       pthread_cond_signal(&ex->done);
       pthread_mutex_unlock(&ex->mu);
@@ -135,23 +126,20 @@ void ert_parallel_for(ert_exec *ex, size_t n, ert_task_fn fn, void *arg) {
   ex->arg = arg;
   ex->n = n;
   ex->pieces = n < most ? n : most;
-  atomic_store_explicit(&ex->next, 0, memory_order_relaxed);
+  atomic_store(&ex->next, 0);
   pthread_mutex_lock(&ex->mu);
   const uint64_t number = (atomic_load(&ex->job) >> JOB_SHIFT) + 1;
-  atomic_store_explicit(&ex->job, number << JOB_SHIFT, memory_order_release);
-  if (ex->sleepers > 0) pthread_cond_broadcast(&ex->wake);
+  atomic_store(&ex->job, number << JOB_SHIFT);
+  pthread_cond_broadcast(&ex->wake); /* no waiter: returns at once */
   pthread_mutex_unlock(&ex->mu);
 
   run_pieces(ex);
 
   /* close the job once no worker is in it */
-  uint64_t j = number << JOB_SHIFT;
+  const uint64_t open = number << JOB_SHIFT;
   for (int i = 0;; ++i) {
-    if (atomic_compare_exchange_weak_explicit(&ex->job, &j, j | JOB_CLOSED, memory_order_acq_rel,
-                                              memory_order_acquire))
-      break;
-    if ((j & JOB_MEMBERS) == 0) continue; /* a spurious failure, or the last member just left */
-    j &= ~JOB_MEMBERS;                    /* expect no members */
+    uint64_t j = open;
+    if (atomic_compare_exchange_strong(&ex->job, &j, open | JOB_CLOSED)) break;
     if (i < SPIN_POLLS) {
       cpu_relax();
       continue;

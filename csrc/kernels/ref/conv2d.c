@@ -377,8 +377,10 @@ static ptrdiff_t dw_tap_offset(const conv_geom *g, const dw_pad *p, int32_t ky, 
  * row r0 first. With `zeroed` the pad columns of every dst row are zero already; rows
  * outside the image are always written (in band mode a slot row holds image data in one
  * band and padding in another). */
+#if defined(ERT_X86_KERNELS)
 /* d[0..n) = s[0..n) (s NULL: zeros). Short runs (the rows of small planes, 7 to 30
- * floats) in fixed-size moves: a library call per row would cost more than the copy. */
+ * floats) in fixed-size moves on x86-64, where a library call per row would cost more
+ * than the copy; the boards' size-bound builds keep the calls (FILL_COPY, FILL_ZERO). */
 static inline void copy_run(float *restrict d, const float *restrict s, size_t n) {
   static const float zeros[8] = {0};
   if (n >= 64) {
@@ -400,6 +402,12 @@ static inline void copy_run(float *restrict d, const float *restrict s, size_t n
   }
   if (n - i >= 1) d[i] = s ? s[i] : 0.0f;
 }
+#define FILL_COPY(d, s, n) copy_run((d), (s), (n))
+#define FILL_ZERO(d, n) copy_run((d), NULL, (n))
+#else
+#define FILL_COPY(d, s, n) memcpy((d), (s), (n) * sizeof(float))
+#define FILL_ZERO(d, n) memset((d), 0, (n) * sizeof(float))
+#endif
 
 static void dw_fill_rows(const conv_geom *g, const dw_pad *p, const float *x, float *restrict dst,
                          int32_t r0, int32_t r1, int zeroed) {
@@ -409,14 +417,14 @@ static void dw_fill_rows(const conv_geom *g, const dw_pad *p, const float *x, fl
     const int32_t iy = r - g->pt;
     float *dp = dst + (size_t)(r - r0) * (size_t)p->plen;
     if (iy < 0 || iy >= g->h) {
-      copy_run(dp, NULL, (size_t)p->plen);
+      FILL_ZERO(dp, (size_t)p->plen);
       continue;
     }
     if (!zeroed) {
-      copy_run(dp, NULL, (size_t)a);
-      copy_run(dp + b, NULL, (size_t)(p->plen - b));
+      FILL_ZERO(dp, (size_t)a);
+      FILL_ZERO(dp + b, (size_t)(p->plen - b));
     }
-    copy_run(dp + a, x + (size_t)iy * (size_t)g->w + (a - g->pl), (size_t)(b - a));
+    FILL_COPY(dp + a, x + (size_t)iy * (size_t)g->w + (a - g->pl), (size_t)(b - a));
   }
 }
 
@@ -593,6 +601,7 @@ static void dw_worker(void *arg, size_t begin, size_t end) {
   dw_run_planes(j, begin * j->planes / j->nslots, end * j->planes / j->nslots, buf);
 }
 
+#if defined(ERT_X86_KERNELS) /* only x86-64 has dw_direct: the boards' code stays as it was */
 /* The image-direct plane kernel of cpu.h (no padded copy), when the CPU has one: planes
  * over the threads, each plane then its activation. */
 typedef struct dw_direct_job {
@@ -624,6 +633,9 @@ static int run_depthwise_direct(const ert_node *node, const conv_geom *g, ert_ex
   ert_parallel_for(ex, (size_t)g->n * (size_t)g->m, dw_direct_worker, &j);
   return 1;
 }
+#else
+#define run_depthwise_direct(node, g, ex) 0
+#endif
 
 static void run_depthwise(const ert_node *node, const conv_geom *g, ert_exec *ex) {
   if (run_depthwise_direct(node, g, ex)) return;

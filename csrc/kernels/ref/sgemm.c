@@ -332,7 +332,11 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
       pack_b_matrix(g, b, k0, kc, j0, nlen, bp);
     /* the optimized tiles of cpu.h store whole tiles into C themselves */
     const ert_sgemm_rows_fn opt = ert_cpu.sgemm_rows, opt6 = opt ? ert_cpu.sgemm_rows6 : NULL;
+#if defined(ERT_X86_KERNELS) /* only x86-64 has the 6x8 tile: the boards' code stays as it was */
     const ert_sgemm_rows_fn half = opt ? ert_cpu.sgemm_rows6_n8 : NULL;
+#else
+    const ert_sgemm_rows_fn half = NULL;
+#endif
     ert_sgemm_store st = {g->ldc, NULL, last && act_inline(g->act) ? g->act : NULL, g->alpha,
                           first && !g->accumulate};
     if (st.act != NULL && st.act->kind == ERT_ACT_NONE) st.act = NULL;
