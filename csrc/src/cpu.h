@@ -17,6 +17,9 @@
  *   sgemm_rows6_n8 sgemm_rows6 for the first 8 columns only (j < 8; b is still a
  *               16-column panel), stored into C columns 0..7: the partial panels of 8
  *               columns or fewer.
+ *   sgemm_rows_ld, sgemm_rows6_ld  sgemm_rows and sgemm_rows6 with B read in place:
+ *               b[k*ldb + j] instead of b[k*16 + j] (the full 16-column panels of a B
+ *               matrix with contiguous rows, which then needs no packing).
  *   dwK_sS      y[oy*ow + i] = bias + sum over ky, kx < K of
  *               w[ky*K + kx] * x[oy*rs + ky*ts + i*S + kx] for oy < oh, i < ow (K = 3
  *               or 5, S = 1 with ow >= 4 or S = 2 with ow >= 5): one depthwise KxK
@@ -71,6 +74,8 @@ typedef struct ert_sgemm_store {
 
 typedef void (*ert_sgemm_rows_fn)(int32_t kc, const float *const *rows, const float *b, float *c,
                                   const ert_sgemm_store *st);
+typedef void (*ert_sgemm_rows_ld_fn)(int32_t kc, const float *const *rows, const float *b,
+                                     ptrdiff_t ldb, float *c, const ert_sgemm_store *st);
 typedef void (*ert_dw_plane_fn)(float *y, int32_t oh, int32_t ow, const float *x, ptrdiff_t rs,
                                 ptrdiff_t ts, const float *w, float bias);
 
@@ -109,6 +114,7 @@ typedef float (*ert_gpool_fn)(const float *x, size_t n, int op);
 typedef struct ert_kernels {
   const char *isa;             /* "ref", "neon", "neon+dotprod" or "avx2": what was selected */
   ert_sgemm_rows_fn sgemm_rows, sgemm_rows6, sgemm_rows6_n8;
+  ert_sgemm_rows_ld_fn sgemm_rows_ld, sgemm_rows6_ld;
   ert_dw_plane_fn dw3_s1, dw3_s2, dw5_s1, dw5_s2;
   ert_act_fn act_apply;
   ert_binary_f32_fn binary_f32;
@@ -244,6 +250,10 @@ void ert_sgemm_rows_f32__avx2(int32_t kc, const float *const *rows, const float 
                               const ert_sgemm_store *st);
 void ert_sgemm_rows6_f32__avx2(int32_t kc, const float *const *rows, const float *b, float *c,
                                const ert_sgemm_store *st);
+void ert_sgemm_rows_ld_f32__avx2(int32_t kc, const float *const *rows, const float *b,
+                                 ptrdiff_t ldb, float *c, const ert_sgemm_store *st);
+void ert_sgemm_rows6_ld_f32__avx2(int32_t kc, const float *const *rows, const float *b,
+                                  ptrdiff_t ldb, float *c, const ert_sgemm_store *st);
 void ert_sgemm_rows6_n8_f32__avx2(int32_t kc, const float *const *rows, const float *b, float *c,
                                   const ert_sgemm_store *st);
 int ert_conv2d_dw_direct_f32__avx2(float *y, const float *x, int32_t h, int32_t w, int32_t oh,

@@ -60,8 +60,10 @@ static float ref_act(const ert_act_params *act, float v) {
 /* sgemm_rows (R = 4), sgemm_rows6 (R = 6) and sgemm_rows6_n8 (R = 6, 8 columns): every
  * store mode (bias or not, alpha, accumulate, each inline activation) into C rows of
  * pitch 19; the columns past the kernel's (16 or 8) must stay untouched. */
-static void test_sgemm_rows(ert_sgemm_rows_fn fn, int R, int cols, const char *name) {
-  if (fn == NULL) return;
+static void test_sgemm_rows_b(ert_sgemm_rows_fn fn, ert_sgemm_rows_ld_fn fn_ld, int R, int cols,
+                              const char *name) {
+  if (fn == NULL && fn_ld == NULL) return;
+  const ptrdiff_t ldb = fn_ld ? 21 : 16; /* B's rows in place, 21 floats apart, or a panel */
   static const int32_t kcs[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 64, 255, 256};
   const ert_act_params acts[] = {{ERT_ACT_HARD_SWISH, 0, 0}, {ERT_ACT_RELU, 0, 0},
                                  {ERT_ACT_CLIP, -0.5f, 0.5f}, {ERT_ACT_HARD_SIGMOID, 0.2f, 0.5f},
@@ -82,8 +84,8 @@ static void test_sgemm_rows(ert_sgemm_rows_fn fn, int R, int cols, const char *n
         for (int32_t k = 0; k < kc; ++k) r[k] = frand(&seed);
         rows[i] = r;
       }
-      float *b = guarded((size_t)kc * 16);
-      for (int32_t i = 0; i < kc * 16; ++i) b[i] = frand(&seed);
+      float *b = guarded((size_t)kc * (size_t)ldb);
+      for (int32_t i = 0; i < kc * ldb; ++i) b[i] = frand(&seed);
       float bias[6], *c = guarded((size_t)R * LDC), c0[6 * LDC];
       for (int i = 0; i < R; ++i) bias[i] = frand(&seed);
       for (int i = 0; i < R * LDC; ++i) c[i] = c0[i] = mode == 0 ? NAN : frand(&seed);
@@ -94,15 +96,18 @@ static void test_sgemm_rows(ert_sgemm_rows_fn fn, int R, int cols, const char *n
         st.alpha = mode >= 4 ? 0.5f : 1.0f;
         st.act = &acts[(mode + (int)t) % 5]; /* every kind with every mode over the kcs */
       }
-      fn(kc, rows, b, c, &st);
+      if (fn_ld != NULL)
+        fn_ld(kc, rows, b, ldb, c, &st);
+      else
+        fn(kc, rows, b, c, &st);
       char ctx[64];
       snprintf(ctx, sizeof ctx, "kc=%d mode=%d", (int)kc, mode);
       for (int i = 0; i < R; ++i) {
         for (int j = 0; j < cols; ++j) {
           double r = 0.0, scale = 0.0;
           for (int32_t k = 0; k < kc; ++k) {
-            r += (double)rows[i][k] * b[k * 16 + j];
-            scale += fabs((double)rows[i][k] * b[k * 16 + j]);
+            r += (double)rows[i][k] * b[k * ldb + j];
+            scale += fabs((double)rows[i][k] * b[k * ldb + j]);
           }
           const double base = st.init ? (st.bias ? st.bias[i] : 0.0) : c0[i * LDC + j];
           const double pre = st.alpha * r + base;
@@ -117,6 +122,10 @@ static void test_sgemm_rows(ert_sgemm_rows_fn fn, int R, int cols, const char *n
         }
       }
     }
+}
+
+static void test_sgemm_rows(ert_sgemm_rows_fn fn, int R, int cols, const char *name) {
+  test_sgemm_rows_b(fn, NULL, R, cols, name);
 }
 
 /* Planes of 1 to 3 rows, every width the contract allows up to 40, window rows 1 or 2
@@ -1223,6 +1232,8 @@ int main(int argc, char **argv) {
   test_sgemm_rows(opt.sgemm_rows, 4, 16, "sgemm_rows");
   test_sgemm_rows(opt.sgemm_rows6, 6, 16, "sgemm_rows6");
   test_sgemm_rows(opt.sgemm_rows6_n8, 6, 8, "sgemm_rows6_n8");
+  test_sgemm_rows_b(NULL, opt.sgemm_rows_ld, 4, 16, "sgemm_rows_ld");
+  test_sgemm_rows_b(NULL, opt.sgemm_rows6_ld, 6, 16, "sgemm_rows6_ld");
   test_dw(opt.dw3_s1, 3, 1, "dw3_s1");
   test_dw(opt.dw3_s2, 3, 2, "dw3_s2");
   test_dw(opt.dw5_s1, 5, 1, "dw5_s1");

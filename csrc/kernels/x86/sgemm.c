@@ -1,5 +1,6 @@
 /* sgemm.c (AVX2): the 4x16, 6x16 and 6x8 SGEMM micro-kernels, contract in src/cpu.h
- * (sgemm_rows, sgemm_rows6, sgemm_rows6_n8; the reference is micro_rows and store_tile in ref/sgemm.c):
+ * (sgemm_rows, sgemm_rows6, sgemm_rows6_n8, and sgemm_rows_ld, sgemm_rows6_ld for B's
+ * rows in place; the reference is micro_rows and store_tile in ref/sgemm.c):
  * A read from row pointers, B from a packed panel of 16 columns, the result stored into
  * C with bias, alpha and the clamp-like activations. */
 #if defined(ERT_X86_KERNELS) && defined(__x86_64__) && defined(__GNUC__)
@@ -40,12 +41,12 @@ ERT_AVX2_INLINE void put_half(float *p, __m256 v, const ert_sgemm_store *st, con
 
 /* The tile's accumulators stay in registers: 8 (4 rows) or 12 (6 rows) of the 16 ymm,
  * plus the two halves of B's row and the broadcast A value. */
-ERT_AVX2 void ert_sgemm_rows_f32__avx2(int32_t kc, const float *const *rows, const float *b,
-                                       float *c, const ert_sgemm_store *st) {
+ERT_AVX2_INLINE void rows4(int32_t kc, const float *const *rows, const float *b, ptrdiff_t ldb,
+                           float *c, const ert_sgemm_store *st) {
   const float *r0 = rows[0], *r1 = rows[1], *r2 = rows[2], *r3 = rows[3];
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00;
   __m256 c20 = c00, c21 = c00, c30 = c00, c31 = c00;
-  for (int32_t k = 0; k < kc; ++k, b += 16) {
+  for (int32_t k = 0; k < kc; ++k, b += ldb) {
     const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
     ROW_STEP(0);
     ROW_STEP(1);
@@ -61,13 +62,13 @@ ERT_AVX2 void ert_sgemm_rows_f32__avx2(int32_t kc, const float *const *rows, con
   put_row(c + 3 * ldc, c30, c31, st, &act, alpha, 3);
 }
 
-ERT_AVX2 void ert_sgemm_rows6_f32__avx2(int32_t kc, const float *const *rows, const float *b,
-                                        float *c, const ert_sgemm_store *st) {
+ERT_AVX2_INLINE void rows6(int32_t kc, const float *const *rows, const float *b, ptrdiff_t ldb,
+                           float *c, const ert_sgemm_store *st) {
   const float *r0 = rows[0], *r1 = rows[1], *r2 = rows[2], *r3 = rows[3], *r4 = rows[4];
   const float *r5 = rows[5];
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-  for (int32_t k = 0; k < kc; ++k, b += 16) {
+  for (int32_t k = 0; k < kc; ++k, b += ldb) {
     const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
     ROW_STEP(0);
     ROW_STEP(1);
@@ -85,6 +86,27 @@ ERT_AVX2 void ert_sgemm_rows6_f32__avx2(int32_t kc, const float *const *rows, co
   put_row(c + 3 * ldc, c30, c31, st, &act, alpha, 3);
   put_row(c + 4 * ldc, c40, c41, st, &act, alpha, 4);
   put_row(c + 5 * ldc, c50, c51, st, &act, alpha, 5);
+}
+
+/* The entries: B a packed panel (16 floats per k), or B's rows in place (ldb apart). */
+ERT_AVX2 void ert_sgemm_rows_f32__avx2(int32_t kc, const float *const *rows, const float *b,
+                                       float *c, const ert_sgemm_store *st) {
+  rows4(kc, rows, b, 16, c, st);
+}
+
+ERT_AVX2 void ert_sgemm_rows6_f32__avx2(int32_t kc, const float *const *rows, const float *b,
+                                        float *c, const ert_sgemm_store *st) {
+  rows6(kc, rows, b, 16, c, st);
+}
+
+ERT_AVX2 void ert_sgemm_rows_ld_f32__avx2(int32_t kc, const float *const *rows, const float *b,
+                                          ptrdiff_t ldb, float *c, const ert_sgemm_store *st) {
+  rows4(kc, rows, b, ldb, c, st);
+}
+
+ERT_AVX2 void ert_sgemm_rows6_ld_f32__avx2(int32_t kc, const float *const *rows, const float *b,
+                                           ptrdiff_t ldb, float *c, const ert_sgemm_store *st) {
+  rows6(kc, rows, b, ldb, c, st);
 }
 
 /* Six rows, the panel's first 8 columns: six accumulators. */
