@@ -259,6 +259,12 @@ void ert_sgemm_rows6_n8_f32__avx2(int32_t kc, const float *const *rows, const fl
 int ert_conv2d_dw_direct_f32__avx2(float *y, const float *x, int32_t h, int32_t w, int32_t oh,
                                    int32_t ow, int32_t k, int32_t s, int32_t pt, int32_t pl,
                                    const float *wt, float bias);
+void ert_pack_w_s8__avx2(int8_t *wq, int32_t *wsum, const int8_t *w, size_t ld, int32_t rows,
+                         int32_t k);
+void ert_quads_s8__avx2(int8_t *dst, const int8_t *src, size_t ld, int32_t k, int32_t n,
+                        int32_t np);
+void ert_qgemm_s8__avx2(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
+                        const int32_t *bias, int32_t *acc, int32_t lda);
 void ert_conv2d_dw3s1_f32__avx2(float *y, int32_t oh, int32_t ow, const float *x, ptrdiff_t rs,
                                 ptrdiff_t ts, const float *w, float bias);
 void ert_conv2d_dw3s2_f32__avx2(float *y, int32_t oh, int32_t ow, const float *x, ptrdiff_t rs,

@@ -1,0 +1,140 @@
+/* quant_s8.c (AVX2): the int8 convolution's packing and product kernels, contracts in
+ * src/cpu.h (pack_w_s8, quads_s8, qgemm_s8; the portable path is block in
+ * ref/conv2d_s8.c). Integer results: equal to the reference's exactly. */
+#if defined(ERT_X86_KERNELS) && defined(__x86_64__) && defined(__GNUC__)
+#include "x86_avx2.h"
+
+/* Four quads of the four rows at a time: a 4x4 transpose of 32-bit groups. */
+ERT_AVX2 void ert_pack_w_s8__avx2(int8_t *wq, int32_t *wsum, const int8_t *w, size_t ld,
+                                  int32_t rows, int32_t k) {
+  static const int8_t zeros[16] = {0};
+  const int8_t *r[4];
+  for (int32_t i = 0; i < 4; ++i) r[i] = i < rows ? w + (size_t)i * ld : zeros;
+  const int32_t kq = (k + 3) / 4;
+  int32_t q = 0;
+  for (; 4 * q + 16 <= k; q += 4) {
+    const int32_t t = 4 * q;
+    const __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(rows > 0 ? r[0] + t : zeros));
+    const __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(rows > 1 ? r[1] + t : zeros));
+    const __m128i c = _mm_loadu_si128((const __m128i *)(const void *)(rows > 2 ? r[2] + t : zeros));
+    const __m128i d = _mm_loadu_si128((const __m128i *)(const void *)(rows > 3 ? r[3] + t : zeros));
+    const __m128i ab0 = _mm_unpacklo_epi32(a, b), ab1 = _mm_unpackhi_epi32(a, b);
+    const __m128i cd0 = _mm_unpacklo_epi32(c, d), cd1 = _mm_unpackhi_epi32(c, d);
+    __m128i *o = (__m128i *)(void *)(wq + 16 * q);
+    _mm_storeu_si128(o, _mm_unpacklo_epi64(ab0, cd0));
+    _mm_storeu_si128(o + 1, _mm_unpackhi_epi64(ab0, cd0));
+    _mm_storeu_si128(o + 2, _mm_unpacklo_epi64(ab1, cd1));
+    _mm_storeu_si128(o + 3, _mm_unpackhi_epi64(ab1, cd1));
+  }
+  for (; q < kq; ++q)
+    for (int32_t i = 0; i < 4; ++i)
+      for (int32_t j = 0; j < 4; ++j) {
+        const int32_t t = 4 * q + j;
+        wq[16 * q + 4 * i + j] = i < rows && t < k ? r[i][t] : 0;
+      }
+  for (int32_t i = 0; i < 4; ++i) {
+    int32_t s = 0;
+    if (i < rows)
+      for (int32_t t = 0; t < k; ++t) s += r[i][t];
+    wsum[i] = s;
+  }
+}
+
+ERT_AVX2 void ert_quads_s8__avx2(int8_t *dst, const int8_t *src, size_t ld, int32_t k, int32_t n,
+                                 int32_t np) {
+  const int32_t kq = (k + 3) / 4;
+  for (int32_t q = 0; q < kq; ++q) {
+    int8_t *d = dst + (size_t)4 * (size_t)np * (size_t)q;
+    const int8_t *s[4];
+    int valid[4];
+    for (int j = 0; j < 4; ++j) {
+      valid[j] = 4 * q + j < k;
+      s[j] = valid[j] ? src + (size_t)(4 * q + j) * ld : src;
+    }
+    int32_t i = 0;
+    if (valid[3]) /* four rows: interleave 16 columns at a time */
+      for (; i + 16 <= n; i += 16) {
+        const __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(s[0] + i));
+        const __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(s[1] + i));
+        const __m128i c = _mm_loadu_si128((const __m128i *)(const void *)(s[2] + i));
+        const __m128i e = _mm_loadu_si128((const __m128i *)(const void *)(s[3] + i));
+        const __m128i ab0 = _mm_unpacklo_epi8(a, b), ab1 = _mm_unpackhi_epi8(a, b);
+        const __m128i ce0 = _mm_unpacklo_epi8(c, e), ce1 = _mm_unpackhi_epi8(c, e);
+        _mm_storeu_si128((__m128i *)(void *)(d + 4 * i), _mm_unpacklo_epi16(ab0, ce0));
+        _mm_storeu_si128((__m128i *)(void *)(d + 4 * i + 16), _mm_unpackhi_epi16(ab0, ce0));
+        _mm_storeu_si128((__m128i *)(void *)(d + 4 * i + 32), _mm_unpacklo_epi16(ab1, ce1));
+        _mm_storeu_si128((__m128i *)(void *)(d + 4 * i + 48), _mm_unpackhi_epi16(ab1, ce1));
+      }
+    for (; i < np; ++i)
+      for (int j = 0; j < 4; ++j) d[4 * i + j] = valid[j] && i < n ? s[j][i] : 0;
+  }
+}
+
+/* Eight pixels: per quad, the 32 bytes of their taps widened to int16 in two halves,
+ * times each row's four weights (int16, broadcast) by madd: per row two vectors of pair
+ * sums, added over the quads; one horizontal add per row at the end gives the pixels'
+ * sums in the order 0 1 4 5 2 3 6 7, which a 64-bit permute restores. int16 products of
+ * int8 values and their pair sums (at most 2 * 128 * 128) are exact in int32. The
+ * weights are widened and broadcast once per chunk of quads, for all pixels. */
+enum { QW_CHUNK = 64 }; /* quads of widened weights kept at once (8 KB) */
+
+ERT_AVX2 void ert_qgemm_s8__avx2(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
+                                 const int32_t *bias, int32_t *acc, int32_t lda) {
+  const size_t qstep = (size_t)4 * (size_t)np;
+  const int32_t n8 = np & ~7;
+  __m256i wv[QW_CHUNK][4];
+  for (int32_t q0 = 0; q0 < kq; q0 += QW_CHUNK) {
+    const int32_t nq = kq - q0 < QW_CHUNK ? kq - q0 : QW_CHUNK;
+    for (int32_t q = 0; q < nq; ++q) {
+      const __m256i w = _mm256_cvtepi8_epi16(
+          _mm_loadu_si128((const __m128i *)(const void *)(wq + 16 * (q0 + q))));
+      wv[q][0] = _mm256_permute4x64_epi64(w, 0x00);
+      wv[q][1] = _mm256_permute4x64_epi64(w, 0x55);
+      wv[q][2] = _mm256_permute4x64_epi64(w, 0xAA);
+      wv[q][3] = _mm256_permute4x64_epi64(w, 0xFF);
+    }
+    for (int32_t i = 0; i < n8; i += 8) {
+      __m256i lo0 = _mm256_setzero_si256(), lo1 = lo0, lo2 = lo0, lo3 = lo0;
+      __m256i hi0 = lo0, hi1 = lo0, hi2 = lo0, hi3 = lo0;
+      const int8_t *c = col + qstep * (size_t)q0 + (size_t)4 * (size_t)i;
+      for (int32_t q = 0; q < nq; ++q, c += qstep) {
+        const __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)c);
+        const __m256i xl = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(x));
+        const __m256i xh = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(x, 1));
+        lo0 = _mm256_add_epi32(lo0, _mm256_madd_epi16(xl, wv[q][0]));
+        hi0 = _mm256_add_epi32(hi0, _mm256_madd_epi16(xh, wv[q][0]));
+        lo1 = _mm256_add_epi32(lo1, _mm256_madd_epi16(xl, wv[q][1]));
+        hi1 = _mm256_add_epi32(hi1, _mm256_madd_epi16(xh, wv[q][1]));
+        lo2 = _mm256_add_epi32(lo2, _mm256_madd_epi16(xl, wv[q][2]));
+        hi2 = _mm256_add_epi32(hi2, _mm256_madd_epi16(xh, wv[q][2]));
+        lo3 = _mm256_add_epi32(lo3, _mm256_madd_epi16(xl, wv[q][3]));
+        hi3 = _mm256_add_epi32(hi3, _mm256_madd_epi16(xh, wv[q][3]));
+      }
+      /* the first chunk starts from the bias, the others add to what is there */
+#define ROW_OUT(r)                                                                            \
+  do {                                                                                        \
+    __m256i *o = (__m256i *)(void *)(acc + (size_t)(r) * (size_t)lda + (size_t)i);            \
+    const __m256i base = q0 == 0 ? _mm256_set1_epi32(bias[r]) : _mm256_loadu_si256(o);        \
+    _mm256_storeu_si256(o, _mm256_add_epi32(base, _mm256_permute4x64_epi64(                   \
+                                                      _mm256_hadd_epi32(lo##r, hi##r),        \
+                                                      _MM_SHUFFLE(3, 1, 2, 0))));             \
+  } while (0)
+      ROW_OUT(0);
+      ROW_OUT(1);
+      ROW_OUT(2);
+      ROW_OUT(3);
+#undef ROW_OUT
+    }
+  }
+  int32_t i = n8;
+  for (; i < np; ++i) /* the pixels past the last eight */
+    for (int32_t r = 0; r < 4; ++r) {
+      int32_t s = bias[r];
+      for (int32_t q = 0; q < kq; ++q)
+        for (int32_t j = 0; j < 4; ++j)
+          s += (int32_t)col[qstep * (size_t)q + (size_t)4 * (size_t)i + (size_t)j] * wq[16 * q + 4 * r + j];
+      acc[(size_t)r * (size_t)lda + (size_t)i] = s;
+    }
+}
+
+#endif
