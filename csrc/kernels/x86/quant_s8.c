@@ -137,4 +137,41 @@ ERT_AVX2 void ert_qgemm_s8__avx2(int32_t kq, int32_t np, const int8_t *col, cons
     }
 }
 
+/* requant_row: eight accumulators at a time, their 64-bit products in two halves (even
+ * and odd lanes, vpmuldq), with the reference's unsigned shift (v + 2^62 is
+ * non-negative, ref/quant_s8.c), clamped in 64 bits, then narrowed to int8. */
+ERT_AVX2 void ert_requant_row__avx2(const int32_t *acc, size_t n, int32_t mult, int32_t shift,
+                                    int32_t zp, int32_t lo, int32_t hi, int8_t *y) {
+  const uint64_t bias = (uint64_t)1 << 62, rnd = (uint64_t)1 << (shift - 1);
+  const int64_t base = (int64_t)(bias >> shift) - zp;
+  const __m256i m = _mm256_set1_epi32(mult), add = _mm256_set1_epi64x((long long)(rnd + bias));
+  const __m256i vbase = _mm256_set1_epi64x(base), vlo = _mm256_set1_epi64x(lo);
+  const __m256i vhi = _mm256_set1_epi64x(hi);
+  const __m128i cnt = _mm_cvtsi32_si128(shift);
+  const __m256i gather = _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)(acc + i));
+    __m256i e = _mm256_add_epi64(_mm256_mul_epi32(a, m), add);
+    __m256i o = _mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(a, 32), m), add);
+    e = _mm256_sub_epi64(_mm256_srl_epi64(e, cnt), vbase);
+    o = _mm256_sub_epi64(_mm256_srl_epi64(o, cnt), vbase);
+    e = _mm256_blendv_epi8(e, vlo, _mm256_cmpgt_epi64(vlo, e));
+    o = _mm256_blendv_epi8(o, vlo, _mm256_cmpgt_epi64(vlo, o));
+    e = _mm256_blendv_epi8(e, vhi, _mm256_cmpgt_epi64(e, vhi));
+    o = _mm256_blendv_epi8(o, vhi, _mm256_cmpgt_epi64(o, vhi));
+    const __m256i r = _mm256_blend_epi32(e, _mm256_slli_epi64(o, 32), 0xAA); /* 8 int32 */
+    const __m256i p16 = _mm256_packs_epi32(r, r);     /* per half: r0..r3 r0..r3 (int16) */
+    const __m256i p8 = _mm256_packs_epi16(p16, p16);  /* per half: r0..r3 repeated (int8) */
+    _mm_storel_epi64((__m128i *)(void *)(y + i),
+                     _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(p8, gather)));
+  }
+  for (; i < n; i++) {
+    const uint64_t v = (uint64_t)((int64_t)acc[i] * mult) + rnd + bias;
+    int64_t r = (int64_t)(v >> shift) - base;
+    r = r < lo ? lo : r;
+    y[i] = (int8_t)(r > hi ? hi : r);
+  }
+}
+
 #endif
