@@ -121,6 +121,7 @@ void ert_cpu_select(void) {
     k.quads_s8 = ert_quads_s8__avx2;
     k.qgemm_s8 = ert_qgemm_s8__avx2;
     k.requant_row = ert_requant_row__avx2;
+    k.dw_taps_s16 = ert_dw_taps_s16__avx2;
   }
 #else
   (void)force_ref;

@@ -263,6 +263,9 @@ void ert_pack_w_s8__avx2(int8_t *wq, int32_t *wsum, const int8_t *w, size_t ld, 
                          int32_t k);
 void ert_quads_s8__avx2(int8_t *dst, const int8_t *src, size_t ld, int32_t k, int32_t n,
                         int32_t np);
+void ert_dw_taps_s16__avx2(int32_t *acc, const int16_t *base, const ptrdiff_t *off,
+                           const int16_t *w, int32_t n, int32_t taps, int32_t bias, int32_t rows,
+                           ptrdiff_t rs);
 void ert_requant_row__avx2(const int32_t *acc, size_t n, int32_t mult, int32_t shift, int32_t zp,
                            int32_t lo, int32_t hi, int8_t *y);
 void ert_qgemm_s8__avx2(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,

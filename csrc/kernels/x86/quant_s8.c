@@ -137,6 +137,77 @@ ERT_AVX2 void ert_qgemm_s8__avx2(int32_t kq, int32_t np, const int8_t *col, cons
     }
 }
 
+/* dw_taps_s16: 16 outputs per step (8 for rows of 8 to 15), the taps two at a time: the
+ * two runs interleaved (unpack) and multiplied by the weight pair with madd, which sums
+ * the two products exactly in int32 (each fits int16: the contract). unpack works within
+ * 128-bit halves, so a 16-output step's sums come as outputs 0-3 8-11 and 4-7 12-15, put
+ * back in order at the store. A last partial step is recomputed over the outputs before
+ * the row's end (the same integers); rows under 8 outputs are summed one by one. */
+ERT_AVX2_INLINE void taps16(int32_t *a, const int16_t *b, const ptrdiff_t *off, const __m256i *wp,
+                            int32_t taps, __m256i vb) {
+  __m256i lo = vb, hi = vb;
+  int32_t t = 0;
+  for (; t + 2 <= taps; t += 2) {
+    const __m256i x0 = _mm256_loadu_si256((const __m256i *)(const void *)(b + off[t]));
+    const __m256i x1 = _mm256_loadu_si256((const __m256i *)(const void *)(b + off[t + 1]));
+    lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(x0, x1), wp[t / 2]));
+    hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(x0, x1), wp[t / 2]));
+  }
+  if (t < taps) { /* the odd last tap, its pair weight 0 */
+    const __m256i x0 = _mm256_loadu_si256((const __m256i *)(const void *)(b + off[t]));
+    const __m256i z = _mm256_setzero_si256();
+    lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(x0, z), wp[t / 2]));
+    hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(x0, z), wp[t / 2]));
+  }
+  _mm256_storeu_si256((__m256i *)(void *)a, _mm256_permute2x128_si256(lo, hi, 0x20));
+  _mm256_storeu_si256((__m256i *)(void *)(a + 8), _mm256_permute2x128_si256(lo, hi, 0x31));
+}
+
+ERT_AVX2_INLINE void taps8(int32_t *a, const int16_t *b, const ptrdiff_t *off, const __m256i *wp,
+                           int32_t taps, __m256i vb) {
+  __m128i lo = _mm256_castsi256_si128(vb), hi = lo;
+  for (int32_t t = 0; t < taps; t += 2) {
+    const __m128i x0 = _mm_loadu_si128((const __m128i *)(const void *)(b + off[t]));
+    const __m128i x1 = t + 1 < taps ? _mm_loadu_si128((const __m128i *)(const void *)(b + off[t + 1]))
+                                    : _mm_setzero_si128();
+    const __m128i w = _mm256_castsi256_si128(wp[t / 2]);
+    lo = _mm_add_epi32(lo, _mm_madd_epi16(_mm_unpacklo_epi16(x0, x1), w));
+    hi = _mm_add_epi32(hi, _mm_madd_epi16(_mm_unpackhi_epi16(x0, x1), w));
+  }
+  _mm_storeu_si128((__m128i *)(void *)a, lo);
+  _mm_storeu_si128((__m128i *)(void *)(a + 4), hi);
+}
+
+ERT_AVX2 void ert_dw_taps_s16__avx2(int32_t *acc, const int16_t *base, const ptrdiff_t *off,
+                                    const int16_t *w, int32_t n, int32_t taps, int32_t bias,
+                                    int32_t rows, ptrdiff_t rs) {
+  __m256i wp[13];
+  for (int32_t t = 0; t < taps; t += 2) {
+    const uint32_t w1 = t + 1 < taps ? (uint16_t)w[t + 1] : 0u;
+    wp[t / 2] = _mm256_set1_epi32((int32_t)(((uint32_t)w1 << 16) | (uint16_t)w[t]));
+  }
+  const __m256i vb = _mm256_set1_epi32(bias);
+  for (int32_t r = 0; r < rows; ++r) {
+    const int16_t *b = base + (ptrdiff_t)r * rs;
+    int32_t *a = acc + (size_t)r * (size_t)n;
+    if (n >= 16) {
+      for (int32_t i = 0; i < n; i += 16) {
+        if (i + 16 > n) i = n - 16;
+        taps16(a + i, b + i, off, wp, taps, vb);
+      }
+    } else if (n >= 8) {
+      taps8(a, b, off, wp, taps, vb);
+      taps8(a + n - 8, b + n - 8, off, wp, taps, vb);
+    } else {
+      for (int32_t i = 0; i < n; ++i) {
+        int32_t s = bias;
+        for (int32_t t = 0; t < taps; ++t) s += (int32_t)w[t] * b[off[t] + i];
+        a[i] = s;
+      }
+    }
+  }
+}
+
 /* requant_row: eight accumulators at a time, their 64-bit products in two halves (even
  * and odd lanes, vpmuldq), with the reference's unsigned shift (v + 2^62 is
  * non-negative, ref/quant_s8.c), clamped in 64 bits, then narrowed to int8. */
