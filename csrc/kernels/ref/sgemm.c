@@ -340,8 +340,13 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
     const int32_t nfull = b_direct ? nlen / NR * NR : 0; /* columns read in place */
     if (g->im2col)
       pack_b_im2col(g->im2col, b, k0, kc, j0, nlen, bp);
-    else if (nfull < nlen)
+#if defined(ERT_X86_KERNELS)
+    else if (nfull < nlen) /* only the partial panel when the full ones are read in place */
       pack_b_matrix(g, b, k0, kc, j0 + nfull, nlen - nfull, bp);
+#else
+    else
+      pack_b_matrix(g, b, k0, kc, j0, nlen, bp);
+#endif
     ert_sgemm_store st = {g->ldc, NULL, last && act_inline(g->act) ? g->act : NULL, g->alpha,
                           first && !g->accumulate};
     if (st.act != NULL && st.act->kind == ERT_ACT_NONE) st.act = NULL;
