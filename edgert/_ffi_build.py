@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import glob
 import os
+import platform
 import re
 import sys
 
@@ -30,15 +31,25 @@ def cdef_text() -> str:
     return "\n".join(lines)
 
 
+def x86_kernels() -> bool:
+    """Whether this build adds csrc/kernels/x86 (AVX2 + FMA, compiled per function and
+    chosen at start-up, so the extension still runs on any x86-64 CPU)."""
+    return platform.machine().lower() in ("x86_64", "amd64") and sys.platform != "win32"
+
+
 def sources() -> list[str]:
     files = sorted(glob.glob(os.path.join(CSRC, "src", "*.c")))
     files += sorted(glob.glob(os.path.join(CSRC, "kernels", "ref", "*.c")))
+    if x86_kernels():
+        files += sorted(glob.glob(os.path.join(CSRC, "kernels", "x86", "*.c")))
     return [os.path.relpath(f, ROOT) for f in files]
 
 
 COMPILE_ARGS = ["-std=c11", "-O3", "-fno-math-errno", "-fno-trapping-math", "-Wall", "-Wextra", "-D_GNU_SOURCE"]
 if sys.platform != "win32":
     COMPILE_ARGS.append("-pthread")
+if x86_kernels():
+    COMPILE_ARGS.append("-DERT_X86_KERNELS=1")
 
 ffibuilder = FFI()
 ffibuilder.cdef(cdef_text())

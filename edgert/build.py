@@ -26,6 +26,7 @@ import io
 import json
 import os
 import pathlib
+import platform
 import re
 import shutil
 import subprocess
@@ -101,6 +102,8 @@ def make_flags(target: Target) -> dict[str, str]:
         "CFLAGS": " ".join(cflags),
         "LDLIBS": " ".join(ldlibs),
         "NEON": "1" if target.neon else "0",
+        # The AVX2 kernels on an x86-64 host only; never in the boards' libraries.
+        "X86": "1" if target.arch == "native" and platform.machine().lower() in ("x86_64", "amd64") else "0",
         "OPT_COLD": OPT_COLD,
         "OPT_HOT": OPT_HOT,
         "PRELINK_FLAGS": PRELINK_FLAGS,

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Host benchmark of the MobileNetV2 benchmark model (tools/mobilenetv2.py): edgert
-float32 and int8 against onnxruntime, and edgert's per-node profile summed by layer kind.
+float32 and int8 against onnxruntime, and edgert's per-node profile summed by layer kind;
+optionally float32 real models of tools/models.py (e.g. the OCR models) in the same runs.
 
     python tools/bench_mobilenetv2.py [--dir DIR] [--threads 1,2] [--runs 30] [--warmup 3]
+                                      [--models ppocr_rec,ppocr_det]
                                       [--profile] [--profile-target rpi4] [--json OUT]
 
 DIR (default ~/.cache/edgert/mobilenetv2) holds mobilenetv2.onnx and calib.npz; they are
@@ -17,7 +19,13 @@ runs them in turn, --block inferences of each at a time (plus one untimed, as on
 pool threads spin for a while after a run and would take the next engine's cores), until
 each has --runs timed inferences on the same input; so a change of load on the machine
 hits all of them alike. Medians are reported,
-with ratios edgert / onnxruntime at the same precision.
+with ratios edgert / onnxruntime at the same precision, and with two or more thread counts
+the scaling of each engine (its median at the first count / at each other).
+
+--models adds cached models of tools/models.py (python tools/fetch_models.py), float32:
+each converted as tools/bench.py does (models.convert_kwargs) and timed in the same
+processes and interleaved blocks as the four MobileNetV2 sessions, edgert on
+models.example_inputs and onnxruntime on the ONNX file with models.reference_feeds.
 
 --profile runs `edgert bench --profile --json` on both .edgert files (one thread) and sums
 the per-node medians by layer kind (the stem convolution, depthwise 3x3 stride 1 and 2,
@@ -67,26 +75,48 @@ def prepare(d: pathlib.Path, work: pathlib.Path) -> dict[str, pathlib.Path]:
             "edgert int8": int8}
 
 
-def worker(paths: dict[str, str], threads: int, runs: int, warmup: int, block: int) -> dict:
+def prepare_models(names: list[str], work: pathlib.Path) -> dict[str, dict[str, str]]:
+    """name -> {"onnx": the cached ONNX file, "edgert": its float32 conversion}."""
+    import edgert
+    from tools import models
+
+    out = {}
+    for name in names:
+        onnx_path = models.model_path(name)
+        dst = work / f"{name}.edgert"
+        edgert.convert(str(onnx_path), str(dst), **models.convert_kwargs(name))
+        out[name] = {"onnx": str(onnx_path), "edgert": str(dst)}
+    return out
+
+
+def worker(paths: dict[str, str], threads: int, runs: int, warmup: int, block: int,
+           extra: dict[str, dict[str, str]] | None = None) -> dict:
     import edgert
     import onnxruntime as ort
 
+    from tools import models
+
     x = {"input": np.ascontiguousarray(np.load(paths["calib"])["input"][:1])}
 
-    def ort_session(p: str):
+    def ort_session(p: str, feeds=x):
         so = ort.SessionOptions()
         so.intra_op_num_threads = threads
         so.inter_op_num_threads = 1
         so.log_severity_level = 3
         s = ort.InferenceSession(p, so, providers=["CPUExecutionProvider"])
-        return lambda: s.run(None, x)
+        return lambda: s.run(None, feeds)
 
-    def edgert_session(p: str):
+    def edgert_session(p: str, feeds=x):
         s = edgert.Session(p, threads=threads)
-        return lambda: s.run(None, x)
+        names = {i.name for i in s.get_inputs()}
+        feeds = {k: v for k, v in feeds.items() if k in names}
+        return lambda: s.run(None, feeds)
 
     fns = {"edgert fp32": edgert_session(paths["edgert fp32"]), "onnxruntime fp32": ort_session(paths["onnx"]),
            "edgert int8": edgert_session(paths["edgert int8"]), "onnxruntime int8": ort_session(paths["ort int8"])}
+    for name, p in (extra or {}).items():
+        fns[f"edgert {name}"] = edgert_session(p["edgert"], models.example_inputs(name))
+        fns[f"onnxruntime {name}"] = ort_session(p["onnx"], models.reference_feeds(name))
     for fn in fns.values():
         for _ in range(warmup):
             fn()
@@ -230,23 +260,37 @@ def main() -> int:
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--profile-target", default=None)
     ap.add_argument("--profile-ort", action="store_true", help="also onnxruntime's per-node profile by layer kind")
+    ap.add_argument("--models", default="", help="also these float32 models of tools/models.py, e.g. "
+                    "ppocr_rec,ppocr_det")
     ap.add_argument("--json", default=None)
     ap.add_argument("--_worker", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a._worker:
         spec = json.loads(a._worker)
-        print(json.dumps(worker(spec["paths"], spec["threads"], a.runs, a.warmup, a.block)))
+        print(json.dumps(worker(spec["paths"], spec["threads"], a.runs, a.warmup, a.block, spec.get("extra"))))
         return 0
+    names = [n.strip() for n in a.models.split(",") if n.strip()]
+    if names:
+        from tools import models
+
+        unknown = [n for n in names if n not in models.MODELS]
+        missing = [n for n in names if n in models.MODELS and not models.is_cached(n)]
+        if unknown or missing:
+            ap.error(f"unknown {unknown} or not cached {missing} (python tools/fetch_models.py)")
     out: dict = {"runs": a.runs, "warmup": a.warmup, "timing": {}, "profile": {}}
     with tempfile.TemporaryDirectory(prefix="edgert-mnv2-") as tmp:
         paths = prepare(pathlib.Path(a.dir), pathlib.Path(tmp))
         spaths = {k: str(v) for k, v in paths.items()}
+        extra = prepare_models(names, pathlib.Path(tmp))
+        load = os.getloadavg()
+        out["loadavg_before"] = load
+        print(f"load average before timing: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} ({os.cpu_count()} CPUs)")
         print(f"median ms of {a.runs} runs (blocks of {a.block}) after {a.warmup} warm-up; "
               "ratio = edgert / onnxruntime, same precision")
         print(f"{'threads':>7}  " + "  ".join(f"{e:>16}" for e in ENGINES) + "  fp32 ratio  int8 ratio  "
               "edgert int8/fp32")
         for t in (int(v) for v in a.threads.split(",")):
-            spec = json.dumps({"paths": spaths, "threads": t})
+            spec = json.dumps({"paths": spaths, "threads": t, "extra": extra})
             r = subprocess.run([sys.executable, os.path.abspath(__file__), "--_worker", spec, "--runs", str(a.runs),
                                 "--warmup", str(a.warmup), "--block", str(a.block)],
                                capture_output=True, text=True)
@@ -260,6 +304,26 @@ def main() -> int:
                   + f"  {med['edgert fp32'] / med['onnxruntime fp32']:>10.2f}"
                   + f"  {med['edgert int8'] / med['onnxruntime int8']:>10.2f}"
                   + f"  {med['edgert int8'] / med['edgert fp32']:>16.2f}", flush=True)
+        if names:
+            print(f"\nfloat32 models, same runs: median ms, ratio = edgert / onnxruntime")
+            print(f"{'model':>12}  {'threads':>7}  {'edgert':>8}  {'onnxruntime':>11}  {'ratio':>5}")
+            for name in ["mobilenetv2", *names]:
+                e, o = ("edgert fp32", "onnxruntime fp32") if name == "mobilenetv2" else (f"edgert {name}",
+                                                                                            f"onnxruntime {name}")
+                for t, res in out["timing"].items():
+                    em, om = res[e]["median_ms"], res[o]["median_ms"]
+                    print(f"{name:>12}  {t:>7}  {em:>8.2f}  {om:>11.2f}  {em / om:>5.2f}")
+        counts = list(out["timing"])
+        if len(counts) > 1:
+            t0 = counts[0]
+            print(f"\nthread scaling: median at {t0} thread(s) / median at N")
+            for eng in out["timing"][t0]:
+                cells = "  ".join(f"{t}: {out['timing'][t0][eng]['median_ms'] / out['timing'][t][eng]['median_ms']:.2f}x"
+                                  for t in counts[1:])
+                print(f"{eng:>24}  {cells}")
+        load = os.getloadavg()
+        out["loadavg_after"] = load
+        print(f"load average after timing: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
         if a.profile:
             kinds = layer_kinds(paths["onnx"])
             for prec in ("fp32", "int8"):

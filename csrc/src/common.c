@@ -51,8 +51,10 @@ uint32_t edgert_format_version(void) { return (1u << 16) | 2u; }
 #define EDGERT_BUILD_INFO "generic"
 #endif
 #endif
-#ifdef ERT_NEON_KERNELS
+#if defined(ERT_NEON_KERNELS)
 #define ERT_KERNEL_SETS " kernels=ref,neon"
+#elif defined(ERT_X86_KERNELS)
+#define ERT_KERNEL_SETS " kernels=ref,avx2"
 #else
 #define ERT_KERNEL_SETS " kernels=ref"
 #endif

@@ -22,6 +22,26 @@
 #define ERT_HWCAP_DOTPROD 0ul
 #endif
 
+#if defined(ERT_X86_KERNELS) && defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#define ERT_HAVE_X86 1
+
+/* AVX2 and FMA usable: the CPU has them (CPUID leaves 1 and 7) and the OS saves the xmm
+ * and ymm state (OSXSAVE, then XCR0 bits 1 and 2). */
+static int x86_avx2_fma(void) {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+  if (!(c & bit_FMA) || !(c & bit_AVX) || !(c & bit_OSXSAVE)) return 0;
+  unsigned xlo, xhi;
+  __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
+  (void)xhi;
+  if ((xlo & 6u) != 6u) return 0;
+  if (__get_cpuid_max(0, NULL) < 7) return 0;
+  __cpuid_count(7, 0, a, b, c, d);
+  return (b & bit_AVX2) != 0;
+}
+#endif
+
 ert_kernels ert_cpu = {.isa = "ref"};
 
 static int force_ref(void) {
@@ -83,6 +103,26 @@ void ert_cpu_select(void) {
       k.qgemm_s8_p = NULL; /* sdot does four products per lane */
 #endif
     }
+  }
+#elif defined(ERT_HAVE_X86)
+  if (!force_ref() && x86_avx2_fma()) {
+    k.isa = "avx2";
+    k.sgemm_rows = ert_sgemm_rows_f32__avx2;
+    k.sgemm_rows6 = ert_sgemm_rows6_f32__avx2;
+    k.sgemm_rows6_n8 = ert_sgemm_rows6_n8_f32__avx2;
+    k.sgemm_rows_ld = ert_sgemm_rows_ld_f32__avx2;
+    k.sgemm_rows6_ld = ert_sgemm_rows6_ld_f32__avx2;
+    k.dw3_s1 = ert_conv2d_dw3s1_f32__avx2;
+    k.dw3_s2 = ert_conv2d_dw3s2_f32__avx2;
+    k.dw5_s1 = ert_conv2d_dw5s1_f32__avx2;
+    k.dw5_s2 = ert_conv2d_dw5s2_f32__avx2;
+    k.dw_direct = ert_conv2d_dw_direct_f32__avx2;
+    /* int8: the convolution's products with madd (exact) */
+    k.pack_w_s8 = ert_pack_w_s8__avx2;
+    k.quads_s8 = ert_quads_s8__avx2;
+    k.qgemm_s8 = ert_qgemm_s8__avx2;
+    k.requant_row = ert_requant_row__avx2;
+    k.dw_taps_s16 = ert_dw_taps_s16__avx2;
   }
 #else
   (void)force_ref;

@@ -5,15 +5,25 @@
  * entries are filled in when the build has them (ERT_NEON_KERNELS, set by
  * `make NEON=1`) and the kernel reports the feature (getauxval(AT_HWCAP)); setting the
  * environment variable EDGERT_FORCE_REF=1 before the library loads keeps them NULL.
+ * On x86-64 the AVX2 + FMA entries (ERT_X86_KERNELS, csrc/kernels/x86) are filled in
+ * when CPUID reports both and the OS saves the ymm registers (XGETBV); the same
+ * variable keeps them NULL too.
  *
  * Contracts (each NEON kernel is tested against them by csrc/tests/kernel_test.c):
  *   sgemm_rows  r[i][j] = sum over k < kc of rows[i][k] * b[k*16 + j], i < 4, j < 16 (A
  *               read in place from four row pointers, which may repeat; b a packed B
  *               panel, see ref/sgemm.c), stored into C as ert_sgemm_store says. kc >= 1.
  *   sgemm_rows6 the same for six rows (rows[0..6), i < 6).
+ *   sgemm_rows6_n8 sgemm_rows6 for the first 8 columns only (j < 8; b is still a
+ *               16-column panel), stored into C columns 0..7: the partial panels of 8
+ *               columns or fewer.
+ *   sgemm_rows_ld, sgemm_rows6_ld  sgemm_rows and sgemm_rows6 with B read in place:
+ *               b[k*ldb + j] instead of b[k*16 + j] (the full 16-column panels of a B
+ *               matrix with contiguous rows, which then needs no packing).
  *   dwK_sS      y[oy*ow + i] = bias + sum over ky, kx < K of
- *               w[ky*K + kx] * x[oy*rs + ky*ts + i*S + kx] for oy < oh, i < ow (K = 5,
- *               S = 1 with ow >= 4 or S = 2 with ow >= 5): one depthwise KxK
+ *               w[ky*K + kx] * x[oy*rs + ky*ts + i*S + kx] for oy < oh, i < ow (K = 3
+ *               or 5, S = 1 with ow >= 4 or S = 2 with ow >= 5; K = 3 on x86-64 only,
+ *               the NEON builds take dw3 below): one depthwise KxK
  *               output plane over a padded input
  *               (rs: the step of an output row, ts: of a window row; no column
  *               dilation); reads nothing outside the taps' span of each row.
@@ -48,7 +58,7 @@
  *               pre = x ? x[2n + j] + g[n + j] (g[2n + j] + (rb ? rb[j] : 0)) : g[2n + j],
  *               h[j] := (1 - g[j]) tanh(C(pre)) + g[j] h[j] (the GRU gates z r h).
  *               sigmoid and tanh within 1e-6 absolute of the exact functions.
- * The f32 NEON kernels may differ from the reference by rounding only (fused or
+ * The f32 NEON and AVX2 kernels may differ from the reference by rounding only (fused or
  * reassociated multiply-adds); the tests bound that at 1e-5 relative to the operands'
  * magnitude. */
 #ifndef ERT_CPU_H_
@@ -72,6 +82,8 @@ typedef struct ert_sgemm_store {
 
 typedef void (*ert_sgemm_rows_fn)(int32_t kc, const float *const *rows, const float *b, float *c,
                                   const ert_sgemm_store *st);
+typedef void (*ert_sgemm_rows_ld_fn)(int32_t kc, const float *const *rows, const float *b,
+                                     ptrdiff_t ldb, float *c, const ert_sgemm_store *st);
 typedef void (*ert_dw_plane_fn)(float *y, int32_t oh, int32_t ow, const float *x, ptrdiff_t rs,
                                 ptrdiff_t ts, const float *w, float bias);
 
@@ -115,9 +127,10 @@ typedef int (*ert_pool_hred_fn)(float *y, const float *t, int32_t n, int32_t kw,
 typedef float (*ert_gpool_fn)(const float *x, size_t n, int op);
 
 typedef struct ert_kernels {
-  const char *isa;             /* "ref", "neon" or "neon+dotprod": what was selected */
-  ert_sgemm_rows_fn sgemm_rows, sgemm_rows6;
-  ert_dw_plane_fn dw5_s1, dw5_s2;
+  const char *isa;             /* "ref", "neon", "neon+dotprod" or "avx2": what was selected */
+  ert_sgemm_rows_fn sgemm_rows, sgemm_rows6, sgemm_rows6_n8;
+  ert_sgemm_rows_ld_fn sgemm_rows_ld, sgemm_rows6_ld;
+  ert_dw_plane_fn dw3_s1, dw3_s2, dw5_s1, dw5_s2;
   ert_dw3_fn dw3;
   ert_act_fn act_apply;
   ert_binary_f32_fn binary_f32;
@@ -126,6 +139,14 @@ typedef struct ert_kernels {
   ert_dot_rows_fn dot_rows;
   ert_lstm_cell_fn lstm_cell;
   ert_gru_cell_fn gru_cell;
+  /*   dw_direct   one depthwise KxK output plane of an unpadded h x w image, zero padded:
+   *               y[oy*ow + ox] = bias + sum over ky, kx < k of wt[ky*k + kx] *
+   *               X(oy*s + ky - pt, ox*s + kx - pl), X(r, c) = x[r*w + c] inside the
+   *               image, 0 outside (dilation 1; ow >= 1); reads only the image's floats.
+   *               Returns 1, or 0 (y untouched) for the k, s and pads it does not handle;
+   *               with oh == 0 it only answers. */
+  int (*dw_direct)(float *y, const float *x, int32_t h, int32_t w, int32_t oh, int32_t ow,
+                   int32_t k, int32_t s, int32_t pt, int32_t pl, const float *wt, float bias);
   ert_pool_vred_fn pool_vred;
   ert_pool_hred_fn pool_hred;
   ert_gpool_fn gpool;
@@ -244,6 +265,42 @@ void ert_lstm_cell_f32__neon(const float *g, float *c, float *h, size_t n, const
                              float clip);
 void ert_gru_cell_f32__neon(int phase, float *g, const float *x, const float *rb, float *h,
                             float *rh, size_t n, float clip);
+
+/* AVX2 + FMA kernels (csrc/kernels/x86), present when ERT_X86_KERNELS is defined (x86-64
+ * builds); compiled per function for AVX2, called only when CPUID reports AVX2 and FMA
+ * and the OS saves the ymm registers. */
+void ert_sgemm_rows_f32__avx2(int32_t kc, const float *const *rows, const float *b, float *c,
+                              const ert_sgemm_store *st);
+void ert_sgemm_rows6_f32__avx2(int32_t kc, const float *const *rows, const float *b, float *c,
+                               const ert_sgemm_store *st);
+void ert_sgemm_rows_ld_f32__avx2(int32_t kc, const float *const *rows, const float *b,
+                                 ptrdiff_t ldb, float *c, const ert_sgemm_store *st);
+void ert_sgemm_rows6_ld_f32__avx2(int32_t kc, const float *const *rows, const float *b,
+                                  ptrdiff_t ldb, float *c, const ert_sgemm_store *st);
+void ert_sgemm_rows6_n8_f32__avx2(int32_t kc, const float *const *rows, const float *b, float *c,
+                                  const ert_sgemm_store *st);
+int ert_conv2d_dw_direct_f32__avx2(float *y, const float *x, int32_t h, int32_t w, int32_t oh,
+                                   int32_t ow, int32_t k, int32_t s, int32_t pt, int32_t pl,
+                                   const float *wt, float bias);
+void ert_pack_w_s8__avx2(int8_t *wq, int32_t *wsum, const int8_t *w, size_t ld, int32_t rows,
+                         int32_t k);
+void ert_quads_s8__avx2(int8_t *dst, const int8_t *src, size_t ld, int32_t k, int32_t n,
+                        int32_t np);
+void ert_dw_taps_s16__avx2(int32_t *acc, const int16_t *base, const ptrdiff_t *off,
+                           const int16_t *w, int32_t n, int32_t taps, int32_t bias, int32_t rows,
+                           ptrdiff_t rs);
+void ert_requant_row__avx2(const int32_t *acc, size_t n, int32_t mult, int32_t shift, int32_t zp,
+                           int32_t lo, int32_t hi, int8_t *y);
+void ert_qgemm_s8__avx2(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
+                        const int32_t *bias, int32_t *acc, int32_t lda);
+void ert_conv2d_dw3s1_f32__avx2(float *y, int32_t oh, int32_t ow, const float *x, ptrdiff_t rs,
+                                ptrdiff_t ts, const float *w, float bias);
+void ert_conv2d_dw3s2_f32__avx2(float *y, int32_t oh, int32_t ow, const float *x, ptrdiff_t rs,
+                                ptrdiff_t ts, const float *w, float bias);
+void ert_conv2d_dw5s1_f32__avx2(float *y, int32_t oh, int32_t ow, const float *x, ptrdiff_t rs,
+                                ptrdiff_t ts, const float *w, float bias);
+void ert_conv2d_dw5s2_f32__avx2(float *y, int32_t oh, int32_t ow, const float *x, ptrdiff_t rs,
+                                ptrdiff_t ts, const float *w, float bias);
 
 /* int8 NEON kernels (kernels/neon/quant_s8.c); the __dot ones on aarch64 only. */
 void ert_qgemm_s8__neon(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,

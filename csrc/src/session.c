@@ -19,24 +19,50 @@ struct ert_exec {
   pthread_t *workers;
   pthread_mutex_t mu;
   pthread_cond_t wake;      /* a new job (or stop) was posted */
-  pthread_cond_t done;      /* the last worker finished its chunk */
-  uint64_t generation;      /* bumped for every job */
-  int32_t pending;          /* workers still running the current job */
-  bool stop;
+  pthread_cond_t done;      /* the last worker in a job left it */
+  /* The current job: its number (bits 17 and up), closed (bit 16: the caller is done
+   * with it, nobody may join), workers in it (bits 0..15). */
+  _Atomic uint64_t job;
+  atomic_size_t next;       /* the next piece of the current job to take */
+  atomic_bool stop;
   atomic_bool busy;         /* a job is running: nested calls run serially */
   int failed;               /* ert_run_fail was called during the current run */
   edgert_status fail_status;
   char *error;              /* the session's message buffer */
   size_t error_size;
-  ert_task_fn fn;
+  ert_task_fn fn;           /* the current job, written before its number is published */
   void *arg;
-  size_t n;
+  size_t n, pieces;
 };
+
+#define JOB_SHIFT 17
+#define JOB_CLOSED ((uint64_t)1 << 16)
+#define JOB_MEMBERS ((uint64_t)0xFFFF)
 
 typedef struct worker_arg {
   ert_exec *ex;
-  int32_t id; /* 1 .. threads-1; the caller takes chunk 0 */
+  int32_t id; /* 1 .. threads-1 */
 } worker_arg;
+
+/* How jobs run: the caller cuts [0, n) into up to threads * PIECES_PER_THREAD
+ * contiguous pieces and publishes the job; every thread that joins it (the caller and
+ * the workers that see it in time) takes pieces until none is left. The caller waits
+ * only for the workers that joined, then closes the job: a worker descheduled on a
+ * busy core neither delays the job nor misses work, it just joins none.
+ *
+ * Waiting: a worker polls for the next job, and the caller for the members' end, up to
+ * SPIN_POLLS times (tens of microseconds: the gap between two nodes of a run) before
+ * sleeping on a condition variable; a futex wake-up per node costs more than many
+ * nodes' share of work. */
+enum { SPIN_POLLS = 2000, PIECES_PER_THREAD = 4 };
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __asm__ volatile("pause" ::: "memory");
+#else /* ARM boards' cores run one thread each: nothing to yield to */
+  __asm__ volatile("" ::: "memory");
+#endif
+}
 
 /* Chunk k of [0, n) split into `parts` near-equal contiguous pieces. */
 static void chunk(size_t n, size_t parts, size_t k, size_t *begin, size_t *end) {
@@ -45,26 +71,46 @@ static void chunk(size_t n, size_t parts, size_t k, size_t *begin, size_t *end) 
   *end = *begin + q + (k < r ? 1 : 0);
 }
 
+/* Takes pieces of the current job until none is left. */
+static void run_pieces(ert_exec *ex) {
+  for (;;) {
+    const size_t k = atomic_fetch_add(&ex->next, 1);
+    if (k >= ex->pieces) return;
+    size_t b, e;
+    chunk(ex->n, ex->pieces, k, &b, &e); /* never empty: pieces <= n */
+    ex->fn(ex->arg, b, e);
+  }
+}
+
 static void *worker_main(void *p) {
   worker_arg *wa = (worker_arg *)p;
   ert_exec *ex = wa->ex;
-  uint64_t seen = 0;
-  pthread_mutex_lock(&ex->mu);
+  uint64_t seen = 0; /* the last job number this worker looked at */
   for (;;) {
-    while (!ex->stop && ex->generation == seen) pthread_cond_wait(&ex->wake, &ex->mu);
-    if (ex->stop) break;
-    seen = ex->generation;
-    ert_task_fn fn = ex->fn;
-    void *arg = ex->arg;
-    size_t n = ex->n;
-    pthread_mutex_unlock(&ex->mu);
-    size_t b, e;
-    chunk(n, (size_t)ex->threads, (size_t)wa->id, &b, &e);
-    if (b < e) fn(arg, b, e);
-    pthread_mutex_lock(&ex->mu);
-    if (--ex->pending == 0) pthread_cond_signal(&ex->done);
+    uint64_t j = atomic_load(&ex->job);
+    for (int i = 0; (j >> JOB_SHIFT) == seen && i < SPIN_POLLS; ++i) {
+      cpu_relax();
+      j = atomic_load(&ex->job);
+    }
+    if ((j >> JOB_SHIFT) == seen) {
+      pthread_mutex_lock(&ex->mu);
+      while (!atomic_load(&ex->stop) && ((j = atomic_load(&ex->job)) >> JOB_SHIFT) == seen)
+        pthread_cond_wait(&ex->wake, &ex->mu);
+      pthread_mutex_unlock(&ex->mu);
+    }
+    if (atomic_load(&ex->stop)) break;
+    /* join the current job unless the caller closed it already */
+    while (!(j & JOB_CLOSED) && !atomic_compare_exchange_weak(&ex->job, &j, j + 1)) {
+    }
+    seen = j >> JOB_SHIFT;
+    if (j & JOB_CLOSED) continue;
+    run_pieces(ex);
+    if ((atomic_fetch_sub(&ex->job, 1) & JOB_MEMBERS) == 1) { /* the last member left */
+      pthread_mutex_lock(&ex->mu);
+      pthread_cond_signal(&ex->done);
+      pthread_mutex_unlock(&ex->mu);
+    }
   }
-  pthread_mutex_unlock(&ex->mu);
   return NULL;
 }
 
@@ -75,22 +121,33 @@ void ert_parallel_for(ert_exec *ex, size_t n, ert_task_fn fn, void *arg) {
     return;
   }
   atomic_store(&ex->busy, true);
-  pthread_mutex_lock(&ex->mu);
+  const size_t most = (size_t)ex->threads * PIECES_PER_THREAD;
   ex->fn = fn;
   ex->arg = arg;
   ex->n = n;
-  ex->pending = ex->started;
-  ex->generation++;
-  pthread_cond_broadcast(&ex->wake);
-  pthread_mutex_unlock(&ex->mu);
-
-  size_t b, e;
-  chunk(n, (size_t)ex->threads, 0, &b, &e);
-  if (b < e) fn(arg, b, e);
-
+  ex->pieces = n < most ? n : most;
+  atomic_store(&ex->next, 0);
   pthread_mutex_lock(&ex->mu);
-  while (ex->pending > 0) pthread_cond_wait(&ex->done, &ex->mu);
+  const uint64_t number = (atomic_load(&ex->job) >> JOB_SHIFT) + 1;
+  atomic_store(&ex->job, number << JOB_SHIFT);
+  pthread_cond_broadcast(&ex->wake); /* no waiter: returns at once */
   pthread_mutex_unlock(&ex->mu);
+
+  run_pieces(ex);
+
+  /* close the job once no worker is in it */
+  const uint64_t open = number << JOB_SHIFT;
+  for (int i = 0;; ++i) {
+    uint64_t j = open;
+    if (atomic_compare_exchange_strong(&ex->job, &j, open | JOB_CLOSED)) break;
+    if (i < SPIN_POLLS) {
+      cpu_relax();
+      continue;
+    }
+    pthread_mutex_lock(&ex->mu);
+    while ((atomic_load(&ex->job) & JOB_MEMBERS) != 0) pthread_cond_wait(&ex->done, &ex->mu);
+    pthread_mutex_unlock(&ex->mu);
+  }
   atomic_store(&ex->busy, false);
 }
 
@@ -107,7 +164,7 @@ void ert_run_fail(ert_exec *ex, edgert_status status, const char *fmt, ...) {
 static void pool_stop(ert_exec *ex) {
   if (ex->started > 0) {
     pthread_mutex_lock(&ex->mu);
-    ex->stop = true;
+    atomic_store(&ex->stop, true);
     pthread_cond_broadcast(&ex->wake);
     pthread_mutex_unlock(&ex->mu);
     for (int32_t i = 0; i < ex->started; i++) pthread_join(ex->workers[i], NULL);
@@ -166,6 +223,9 @@ static edgert_status start_pool(edgert_session *s, int32_t threads) {
   ert_exec *ex = &s->exec;
   ex->threads = threads;
   atomic_init(&ex->busy, false);
+  atomic_init(&ex->stop, false);
+  atomic_init(&ex->job, 0);
+  atomic_init(&ex->next, 0);
   ex->error = s->error;
   ex->error_size = sizeof s->error;
   if (pthread_mutex_init(&ex->mu, NULL) != 0) return EDGERT_ERR_THREADS;

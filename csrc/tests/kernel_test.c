@@ -64,11 +64,13 @@ static float ref_act(const ert_act_params *act, float v) {
   return v;
 }
 
-/* sgemm_rows (R = 4) and sgemm_rows6 (R = 6): every store mode (bias or not, alpha,
- * accumulate, each inline activation) into C rows of pitch 19; columns 16..18 must stay
- * untouched. */
-static void test_sgemm_rows(ert_sgemm_rows_fn fn, int R, const char *name) {
-  if (fn == NULL) return;
+/* sgemm_rows (R = 4), sgemm_rows6 (R = 6) and sgemm_rows6_n8 (R = 6, 8 columns): every
+ * store mode (bias or not, alpha, accumulate, each inline activation) into C rows of
+ * pitch 19; the columns past the kernel's (16 or 8) must stay untouched. */
+static void test_sgemm_rows_b(ert_sgemm_rows_fn fn, ert_sgemm_rows_ld_fn fn_ld, int R, int cols,
+                              const char *name) {
+  if (fn == NULL && fn_ld == NULL) return;
+  const ptrdiff_t ldb = fn_ld ? 21 : 16; /* B's rows in place, 21 floats apart, or a panel */
   static const int32_t kcs[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 64, 255, 256};
   const ert_act_params acts[] = {{ERT_ACT_HARD_SWISH, 0, 0}, {ERT_ACT_RELU, 0, 0},
                                  {ERT_ACT_CLIP, -0.5f, 0.5f}, {ERT_ACT_HARD_SIGMOID, 0.2f, 0.5f},
@@ -89,8 +91,8 @@ static void test_sgemm_rows(ert_sgemm_rows_fn fn, int R, const char *name) {
         for (int32_t k = 0; k < kc; ++k) r[k] = frand(&seed);
         rows[i] = r;
       }
-      float *b = guarded((size_t)kc * 16);
-      for (int32_t i = 0; i < kc * 16; ++i) b[i] = frand(&seed);
+      float *b = guarded((size_t)kc * (size_t)ldb);
+      for (int32_t i = 0; i < kc * ldb; ++i) b[i] = frand(&seed);
       float bias[6], *c = guarded((size_t)R * LDC), c0[6 * LDC];
       for (int i = 0; i < R; ++i) bias[i] = frand(&seed);
       for (int i = 0; i < R * LDC; ++i) c[i] = c0[i] = mode == 0 ? NAN : frand(&seed);
@@ -101,15 +103,18 @@ static void test_sgemm_rows(ert_sgemm_rows_fn fn, int R, const char *name) {
         st.alpha = mode >= 4 ? 0.5f : 1.0f;
         st.act = &acts[(mode + (int)t) % 5]; /* every kind with every mode over the kcs */
       }
-      fn(kc, rows, b, c, &st);
+      if (fn_ld != NULL)
+        fn_ld(kc, rows, b, ldb, c, &st);
+      else
+        fn(kc, rows, b, c, &st);
       char ctx[64];
       snprintf(ctx, sizeof ctx, "kc=%d mode=%d", (int)kc, mode);
       for (int i = 0; i < R; ++i) {
-        for (int j = 0; j < 16; ++j) {
+        for (int j = 0; j < cols; ++j) {
           double r = 0.0, scale = 0.0;
           for (int32_t k = 0; k < kc; ++k) {
-            r += (double)rows[i][k] * b[k * 16 + j];
-            scale += fabs((double)rows[i][k] * b[k * 16 + j]);
+            r += (double)rows[i][k] * b[k * ldb + j];
+            scale += fabs((double)rows[i][k] * b[k * ldb + j]);
           }
           const double base = st.init ? (st.bias ? st.bias[i] : 0.0) : c0[i * LDC + j];
           const double pre = st.alpha * r + base;
@@ -117,13 +122,17 @@ static void test_sgemm_rows(ert_sgemm_rows_fn fn, int R, const char *name) {
           expect_close(name, c[i * LDC + j], want,
                        2.0 * (fabs(st.alpha) * scale + fabs(base)), ctx);
         }
-        for (int j = 16; j < LDC; ++j) {
+        for (int j = cols; j < LDC; ++j) {
           ++checks;
           if (memcmp(&c[i * LDC + j], &c0[i * LDC + j], sizeof(float)) != 0 && failures++ < 20)
             fprintf(stderr, "FAIL %s %s: wrote column %d\n", name, ctx, j);
         }
       }
     }
+}
+
+static void test_sgemm_rows(ert_sgemm_rows_fn fn, int R, int cols, const char *name) {
+  test_sgemm_rows_b(fn, NULL, R, cols, name);
 }
 
 /* Planes of 1 to 3 rows, every width the contract allows up to 40, window rows 1 or 2
@@ -210,6 +219,48 @@ static void test_dw3(const ert_kernels *opt) {
                 unguard(zero, (size_t)w);
                 unguard(y, (size_t)oh * ow);
               }
+}
+
+/* dw_direct: every k, s it takes, pads 0..k-1, images 1 to 20 wide and 1 to 4 high (the
+ * output sizes ONNX's formula gives, pads on both sides), each image a guarded buffer
+ * ending at its last float; against the plain sum over the taps inside the image. */
+static void test_dw_direct(const ert_kernels *opt) {
+  if (opt->dw_direct == NULL) return;
+  int direct_taken = 0;
+  unsigned seed = 11;
+  float wt[25];
+  for (int t = 0; t < 25; ++t) wt[t] = frand(&seed);
+  for (int k = 3; k <= 5; k += 2)
+    for (int s = 1; s <= 2; ++s)
+      for (int pad = 0; pad < k; ++pad)
+        for (int32_t h = 1; h <= 4; ++h)
+          for (int32_t w = 1; w <= 20; ++w) {
+            const int32_t oh = (h + 2 * pad - k) / s + 1, ow = (w + 2 * pad - k) / s + 1;
+            if (h + 2 * pad < k || w + 2 * pad < k || oh < 1 || ow < 1) continue;
+            float *x = guarded((size_t)(h * w));
+            for (int32_t i = 0; i < h * w; ++i) x[i] = frand(&seed);
+            float *y = guarded((size_t)(oh * ow));
+            const float bias = -0.125f;
+            if (!opt->dw_direct(y, x, h, w, oh, ow, k, s, pad, pad, wt, bias)) continue; /* declined */
+            ++direct_taken;
+            char ctx[80];
+            snprintf(ctx, sizeof ctx, "k=%d s=%d pad=%d h=%d w=%d", k, s, pad, (int)h, (int)w);
+            for (int32_t oy = 0; oy < oh; ++oy)
+              for (int32_t ox = 0; ox < ow; ++ox) {
+                double want = bias, scale = fabs(bias);
+                for (int ky = 0; ky < k; ++ky)
+                  for (int kx = 0; kx < k; ++kx) {
+                    const int32_t r = oy * s + ky - pad, c = ox * s + kx - pad;
+                    if (r < 0 || r >= h || c < 0 || c >= w) continue;
+                    const double p = (double)wt[ky * k + kx] * x[r * w + c];
+                    want += p;
+                    scale += fabs(p);
+                  }
+                expect_close("dw_direct", y[oy * ow + ox], want, scale, ctx);
+              }
+          }
+  ++checks;
+  if (direct_taken == 0 && failures++ < 20) fprintf(stderr, "FAIL dw_direct declined every window\n");
 }
 
 /* Activations: the optimized entry against ert_act_apply with the reference table, on
@@ -1257,11 +1308,17 @@ int main(int argc, char **argv) {
   }
   const ert_kernels opt = ert_cpu;
   printf("kernels: %s\n", opt.isa);
-  test_sgemm_rows(opt.sgemm_rows, 4, "sgemm_rows");
-  test_sgemm_rows(opt.sgemm_rows6, 6, "sgemm_rows6");
+  test_sgemm_rows(opt.sgemm_rows, 4, 16, "sgemm_rows");
+  test_sgemm_rows(opt.sgemm_rows6, 6, 16, "sgemm_rows6");
+  test_sgemm_rows(opt.sgemm_rows6_n8, 6, 8, "sgemm_rows6_n8");
+  test_sgemm_rows_b(NULL, opt.sgemm_rows_ld, 4, 16, "sgemm_rows_ld");
+  test_sgemm_rows_b(NULL, opt.sgemm_rows6_ld, 6, 16, "sgemm_rows6_ld");
+  test_dw(opt.dw3_s1, 3, 1, "dw3_s1");
+  test_dw(opt.dw3_s2, 3, 2, "dw3_s2");
   test_dw3(&opt);
   test_dw(opt.dw5_s1, 5, 1, "dw5_s1");
   test_dw(opt.dw5_s2, 5, 2, "dw5_s2");
+  test_dw_direct(&opt);
   test_sgemm_driver(&opt);
   test_act(&opt);
   test_binary(&opt);

@@ -380,6 +380,38 @@ static ptrdiff_t dw_tap_offset(const conv_geom *g, const dw_pad *p, int32_t ky, 
  * row r0 first. With `zeroed` the pad columns of every dst row are zero already; rows
  * outside the image are always written (in band mode a slot row holds image data in one
  * band and padding in another). */
+#if defined(ERT_X86_KERNELS)
+/* d[0..n) = s[0..n) (s NULL: zeros). Short runs (the rows of small planes, 7 to 30
+ * floats) in fixed-size moves on x86-64, where a library call per row would cost more
+ * than the copy; the boards' size-bound builds keep the calls (FILL_COPY, FILL_ZERO). */
+static inline void copy_run(float *restrict d, const float *restrict s, size_t n) {
+  static const float zeros[8] = {0};
+  if (n >= 64) {
+    if (s != NULL)
+      memcpy(d, s, n * sizeof(float));
+    else
+      memset(d, 0, n * sizeof(float));
+    return;
+  }
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) memcpy(d + i, s ? s + i : zeros, 8 * sizeof(float));
+  if (n - i >= 4) {
+    memcpy(d + i, s ? s + i : zeros, 4 * sizeof(float));
+    i += 4;
+  }
+  if (n - i >= 2) {
+    memcpy(d + i, s ? s + i : zeros, 2 * sizeof(float));
+    i += 2;
+  }
+  if (n - i >= 1) d[i] = s ? s[i] : 0.0f;
+}
+#define FILL_COPY(d, s, n) copy_run((d), (s), (n))
+#define FILL_ZERO(d, n) copy_run((d), NULL, (n))
+#else
+#define FILL_COPY(d, s, n) memcpy((d), (s), (n) * sizeof(float))
+#define FILL_ZERO(d, n) memset((d), 0, (n) * sizeof(float))
+#endif
+
 static void dw_fill_rows(const conv_geom *g, const dw_pad *p, const float *x, float *restrict dst,
                          int32_t r0, int32_t r1, int zeroed) {
   int32_t a, b;
@@ -388,14 +420,14 @@ static void dw_fill_rows(const conv_geom *g, const dw_pad *p, const float *x, fl
     const int32_t iy = r - g->pt;
     float *dp = dst + (size_t)(r - r0) * (size_t)p->plen;
     if (iy < 0 || iy >= g->h) {
-      memset(dp, 0, (size_t)p->plen * sizeof(float));
+      FILL_ZERO(dp, (size_t)p->plen);
       continue;
     }
     if (!zeroed) {
-      memset(dp, 0, (size_t)a * sizeof(float));
-      memset(dp + b, 0, (size_t)(p->plen - b) * sizeof(float));
+      FILL_ZERO(dp, (size_t)a);
+      FILL_ZERO(dp + b, (size_t)(p->plen - b));
     }
-    memcpy(dp + a, x + (size_t)iy * (size_t)g->w + (a - g->pl), (size_t)(b - a) * sizeof(float));
+    FILL_COPY(dp + a, x + (size_t)iy * (size_t)g->w + (a - g->pl), (size_t)(b - a));
   }
 }
 
@@ -482,6 +514,9 @@ static int dw3_fits(const conv_geom *g) {
 /* Optimized plane kernel of cpu.h for this window, or NULL. */
 static ert_dw_plane_fn dw_hook(const conv_geom *g) {
   if (g->kh != g->kw || (g->sw != 1 && g->sw != 2) || g->dw != 1 || g->ow < 3 + g->sw) return NULL;
+#if defined(ERT_X86_KERNELS) /* the NEON builds take 3x3 by dw3 (dw3_fits) */
+  if (g->kh == 3) return g->sw == 1 ? ert_cpu.dw3_s1 : ert_cpu.dw3_s2;
+#endif
   if (g->kh == 5) return g->sw == 1 ? ert_cpu.dw5_s1 : ert_cpu.dw5_s2;
   return NULL;
 }
@@ -602,7 +637,44 @@ static void dw_worker(void *arg, size_t begin, size_t end) {
   dw_run_planes(j, begin * j->planes / j->nslots, end * j->planes / j->nslots, buf);
 }
 
+#if defined(ERT_X86_KERNELS) /* only x86-64 has dw_direct: the boards' code stays as it was */
+/* The image-direct plane kernel of cpu.h (no padded copy), when the CPU has one: planes
+ * over the threads, each plane then its activation. */
+typedef struct dw_direct_job {
+  const conv_geom *g;
+  const float *x, *w, *bias;
+  float *y;
+} dw_direct_job;
+
+static void dw_direct_worker(void *arg, size_t begin, size_t end) {
+  const dw_direct_job *j = arg;
+  const conv_geom *g = j->g;
+  const size_t plane_in = (size_t)g->h * g->w, plane_out = (size_t)g->oh * g->ow;
+  for (size_t p = begin; p < end; ++p) {
+    const size_t n = p / (size_t)g->m, oc = p % (size_t)g->m, ic = oc / (size_t)g->mg;
+    float *y = j->y + p * plane_out;
+    ert_cpu.dw_direct(y, j->x + (n * (size_t)g->c + ic) * plane_in, g->h, g->w, g->oh, g->ow, g->kh,
+                      g->sh, g->pt, g->pl, j->w + oc * (size_t)g->kh * g->kw, j->bias ? j->bias[oc] : 0.0f);
+    finish(&g->act, y, plane_out);
+  }
+}
+
+static int run_depthwise_direct(const ert_node *node, const conv_geom *g, ert_exec *ex) {
+  if (ert_cpu.dw_direct == NULL || g->kh != g->kw || g->sh != g->sw || g->dh != 1 || g->dw != 1)
+    return 0;
+  dw_direct_job j = {g, node->in[0]->data, node->in[1]->data,
+                     node->n_in > 2 && node->in[2] ? node->in[2]->data : NULL, node->out[0]->data};
+  if (g->ow < 1 || !ert_cpu.dw_direct(j.y, j.x, g->h, g->w, 0, g->ow, g->kh, g->sh, g->pt, g->pl, j.w, 0.0f))
+    return 0; /* the kernel does not take this window (oh = 0: it only answers) */
+  ert_parallel_for(ex, (size_t)g->n * (size_t)g->m, dw_direct_worker, &j);
+  return 1;
+}
+#else
+#define run_depthwise_direct(node, g, ex) 0
+#endif
+
 static void run_depthwise(const ert_node *node, const conv_geom *g, ert_exec *ex) {
+  if (run_depthwise_direct(node, g, ex)) return;
   dw_job j;
   j.g = g;
   j.x = node->in[0]->data;

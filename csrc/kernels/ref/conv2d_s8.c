@@ -603,11 +603,13 @@ static void gather_q(const geom *g, const int8_t *x, int32_t p0, int32_t pb, int
     for (int32_t ci = 0; ci < g->cg; ci++)
       for (int32_t ky = 0; ky < g->kh; ky++) {
         const int64_t iy = iy0 + (int64_t)ky * g->dh;
-        const int8_t *r = x + (size_t)ci * plane + (size_t)iy * (size_t)g->w;
+        const int8_t *xc = x + (size_t)ci * plane; /* the row's address only when inside */
         for (int32_t kx = 0; kx < g->kw; kx++, t++) {
           const int64_t ix = ix0 + (int64_t)kx * g->dw;
           dst[(size_t)(t >> 2) * np4 + (size_t)(t & 3)] =
-              (iy >= 0 && iy < g->h && ix >= 0 && ix < g->w) ? r[ix] : (int8_t)g->xzp;
+              (iy >= 0 && iy < g->h && ix >= 0 && ix < g->w)
+                  ? xc[(size_t)iy * (size_t)g->w + (size_t)ix]
+                  : (int8_t)g->xzp;
         }
       }
     for (; t < kp; t++) dst[(size_t)(t >> 2) * np4 + (size_t)(t & 3)] = 0;

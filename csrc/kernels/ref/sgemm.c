@@ -356,12 +356,27 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
   for (int32_t k0 = 0; k0 < g->k; k0 += KC) {
     const int32_t kc = min_i32(KC, g->k - k0);
     const int first = k0 == 0, last = k0 + kc >= g->k;
-    if (g->im2col)
-      pack_b_im2col(g->im2col, b, k0, kc, j0, nlen, bp);
-    else
-      pack_b_matrix(g, b, k0, kc, j0, nlen, bp);
     /* the optimized tiles of cpu.h store whole tiles into C themselves */
     const ert_sgemm_rows_fn opt = ert_cpu.sgemm_rows, opt6 = opt ? ert_cpu.sgemm_rows6 : NULL;
+#if defined(ERT_X86_KERNELS) /* only x86-64 has these tiles: the boards' code stays as it was */
+    const ert_sgemm_rows_fn half = opt ? ert_cpu.sgemm_rows6_n8 : NULL;
+    /* the full panels of a B matrix with contiguous rows read in place, no packing */
+    const int b_direct = opt && !g->im2col && g->csb == 1 && ert_cpu.sgemm_rows_ld &&
+                         (!opt6 || ert_cpu.sgemm_rows6_ld);
+#else
+    const ert_sgemm_rows_fn half = NULL;
+    const int b_direct = 0;
+#endif
+    const int32_t nfull = b_direct ? nlen / NR * NR : 0; /* columns read in place */
+    if (g->im2col)
+      pack_b_im2col(g->im2col, b, k0, kc, j0, nlen, bp);
+#if defined(ERT_X86_KERNELS)
+    else if (nfull < nlen) /* only the partial panel when the full ones are read in place */
+      pack_b_matrix(g, b, k0, kc, j0 + nfull, nlen - nfull, bp);
+#else
+    else
+      pack_b_matrix(g, b, k0, kc, j0, nlen, bp);
+#endif
     ert_sgemm_store st = {g->ldc, NULL, last && act_inline(g->act) ? g->act : NULL, g->alpha,
                           first && !g->accumulate};
     if (st.act != NULL && st.act->kind == ERT_ACT_NONE) st.act = NULL;
@@ -391,10 +406,13 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
         }
       for (int32_t jr = 0; jr < nlen; jr += NR) {
         const int32_t nr = min_i32(NR, nlen - jr);
+        /* this panel: B's rows in place, or packed (the panels past nfull) */
+        const int inpl = jr < nfull;
+        const float *bpan = inpl ? b + (ptrdiff_t)k0 * g->rsb + j0 + jr : bp + (size_t)(jr - nfull) * kc;
 #if defined(ERT_NEON_KERNELS) /* the only builds with the kernels of cpu.h */
         if (nr <= NARROW_N && opt != NULL && ert_cpu.dot_rows != NULL) {
           st.bias = bias ? bias + i0 : NULL;
-          narrow_panel(bp + (size_t)jr * kc, kc, arows, lda, mlen, c + (ptrdiff_t)i0 * g->ldc + j0 + jr,
+          narrow_panel(bpan, kc, arows, lda, mlen, c + (ptrdiff_t)i0 * g->ldc + j0 + jr,
                        nr, &st);
           continue;
         }
@@ -407,19 +425,31 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
           const float *rows_own[6];
           const float *const *rows = pre ? rowp + ir : rows_own;
           if (!pre)
-            for (int32_t ii = 0; ii < step; ++ii)
+            for (int32_t ii = 0; ii < 6; ++ii)
               rows_own[ii] = arows + (ptrdiff_t)(ir + (ii < mr ? ii : mr - 1)) * lda;
           float *ct = c + (ptrdiff_t)(i0 + ir) * g->ldc + j0 + jr;
           const ert_sgemm_rows_fn fn = step == 6 ? opt6 : opt;
-          if (fn != NULL && mr == step && nr == NR) {
+#if defined(ERT_X86_KERNELS)
+          if (inpl) { /* a full panel of B in place (nr == NR) */
+            const int whole = fn != NULL && mr == step;
             st.bias = bias ? bias + i0 + ir : NULL;
-            fn(kc, rows, bp + (size_t)jr * kc, ct, &st);
+            (step == 6 ? ert_cpu.sgemm_rows6_ld : ert_cpu.sgemm_rows_ld)(
+                kc, rows, bpan, g->rsb, whole ? ct : tile, whole ? &st : &raw);
+            if (!whole) store_tile(g, tile, ct, mr, nr, st.bias, first, last);
             continue;
           }
-          if (fn != NULL)
-            fn(kc, rows, bp + (size_t)jr * kc, tile, &raw);
+#endif
+          if (fn != NULL && mr == step && nr == NR) {
+            st.bias = bias ? bias + i0 + ir : NULL;
+            fn(kc, rows, bpan, ct, &st);
+            continue;
+          }
+          if (half != NULL && nr <= NR / 2) /* six rows of 8 columns (rows past mr dropped) */
+            half(kc, rows, bpan, tile, &raw);
+          else if (fn != NULL)
+            fn(kc, rows, bpan, tile, &raw);
           else
-            micro_rows(kc, rows, bp + (size_t)jr * kc, tile);
+            micro_rows(kc, rows, bpan, tile);
           store_tile(g, tile, ct, mr, nr, bias ? bias + i0 + ir : NULL, first, last);
         }
       }

@@ -1,0 +1,172 @@
+"""The x86-64 AVX2 + FMA kernels (csrc/kernels/x86) against the portable ones.
+
+- The start-up choice: the installed package reports "avx2" on a CPU with AVX2 and FMA,
+  and "ref" when EDGERT_FORCE_REF=1 is set before it loads (a fresh process).
+- csrc/tests/kernel_test.c in the host target's build (`edgert build`'s make flags,
+  link-time optimization included): every AVX2 kernel against its contract (cpu.h) and
+  the SGEMM driver against the reference kernels, on tile-boundary shapes.
+- Whole models run in two processes through the installed package, one with the AVX2
+  kernels and one with EDGERT_FORCE_REF=1: float32 outputs within FP32_TOL relative to
+  the reference's largest magnitude, int8 outputs bit for bit.
+
+Runs on x86-64 hosts only; the AVX2 checks need a CPU with AVX2 and FMA.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import platform
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import edgert
+from tools import mobilenetv2, models
+
+FP32_TOL = 1e-4  # max |avx2 - ref| <= FP32_TOL * max |ref|, as tests/test_arm.py for NEON
+
+if platform.machine().lower() not in ("x86_64", "amd64"):
+    pytest.skip("x86-64 hosts only", allow_module_level=True)
+
+
+def _cpu_has_avx2_fma() -> bool:
+    try:
+        text = pathlib.Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
+    return "avx2" in flags and "fma" in flags
+
+
+needs_avx2 = pytest.mark.skipif(not _cpu_has_avx2_fma(), reason="the CPU lacks AVX2 or FMA")
+
+# Runs models in a fresh process (the kernels are chosen when the library loads):
+# argv = spec.json; writes each case's outputs to <out>.npz and prints the kernels.
+_RUNNER = r"""
+import json, sys
+import numpy as np
+import edgert
+spec = json.load(open(sys.argv[1]))
+for case in spec["cases"]:
+    feeds = dict(np.load(case["feeds"]))
+    for threads in spec["threads"]:
+        s = edgert.Session(case["model"], threads=threads)
+        outs = s.run(None, feeds)
+        np.savez(case["out"] + f"-t{threads}.npz", *outs)
+print(edgert.runtime_info()["kernels"])
+"""
+
+
+def _run(tmp: pathlib.Path, cases: list[dict], force_ref: bool, tag: str, threads=(1, 2)) -> str:
+    spec = {"threads": list(threads),
+            "cases": [dict(c, out=str(tmp / f"{c['name']}-{tag}")) for c in cases]}
+    (tmp / f"spec-{tag}.json").write_text(json.dumps(spec))
+    (tmp / "runner.py").write_text(_RUNNER)
+    env = dict(os.environ)
+    env.pop("EDGERT_FORCE_REF", None)
+    if force_ref:
+        env["EDGERT_FORCE_REF"] = "1"
+    # cwd is the temporary folder: the child imports the installed edgert, not the checkout
+    r = subprocess.run([sys.executable, str(tmp / "runner.py"), str(tmp / f"spec-{tag}.json")],
+                       capture_output=True, text=True, cwd=tmp, env=env, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stdout.strip().splitlines()[-1]
+
+
+def _outputs(path: str) -> list[np.ndarray]:
+    with np.load(path) as z:
+        return [z[f"arr_{i}"] for i in range(len(z.files))]
+
+
+def _case(tmp: pathlib.Path, name: str, data: bytes, feeds: dict[str, np.ndarray], int8: bool) -> dict:
+    model = tmp / f"{name}.edgert"
+    model.write_bytes(data)
+    names = {i.name for i in edgert.Session(data).get_inputs()}
+    np.savez(tmp / f"{name}-feeds.npz", **{k: v for k, v in feeds.items() if k in names})
+    return {"name": name, "model": str(model), "feeds": str(tmp / f"{name}-feeds.npz"), "int8": int8}
+
+
+def _compare(tmp: pathlib.Path, cases: list[dict], threads=(1, 2)) -> None:
+    assert _run(tmp, cases, False, "avx2", threads) == "avx2"
+    assert _run(tmp, cases, True, "ref", threads) == "ref"
+    for c in cases:
+        for t in threads:
+            got = _outputs(str(tmp / f"{c['name']}-avx2-t{t}.npz"))
+            want = _outputs(str(tmp / f"{c['name']}-ref-t{t}.npz"))
+            assert len(got) == len(want) > 0
+            for g, w in zip(got, want):
+                assert g.shape == w.shape and g.dtype == w.dtype, c["name"]
+                if c["int8"] or not np.issubdtype(w.dtype, np.floating):
+                    np.testing.assert_array_equal(g, w, err_msg=f"{c['name']} threads={t}")
+                else:
+                    scale = float(np.abs(w).max())
+                    assert scale > 0, c["name"]
+                    err = float(np.abs(g.astype(np.float64) - w).max())
+                    assert err <= FP32_TOL * scale, f"{c['name']} threads={t}: max |diff| {err:.3g}, max |ref| {scale:.3g}"
+
+
+def test_build_names_the_avx2_kernels():
+    assert edgert.runtime_info()["build"].endswith("kernels=ref,avx2")
+
+
+@needs_avx2
+def test_kernels_chosen_at_start_up(tmp_path):
+    assert edgert.runtime_info()["kernels"] == "avx2"
+    env = dict(os.environ, EDGERT_FORCE_REF="1")
+    r = subprocess.run([sys.executable, "-c", "import edgert; print(edgert.runtime_info()['kernels'])"],
+                       capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "ref"
+
+
+@needs_avx2
+def test_kernel_test_host_target():
+    """kernel_test built as `edgert build --target host` builds the library: every AVX2
+    kernel against its contract; with EDGERT_FORCE_REF=1 it sees the reference table."""
+    from edgert import build as ebuild
+    from edgert import targets
+
+    out = ebuild.compile_target(targets.load("host"), goals=("lib", "kernel-test"))
+    exe = out / "bin" / "kernel_test"
+    r = subprocess.run([str(exe), "--expect", "avx2"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    assert " 0 failures" in r.stdout
+    env = dict(os.environ, EDGERT_FORCE_REF="1")
+    r = subprocess.run([str(exe), "--expect", "ref"], capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+
+
+@needs_avx2
+def test_mobilenetv2_matches_reference_kernels(tmp_path):
+    """The benchmark model: 1x1 GEMMs (4- and 6-row tiles, partial panels), depthwise 3x3
+    stride 1 and 2 on planes 7 to 112 wide, the stem's im2col GEMM, the classifier."""
+    onnx_path, calib_path = mobilenetv2.write(tmp_path / "m", seed=0, n_calib=4)
+    calib = dict(np.load(calib_path))
+    x = {"input": mobilenetv2.images(1, seed=3)}
+    cases = [_case(tmp_path, "mnv2", edgert.convert(str(onnx_path), None), x, False),
+             _case(tmp_path, "mnv2-int8", edgert.convert(str(onnx_path), None, quantize="int8", calibration=calib),
+                   x, True)]
+    _compare(tmp_path, cases)
+
+
+@needs_avx2
+@pytest.mark.parametrize("name", ["ppocr_rec", "ppocr_det"])
+def test_ocr_matches_reference_kernels(name, real_model, tmp_path):
+    path = real_model(name)
+    data = edgert.convert(str(path), None, **models.convert_kwargs(name))
+    _compare(tmp_path, [_case(tmp_path, name, data, models.example_inputs(name), False)], threads=(1,))
+
+
+@needs_avx2
+def test_digits_int8_bit_exact(tmp_path):
+    """The shipped digits CNN, float32 and int8 (calibrated on its test images)."""
+    src = pathlib.Path(edgert.__file__).parent / "data" / "digits_cnn.onnx"
+    x = models.example_inputs("digits")
+    calib = {"input": np.concatenate([models.example_inputs("digits", seed=s)["input"] for s in range(8)])}
+    cases = [_case(tmp_path, "digits", edgert.convert(str(src), None), x, False),
+             _case(tmp_path, "digits-int8", edgert.convert(str(src), None, quantize="int8", calibration=calib),
+                   x, True)]
+    _compare(tmp_path, cases)
