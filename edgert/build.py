@@ -188,7 +188,9 @@ def extras_metadata() -> str:
     if not extras:
         return 'Provides-Extra: convert\nRequires-Dist: onnx>=1.14; extra == "convert"\n'
     lines = [f"Provides-Extra: {e}" for e in extras]
-    for req in md.get_all("Requires-Dist") or []:
+    # requires(), not the Requires-Dist headers: an egg-info (a development checkout's
+    # metadata) keeps them in requires.txt
+    for req in im.requires("edgert") or []:
         if any(re.search(rf"extra\s*==\s*['\"]{re.escape(e)}['\"]", req) for e in extras):
             lines.append(f"Requires-Dist: {req}")
     return "\n".join(lines) + "\n"

@@ -305,7 +305,7 @@ def main() -> int:
                   + f"  {med['edgert int8'] / med['onnxruntime int8']:>10.2f}"
                   + f"  {med['edgert int8'] / med['edgert fp32']:>16.2f}", flush=True)
         if names:
-            print(f"\nfloat32 models, same runs: median ms, ratio = edgert / onnxruntime")
+            print("\nfloat32 models, same runs: median ms, ratio = edgert / onnxruntime")
             print(f"{'model':>12}  {'threads':>7}  {'edgert':>8}  {'onnxruntime':>11}  {'ratio':>5}")
             for name in ["mobilenetv2", *names]:
                 e, o = ("edgert fp32", "onnxruntime fp32") if name == "mobilenetv2" else (f"edgert {name}",
