@@ -112,6 +112,7 @@ void ert_cpu_select(void) {
     k.sgemm_rows6_n8 = ert_sgemm_rows6_n8_f32__avx2;
     k.sgemm_rows_ld = ert_sgemm_rows_ld_f32__avx2;
     k.sgemm_rows6_ld = ert_sgemm_rows6_ld_f32__avx2;
+    k.dot_rows = ert_dot_rows_f32__avx2;
     k.dw3_s1 = ert_conv2d_dw3s1_f32__avx2;
     k.dw3_s2 = ert_conv2d_dw3s2_f32__avx2;
     k.dw5_s1 = ert_conv2d_dw5s1_f32__avx2;

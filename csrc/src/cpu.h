@@ -279,6 +279,8 @@ void ert_sgemm_rows6_ld_f32__avx2(int32_t kc, const float *const *rows, const fl
                                   ptrdiff_t ldb, float *c, const ert_sgemm_store *st);
 void ert_sgemm_rows6_n8_f32__avx2(int32_t kc, const float *const *rows, const float *b, float *c,
                                   const ert_sgemm_store *st);
+void ert_dot_rows_f32__avx2(const float *x, const float *r, ptrdiff_t ld, int32_t k, int32_t n,
+                            float *out);
 int ert_conv2d_dw_direct_f32__avx2(float *y, const float *x, int32_t h, int32_t w, int32_t oh,
                                    int32_t ow, int32_t k, int32_t s, int32_t pt, int32_t pl,
                                    const float *wt, float bias);

@@ -302,7 +302,7 @@ enum { NARROW_N = 4 }; /* see narrow_panel and the narrow products below */
  * would be mostly padding, so each column (gathered from the packed panel) gets the dot
  * products of A's rows [0, mlen) (arows, lda apart) by ert_cpu.dot_rows, stored into C
  * from c on as the tiles store them (st: ldc, bias of row 0, alpha, init, act). */
-#if defined(ERT_NEON_KERNELS)
+#if defined(ERT_NEON_KERNELS) || defined(ERT_X86_KERNELS)
 ERT_COLD static void narrow_panel(const float *panel, int32_t kc, const float *arows, ptrdiff_t lda,
                                   int32_t mlen, float *c, int32_t nr, const ert_sgemm_store *st) {
   float col[KC], acc[64];
@@ -409,7 +409,7 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
         /* this panel: B's rows in place, or packed (the panels past nfull) */
         const int inpl = jr < nfull;
         const float *bpan = inpl ? b + (ptrdiff_t)k0 * g->rsb + j0 + jr : bp + (size_t)(jr - nfull) * kc;
-#if defined(ERT_NEON_KERNELS) /* the only builds with the kernels of cpu.h */
+#if defined(ERT_NEON_KERNELS) || defined(ERT_X86_KERNELS) /* the builds with cpu.h kernels */
         if (nr <= NARROW_N && opt != NULL && ert_cpu.dot_rows != NULL) {
           st.bias = bias ? bias + i0 : NULL;
           narrow_panel(bpan, kc, arows, lda, mlen, c + (ptrdiff_t)i0 * g->ldc + j0 + jr,

@@ -135,4 +135,62 @@ ERT_AVX2 void ert_sgemm_rows6_n8_f32__avx2(int32_t kc, const float *const *rows,
   put_half(c + 5 * ldc, c5, st, &act, alpha, 5);
 }
 
+/* dot_rows: four rows at a time, two accumulators of 8 lanes each (x loaded once for the
+ * four; 16 k per step, then 8), the k % 8 tail by masked loads (nothing is read past x's
+ * or a row's k values), then one horizontal reduction for the four sums. */
+static const int32_t tail_mask[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+
+ERT_AVX2 void ert_dot_rows_f32__avx2(const float *x, const float *r, ptrdiff_t ld, int32_t k,
+                                     int32_t n, float *out) {
+  const int32_t k8 = k & ~7, rem = k - k8;
+  const __m256i m = _mm256_loadu_si256((const __m256i *)(const void *)(tail_mask + 8 - rem));
+  const __m256 xt = _mm256_maskload_ps(x + k8, m);
+  int32_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const float *r0 = r + (ptrdiff_t)j * ld, *r1 = r0 + ld, *r2 = r1 + ld, *r3 = r2 + ld;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    int32_t i = 0;
+    for (; i + 16 <= k8; i += 16) {
+      const __m256 xv = _mm256_loadu_ps(x + i), xw = _mm256_loadu_ps(x + i + 8);
+      a0 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(r0 + i), a0);
+      a1 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(r1 + i), a1);
+      a2 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(r2 + i), a2);
+      a3 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(r3 + i), a3);
+      b0 = _mm256_fmadd_ps(xw, _mm256_loadu_ps(r0 + i + 8), b0);
+      b1 = _mm256_fmadd_ps(xw, _mm256_loadu_ps(r1 + i + 8), b1);
+      b2 = _mm256_fmadd_ps(xw, _mm256_loadu_ps(r2 + i + 8), b2);
+      b3 = _mm256_fmadd_ps(xw, _mm256_loadu_ps(r3 + i + 8), b3);
+    }
+    for (; i < k8; i += 8) {
+      const __m256 xv = _mm256_loadu_ps(x + i);
+      a0 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(r0 + i), a0);
+      a1 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(r1 + i), a1);
+      a2 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(r2 + i), a2);
+      a3 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(r3 + i), a3);
+    }
+    if (rem != 0) {
+      a0 = _mm256_fmadd_ps(xt, _mm256_maskload_ps(r0 + k8, m), a0);
+      a1 = _mm256_fmadd_ps(xt, _mm256_maskload_ps(r1 + k8, m), a1);
+      a2 = _mm256_fmadd_ps(xt, _mm256_maskload_ps(r2 + k8, m), a2);
+      a3 = _mm256_fmadd_ps(xt, _mm256_maskload_ps(r3 + k8, m), a3);
+    }
+    a0 = _mm256_add_ps(a0, b0), a1 = _mm256_add_ps(a1, b1);
+    a2 = _mm256_add_ps(a2, b2), a3 = _mm256_add_ps(a3, b3);
+    /* lanes 0..3: the low halves' sums of rows 0..3, lanes 4..7 the high halves' */
+    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+    _mm_storeu_ps(out + j, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+  }
+  for (; j < n; ++j) {
+    const float *rj = r + (ptrdiff_t)j * ld;
+    __m256 a = _mm256_setzero_ps();
+    for (int32_t i = 0; i < k8; i += 8)
+      a = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(rj + i), a);
+    if (rem != 0) a = _mm256_fmadd_ps(xt, _mm256_maskload_ps(rj + k8, m), a);
+    const __m128 q = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    const __m128 d = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    out[j] = _mm_cvtss_f32(_mm_add_ss(d, _mm_shuffle_ps(d, d, 1)));
+  }
+}
+
 #endif
