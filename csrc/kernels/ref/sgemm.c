@@ -361,12 +361,13 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
 #if defined(ERT_X86_KERNELS) /* only x86-64 has these tiles: the boards' code stays as it was */
     const ert_sgemm_rows_fn half = opt ? ert_cpu.sgemm_rows6_n8 : NULL;
     /* the full panels of a B matrix with contiguous rows read in place, no packing;
-       packed when A's rows are short (k <= 24) or A is small (at most 32 rows of at most
-       96), where the packed panels measured faster (MobileNetV2's first expansion and
-       projections over 112x112 and 56x56 maps) */
+       packed when A's rows are short (k <= 24), A is small (at most 32 rows of at most
+       96) or B's rows are (n <= 64), where the packed panels measured faster
+       (MobileNetV2's first expansion and projections over 112x112 and 56x56 maps, every
+       1x1 convolution over 7x7 maps) */
     const int b_direct = opt && !g->im2col && g->csb == 1 && ert_cpu.sgemm_rows_ld &&
                          (!opt6 || ert_cpu.sgemm_rows6_ld) && (g->m > 32 || g->k > 96) &&
-                         g->k > 24;
+                         g->k > 24 && g->n > 64;
 #else
     const ert_sgemm_rows_fn half = NULL;
     const int b_direct = 0;
