@@ -416,27 +416,6 @@ static void dw_fill_rows(const conv_geom *g, const dw_pad *p, const float *x, fl
                          int32_t r0, int32_t r1, int zeroed) {
   int32_t a, b;
   valid_range(-g->pl, 1, g->w, p->plen, &a, &b);
-#if defined(ERT_X86_KERNELS)
-  if (zeroed && a == g->pl && b - a == g->w && g->w >= 4 && g->w < 64) {
-    /* pad columns already zero, whole image rows of 4 to 63 floats: 4-float moves, the
-       last ending at the row's end (overlapping the one before when w % 4 != 0) */
-    const int32_t w = g->w;
-    for (int32_t r = r0; r < r1; ++r) {
-      const int32_t iy = r - g->pt;
-      float *dp = dst + (size_t)(r - r0) * (size_t)p->plen;
-      if (iy < 0 || iy >= g->h) {
-        FILL_ZERO(dp, (size_t)p->plen);
-        continue;
-      }
-      const float *sp = x + (size_t)iy * (size_t)w;
-      dp += a;
-      int32_t i = 0;
-      for (; i + 4 <= w; i += 4) memcpy(dp + i, sp + i, 4 * sizeof(float));
-      if (i < w) memcpy(dp + w - 4, sp + w - 4, 4 * sizeof(float));
-    }
-    return;
-  }
-#endif
   for (int32_t r = r0; r < r1; ++r) {
     const int32_t iy = r - g->pt;
     float *dp = dst + (size_t)(r - r0) * (size_t)p->plen;
@@ -448,7 +427,17 @@ static void dw_fill_rows(const conv_geom *g, const dw_pad *p, const float *x, fl
       FILL_ZERO(dp, (size_t)a);
       FILL_ZERO(dp + b, (size_t)(p->plen - b));
     }
-    FILL_COPY(dp + a, x + (size_t)iy * (size_t)g->w + (a - g->pl), (size_t)(b - a));
+    const float *sp = x + (size_t)iy * (size_t)g->w + (a - g->pl);
+#if defined(ERT_X86_KERNELS)
+    if (b - a >= 4 && b - a < 64) { /* short rows: 4-float moves, the last ending at b */
+      const int32_t n = b - a;
+      int32_t i = 0;
+      for (; i + 4 <= n; i += 4) memcpy(dp + a + i, sp + i, 4 * sizeof(float));
+      if (i < n) memcpy(dp + b - 4, sp + n - 4, 4 * sizeof(float));
+      continue;
+    }
+#endif
+    FILL_COPY(dp + a, sp, (size_t)(b - a));
   }
 }
 

@@ -30,6 +30,16 @@ ERT_AVX2_INLINE __m256 tap_s2(const float *row, int kx, int K, int masked, int32
              : _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
 }
 
+/* The window rows' partial sums added in row order; at stride 2 the outputs put back in
+ * order (the even/odd lane selection leaves them as 0 2 1 3 in 64-bit pairs). */
+ERT_AVX2_INLINE __m256 sum_rows(const __m256 *part, int K, int S) {
+  __m256 s = part[0];
+#pragma GCC unroll 5
+  for (int ky = 1; ky < K; ++ky) s = _mm256_add_ps(s, part[ky]);
+  if (S == 2) s = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(s), _MM_SHUFFLE(3, 1, 2, 0)));
+  return s;
+}
+
 ERT_AVX2_INLINE __m256 dw_vec(const float *x, ptrdiff_t ts, const __m256 *wv, __m256 vb, int K,
                               int S, int masked, int32_t lim) {
   __m256 part[5];
@@ -44,11 +54,7 @@ ERT_AVX2_INLINE __m256 dw_vec(const float *x, ptrdiff_t ts, const __m256 *wv, __
     }
     part[ky] = a;
   }
-  __m256 s = part[0];
-#pragma GCC unroll 5
-  for (int ky = 1; ky < K; ++ky) s = _mm256_add_ps(s, part[ky]);
-  if (S == 2) s = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(s), _MM_SHUFFLE(3, 1, 2, 0)));
-  return s;
+  return sum_rows(part, K, S);
 }
 
 /* A plane: per row, steps of 8 outputs while they fit; the outputs left over are
@@ -124,11 +130,7 @@ ERT_AVX2_INLINE __m256 direct_vec(const float *x, int32_t h, int32_t w, int32_t 
     }
     part[ky] = a;
   }
-  __m256 s = part[0];
-#pragma GCC unroll 5
-  for (int ky = 1; ky < K; ++ky) s = _mm256_add_ps(s, part[ky]);
-  if (S == 2) s = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(s), _MM_SHUFFLE(3, 1, 2, 0)));
-  return s;
+  return sum_rows(part, K, S);
 }
 
 enum { DIRECT_EDGE = 4 }; /* masked steps whose masks are kept per plane */
