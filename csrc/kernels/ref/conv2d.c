@@ -381,11 +381,12 @@ static ptrdiff_t dw_tap_offset(const conv_geom *g, const dw_pad *p, int32_t ky, 
  * outside the image are always written (in band mode a slot row holds image data in one
  * band and padding in another). */
 #if defined(ERT_X86_KERNELS)
-/* d[0..n) = s[0..n) (s NULL: zeros). Short runs (the rows of small planes, 7 to 30
- * floats) in fixed-size moves on x86-64, where a library call per row would cost more
- * than the copy; the boards' size-bound builds keep the calls (FILL_COPY, FILL_ZERO). */
+/* d[0..n) = s[0..n) (s NULL: zeros). Short runs (the rows of small planes, 4 to 63
+ * floats) in 4-float moves, the last one ending at n (overlapping the one before when n
+ * is not a multiple of 4), on x86-64, where a library call per row would cost more than
+ * the copy; the boards' size-bound builds keep the calls (FILL_COPY, FILL_ZERO). */
 static inline void copy_run(float *restrict d, const float *restrict s, size_t n) {
-  static const float zeros[8] = {0};
+  static const float zeros[4] = {0};
   if (n >= 64) {
     if (s != NULL)
       memcpy(d, s, n * sizeof(float));
@@ -393,17 +394,13 @@ static inline void copy_run(float *restrict d, const float *restrict s, size_t n
       memset(d, 0, n * sizeof(float));
     return;
   }
+  if (n < 4) {
+    for (size_t i = 0; i < n; ++i) d[i] = s ? s[i] : 0.0f;
+    return;
+  }
   size_t i = 0;
-  for (; i + 8 <= n; i += 8) memcpy(d + i, s ? s + i : zeros, 8 * sizeof(float));
-  if (n - i >= 4) {
-    memcpy(d + i, s ? s + i : zeros, 4 * sizeof(float));
-    i += 4;
-  }
-  if (n - i >= 2) {
-    memcpy(d + i, s ? s + i : zeros, 2 * sizeof(float));
-    i += 2;
-  }
-  if (n - i >= 1) d[i] = s ? s[i] : 0.0f;
+  for (; i + 4 <= n; i += 4) memcpy(d + i, s ? s + i : zeros, 4 * sizeof(float));
+  if (i < n) memcpy(d + n - 4, s ? s + n - 4 : zeros, 4 * sizeof(float));
 }
 #define FILL_COPY(d, s, n) copy_run((d), (s), (n))
 #define FILL_ZERO(d, n) copy_run((d), NULL, (n))
@@ -427,17 +424,7 @@ static void dw_fill_rows(const conv_geom *g, const dw_pad *p, const float *x, fl
       FILL_ZERO(dp, (size_t)a);
       FILL_ZERO(dp + b, (size_t)(p->plen - b));
     }
-    const float *sp = x + (size_t)iy * (size_t)g->w + (a - g->pl);
-#if defined(ERT_X86_KERNELS)
-    if (b - a >= 4 && b - a < 64) { /* short rows: 4-float moves, the last ending at b */
-      const int32_t n = b - a;
-      int32_t i = 0;
-      for (; i + 4 <= n; i += 4) memcpy(dp + a + i, sp + i, 4 * sizeof(float));
-      if (i < n) memcpy(dp + b - 4, sp + n - 4, 4 * sizeof(float));
-      continue;
-    }
-#endif
-    FILL_COPY(dp + a, sp, (size_t)(b - a));
+    FILL_COPY(dp + a, x + (size_t)iy * (size_t)g->w + (a - g->pl), (size_t)(b - a));
   }
 }
 
