@@ -348,22 +348,26 @@ void ert_pack_w_s8__neon(int8_t *wq, int32_t *wsum, const int8_t *w, size_t ld, 
   vst1q_s32(wsum, s);
 }
 
+/* Whole quads of rows 16 pixels per step, the last step ending at n (rewriting some: the
+ * same bytes); a last partial quad, rows under 16 pixels and the pixels n .. np bytewise. */
 void ert_quads_s8__neon(int8_t *dst, const int8_t *src, size_t ld, int32_t k, int32_t n,
                         int32_t np) {
-  const int32_t kq = (k + 3) / 4;
-  const size_t np4 = (size_t)np * 4u;
-  for (int32_t q = 0; q < kq; ++q) {
-    const int8_t *row[4];
-    for (int j = 0; j < 4; ++j) row[j] = 4 * q + j < k ? src + (size_t)(4 * q + j) * ld : NULL;
-    int8_t *d = dst + (size_t)q * np4;
+  for (int32_t t = 0; t < k; t += 4, src += 4 * ld, dst += (size_t)np * 4u) {
     int32_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-      int8x16x4_t v;
-      for (int j = 0; j < 4; ++j) v.val[j] = row[j] ? vld1q_s8(row[j] + i) : vdupq_n_s8(0);
-      vst4q_s8(d + 4 * i, v);
+    if (t + 4 <= k && n >= 16) {
+      for (int32_t o = 0;; o += 16) {
+        if (o + 16 > n) o = n - 16;
+        int8x16x4_t v;
+        v.val[0] = vld1q_s8(src + o), v.val[1] = vld1q_s8(src + ld + o);
+        v.val[2] = vld1q_s8(src + 2 * ld + o), v.val[3] = vld1q_s8(src + 3 * ld + o);
+        vst4q_s8(dst + 4 * o, v);
+        if (o + 16 >= n) break;
+      }
+      i = n;
     }
     for (; i < np; ++i)
-      for (int j = 0; j < 4; ++j) d[4 * i + j] = row[j] && i < n ? row[j][i] : 0;
+      for (int32_t j = 0; j < 4; ++j)
+        dst[4 * i + j] = t + j < k && i < n ? src[(size_t)j * ld + (size_t)i] : 0;
   }
 }
 

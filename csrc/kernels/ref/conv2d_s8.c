@@ -184,6 +184,8 @@ typedef struct job {
   int8_t *y;
   char *scratch;
   size_t slot_bytes, tasks, nslots, blocks;
+  int32_t pbs;  /* pixels per im2col block: S8_PB, or 2 * S8_PB for simd when they fit */
+  int simd;     /* im2col blocks by the SIMD entries (block_q) */
   int w_no_min; /* W has no -128 (opdata[0]) */
   int dw3;      /* depthwise planes by ert_cpu.dw3_s8 (dw3_usable) */
 } job;
@@ -657,8 +659,8 @@ static void block_q(const job *j, size_t t, int8_t *col, int8_t *wq) {
   const geom *g = j->g;
   const size_t per_image = (size_t)g->group * j->blocks;
   const size_t n = t / per_image, grp = (t % per_image) / j->blocks, b = t % j->blocks;
-  const int32_t p_total = g->oh * g->ow, p0 = (int32_t)b * S8_PB;
-  const int32_t pb = p_total - p0 < S8_PB ? p_total - p0 : S8_PB;
+  const int32_t p_total = g->oh * g->ow, p0 = (int32_t)b * j->pbs;
+  const int32_t pb = p_total - p0 < j->pbs ? p_total - p0 : j->pbs;
   const size_t plane = (size_t)g->h * (size_t)g->w, k = (size_t)g->k;
   if (pb < 4 && ert_cpu.gemv_s8 != NULL) {
     block_v(j, n, grp, p0, pb, col);
@@ -684,9 +686,9 @@ static void block_q(const job *j, size_t t, int8_t *col, int8_t *wq) {
       done = pb < (np & ~7) ? pb : (np & ~7);
       if (done == pb) continue;
     }
-    int32_t acc[S8_MR][S8_PB + 1];
+    int32_t acc[S8_MR][2 * S8_PB + 1];
     (j->w_no_min && ert_cpu.qgemm_s8_p != NULL ? ert_cpu.qgemm_s8_p : ert_cpu.qgemm_s8)(
-        kq, np, col, wq, bias, &acc[0][0], S8_PB + 1);
+        kq, np, col, wq, bias, &acc[0][0], 2 * S8_PB + 1);
     for (int32_t r = 0; r < mr; r++) {
       const int32_t *qp = j->qp + 2 * (oc0 + (size_t)r);
       ert_requant_row(acc[r] + done, (size_t)(pb - done), qp[1], g->shift, g->yzp, g->lo, g->hi,
@@ -697,14 +699,13 @@ static void block_q(const job *j, size_t t, int8_t *col, int8_t *wq) {
 
 static void im2col_task(void *arg, size_t begin, size_t end) {
   const job *j = (const job *)arg;
-  const int simd = ert_cpu.qgemm_s8 != NULL && ert_cpu.quads_s8 != NULL && ert_cpu.pack_w_s8 != NULL;
   for (size_t s = begin; s < end; s++) {
     char *slot = j->scratch + s * j->slot_bytes;
     int16_t *col = (int16_t *)(void *)slot;
     int16_t *wbuf = (int16_t *)(void *)(slot + col_bytes(j->g));
     const size_t t0 = s * j->tasks / j->nslots, t1 = (s + 1) * j->tasks / j->nslots;
     for (size_t t = t0; t < t1; t++) {
-      if (simd)
+      if (j->simd)
         block_q(j, t, (int8_t *)(void *)col, (int8_t *)(void *)wbuf);
       else
         block(j, t, col, wbuf);
@@ -734,7 +735,11 @@ void ert_conv2d_s8__ref(const ert_node *node, ert_exec *ex) {
   }
   j.scratch = (char *)node->scratch;
   j.slot_bytes = im2col_scratch(&g) / S8_SLOTS;
-  j.blocks = ((size_t)g.oh * (size_t)g.ow + S8_PB - 1) / S8_PB;
+  /* The int8 quads of a block take ceil(k/4)*4 bytes per pixel, the int16 block 2k: when k
+   * is a multiple of 4, twice as many pixels fit in the slot (fewer weight packings). */
+  j.simd = ert_cpu.qgemm_s8 != NULL && ert_cpu.quads_s8 != NULL && ert_cpu.pack_w_s8 != NULL;
+  j.pbs = j.simd && (size_t)(g.k + 3) / 4u * 8u * S8_PB <= col_bytes(&g) ? 2 * S8_PB : S8_PB;
+  j.blocks = ((size_t)g.oh * (size_t)g.ow + (size_t)j.pbs - 1) / (size_t)j.pbs;
   j.tasks = (size_t)g.n * (size_t)g.group * j.blocks;
   j.nslots = j.tasks < S8_SLOTS ? j.tasks : S8_SLOTS;
   ert_parallel_for(ex, j.nslots, im2col_task, &j);
