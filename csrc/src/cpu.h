@@ -219,12 +219,13 @@ typedef struct ert_kernels {
                  const int32_t *q, int32_t oh, int32_t ow, int32_t s);
   /*   qgemm_rq_s8 qgemm_s8's accumulators, requantized: y[r*ldy + i] = clamp(q[1] +
    *               requant(acc[r][i], mult[r], q[0]), q[2], q[3]) for r < rows (<= 4),
-   *               i < min(n, np - np % 8), shift q[0] > 31 (bias and mult: 4 entries);
-   *               when qgemm_s8_p is set (no sdot), for weights in [-127, 127] only, as
-   *               qgemm_s8_p; aarch64 only. */
-  void (*qgemm_rq_s8)(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
-                      const int32_t *bias, const int32_t *mult, const int32_t *q, int8_t *y,
-                      size_t ldy, int32_t n, int32_t rows);
+   *               i < d, shift q[0] > 31 (bias and mult: 4 entries); returns d <= n, the
+   *               pixels done: min(n, np - np % 8) with sdot, n when np >= 16 (else 0)
+   *               without; y untouched past d. When qgemm_s8_p is set (no sdot), for
+   *               weights in [-127, 127] only, as qgemm_s8_p; aarch64 only. */
+  int32_t (*qgemm_rq_s8)(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
+                         const int32_t *bias, const int32_t *mult, const int32_t *q, int8_t *y,
+                         size_t ldy, int32_t n, int32_t rows);
   /*   taps_s8     dst[np4*q + 4*i + j] = src[off[t < k ? t : 0] + i*s] with t = 4q + j, for
    *               q < ceil(k/4), i < n (s is 1 or 2, n >= 17): the quads of a run of
    *               conv2d_s8 windows along an output row (taps past k repeat tap 0: their
@@ -330,12 +331,12 @@ void ert_dw3_s8__neon(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t *w,
                       const int32_t *q, int32_t oh, int32_t ow, int32_t s);
 void ert_taps_s8__neon(int8_t *dst, size_t np4, const int8_t *src, const ptrdiff_t *off,
                        int32_t k, int32_t n, int32_t s);
-void ert_qgemm_rq_s8__neon(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
-                           const int32_t *bias, const int32_t *mult, const int32_t *q, int8_t *y,
-                           size_t ldy, int32_t n, int32_t rows);
-void ert_qgemm_rq_s8__dot(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
-                          const int32_t *bias, const int32_t *mult, const int32_t *q, int8_t *y,
-                          size_t ldy, int32_t n, int32_t rows);
+int32_t ert_qgemm_rq_s8__neon(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
+                              const int32_t *bias, const int32_t *mult, const int32_t *q, int8_t *y,
+                              size_t ldy, int32_t n, int32_t rows);
+int32_t ert_qgemm_rq_s8__dot(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
+                             const int32_t *bias, const int32_t *mult, const int32_t *q, int8_t *y,
+                             size_t ldy, int32_t n, int32_t rows);
 void ert_dw3_s8__dot(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t *w, int32_t bias,
                      const int32_t *q, int32_t oh, int32_t ow, int32_t s);
 /* kernels/neon/ew_s8.c; lut_s8 on aarch64 only. */

@@ -383,10 +383,11 @@ static void test_qgemm_rq_s8(const ert_kernels *opt) {
         const int32_t q[4] = {mq[v][1], zp, (b % 2) ? zp : -128, (b % 4 == 1) ? zp : 127};
         int8_t *y = guarded_s8((size_t)(rows - 1) * ldy + (size_t)n);
         for (size_t i = 0; i < (size_t)(rows - 1) * ldy + (size_t)n; ++i) y[i] = 0x5a;
-        opt->qgemm_rq_s8(kq, np, col, wq, bias, mult, q, y, ldy, n, rows);
+        const int32_t nd = opt->qgemm_rq_s8(kq, np, col, wq, bias, mult, q, y, ldy, n, rows);
         char ctx[80];
         snprintf(ctx, sizeof ctx, "kq=%d np=%d n=%d rows=%d shift=%d", (int)kq, (int)np, (int)n, (int)rows, (int)q[0]);
-        const int32_t nd = n < (np & ~7) ? n : (np & ~7); /* the pixels it does */
+        /* the pixels it did: at least the whole tiles of 8 (all n from 16 pixels on) */
+        expect_eq("qgemm_rq_s8 done", nd >= 0 && nd <= n && (np < 16 || nd >= (n < (np & ~7) ? n : (np & ~7))), 1, ctx);
         for (int r = 0; r < rows; ++r) {
           for (int32_t i = 0; i < nd; ++i) {
             long long acc = bias[r];

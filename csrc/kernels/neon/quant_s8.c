@@ -28,6 +28,16 @@ static void store_part(int8_t *y, int8x16_t b, int32_t n) {
   for (int32_t i = 0; i < n; ++i) y[i] = t[i];
 }
 
+#if defined(__aarch64__)
+/* The first w (<= 16) bytes of v[r] to y + r*ld, r < rows (<= 4): the partial tiles of
+ * qgemm_rq_s8. */
+static __attribute__((noinline)) void store_rows(int8_t *y, size_t ld, const int8x16_t *v,
+                                                 int32_t rows, int32_t w) {
+  for (int32_t r = 0; r < rows; ++r, y += ld)
+    for (int32_t k = 0; k < w; ++k) y[k] = ((const int8_t *)(const void *)&v[r])[k];
+}
+#endif
+
 /* The tail of qgemm: pixels i0 .. np one at a time. */
 static void qgemm_tail(int32_t kq, int32_t np, int32_t i0, const int8_t *col, const int8_t *wq,
                        const int32_t *bias, int32_t *acc, int32_t lda) {
@@ -159,144 +169,155 @@ static inline __attribute__((always_inline)) void qgemm_p_tile(int32_t kq, int32
 }
 
 #if defined(__aarch64__)
-/* The requantization of qgemm_rq_s8 (shift q[0] > 31), set up once per call: m holds the
- * four channels' multipliers (by lane), sh = 31 - shift. */
-typedef struct rq_hi {
-  int32x4_t m, sh;
-  int16x8_t z;
-  int8x16_t lo, hi;
-} rq_hi;
-
-/* The 4x8 tile of qgemm_p_tile (V = 2) in assembly: accumulator [r][v][h] in v(16 +
- * 4(2v + h) + r), each starting as [bias[r], 0, bias[r], 0] (bz[r] = bias[r] as a
- * zero-extended 64-bit word, by ld4r), so the pairwise adds give bias + sum per pixel;
- * per pair of quads, the pixels by two ld1 and the eight channel words replicated by two
- * ld4r; an odd last quad alone; the pairwise adds leave pixels 4v .. 4v+3 of channel r in
- * v(16 + 8v + r). Without rq, the sums go to int32 out[r*ld + i], i < 8; with rq
- * (qgemm_rq_s8), requantized as in RQ16 to int8 out[r*ld + i] for r < rows, i < min(n, 8).
- * qgemm_p8 runs it on pixels i = 0, 8, .. while i + 8 <= np and i < n; returns the next i. */
-#define P_GRP(A0, A1, X0, X1, W0, W1, T0, T1)                                              \
-  "smull  " T0 ".8h, " X0 ".8b, " W0 ".8b\n\t"                                             \
-  "smull2 " T1 ".8h, " X0 ".16b, " W0 ".16b\n\t"                                           \
-  "smlal  " T0 ".8h, " X1 ".8b, " W1 ".8b\n\t"                                             \
-  "smlal2 " T1 ".8h, " X1 ".16b, " W1 ".16b\n\t"                                           \
-  "sadalp " A0 ".4s, " T0 ".8h\n\t"                                                        \
-  "sadalp " A1 ".4s, " T1 ".8h\n\t"
-#define P_CH(A0, A1, A2, A3, W0, W1)                                                       \
-  P_GRP(A0, A1, "v0", "v2", W0, W1, "v12", "v13") P_GRP(A2, A3, "v1", "v3", W0, W1, "v14", "v15")
-#define P_ONE(A0, A1, X0, W0, T0, T1)                                                      \
-  "smull  " T0 ".8h, " X0 ".8b, " W0 ".8b\n\t"                                             \
-  "smull2 " T1 ".8h, " X0 ".16b, " W0 ".16b\n\t"                                           \
-  "sadalp " A0 ".4s, " T0 ".8h\n\t"                                                        \
-  "sadalp " A1 ".4s, " T1 ".8h\n\t"
-#define P_CH1(A0, A1, A2, A3, W0)                                                          \
-  P_ONE(A0, A1, "v0", W0, "v12", "v13") P_ONE(A2, A3, "v1", W0, "v14", "v15")
-
-static __attribute__((noinline)) int32_t qgemm_p8(int32_t kq, int32_t np, const int8_t *col,
-                                                  const int8_t *wq, const int32_t *bias,
-                                                  const int32_t *mult, const int32_t *q,
-                                                  void *out, size_t ld, int32_t n, int32_t rows) {
-  const uint64_t bz[4] = {(uint32_t)bias[0], (uint32_t)bias[1], (uint32_t)bias[2],
-                          (uint32_t)bias[3]};
-  rq_hi rq_v;
-  const rq_hi *rq = NULL;
+/* The 4x16 tile of qgemm_s8_p in assembly (aarch64). Per quad, the 16 pixels' 64 bytes
+ * are read by two ld2 of halfwords, which de-interleaves them into taps 0-1 (x01: pixel p
+ * in halfword p) and taps 2-3 (x23) of 8 pixels each; the four channels' weights by two
+ * ld4r of halfwords (w01 and w23 of channel r replicated). smull(x01, w01) + smlal(x23,
+ * w23) leaves x0 w0 + x2 w2 and x1 w1 + x3 w3 of pixel p in int16 lanes 2p and 2p + 1
+ * (|x| <= 128, |w| <= 127: each within 32512), and sadalp adds the two into pixel p's int32
+ * lane: accumulator [r][v] (pixels 4v .. 4v+3 of channel r) in v(16 + 4v + r), starting
+ * from bias[r] (ld4r). 54 instructions per quad (256 multiply-adds); no final pairwise
+ * adds. Tiles at i = 0, 16, .. and, when np is not a multiple of 16, a last one at np - 16
+ * (recomputing some pixels: the same values), while i < n; np >= 16. Without q, the sums
+ * go to int32 out[r*ld + i]; with q (qgemm_rq_s8: shift q[0] > 31, mult), requantized to
+ * int8 out[r*ld + i] for r < rows, i < n. */
+static __attribute__((noinline)) void qgemm_p16(int32_t kq, int32_t np, const int8_t *col,
+                                                const int8_t *wq, const int32_t *bias,
+                                                const int32_t *mult, const int32_t *q, void *out,
+                                                size_t ld, int32_t n, int32_t rows) {
+  const size_t np4 = (size_t)np * 4u;
+  struct {
+    int32x4_t m, sh;
+    int16x8_t z;
+    int8x16_t lo, hi;
+  } rq_v, *rq = &rq_v; /* reloaded per tile (the tile uses every register) */
   if (q != NULL) {
     rq_v.m = vld1q_s32(mult), rq_v.sh = vdupq_n_s32(31 - q[0]), rq_v.z = vdupq_n_s16((int16_t)q[1]);
     rq_v.lo = vdupq_n_s8((int8_t)q[2]), rq_v.hi = vdupq_n_s8((int8_t)q[3]);
-    rq = &rq_v;
   }
-  const size_t np4 = (size_t)np * 4u, stride2 = 2u * np4, odd = (size_t)kq & 1u;
-  const int32_t tiles = np / 8 < (n + 7) / 8 ? np / 8 : (n + 7) / 8;
-  const int32_t nfull = rows == 4 ? n - 8 : -1; /* tiles from i <= nfull store 4 whole rows */
-  const int8_t *c = col;
-  int32_t i = 0;
-  for (; i < 8 * tiles; i += 8, c += 32) {
-    const int8_t *c0 = c, *c1 = c + np4, *w = wq;
-    size_t pairs = (size_t)kq / 2u;
-    register int32x4_t s0 __asm__("v16"), s1 __asm__("v17"), s2 __asm__("v18"), s3 __asm__("v19");
-    register int32x4_t s4 __asm__("v24"), s5 __asm__("v25"), s6 __asm__("v26"), s7 __asm__("v27");
+  for (int32_t i = 0;; i += 16) {
+    const int half = i + 8 == np; /* the last 8 pixels: the ld2 of c1 and its products skipped */
+    if (i + 16 > np && !half) i = np - 16;
+    const int8_t *c0 = col + 4 * (size_t)i, *c1 = c0 + 32, *w = wq;
+    size_t nq = half ? (size_t)kq : (size_t)(kq + 1) / 2u; /* two quads per full step */
+    register int32x4_t a00 __asm__("v16"), a01 __asm__("v17"), a02 __asm__("v18"), a03 __asm__("v19");
+    register int32x4_t a10 __asm__("v20"), a11 __asm__("v21"), a12 __asm__("v22"), a13 __asm__("v23");
+    register int32x4_t a20 __asm__("v24"), a21 __asm__("v25"), a22 __asm__("v26"), a23 __asm__("v27");
+    register int32x4_t a30 __asm__("v28"), a31 __asm__("v29"), a32 __asm__("v30"), a33 __asm__("v31");
+#define P16_CH(W01, W23, A0, A1, A2, A3)                                                   \
+  "smull  v12.8h, v0.8b, " W01 ".8b\n\t"                                                   \
+  "smull2 v13.8h, v0.16b, " W01 ".16b\n\t"                                                 \
+  "smull  v14.8h, v2.8b, " W01 ".8b\n\t"                                                   \
+  "smull2 v15.8h, v2.16b, " W01 ".16b\n\t"                                                 \
+  "smlal  v12.8h, v1.8b, " W23 ".8b\n\t"                                                   \
+  "smlal2 v13.8h, v1.16b, " W23 ".16b\n\t"                                                 \
+  "smlal  v14.8h, v3.8b, " W23 ".8b\n\t"                                                   \
+  "smlal2 v15.8h, v3.16b, " W23 ".16b\n\t"                                                 \
+  "sadalp " A0 ".4s, v12.8h\n\t"                                                           \
+  "sadalp " A1 ".4s, v13.8h\n\t"                                                           \
+  "sadalp " A2 ".4s, v14.8h\n\t"                                                           \
+  "sadalp " A3 ".4s, v15.8h\n\t"
+#define P16_Q /* one quad, 16 pixels */                                                  \
+  "ld2 {v0.8h, v1.8h}, [%[c0]], %[st]\n\t"                                                 \
+  "ld2 {v2.8h, v3.8h}, [%[c1]], %[st]\n\t"                                                 \
+  "ld4r {v4.8h, v5.8h, v6.8h, v7.8h}, [%[w]], #8\n\t"                                      \
+  "ld4r {v8.8h, v9.8h, v10.8h, v11.8h}, [%[w]], #8\n\t"                                    \
+  P16_CH("v4", "v5", "v16", "v20", "v24", "v28") P16_CH("v6", "v7", "v17", "v21", "v25", "v29") \
+  P16_CH("v8", "v9", "v18", "v22", "v26", "v30") P16_CH("v10", "v11", "v19", "v23", "v27", "v31")
+#define P8_CH(W01, W23, A0, A1)                                                            \
+  "smull  v12.8h, v0.8b, " W01 ".8b\n\t"                                                   \
+  "smull2 v13.8h, v0.16b, " W01 ".16b\n\t"                                                 \
+  "smlal  v12.8h, v1.8b, " W23 ".8b\n\t"                                                   \
+  "smlal2 v13.8h, v1.16b, " W23 ".16b\n\t"                                                 \
+  "sadalp " A0 ".4s, v12.8h\n\t"                                                           \
+  "sadalp " A1 ".4s, v13.8h\n\t"
     __asm__(
-        "ld4r {v16.2d, v17.2d, v18.2d, v19.2d}, [%[bz]]\n\t"
-        "ld4r {v20.2d, v21.2d, v22.2d, v23.2d}, [%[bz]]\n\t"
-        "ld4r {v24.2d, v25.2d, v26.2d, v27.2d}, [%[bz]]\n\t"
-        "ld4r {v28.2d, v29.2d, v30.2d, v31.2d}, [%[bz]]\n\t"
-        "cbz %[n], 2f\n"
-        "1:\n\t"
-        "ld1 {v0.16b, v1.16b}, [%[c0]], %[st]\n\t"
-        "ld1 {v2.16b, v3.16b}, [%[c1]], %[st]\n\t"
-        "ld4r {v4.4s, v5.4s, v6.4s, v7.4s}, [%[w]], #16\n\t"
-        "ld4r {v8.4s, v9.4s, v10.4s, v11.4s}, [%[w]], #16\n\t"
-        P_CH("v16", "v20", "v24", "v28", "v4", "v8") P_CH("v17", "v21", "v25", "v29", "v5", "v9")
-        P_CH("v18", "v22", "v26", "v30", "v6", "v10") P_CH("v19", "v23", "v27", "v31", "v7", "v11")
+        "ld4r {v16.4s, v17.4s, v18.4s, v19.4s}, [%[b]]\n\t"
+        "ld4r {v20.4s, v21.4s, v22.4s, v23.4s}, [%[b]]\n\t"
+        "ld4r {v24.4s, v25.4s, v26.4s, v27.4s}, [%[b]]\n\t"
+        "ld4r {v28.4s, v29.4s, v30.4s, v31.4s}, [%[b]]\n\t"
+        "cbnz %w[h], 2f\n\t"
+        "tbnz %w[kq], #0, 4f\n"
+        "1:\n\t" P16_Q "4:\n\t" P16_Q
         "subs %[n], %[n], #1\n\t"
-        "b.ne 1b\n"
+        "b.ne 1b\n\t"
+        "b 3f\n"
         "2:\n\t"
-        "cbz %[odd], 3f\n\t"
-        "ld1 {v0.16b, v1.16b}, [%[c0]]\n\t"
-        "ld4r {v4.4s, v5.4s, v6.4s, v7.4s}, [%[w]]\n\t"
-        P_CH1("v16", "v20", "v24", "v28", "v4") P_CH1("v17", "v21", "v25", "v29", "v5")
-        P_CH1("v18", "v22", "v26", "v30", "v6") P_CH1("v19", "v23", "v27", "v31", "v7")
-        "3:\n\t"
-        "addp v16.4s, v16.4s, v20.4s\n\taddp v17.4s, v17.4s, v21.4s\n\t"
-        "addp v18.4s, v18.4s, v22.4s\n\taddp v19.4s, v19.4s, v23.4s\n\t"
-        "addp v24.4s, v24.4s, v28.4s\n\taddp v25.4s, v25.4s, v29.4s\n\t"
-        "addp v26.4s, v26.4s, v30.4s\n\taddp v27.4s, v27.4s, v31.4s\n\t"
-        : [c0] "+r"(c0), [c1] "+r"(c1), [w] "+r"(w), [n] "+r"(pairs), "=w"(s0), "=w"(s1),
-          "=w"(s2), "=w"(s3), "=w"(s4), "=w"(s5), "=w"(s6), "=w"(s7)
-        : [st] "r"(stride2), [odd] "r"(odd), [bz] "r"(bz)
+        "ld2 {v0.8h, v1.8h}, [%[c0]], %[st]\n\t"
+        "ld4r {v4.8h, v5.8h, v6.8h, v7.8h}, [%[w]], #8\n\t"
+        "ld4r {v8.8h, v9.8h, v10.8h, v11.8h}, [%[w]], #8\n\t"
+        P8_CH("v4", "v5", "v16", "v20") P8_CH("v6", "v7", "v17", "v21")
+        P8_CH("v8", "v9", "v18", "v22") P8_CH("v10", "v11", "v19", "v23")
+        "subs %[n], %[n], #1\n\t"
+        "b.ne 2b\n"
+        "3:\n"
+        : [c0] "+r"(c0), [c1] "+r"(c1), [w] "+r"(w), [n] "+r"(nq), "=w"(a00), "=w"(a01),
+          "=w"(a02), "=w"(a03), "=w"(a10), "=w"(a11), "=w"(a12), "=w"(a13), "=w"(a20),
+          "=w"(a21), "=w"(a22), "=w"(a23), "=w"(a30), "=w"(a31), "=w"(a32), "=w"(a33)
+        : [st] "r"(np4), [b] "r"(bias), [h] "r"(half), [kq] "r"(kq)
         : "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12",
-          "v13", "v14", "v15", "v20", "v21", "v22", "v23", "v28", "v29", "v30", "v31", "memory",
-          "cc");
-    if (rq == NULL) {
-      int32_t *a = (int32_t *)out + i;
-      vst1q_s32(a, s0), vst1q_s32(a + 4, s4), a += ld;
-      vst1q_s32(a, s1), vst1q_s32(a + 4, s5), a += ld;
-      vst1q_s32(a, s2), vst1q_s32(a + 4, s6), a += ld;
-      vst1q_s32(a, s3), vst1q_s32(a + 4, s7);
-      continue;
-    }
-#define RQH(lo, hi, r) /* channel r's eight int16 of qgemm_rq_s8 before the int8 steps */ \
-  vqaddq_s16(vcombine_s16(vqmovn_s32(vrshlq_s32(vqdmulhq_laneq_s32(lo, rq->m, r), rq->sh)),   \
-                          vqmovn_s32(vrshlq_s32(vqdmulhq_laneq_s32(hi, rq->m, r), rq->sh))),  \
-             rq->z)
-    const int8x16_t y01 = vminq_s8(vmaxq_s8(vcombine_s8(vqmovn_s16(RQH(s0, s4, 0)),
-                                                        vqmovn_s16(RQH(s1, s5, 1))), rq->lo), rq->hi);
-    const int8x16_t y23 = vminq_s8(vmaxq_s8(vcombine_s8(vqmovn_s16(RQH(s2, s6, 2)),
-                                                        vqmovn_s16(RQH(s3, s7, 3))), rq->lo), rq->hi);
+          "v13", "v14", "v15", "memory", "cc");
+#undef P16_CH
+#undef P16_Q
+#undef P8_CH
+    const int32x4_t acc[4][4] = {{a00, a10, a20, a30}, {a01, a11, a21, a31},
+                                 {a02, a12, a22, a32}, {a03, a13, a23, a33}};
+    if (q == NULL) {
+#pragma GCC unroll 4
+      for (int r = 0; r < 4; ++r)
+#pragma GCC unroll 4
+        for (int v = 0; v < 4; ++v)
+          if (v < 2 || !half) vst1q_s32((int32_t *)out + (size_t)r * ld + i + 4 * v, acc[r][v]);
+    } else {
+      int32x4_t m = rq->m, sh = rq->sh;
+      int16x8_t z = rq->z;
+      int8x16_t lo = rq->lo, hi = rq->hi;
+      __asm__("" : "+w"(m), "+w"(sh), "+w"(z), "+w"(lo), "+w"(hi)); /* loaded once per tile */
+#define RQH(a, b, r) /* channel r's eight int16 of qgemm_rq_s8 before the int8 steps */    \
+  vqaddq_s16(vcombine_s16(vqmovn_s32(vrshlq_s32(vqdmulhq_laneq_s32(a, m, r), sh)),          \
+                          vqmovn_s32(vrshlq_s32(vqdmulhq_laneq_s32(b, m, r), sh))), z)
+      int8x16_t y[4]; /* channel r's 16 bytes (all four; rows of them stored) */
+#pragma GCC unroll 4
+      for (int r = 0; r < 4; ++r)
+        y[r] = vminq_s8(vmaxq_s8(vcombine_s8(vqmovn_s16(RQH(acc[r][0], acc[r][1], r)),
+                                             vqmovn_s16(RQH(acc[r][2], acc[r][3], r))),
+                                 lo), hi);
+      int8_t *yr = (int8_t *)out + i;
+      if (rows == 4 && i + 16 <= n && !half) {
+        vst1q_s8(yr, y[0]), vst1q_s8(yr + ld, y[1]);
+        vst1q_s8(yr + 2 * ld, y[2]), vst1q_s8(yr + 3 * ld, y[3]);
+      } else {
+        store_rows(yr, ld, y, rows, n - i < 16 ? n - i : 16);
+      }
 #undef RQH
-    int8_t *y = (int8_t *)out + i;
-    if (i <= nfull) {
-      vst1_s8(y, vget_low_s8(y01)), y += ld;
-      vst1q_lane_s64((int64_t *)(void *)y, vreinterpretq_s64_s8(y01), 1), y += ld;
-      vst1_s8(y, vget_low_s8(y23)), y += ld;
-      vst1q_lane_s64((int64_t *)(void *)y, vreinterpretq_s64_s8(y23), 1);
-      continue;
     }
-    int8_t t[32]; /* row r in t[8r ..) */
-    vst1q_s8(t, y01), vst1q_s8(t + 16, y23);
-    for (int32_t r = 0; r < rows; ++r)
-      for (int32_t k = 0; k < 8 && k < n - i; ++k) y[(size_t)r * ld + (size_t)k] = t[8 * r + k];
+    if (i + 16 >= np || i + 16 >= n) return; /* (a half tile ends at np) */
   }
-  return i;
 }
 
-/* qgemm_rq_s8 for weights in [-127, 127] (qgemm_s8_p's products) on CPUs without sdot. */
-void ert_qgemm_rq_s8__neon(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
-                           const int32_t *bias, const int32_t *mult, const int32_t *q, int8_t *y,
-                           size_t ldy, int32_t n, int32_t rows) {
-  qgemm_p8(kq, np, col, wq, bias, mult, q, y, ldy, n, rows);
+/* qgemm_rq_s8 for weights in [-127, 127] (qgemm_s8_p's products) on CPUs without sdot:
+ * np >= 16, or nothing. */
+int32_t ert_qgemm_rq_s8__neon(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
+                              const int32_t *bias, const int32_t *mult, const int32_t *q, int8_t *y,
+                              size_t ldy, int32_t n, int32_t rows) {
+  if (np < 16) return 0;
+  qgemm_p16(kq, np, col, wq, bias, mult, q, y, ldy, n, rows);
+  return n;
 }
 #endif
 
 void ert_qgemm_s8_p__neon(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
                           const int32_t *bias, int32_t *acc, int32_t lda) {
-  int32_t i = 0;
-#if defined(__aarch64__)
-  i = qgemm_p8(kq, np, col, wq, bias, NULL, NULL, acc, (size_t)lda, np, 4);
+#if defined(__aarch64__) /* under 16 pixels: the widening form (exact for any weights) */
+  if (np >= 16)
+    qgemm_p16(kq, np, col, wq, bias, NULL, NULL, acc, (size_t)lda, np, 4);
+  else
+    ert_qgemm_s8__neon(kq, np, col, wq, bias, acc, lda);
 #else
+  int32_t i = 0;
   for (; i + 4 <= np; i += 4) qgemm_p_tile(kq, np, i, col, wq, bias, acc, lda, 1);
-#endif
   qgemm_tail(kq, np, i, col, wq, bias, acc, lda);
+#endif
 }
 
 /* [sum a, sum b, sum c, sum d] (row sums of pack_w_s8, gemv) */
@@ -801,27 +822,29 @@ rq_tile(int32_t kq, size_t np4, int32_t i, const int8_t *col, const int8_t *wq,
       a[4 * v + 3] = vdotq_laneq_s32(a[4 * v + 3], x, w, 3);
     }
   }
+  int8x16_t b[4]; /* all four channels; rows of them stored */
 #pragma GCC unroll 4
   for (int r = 0; r < 4; ++r) {
-    if (r >= rows) break;
-    int8x16_t b;
     if (V == 4)
-      RQ16(b, a[r], a[4 + r], a[8 + r], a[12 + r], mv[r]);
+      RQ16(b[r], a[r], a[4 + r], a[8 + r], a[12 + r], mv[r]);
     else
-      RQ16(b, a[r], a[4 + r], a[r], a[4 + r], mv[r]);
-    int8_t *yr = y + (size_t)r * ldy + (size_t)i;
-    if (i + 4 * V <= n) {
+      RQ16(b[r], a[r], a[4 + r], a[r], a[4 + r], mv[r]);
+  }
+  int8_t *yr = y + (size_t)i;
+  if (rows == 4 && i + 4 * V <= n) {
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r, yr += ldy) {
       if (V == 4)
-        vst1q_s8(yr, b);
+        vst1q_s8(yr, b[r]);
       else
-        vst1_s8(yr, vget_low_s8(b));
-    } else {
-      store_part(yr, b, n - i);
+        vst1_s8(yr, vget_low_s8(b[r]));
     }
+  } else {
+    store_rows(yr, ldy, b, rows, n - i < 4 * V ? n - i : 4 * V);
   }
 }
 
-DOT void ert_qgemm_rq_s8__dot(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
+DOT int32_t ert_qgemm_rq_s8__dot(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
                               const int32_t *bias, const int32_t *mult, const int32_t *q,
                               int8_t *y, size_t ldy, int32_t n, int32_t rows) {
   const size_t np4 = (size_t)np * 4u;
@@ -835,7 +858,8 @@ DOT void ert_qgemm_rq_s8__dot(int32_t kq, int32_t np, const int8_t *col, const i
   int32_t i = 0;
   for (; i + 16 <= np && i < n; i += 16)
     rq_tile(kq, np4, i, col, wq, bv, mv, sh, z, lo, hi, y, ldy, n, rows, 4);
-  if (i + 8 <= np && i < n) rq_tile(kq, np4, i, col, wq, bv, mv, sh, z, lo, hi, y, ldy, n, rows, 2);
+  if (i + 8 <= np && i < n) rq_tile(kq, np4, i, col, wq, bv, mv, sh, z, lo, hi, y, ldy, n, rows, 2), i += 8;
+  return i < n ? i : n;
 }
 
 /* sum (a - azp) b = sum a b - azp sum b: both sums by sdot (sum b against ones). The

@@ -676,14 +676,13 @@ static void block_q(const job *j, size_t t, int8_t *col, int8_t *wq) {
     ert_cpu.pack_w_s8(wq, wsum, j->w + oc0 * k, k, mr, g->k);
     for (int32_t r = 0; r < mr; r++) bias[r] = j->qp[2 * (oc0 + (size_t)r)] - g->xzp * wsum[r];
     int8_t *y0 = j->y + (n * (size_t)g->m + oc0) * (size_t)p_total + (size_t)p0;
-    int32_t done = 0; /* pixels requantized by qgemm_rq_s8 (whole tiles of 8) */
+    int32_t done = 0; /* pixels requantized by qgemm_rq_s8 */
     if (ert_cpu.qgemm_rq_s8 != NULL && g->shift > 31 &&
         (j->w_no_min || ert_cpu.qgemm_s8_p == NULL)) { /* qgemm_s8_p: no sdot */
       int32_t mult[S8_MR] = {0, 0, 0, 0};
       for (int32_t r = 0; r < mr; r++) mult[r] = j->qp[2 * (oc0 + (size_t)r) + 1];
       const int32_t q[4] = {g->shift, g->yzp, g->lo, g->hi};
-      ert_cpu.qgemm_rq_s8(kq, np, col, wq, bias, mult, q, y0, (size_t)p_total, pb, mr);
-      done = pb < (np & ~7) ? pb : (np & ~7);
+      done = ert_cpu.qgemm_rq_s8(kq, np, col, wq, bias, mult, q, y0, (size_t)p_total, pb, mr);
       if (done == pb) continue;
     }
     int32_t acc[S8_MR][2 * S8_PB + 1];
