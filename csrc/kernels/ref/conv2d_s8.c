@@ -669,30 +669,28 @@ static void block_q(const job *j, size_t t, int8_t *col, int8_t *wq) {
   const int32_t kq = (g->k + 3) / 4, np8 = (pb + 7) & ~7;
   const int32_t np = (size_t)kq * 4u * (size_t)np8 <= col_bytes(g) ? np8 : pb;
   gather_q(g, j->x + (n * (size_t)g->c + grp * (size_t)g->cg) * plane, p0, pb, np, col);
+  const int32_t xzp = g->xzp, q[4] = {g->shift, g->yzp, g->lo, g->hi};
+  const int rq = ert_cpu.qgemm_rq_s8 != NULL && g->shift > 31 &&
+                 (j->w_no_min || ert_cpu.qgemm_s8_p == NULL); /* qgemm_s8_p: no sdot */
   for (int32_t m0 = 0; m0 < g->mg; m0 += S8_MR) {
     const int32_t mr = g->mg - m0 < S8_MR ? g->mg - m0 : S8_MR;
     const size_t oc0 = grp * (size_t)g->mg + (size_t)m0;
-    int32_t wsum[S8_MR], bias[S8_MR] = {0, 0, 0, 0};
+    const int32_t *qp = j->qp + 2 * oc0;
+    int32_t wsum[S8_MR], bias[S8_MR] = {0, 0, 0, 0}, mult[S8_MR] = {0, 0, 0, 0};
     ert_cpu.pack_w_s8(wq, wsum, j->w + oc0 * k, k, mr, g->k);
-    for (int32_t r = 0; r < mr; r++) bias[r] = j->qp[2 * (oc0 + (size_t)r)] - g->xzp * wsum[r];
+    for (int32_t r = 0; r < mr; r++) bias[r] = qp[2 * r] - xzp * wsum[r], mult[r] = qp[2 * r + 1];
     int8_t *y0 = j->y + (n * (size_t)g->m + oc0) * (size_t)p_total + (size_t)p0;
     int32_t done = 0; /* pixels requantized by qgemm_rq_s8 */
-    if (ert_cpu.qgemm_rq_s8 != NULL && g->shift > 31 &&
-        (j->w_no_min || ert_cpu.qgemm_s8_p == NULL)) { /* qgemm_s8_p: no sdot */
-      int32_t mult[S8_MR] = {0, 0, 0, 0};
-      for (int32_t r = 0; r < mr; r++) mult[r] = j->qp[2 * (oc0 + (size_t)r) + 1];
-      const int32_t q[4] = {g->shift, g->yzp, g->lo, g->hi};
+    if (rq) {
       done = ert_cpu.qgemm_rq_s8(kq, np, col, wq, bias, mult, q, y0, (size_t)p_total, pb, mr);
       if (done == pb) continue;
     }
     int32_t acc[S8_MR][2 * S8_PB + 1];
     (j->w_no_min && ert_cpu.qgemm_s8_p != NULL ? ert_cpu.qgemm_s8_p : ert_cpu.qgemm_s8)(
         kq, np, col, wq, bias, &acc[0][0], 2 * S8_PB + 1);
-    for (int32_t r = 0; r < mr; r++) {
-      const int32_t *qp = j->qp + 2 * (oc0 + (size_t)r);
-      ert_requant_row(acc[r] + done, (size_t)(pb - done), qp[1], g->shift, g->yzp, g->lo, g->hi,
+    for (int32_t r = 0; r < mr; r++)
+      ert_requant_row(acc[r] + done, (size_t)(pb - done), mult[r], g->shift, g->yzp, g->lo, g->hi,
                       y0 + (size_t)r * (size_t)p_total + (size_t)done);
-    }
   }
 }
 
