@@ -170,17 +170,20 @@ static inline __attribute__((always_inline)) void qgemm_p_tile(int32_t kq, int32
 
 #if defined(__aarch64__)
 /* The 4x16 tile of qgemm_s8_p in assembly (aarch64). Per quad, the 16 pixels' 64 bytes
- * are read by two ld2 of halfwords, which de-interleaves them into taps 0-1 (x01: pixel p
- * in halfword p) and taps 2-3 (x23) of 8 pixels each; the four channels' weights by two
- * ld4r of halfwords (w01 and w23 of channel r replicated). smull(x01, w01) + smlal(x23,
- * w23) leaves x0 w0 + x2 w2 and x1 w1 + x3 w3 of pixel p in int16 lanes 2p and 2p + 1
- * (|x| <= 128, |w| <= 127: each within 32512), and sadalp adds the two into pixel p's int32
- * lane: accumulator [r][v] (pixels 4v .. 4v+3 of channel r) in v(16 + 4v + r), starting
- * from bias[r] (ld4r). 54 instructions per quad (256 multiply-adds); no final pairwise
- * adds. Tiles at i = 0, 16, .. and, when np is not a multiple of 16, a last one at np - 16
- * (recomputing some pixels: the same values), while i < n; np >= 16. Without q, the sums
- * go to int32 out[r*ld + i]; with q (qgemm_rq_s8: shift q[0] > 31, mult), requantized to
- * int8 out[r*ld + i] for r < rows, i < n. */
+ * are read by one ld4 of halfwords, which de-interleaves them into taps 0-1 and taps 2-3
+ * of the even pixels (x01, x23: pixel 2p in halfword p) and of the odd ones; the four
+ * channels' weights by two ld4r of halfwords (w01 and w23 of channel r replicated).
+ * smull(x01, w01) + smlal(x23, w23) leaves x0 w0 + x2 w2 and x1 w1 + x3 w3 of a pixel in
+ * two neighbouring int16 lanes (|x| <= 128, |w| <= 127: each within 32512), and sadalp adds
+ * them into that pixel's int32 lane. Accumulator [r][v] in v(16 + 4v + r), starting from
+ * bias[r] (ld4r): v = 0, 1 the even pixels 0-6 and 8-14 of channel r, v = 2, 3 the odd
+ * ones (zipped back in order when stored). Two quads per loop step, 52 instructions per
+ * quad (256 multiply-adds). Tiles at i = 0, 16, ..; the last 8 pixels (np = i + 8) as a
+ * half tile (ld4 of 32 bytes, the v = 1, 3 accumulators unused); otherwise, when np is not
+ * a multiple of 16, a last tile at np - 16 (recomputing some pixels: the same values);
+ * while i < n; np >= 16. Without q, the sums go to int32 out[r*ld + i]; with q
+ * (qgemm_rq_s8: shift q[0] > 31, mult), requantized to int8 out[r*ld + i] for r < rows,
+ * i < n. */
 static __attribute__((noinline)) void qgemm_p16(int32_t kq, int32_t np, const int8_t *col,
                                                 const int8_t *wq, const int32_t *bias,
                                                 const int32_t *mult, const int32_t *q, void *out,
@@ -196,9 +199,9 @@ static __attribute__((noinline)) void qgemm_p16(int32_t kq, int32_t np, const in
     rq_v.lo = vdupq_n_s8((int8_t)q[2]), rq_v.hi = vdupq_n_s8((int8_t)q[3]);
   }
   for (int32_t i = 0;; i += 16) {
-    const int half = i + 8 == np; /* the last 8 pixels: the ld2 of c1 and its products skipped */
+    const int half = i + 8 == np; /* the last 8 pixels */
     if (i + 16 > np && !half) i = np - 16;
-    const int8_t *c0 = col + 4 * (size_t)i, *c1 = c0 + 32, *w = wq;
+    const int8_t *c0 = col + 4 * (size_t)i, *w = wq;
     size_t nq = half ? (size_t)kq : (size_t)(kq + 1) / 2u; /* two quads per full step */
     register int32x4_t a00 __asm__("v16"), a01 __asm__("v17"), a02 __asm__("v18"), a03 __asm__("v19");
     register int32x4_t a10 __asm__("v20"), a11 __asm__("v21"), a12 __asm__("v22"), a13 __asm__("v23");
@@ -218,17 +221,16 @@ static __attribute__((noinline)) void qgemm_p16(int32_t kq, int32_t np, const in
   "sadalp " A2 ".4s, v14.8h\n\t"                                                           \
   "sadalp " A3 ".4s, v15.8h\n\t"
 #define P16_Q /* one quad, 16 pixels */                                                  \
-  "ld2 {v0.8h, v1.8h}, [%[c0]], %[st]\n\t"                                                 \
-  "ld2 {v2.8h, v3.8h}, [%[c1]], %[st]\n\t"                                                 \
+  "ld4 {v0.8h, v1.8h, v2.8h, v3.8h}, [%[c0]], %[st]\n\t"                                  \
   "ld4r {v4.8h, v5.8h, v6.8h, v7.8h}, [%[w]], #8\n\t"                                      \
   "ld4r {v8.8h, v9.8h, v10.8h, v11.8h}, [%[w]], #8\n\t"                                    \
   P16_CH("v4", "v5", "v16", "v20", "v24", "v28") P16_CH("v6", "v7", "v17", "v21", "v25", "v29") \
   P16_CH("v8", "v9", "v18", "v22", "v26", "v30") P16_CH("v10", "v11", "v19", "v23", "v27", "v31")
 #define P8_CH(W01, W23, A0, A1)                                                            \
   "smull  v12.8h, v0.8b, " W01 ".8b\n\t"                                                   \
-  "smull2 v13.8h, v0.16b, " W01 ".16b\n\t"                                                 \
+  "smull  v13.8h, v2.8b, " W01 ".8b\n\t"                                                   \
   "smlal  v12.8h, v1.8b, " W23 ".8b\n\t"                                                   \
-  "smlal2 v13.8h, v1.16b, " W23 ".16b\n\t"                                                 \
+  "smlal  v13.8h, v3.8b, " W23 ".8b\n\t"                                                   \
   "sadalp " A0 ".4s, v12.8h\n\t"                                                           \
   "sadalp " A1 ".4s, v13.8h\n\t"
     __asm__(
@@ -243,15 +245,15 @@ static __attribute__((noinline)) void qgemm_p16(int32_t kq, int32_t np, const in
         "b.ne 1b\n\t"
         "b 3f\n"
         "2:\n\t"
-        "ld2 {v0.8h, v1.8h}, [%[c0]], %[st]\n\t"
+        "ld4 {v0.4h, v1.4h, v2.4h, v3.4h}, [%[c0]], %[st]\n\t"
         "ld4r {v4.8h, v5.8h, v6.8h, v7.8h}, [%[w]], #8\n\t"
         "ld4r {v8.8h, v9.8h, v10.8h, v11.8h}, [%[w]], #8\n\t"
-        P8_CH("v4", "v5", "v16", "v20") P8_CH("v6", "v7", "v17", "v21")
-        P8_CH("v8", "v9", "v18", "v22") P8_CH("v10", "v11", "v19", "v23")
+        P8_CH("v4", "v5", "v16", "v24") P8_CH("v6", "v7", "v17", "v25")
+        P8_CH("v8", "v9", "v18", "v26") P8_CH("v10", "v11", "v19", "v27")
         "subs %[n], %[n], #1\n\t"
         "b.ne 2b\n"
         "3:\n"
-        : [c0] "+r"(c0), [c1] "+r"(c1), [w] "+r"(w), [n] "+r"(nq), "=w"(a00), "=w"(a01),
+        : [c0] "+r"(c0), [w] "+r"(w), [n] "+r"(nq), "=w"(a00), "=w"(a01),
           "=w"(a02), "=w"(a03), "=w"(a10), "=w"(a11), "=w"(a12), "=w"(a13), "=w"(a20),
           "=w"(a21), "=w"(a22), "=w"(a23), "=w"(a30), "=w"(a31), "=w"(a32), "=w"(a33)
         : [st] "r"(np4), [b] "r"(bias), [h] "r"(half), [kq] "r"(kq)
@@ -266,8 +268,11 @@ static __attribute__((noinline)) void qgemm_p16(int32_t kq, int32_t np, const in
 #pragma GCC unroll 4
       for (int r = 0; r < 4; ++r)
 #pragma GCC unroll 4
-        for (int v = 0; v < 4; ++v)
-          if (v < 2 || !half) vst1q_s32((int32_t *)out + (size_t)r * ld + i + 4 * v, acc[r][v]);
+        for (int v = 0; v < 4; ++v) { /* pixels 4v .. 4v+3 */
+          const int32x4_t e = acc[r][v / 2], o = acc[r][2 + v / 2];
+          if (v < 2 || !half)
+            vst1q_s32((int32_t *)out + (size_t)r * ld + i + 4 * v, v % 2 ? vzip2q_s32(e, o) : vzip1q_s32(e, o));
+        }
     } else {
       int32x4_t m = rq->m, sh = rq->sh;
       int16x8_t z = rq->z;
@@ -279,8 +284,8 @@ static __attribute__((noinline)) void qgemm_p16(int32_t kq, int32_t np, const in
       int8x16_t y[4]; /* channel r's 16 bytes (all four; rows of them stored) */
 #pragma GCC unroll 4
       for (int r = 0; r < 4; ++r)
-        y[r] = vminq_s8(vmaxq_s8(vcombine_s8(vqmovn_s16(RQH(acc[r][0], acc[r][1], r)),
-                                             vqmovn_s16(RQH(acc[r][2], acc[r][3], r))),
+        y[r] = vminq_s8(vmaxq_s8(vzip1q_s8(vcombine_s8(vqmovn_s16(RQH(acc[r][0], acc[r][1], r)), vdup_n_s8(0)),
+                                           vcombine_s8(vqmovn_s16(RQH(acc[r][2], acc[r][3], r)), vdup_n_s8(0))),
                                  lo), hi);
       int8_t *yr = (int8_t *)out + i;
       if (rows == 4 && i + 16 <= n && !half) {
