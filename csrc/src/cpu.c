@@ -124,6 +124,9 @@ void ert_cpu_select(void) {
     k.qgemm_s8 = ert_qgemm_s8__avx2;
     k.requant_row = ert_requant_row__avx2;
     k.dw_taps_s16 = ert_dw_taps_s16__avx2;
+    /* int8 with the requantization in registers */
+    k.qgemm_rq_s8 = ert_qgemm_rq_s8__avx2;
+    k.dw3_s8 = ert_dw3_s8__avx2;
   }
 #else
   (void)force_ref;

@@ -221,7 +221,7 @@ typedef struct ert_kernels {
    *               requant(acc[r][i], mult[r], q[0]), q[2], q[3]) for r < rows (<= 4),
    *               i < min(n, np - np % 8), shift q[0] > 31 (bias and mult: 4 entries);
    *               when qgemm_s8_p is set (no sdot), for weights in [-127, 127] only, as
-   *               qgemm_s8_p; aarch64 only. */
+   *               qgemm_s8_p; aarch64 and x86-64 only. */
   void (*qgemm_rq_s8)(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
                       const int32_t *bias, const int32_t *mult, const int32_t *q, int8_t *y,
                       size_t ldy, int32_t n, int32_t rows);
@@ -295,6 +295,11 @@ void ert_requant_row__avx2(const int32_t *acc, size_t n, int32_t mult, int32_t s
                            int32_t lo, int32_t hi, int8_t *y);
 void ert_qgemm_s8__avx2(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
                         const int32_t *bias, int32_t *acc, int32_t lda);
+void ert_qgemm_rq_s8__avx2(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
+                           const int32_t *bias, const int32_t *mult, const int32_t *q, int8_t *y,
+                           size_t ldy, int32_t n, int32_t rows);
+void ert_dw3_s8__avx2(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t *w, int32_t bias,
+                      const int32_t *q, int32_t oh, int32_t ow, int32_t s);
 void ert_conv2d_dw3s1_f32__avx2(float *y, int32_t oh, int32_t ow, const float *x, ptrdiff_t rs,
                                 ptrdiff_t ts, const float *w, float bias);
 void ert_conv2d_dw3s2_f32__avx2(float *y, int32_t oh, int32_t ow, const float *x, ptrdiff_t rs,

@@ -2,6 +2,8 @@
  * src/cpu.h (pack_w_s8, quads_s8, qgemm_s8; the portable path is block in
  * ref/conv2d_s8.c). Integer results: equal to the reference's exactly. */
 #if defined(ERT_X86_KERNELS) && defined(__x86_64__) && defined(__GNUC__)
+#include <string.h>
+
 #include "x86_avx2.h"
 
 /* Four quads of the four rows at a time: a 4x4 transpose of 32-bit groups. */
@@ -12,6 +14,8 @@ ERT_AVX2 void ert_pack_w_s8__avx2(int8_t *wq, int32_t *wsum, const int8_t *w, si
   for (int32_t i = 0; i < 4; ++i) r[i] = i < rows ? w + (size_t)i * ld : zeros;
   const int32_t kq = (k + 3) / 4;
   int32_t q = 0;
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i sa = _mm256_setzero_si256(), sb = sa, sc = sa, sd = sa; /* the rows' sums so far */
   for (; 4 * q + 16 <= k; q += 4) {
     const int32_t t = 4 * q;
     const __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(rows > 0 ? r[0] + t : zeros));
@@ -20,22 +24,32 @@ ERT_AVX2 void ert_pack_w_s8__avx2(int8_t *wq, int32_t *wsum, const int8_t *w, si
     const __m128i d = _mm_loadu_si128((const __m128i *)(const void *)(rows > 3 ? r[3] + t : zeros));
     const __m128i ab0 = _mm_unpacklo_epi32(a, b), ab1 = _mm_unpackhi_epi32(a, b);
     const __m128i cd0 = _mm_unpacklo_epi32(c, d), cd1 = _mm_unpackhi_epi32(c, d);
+    sa = _mm256_add_epi32(sa, _mm256_madd_epi16(_mm256_cvtepi8_epi16(a), ones));
+    sb = _mm256_add_epi32(sb, _mm256_madd_epi16(_mm256_cvtepi8_epi16(b), ones));
+    sc = _mm256_add_epi32(sc, _mm256_madd_epi16(_mm256_cvtepi8_epi16(c), ones));
+    sd = _mm256_add_epi32(sd, _mm256_madd_epi16(_mm256_cvtepi8_epi16(d), ones));
     __m128i *o = (__m128i *)(void *)(wq + 16 * q);
     _mm_storeu_si128(o, _mm_unpacklo_epi64(ab0, cd0));
     _mm_storeu_si128(o + 1, _mm_unpackhi_epi64(ab0, cd0));
     _mm_storeu_si128(o + 2, _mm_unpacklo_epi64(ab1, cd1));
     _mm_storeu_si128(o + 3, _mm_unpackhi_epi64(ab1, cd1));
   }
+  const int32_t t0 = 4 * q; /* the taps summed in the vectors */
   for (; q < kq; ++q)
     for (int32_t i = 0; i < 4; ++i)
       for (int32_t j = 0; j < 4; ++j) {
         const int32_t t = 4 * q + j;
         wq[16 * q + 4 * i + j] = i < rows && t < k ? r[i][t] : 0;
       }
+  /* the vector sums (taps before 4q), folded, then the remaining taps */
+  const __m256i s4 = _mm256_hadd_epi32(_mm256_hadd_epi32(sa, sb), _mm256_hadd_epi32(sc, sd));
+  const __m128i s4f = _mm_add_epi32(_mm256_castsi256_si128(s4), _mm256_extracti128_si256(s4, 1));
+  int32_t part[4];
+  _mm_storeu_si128((__m128i *)(void *)part, s4f);
   for (int32_t i = 0; i < 4; ++i) {
-    int32_t s = 0;
+    int32_t s = i < rows ? part[i] : 0;
     if (i < rows)
-      for (int32_t t = 0; t < k; ++t) s += r[i][t];
+      for (int32_t t = t0; t < k; ++t) s += r[i][t];
     wsum[i] = s;
   }
 }
@@ -242,6 +256,205 @@ ERT_AVX2 void ert_requant_row__avx2(const int32_t *acc, size_t n, int32_t mult, 
     int64_t r = (int64_t)(v >> shift) - base;
     r = r < lo ? lo : r;
     y[i] = (int8_t)(r > hi ? hi : r);
+  }
+}
+
+/* ---- fused requantization (dw3_s8, qgemm_rq_s8) ------------------------------------ */
+
+/* The requantization for shifts of 31 and more, in 32-bit lanes: t = a*m + 2^(s-1) +
+ * 2^62 (64-bit, even and odd lanes by vpmuldq) lies in (0, 2^64), and its high half is
+ * t >> 32; for s = 31, t < 2^63, so t << 1 does not overflow and its high half is
+ * t >> 31. Shifted right by the rest of s (32-bit, unsigned) that is t >> s < 2^32, and
+ * minus 2^62 >> s it is requant(a, m, s), which lies in [-2^31, 2^31): the 32-bit
+ * difference, wrapping, is exact. */
+typedef struct rq8 {
+  __m256i add;  /* 2^(s-1) + 2^62, 64-bit lanes */
+  __m256i base; /* 2^62 >> s, 32-bit lanes (wrapping) */
+  __m128i pre;  /* s == 31: 1, else 0 */
+  __m128i cnt;  /* s - 32 + pre */
+} rq8;
+
+ERT_AVX2_INLINE rq8 rq8_of(int32_t shift) {
+  rq8 r;
+  const uint64_t bias = (uint64_t)1 << 62;
+  r.add = _mm256_set1_epi64x((long long)(bias + ((uint64_t)1 << (shift - 1))));
+  r.base = _mm256_set1_epi32((int32_t)(uint32_t)(bias >> shift));
+  r.pre = _mm_cvtsi32_si128(shift == 31);
+  r.cnt = _mm_cvtsi32_si128(shift - 32 + (shift == 31));
+  return r;
+}
+
+/* requant(a[i], m, s) for the eight lanes (m broadcast in 32-bit lanes) */
+ERT_AVX2_INLINE __m256i rq8_apply(const rq8 *q, __m256i a, __m256i m) {
+  __m256i e = _mm256_add_epi64(_mm256_mul_epi32(a, m), q->add);
+  __m256i o = _mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(a, 32), m), q->add);
+  e = _mm256_srli_epi64(_mm256_sll_epi64(e, q->pre), 32);
+  o = _mm256_sll_epi64(o, q->pre);
+  const __m256i t = _mm256_blend_epi32(e, o, 0xAA); /* t >> (32 - pre) per lane */
+  return _mm256_sub_epi32(_mm256_srl_epi32(t, q->cnt), q->base);
+}
+
+/* clamp(zp + v, lo, hi) as int8 of two vectors of requantized values, by saturating
+ * steps: v saturated to int16, plus zp saturating, to int8 saturating, then clamped (a
+ * value saturated at any step lies beyond [-128, 127] on the same side as the exact one,
+ * so it clamps the same). Per 128-bit half: a's 4 lanes, b's 4 lanes; the halves then
+ * once more for the 16 bytes' order (the caller's permutation). */
+ERT_AVX2_INLINE __m256i rq8_pack(__m256i a, __m256i b, __m256i c, __m256i d, __m256i zp16,
+                                 __m256i lo8, __m256i hi8) {
+  const __m256i ab = _mm256_adds_epi16(_mm256_packs_epi32(a, b), zp16);
+  const __m256i cd = _mm256_adds_epi16(_mm256_packs_epi32(c, d), zp16);
+  return _mm256_min_epi8(_mm256_max_epi8(_mm256_packs_epi16(ab, cd), lo8), hi8);
+}
+
+/* dw3_s8: 16 outputs of a row per step. The window sum is bias - x_zp * sum w plus the
+ * raw products, by madd on int16 pairs: a row's two first taps (w0, w1) against the
+ * pairs (x[c], x[c+1]) of the widened run starting at an output's first column, the
+ * third (w2, 0) against the run two columns on. Stride 2: the pairs of one run are the
+ * windows of eight consecutive outputs; stride 1: runs at columns 0 and 1 from the step's
+ * start give the even and the odd outputs. A last step shorter than 16 outputs is
+ * recomputed over the row's last 16 outputs, or (rows under 16 outputs) stored whole when
+ * its excess lands in later rows of the plane (written again later), else through a
+ * buffer. */
+ERT_AVX2_INLINE __m256i dw_pair(const int8_t *p) {
+  return _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)p));
+}
+
+ERT_AVX2 void ert_dw3_s8__avx2(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t *w,
+                               int32_t bias, const int32_t *q, int32_t oh, int32_t ow, int32_t s) {
+  int32_t sumw = 0;
+  __m256i w01[3], w2[3];
+  for (int32_t ky = 0; ky < 3; ++ky) {
+    const int8_t *k = w + 3 * ky;
+    sumw += k[0] + k[1] + k[2];
+    w01[ky] = _mm256_set1_epi32((int32_t)(((uint32_t)(uint16_t)k[1] << 16) | (uint16_t)k[0]));
+    w2[ky] = _mm256_set1_epi32((int32_t)(uint16_t)k[2]);
+  }
+  const __m256i vb = _mm256_set1_epi32(bias - q[5] * sumw), m = _mm256_set1_epi32(q[0]);
+  const rq8 rq = rq8_of(q[1]);
+  const __m256i zp16 = _mm256_set1_epi16((int16_t)q[2]);
+  const __m256i lo8 = _mm256_set1_epi8((int8_t)q[3]), hi8 = _mm256_set1_epi8((int8_t)q[4]);
+  /* the 16 bytes' dwords after the pack: stride 1 (0-3 4-7 | 8-11 12-15) and stride 2
+   * (0-3 8-11 | 4-7 12-15) */
+  const __m256i order = s == 1 ? _mm256_setr_epi32(0, 1, 4, 5, 0, 0, 0, 0)
+                               : _mm256_setr_epi32(0, 4, 1, 5, 0, 0, 0, 0);
+  const size_t total = (size_t)oh * (size_t)ow;
+  for (int32_t oy = 0; oy < oh; ++oy) {
+    const int8_t *r0 = x + (ptrdiff_t)oy * s * ld;
+    int8_t *yr = y + (size_t)oy * (size_t)ow;
+    for (int32_t ox = 0; ox < ow; ox += 16) {
+      if (ox + 16 > ow && ow >= 16) ox = ow - 16;
+      __m256i a0 = vb, a1 = vb;
+      for (int32_t ky = 0; ky < 3; ++ky) {
+        const int8_t *r = r0 + ky * ld + (ptrdiff_t)ox * s;
+        if (s == 1) { /* a0: even outputs, a1: odd */
+          a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(dw_pair(r), w01[ky]));
+          a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(dw_pair(r + 1), w01[ky]));
+          a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(dw_pair(r + 2), w2[ky]));
+          a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(dw_pair(r + 3), w2[ky]));
+        } else { /* a0: outputs 0-7, a1: 8-15 */
+          a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(dw_pair(r), w01[ky]));
+          a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(dw_pair(r + 16), w01[ky]));
+          a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(dw_pair(r + 2), w2[ky]));
+          a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(dw_pair(r + 18), w2[ky]));
+        }
+      }
+      __m256i v0 = rq8_apply(&rq, a0, m), v1 = rq8_apply(&rq, a1, m);
+      if (s == 1) { /* outputs 0-3 8-11 and 4-7 12-15 */
+        const __m256i t = _mm256_unpacklo_epi32(v0, v1);
+        v1 = _mm256_unpackhi_epi32(v0, v1);
+        v0 = t;
+      }
+      const __m256i b = _mm256_permutevar8x32_epi32(rq8_pack(v0, v1, v0, v1, zp16, lo8, hi8), order);
+      const __m128i out = _mm256_castsi256_si128(b);
+      const int32_t n = ow - ox < 16 ? ow - ox : 16;
+      if (n == 16 || (size_t)oy * (size_t)ow + (size_t)ox + 16u <= total) {
+        _mm_storeu_si128((__m128i *)(void *)(yr + ox), out);
+      } else {
+        int8_t tmp[16];
+        _mm_storeu_si128((__m128i *)(void *)tmp, out);
+        memcpy(yr + ox, tmp, (size_t)n);
+      }
+    }
+  }
+}
+
+/* qgemm_rq_s8: qgemm_s8's tile (eight pixels, four rows), its four rows of sums
+ * requantized in registers and stored as int8. Quads past QW_CHUNK keep the partial
+ * sums of up to 64 pixels in a buffer between chunks. The folded sums come in the pixel
+ * order 0 1 4 5 2 3 6 7; the bytes are put back in order once per tile. */
+ERT_AVX2 void ert_qgemm_rq_s8__avx2(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
+                                    const int32_t *bias, const int32_t *mult, const int32_t *q,
+                                    int8_t *y, size_t ldy, int32_t n, int32_t rows) {
+  const size_t qstep = (size_t)4 * (size_t)np;
+  const int32_t nd = n < (np & ~7) ? n : (np & ~7);
+  const rq8 rq = rq8_of(q[0]);
+  const __m256i zp16 = _mm256_set1_epi16((int16_t)q[1]);
+  const __m256i lo8 = _mm256_set1_epi8((int8_t)q[2]), hi8 = _mm256_set1_epi8((int8_t)q[3]);
+  const __m256i rows_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  const __m256i px_order = _mm256_setr_epi8(0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15,
+                                            0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15);
+  const __m256i m0 = _mm256_set1_epi32(mult[0]), m1 = _mm256_set1_epi32(mult[1]);
+  const __m256i m2 = _mm256_set1_epi32(mult[2]), m3 = _mm256_set1_epi32(mult[3]);
+  const __m256i b0 = _mm256_set1_epi32(bias[0]), b1 = _mm256_set1_epi32(bias[1]);
+  const __m256i b2 = _mm256_set1_epi32(bias[2]), b3 = _mm256_set1_epi32(bias[3]);
+  __m256i wv[QW_CHUNK][4];
+  __m256i part[8][4]; /* partial sums of 64 pixels between chunks */
+  for (int32_t g0 = 0; g0 < nd; g0 += 64) {
+    const int32_t g1 = nd - g0 < 64 ? nd : g0 + 64;
+    for (int32_t q0 = 0; q0 < kq; q0 += QW_CHUNK) {
+      const int32_t nq = kq - q0 < QW_CHUNK ? kq - q0 : QW_CHUNK;
+      const int last = q0 + nq == kq;
+      for (int32_t qq = 0; qq < nq; ++qq) {
+        const __m256i wt = _mm256_cvtepi8_epi16(
+            _mm_loadu_si128((const __m128i *)(const void *)(wq + 16 * (q0 + qq))));
+        wv[qq][0] = _mm256_permute4x64_epi64(wt, 0x00);
+        wv[qq][1] = _mm256_permute4x64_epi64(wt, 0x55);
+        wv[qq][2] = _mm256_permute4x64_epi64(wt, 0xAA);
+        wv[qq][3] = _mm256_permute4x64_epi64(wt, 0xFF);
+      }
+      for (int32_t i = g0; i < g1; i += 8) {
+        __m256i lo0 = _mm256_setzero_si256(), lo1 = lo0, lo2 = lo0, lo3 = lo0;
+        __m256i hi0 = lo0, hi1 = lo0, hi2 = lo0, hi3 = lo0;
+        const int8_t *c = col + qstep * (size_t)q0 + (size_t)4 * (size_t)i;
+        for (int32_t qq = 0; qq < nq; ++qq, c += qstep) {
+          const __m256i xl = dw_pair(c), xh = dw_pair(c + 16);
+          lo0 = _mm256_add_epi32(lo0, _mm256_madd_epi16(xl, wv[qq][0]));
+          hi0 = _mm256_add_epi32(hi0, _mm256_madd_epi16(xh, wv[qq][0]));
+          lo1 = _mm256_add_epi32(lo1, _mm256_madd_epi16(xl, wv[qq][1]));
+          hi1 = _mm256_add_epi32(hi1, _mm256_madd_epi16(xh, wv[qq][1]));
+          lo2 = _mm256_add_epi32(lo2, _mm256_madd_epi16(xl, wv[qq][2]));
+          hi2 = _mm256_add_epi32(hi2, _mm256_madd_epi16(xh, wv[qq][2]));
+          lo3 = _mm256_add_epi32(lo3, _mm256_madd_epi16(xl, wv[qq][3]));
+          hi3 = _mm256_add_epi32(hi3, _mm256_madd_epi16(xh, wv[qq][3]));
+        }
+        __m256i *pp = part[(i - g0) / 8];
+        __m256i s0 = _mm256_hadd_epi32(lo0, hi0), s1 = _mm256_hadd_epi32(lo1, hi1);
+        __m256i s2 = _mm256_hadd_epi32(lo2, hi2), s3 = _mm256_hadd_epi32(lo3, hi3);
+        s0 = _mm256_add_epi32(s0, q0 == 0 ? b0 : pp[0]);
+        s1 = _mm256_add_epi32(s1, q0 == 0 ? b1 : pp[1]);
+        s2 = _mm256_add_epi32(s2, q0 == 0 ? b2 : pp[2]);
+        s3 = _mm256_add_epi32(s3, q0 == 0 ? b3 : pp[3]);
+        if (!last) {
+          pp[0] = s0, pp[1] = s1, pp[2] = s2, pp[3] = s3;
+          continue;
+        }
+        __m256i b = rq8_pack(rq8_apply(&rq, s0, m0), rq8_apply(&rq, s1, m1),
+                             rq8_apply(&rq, s2, m2), rq8_apply(&rq, s3, m3), zp16, lo8, hi8);
+        b = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(b, rows_order), px_order);
+        const __m128i r01 = _mm256_castsi256_si128(b), r23 = _mm256_extracti128_si256(b, 1);
+        int8_t *yo = y + (size_t)i;
+        if (i + 8 <= nd) {
+          _mm_storel_epi64((__m128i *)(void *)yo, r01);
+          if (rows > 1) _mm_storeh_pd((double *)(void *)(yo + ldy), _mm_castsi128_pd(r01));
+          if (rows > 2) _mm_storel_epi64((__m128i *)(void *)(yo + 2 * ldy), r23);
+          if (rows > 3) _mm_storeh_pd((double *)(void *)(yo + 3 * ldy), _mm_castsi128_pd(r23));
+        } else {
+          int8_t tmp[32];
+          _mm256_storeu_si256((__m256i *)(void *)tmp, b);
+          for (int32_t r = 0; r < rows; ++r) memcpy(yo + (size_t)r * ldy, tmp + 8 * r, (size_t)(nd - i));
+        }
+      }
+    }
   }
 }
 
