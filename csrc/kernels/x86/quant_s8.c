@@ -378,10 +378,58 @@ ERT_AVX2 void ert_dw3_s8__avx2(int8_t *y, const int8_t *x, ptrdiff_t ld, const i
   }
 }
 
-/* qgemm_rq_s8: qgemm_s8's tile (eight pixels, four rows), its four rows of sums
- * requantized in registers and stored as int8. Quads past QW_CHUNK keep the partial
- * sums of up to 64 pixels in a buffer between chunks. The folded sums come in the pixel
- * order 0 1 4 5 2 3 6 7; the bytes are put back in order once per tile. */
+/* qgemm_rq_s8: tiles of two rows by 16 pixels (8 for a last tile of 8), per quad
+ * four loads of widened taps against two broadcast rows of weights (each quad's 16
+ * weights widened once per call to int16: a row's four are one 64-bit broadcast), so
+ * every loaded vector feeds two or four madds; the sums requantized in registers and
+ * stored as int8. Past RQ_CHUNK quads, the partial sums of up to 64 pixels wait in a
+ * buffer between chunks. The folded sums come in the pixel order 0 1 4 5 2 3 6 7 (per
+ * eight); the bytes are put back in order once per tile. */
+enum { RQ_CHUNK = 256 }; /* quads of widened weights kept at once (8 KB) */
+
+ERT_AVX2_INLINE __m256i bcast_row(const int16_t *w) {
+  int64_t v;
+  memcpy(&v, w, sizeof v);
+  return _mm256_set1_epi64x(v);
+}
+
+/* *acc += madd(x, w), the sum formed in *acc's register (GCC otherwise forms it in a
+ * new one and copies it back every step) */
+ERT_AVX2_INLINE void acc_madd(__m256i *acc, __m256i x, __m256i w) {
+  const __m256i p = _mm256_madd_epi16(x, w);
+  __asm__("vpaddd %1, %0, %0" : "+x"(*acc) : "x"(p));
+}
+
+/* rows A = r, B = r + 1 over the pixels of c (16 when wide, else 8): s[0], s[1] row A's
+ * folded sums of pixels 0-7 and 8-15, s[2], s[3] row B's */
+ERT_AVX2_INLINE void rq_tile(int32_t nq, const int8_t *c, size_t qstep, const int16_t *w16,
+                             int32_t r, __m256i *s, const int wide) {
+  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+  __m256i b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+  const int16_t *w = w16 + 4 * r;
+  for (int32_t q = 0; q < nq; ++q, c += qstep, w += 16) {
+    const __m256i wa = bcast_row(w), wb = bcast_row(w + 4);
+    const __m256i x0 = dw_pair(c), x1 = dw_pair(c + 16);
+    acc_madd(&a0, x0, wa);
+    acc_madd(&b0, x0, wb);
+    acc_madd(&a1, x1, wa);
+    acc_madd(&b1, x1, wb);
+    if (wide) {
+      const __m256i x2 = dw_pair(c + 32), x3 = dw_pair(c + 48);
+      acc_madd(&a2, x2, wa);
+      acc_madd(&b2, x2, wb);
+      acc_madd(&a3, x3, wa);
+      acc_madd(&b3, x3, wb);
+    }
+  }
+  s[0] = _mm256_hadd_epi32(a0, a1);
+  s[2] = _mm256_hadd_epi32(b0, b1);
+  if (wide) {
+    s[1] = _mm256_hadd_epi32(a2, a3);
+    s[3] = _mm256_hadd_epi32(b2, b3);
+  }
+}
+
 ERT_AVX2 void ert_qgemm_rq_s8__avx2(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
                                     const int32_t *bias, const int32_t *mult, const int32_t *q,
                                     int8_t *y, size_t ldy, int32_t n, int32_t rows) {
@@ -393,65 +441,61 @@ ERT_AVX2 void ert_qgemm_rq_s8__avx2(int32_t kq, int32_t np, const int8_t *col, c
   const __m256i rows_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   const __m256i px_order = _mm256_setr_epi8(0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15,
                                             0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15);
-  const __m256i m0 = _mm256_set1_epi32(mult[0]), m1 = _mm256_set1_epi32(mult[1]);
-  const __m256i m2 = _mm256_set1_epi32(mult[2]), m3 = _mm256_set1_epi32(mult[3]);
-  const __m256i b0 = _mm256_set1_epi32(bias[0]), b1 = _mm256_set1_epi32(bias[1]);
-  const __m256i b2 = _mm256_set1_epi32(bias[2]), b3 = _mm256_set1_epi32(bias[3]);
-  __m256i wv[QW_CHUNK][4];
-  __m256i part[8][4]; /* partial sums of 64 pixels between chunks */
+  int16_t w16[RQ_CHUNK * 16];
+  __m256i part[4][8]; /* partial sums of 64 pixels between chunks: [row][pixels / 8] */
   for (int32_t g0 = 0; g0 < nd; g0 += 64) {
     const int32_t g1 = nd - g0 < 64 ? nd : g0 + 64;
-    for (int32_t q0 = 0; q0 < kq; q0 += QW_CHUNK) {
-      const int32_t nq = kq - q0 < QW_CHUNK ? kq - q0 : QW_CHUNK;
+    for (int32_t q0 = 0; q0 < kq; q0 += RQ_CHUNK) {
+      const int32_t nq = kq - q0 < RQ_CHUNK ? kq - q0 : RQ_CHUNK;
       const int last = q0 + nq == kq;
-      for (int32_t qq = 0; qq < nq; ++qq) {
-        const __m256i wt = _mm256_cvtepi8_epi16(
-            _mm_loadu_si128((const __m128i *)(const void *)(wq + 16 * (q0 + qq))));
-        wv[qq][0] = _mm256_permute4x64_epi64(wt, 0x00);
-        wv[qq][1] = _mm256_permute4x64_epi64(wt, 0x55);
-        wv[qq][2] = _mm256_permute4x64_epi64(wt, 0xAA);
-        wv[qq][3] = _mm256_permute4x64_epi64(wt, 0xFF);
-      }
-      for (int32_t i = g0; i < g1; i += 8) {
-        __m256i lo0 = _mm256_setzero_si256(), lo1 = lo0, lo2 = lo0, lo3 = lo0;
-        __m256i hi0 = lo0, hi1 = lo0, hi2 = lo0, hi3 = lo0;
-        const int8_t *c = col + qstep * (size_t)q0 + (size_t)4 * (size_t)i;
-        for (int32_t qq = 0; qq < nq; ++qq, c += qstep) {
-          const __m256i xl = dw_pair(c), xh = dw_pair(c + 16);
-          lo0 = _mm256_add_epi32(lo0, _mm256_madd_epi16(xl, wv[qq][0]));
-          hi0 = _mm256_add_epi32(hi0, _mm256_madd_epi16(xh, wv[qq][0]));
-          lo1 = _mm256_add_epi32(lo1, _mm256_madd_epi16(xl, wv[qq][1]));
-          hi1 = _mm256_add_epi32(hi1, _mm256_madd_epi16(xh, wv[qq][1]));
-          lo2 = _mm256_add_epi32(lo2, _mm256_madd_epi16(xl, wv[qq][2]));
-          hi2 = _mm256_add_epi32(hi2, _mm256_madd_epi16(xh, wv[qq][2]));
-          lo3 = _mm256_add_epi32(lo3, _mm256_madd_epi16(xl, wv[qq][3]));
-          hi3 = _mm256_add_epi32(hi3, _mm256_madd_epi16(xh, wv[qq][3]));
-        }
-        __m256i *pp = part[(i - g0) / 8];
-        __m256i s0 = _mm256_hadd_epi32(lo0, hi0), s1 = _mm256_hadd_epi32(lo1, hi1);
-        __m256i s2 = _mm256_hadd_epi32(lo2, hi2), s3 = _mm256_hadd_epi32(lo3, hi3);
-        s0 = _mm256_add_epi32(s0, q0 == 0 ? b0 : pp[0]);
-        s1 = _mm256_add_epi32(s1, q0 == 0 ? b1 : pp[1]);
-        s2 = _mm256_add_epi32(s2, q0 == 0 ? b2 : pp[2]);
-        s3 = _mm256_add_epi32(s3, q0 == 0 ? b3 : pp[3]);
-        if (!last) {
-          pp[0] = s0, pp[1] = s1, pp[2] = s2, pp[3] = s3;
-          continue;
-        }
-        __m256i b = rq8_pack(rq8_apply(&rq, s0, m0), rq8_apply(&rq, s1, m1),
-                             rq8_apply(&rq, s2, m2), rq8_apply(&rq, s3, m3), zp16, lo8, hi8);
-        b = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(b, rows_order), px_order);
-        const __m128i r01 = _mm256_castsi256_si128(b), r23 = _mm256_extracti128_si256(b, 1);
-        int8_t *yo = y + (size_t)i;
-        if (i + 8 <= nd) {
-          _mm_storel_epi64((__m128i *)(void *)yo, r01);
-          if (rows > 1) _mm_storeh_pd((double *)(void *)(yo + ldy), _mm_castsi128_pd(r01));
-          if (rows > 2) _mm_storel_epi64((__m128i *)(void *)(yo + 2 * ldy), r23);
-          if (rows > 3) _mm_storeh_pd((double *)(void *)(yo + 3 * ldy), _mm_castsi128_pd(r23));
-        } else {
-          int8_t tmp[32];
-          _mm256_storeu_si256((__m256i *)(void *)tmp, b);
-          for (int32_t r = 0; r < rows; ++r) memcpy(yo + (size_t)r * ldy, tmp + 8 * r, (size_t)(nd - i));
+      for (int32_t qq = 0; qq < nq; ++qq)
+        _mm256_storeu_si256((__m256i *)(void *)(w16 + 16 * qq),
+                            _mm256_cvtepi8_epi16(_mm_loadu_si128(
+                                (const __m128i *)(const void *)(wq + 16 * (q0 + qq)))));
+      for (int32_t r = 0; r < rows; r += 2) {
+        const __m256i ma = _mm256_set1_epi32(mult[r]), mb = _mm256_set1_epi32(mult[r + 1]);
+        const __m256i ba = _mm256_set1_epi32(bias[r]), bb = _mm256_set1_epi32(bias[r + 1]);
+        for (int32_t i = g0; i < g1;) {
+          const int wide = i + 16 <= np;
+          const int32_t pw = wide ? 16 : 8, t = (i - g0) / 8;
+          const int8_t *c = col + qstep * (size_t)q0 + (size_t)4 * (size_t)i;
+          __m256i sm[4];
+          if (wide)
+            rq_tile(nq, c, qstep, w16, r, sm, 1);
+          else
+            rq_tile(nq, c, qstep, w16, r, sm, 0), sm[1] = sm[0], sm[3] = sm[2];
+          sm[0] = _mm256_add_epi32(sm[0], q0 == 0 ? ba : part[r][t]);
+          sm[2] = _mm256_add_epi32(sm[2], q0 == 0 ? bb : part[r + 1][t]);
+          if (wide) {
+            sm[1] = _mm256_add_epi32(sm[1], q0 == 0 ? ba : part[r][t + 1]);
+            sm[3] = _mm256_add_epi32(sm[3], q0 == 0 ? bb : part[r + 1][t + 1]);
+          }
+          if (!last) {
+            part[r][t] = sm[0], part[r + 1][t] = sm[2];
+            if (wide) part[r][t + 1] = sm[1], part[r + 1][t + 1] = sm[3];
+            i += pw;
+            continue;
+          }
+          __m256i b = rq8_pack(rq8_apply(&rq, sm[0], ma), rq8_apply(&rq, sm[1], ma),
+                               rq8_apply(&rq, sm[2], mb), rq8_apply(&rq, sm[3], mb), zp16, lo8, hi8);
+          b = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(b, rows_order), px_order);
+          const __m128i ya = _mm256_castsi256_si128(b), yb = _mm256_extracti128_si256(b, 1);
+          int8_t *yo = y + (size_t)r * ldy + (size_t)i;
+          if (i + pw <= nd) {
+            if (wide) {
+              _mm_storeu_si128((__m128i *)(void *)yo, ya);
+              if (r + 1 < rows) _mm_storeu_si128((__m128i *)(void *)(yo + ldy), yb);
+            } else {
+              _mm_storel_epi64((__m128i *)(void *)yo, ya);
+              if (r + 1 < rows) _mm_storel_epi64((__m128i *)(void *)(yo + ldy), yb);
+            }
+          } else {
+            int8_t tmp[32];
+            _mm256_storeu_si256((__m256i *)(void *)tmp, b);
+            memcpy(yo, tmp, (size_t)(nd - i));
+            if (r + 1 < rows) memcpy(yo + ldy, tmp + 16, (size_t)(nd - i));
+          }
+          i += pw;
         }
       }
     }
