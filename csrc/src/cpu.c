@@ -140,6 +140,8 @@ void ert_cpu_select(void) {
     /* int8 with the requantization in registers */
     k.qgemm_rq_s8 = ert_qgemm_rq_s8__avx2;
     k.dw3_s8 = ert_dw3_s8__avx2;
+    k.taps_s8 = ert_taps_s8__avx2;
+    k.quantize_s8 = ert_quantize_s8__avx2;
     if (x86_avx512_vnni()) k.qgemm_rq_s8 = ert_qgemm_rq_s8__vnni; /* 4 products per lane */
   }
 #else

@@ -178,7 +178,7 @@ typedef struct ert_kernels {
  *   lut_s8      y[i] = t[x[i] + 128], i < n (y may be x); aarch64 only.
  *   quantize_s8 y[i] = the per-tensor int8 quantize_linear of x[i] by scale s and zero point z
  *               (ref/quantize.c, quantize_one), i < n: IEEE division, the same float steps;
- *               aarch64 only.
+ *               aarch64 and x86-64 only.
  *   dequantize_s8 y[i] = ((float)x[i] - z) * s, i < n (two IEEE operations, not fused).
  *   gpool_s8    sum (is_max 0) or max (1; -128 when n = 0) of x[0..n).
  *   pool_s8_row y[i] for i < n over the window v = x[r*rs + i*sw + kx], r < rows, kx < kw
@@ -300,6 +300,9 @@ void ert_qgemm_rq_s8__avx2(int32_t kq, int32_t np, const int8_t *col, const int8
                            size_t ldy, int32_t n, int32_t rows);
 void ert_dw3_s8__avx2(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t *w, int32_t bias,
                       const int32_t *q, int32_t oh, int32_t ow, int32_t s);
+void ert_taps_s8__avx2(int8_t *dst, size_t np4, const int8_t *src, const ptrdiff_t *off,
+                       int32_t k, int32_t n, int32_t s);
+void ert_quantize_s8__avx2(const float *x, int8_t *y, size_t n, float s, float z);
 /* AVX-512 VNNI (256-bit vectors) int8 kernels, called only when CPUID reports AVX512F,
  * AVX512VL and AVX512_VNNI and the OS saves the AVX-512 state. */
 void ert_qgemm_rq_s8__vnni(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,

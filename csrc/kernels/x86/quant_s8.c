@@ -502,6 +502,73 @@ ERT_AVX2 void ert_qgemm_rq_s8__avx2(int32_t kq, int32_t np, const int8_t *col, c
   }
 }
 
+/* taps_s8: 16 windows at a time per quad: each of its four taps' 16 bytes (stride 2: the
+ * even bytes of two overlapping 16-byte loads, which end at the last byte used), then
+ * interleaved into the windows' quads as quads_s8 does. A last step shorter than 16 is
+ * recomputed over the run's last 16 windows (n >= 17). */
+ERT_AVX2_INLINE __m128i run16(const int8_t *p, int32_t s) {
+  if (s == 1) return _mm_loadu_si128((const __m128i *)(const void *)p);
+  const __m128i even = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1);
+  const __m128i odd = _mm_setr_epi8(1, 3, 5, 7, 9, 11, 13, 15, -1, -1, -1, -1, -1, -1, -1, -1);
+  const __m128i a = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(const void *)p), even);
+  const __m128i b = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(const void *)(p + 15)), odd);
+  return _mm_unpacklo_epi64(a, b);
+}
+
+ERT_AVX2 void ert_taps_s8__avx2(int8_t *dst, size_t np4, const int8_t *src, const ptrdiff_t *off,
+                                int32_t k, int32_t n, int32_t s) {
+  const int32_t kq = (k + 3) / 4;
+  for (int32_t q = 0; q < kq; ++q) {
+    const int8_t *p[4];
+    for (int32_t j = 0; j < 4; ++j) p[j] = src + off[4 * q + j < k ? 4 * q + j : 0];
+    int8_t *d = dst + np4 * (size_t)q;
+    for (int32_t i = 0; i < n; i += 16) {
+      if (i + 16 > n) i = n - 16;
+      const ptrdiff_t o = (ptrdiff_t)i * s;
+      const __m128i a = run16(p[0] + o, s), b = run16(p[1] + o, s);
+      const __m128i c = run16(p[2] + o, s), e = run16(p[3] + o, s);
+      const __m128i ab0 = _mm_unpacklo_epi8(a, b), ab1 = _mm_unpackhi_epi8(a, b);
+      const __m128i ce0 = _mm_unpacklo_epi8(c, e), ce1 = _mm_unpackhi_epi8(c, e);
+      int8_t *o4 = d + 4 * (size_t)i;
+      _mm_storeu_si128((__m128i *)(void *)o4, _mm_unpacklo_epi16(ab0, ce0));
+      _mm_storeu_si128((__m128i *)(void *)(o4 + 16), _mm_unpackhi_epi16(ab0, ce0));
+      _mm_storeu_si128((__m128i *)(void *)(o4 + 32), _mm_unpacklo_epi16(ab1, ce1));
+      _mm_storeu_si128((__m128i *)(void *)(o4 + 48), _mm_unpackhi_epi16(ab1, ce1));
+    }
+  }
+}
+
+/* quantize_s8: the reference's float steps (ref/quantize.c quantize_one) eight at a time:
+ * IEEE division, the clamp to +-2^22 keeping NaN (min/max return their second operand for
+ * NaN), the rounding by adding and subtracting 1.5 * 2^23, NaN to z, then the int8 clamp;
+ * the integral result converts exactly. */
+ERT_AVX2 void ert_quantize_s8__avx2(const float *x, int8_t *y, size_t n, float s, float z) {
+  const __m256 vs = _mm256_set1_ps(s), vz = _mm256_set1_ps(z);
+  const __m256 big = _mm256_set1_ps(4194304.0f), nbig = _mm256_set1_ps(-4194304.0f);
+  const __m256 magic = _mm256_set1_ps(12582912.0f);
+  const __m256 qmin = _mm256_set1_ps(-128.0f), qmax = _mm256_set1_ps(127.0f);
+  const __m256i gather = _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_div_ps(_mm256_loadu_ps(x + i), vs);
+    v = _mm256_max_ps(nbig, _mm256_min_ps(big, v));
+    v = _mm256_sub_ps(_mm256_add_ps(v, magic), magic);
+    v = _mm256_blendv_ps(vz, _mm256_add_ps(v, vz), _mm256_cmp_ps(v, v, _CMP_EQ_OQ));
+    v = _mm256_min_ps(qmax, _mm256_max_ps(qmin, v));
+    const __m256i r = _mm256_cvttps_epi32(v);
+    const __m256i p8 = _mm256_packs_epi16(_mm256_packs_epi32(r, r), _mm256_packs_epi32(r, r));
+    _mm_storel_epi64((__m128i *)(void *)(y + i),
+                     _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(p8, gather)));
+  }
+  for (; i < n; ++i) {
+    float v = x[i] / s;
+    v = v > 4194304.0f ? 4194304.0f : (v < -4194304.0f ? -4194304.0f : v);
+    v = (v + 12582912.0f) - 12582912.0f;
+    v = v == v ? v + z : z;
+    y[i] = (int8_t)(int32_t)(v < -128.0f ? -128.0f : (v > 127.0f ? 127.0f : v));
+  }
+}
+
 /* ---- AVX-512 VNNI (256-bit vectors) -------------------------------------------------- */
 
 /* qgemm_rq_s8 by vpdpbusd (AVX512_VNNI + AVX512VL, 256-bit): each 32-bit lane adds four
