@@ -261,37 +261,33 @@ ERT_AVX2 void ert_requant_row__avx2(const int32_t *acc, size_t n, int32_t mult, 
 
 /* ---- fused requantization (dw3_s8, qgemm_rq_s8) ------------------------------------ */
 
-/* The requantization for shifts of 31 and more, in 32-bit lanes: t = a*m + 2^(s-1) +
- * 2^62 (64-bit, even and odd lanes by vpmuldq) lies in (0, 2^64), and its high half is
- * t >> 32; for s = 31, t < 2^63, so t << 1 does not overflow and its high half is
- * t >> 31. Shifted right by the rest of s (32-bit, unsigned) that is t >> s < 2^32, and
- * minus 2^62 >> s it is requant(a, m, s), which lies in [-2^31, 2^31): the 32-bit
- * difference, wrapping, is exact. */
+/* The requantization for shifts of 31 and more, in 32-bit lanes: p = a*m + 2^(s-1)
+ * (64-bit, even and odd lanes by vpmuldq; |p| < 2^62) has as high half floor(p / 2^32),
+ * and floor(p / 2^32) shifted right arithmetically by s - 32 is floor(p / 2^s) =
+ * requant(a, m, s), which fits int32. For s = 31, 2p fits int64 and its high half is
+ * floor(p / 2^31). */
 typedef struct rq8 {
-  __m256i add;  /* 2^(s-1) + 2^62, 64-bit lanes */
-  __m256i base; /* 2^62 >> s, 32-bit lanes (wrapping) */
-  __m128i pre;  /* s == 31: 1, else 0 */
-  __m128i cnt;  /* s - 32 + pre */
+  __m256i rnd;  /* 2^(s-1), 64-bit lanes */
+  __m128i cnt;  /* s - 32, or 0 for s = 31 */
+  int s31;      /* s == 31 */
 } rq8;
 
 ERT_AVX2_INLINE rq8 rq8_of(int32_t shift) {
   rq8 r;
-  const uint64_t bias = (uint64_t)1 << 62;
-  r.add = _mm256_set1_epi64x((long long)(bias + ((uint64_t)1 << (shift - 1))));
-  r.base = _mm256_set1_epi32((int32_t)(uint32_t)(bias >> shift));
-  r.pre = _mm_cvtsi32_si128(shift == 31);
-  r.cnt = _mm_cvtsi32_si128(shift - 32 + (shift == 31));
+  r.rnd = _mm256_set1_epi64x((long long)((uint64_t)1 << (shift - 1)));
+  r.cnt = _mm_cvtsi32_si128(shift > 32 ? shift - 32 : 0);
+  r.s31 = shift == 31;
   return r;
 }
 
-/* requant(a[i], m, s) for the eight lanes (m broadcast in 32-bit lanes) */
-ERT_AVX2_INLINE __m256i rq8_apply(const rq8 *q, __m256i a, __m256i m) {
-  __m256i e = _mm256_add_epi64(_mm256_mul_epi32(a, m), q->add);
-  __m256i o = _mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(a, 32), m), q->add);
-  e = _mm256_srli_epi64(_mm256_sll_epi64(e, q->pre), 32);
-  o = _mm256_sll_epi64(o, q->pre);
-  const __m256i t = _mm256_blend_epi32(e, o, 0xAA); /* t >> (32 - pre) per lane */
-  return _mm256_sub_epi32(_mm256_srl_epi32(t, q->cnt), q->base);
+/* requant(a[i], m, s) for the eight lanes (m broadcast in 32-bit lanes); s31: q->s31,
+ * a constant where the caller inlines it */
+ERT_AVX2_INLINE __m256i rq8_apply(const rq8 *q, __m256i a, __m256i m, int s31) {
+  __m256i e = _mm256_add_epi64(_mm256_mul_epi32(a, m), q->rnd);
+  __m256i o = _mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(a, 32), m), q->rnd);
+  if (s31) e = _mm256_add_epi64(e, e), o = _mm256_add_epi64(o, o);
+  const __m256i t = _mm256_blend_epi32(_mm256_srli_epi64(e, 32), o, 0xAA); /* high halves */
+  return _mm256_sra_epi32(t, q->cnt);
 }
 
 /* clamp(zp + v, lo, hi) as int8 of two vectors of requantized values, by saturating
@@ -319,8 +315,9 @@ ERT_AVX2_INLINE __m256i dw_pair(const int8_t *p) {
   return _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)p));
 }
 
-ERT_AVX2 void ert_dw3_s8__avx2(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t *w,
-                               int32_t bias, const int32_t *q, int32_t oh, int32_t ow, int32_t s) {
+ERT_AVX2_INLINE void dw3_plane(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t *w,
+                               int32_t bias, const int32_t *q, int32_t oh, int32_t ow,
+                               const int32_t s, const int s31) {
   int32_t sumw = 0;
   __m256i w01[3], w2[3];
   for (int32_t ky = 0; ky < 3; ++ky) {
@@ -358,7 +355,7 @@ ERT_AVX2 void ert_dw3_s8__avx2(int8_t *y, const int8_t *x, ptrdiff_t ld, const i
           a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(dw_pair(r + 18), w2[ky]));
         }
       }
-      __m256i v0 = rq8_apply(&rq, a0, m), v1 = rq8_apply(&rq, a1, m);
+      __m256i v0 = rq8_apply(&rq, a0, m, s31), v1 = rq8_apply(&rq, a1, m, s31);
       if (s == 1) { /* outputs 0-3 8-11 and 4-7 12-15 */
         const __m256i t = _mm256_unpacklo_epi32(v0, v1);
         v1 = _mm256_unpackhi_epi32(v0, v1);
@@ -375,6 +372,22 @@ ERT_AVX2 void ert_dw3_s8__avx2(int8_t *y, const int8_t *x, ptrdiff_t ld, const i
         memcpy(yr + ox, tmp, (size_t)n);
       }
     }
+  }
+}
+
+/* the plane kernel specialized by stride and by the shift-31 form */
+ERT_AVX2 void ert_dw3_s8__avx2(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t *w,
+                               int32_t bias, const int32_t *q, int32_t oh, int32_t ow, int32_t s) {
+  if (s == 1) {
+    if (q[1] == 31)
+      dw3_plane(y, x, ld, w, bias, q, oh, ow, 1, 1);
+    else
+      dw3_plane(y, x, ld, w, bias, q, oh, ow, 1, 0);
+  } else {
+    if (q[1] == 31)
+      dw3_plane(y, x, ld, w, bias, q, oh, ow, 2, 1);
+    else
+      dw3_plane(y, x, ld, w, bias, q, oh, ow, 2, 0);
   }
 }
 
@@ -476,8 +489,8 @@ ERT_AVX2 void ert_qgemm_rq_s8__avx2(int32_t kq, int32_t np, const int8_t *col, c
             i += pw;
             continue;
           }
-          __m256i b = rq8_pack(rq8_apply(&rq, sm[0], ma), rq8_apply(&rq, sm[1], ma),
-                               rq8_apply(&rq, sm[2], mb), rq8_apply(&rq, sm[3], mb), zp16, lo8, hi8);
+          __m256i b = rq8_pack(rq8_apply(&rq, sm[0], ma, 0), rq8_apply(&rq, sm[1], ma, 0),
+                               rq8_apply(&rq, sm[2], mb, 0), rq8_apply(&rq, sm[3], mb, 0), zp16, lo8, hi8);
           b = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(b, rows_order), px_order);
           const __m128i ya = _mm256_castsi256_si128(b), yb = _mm256_extracti128_si256(b, 1);
           int8_t *yo = y + (size_t)r * ldy + (size_t)i;
@@ -594,8 +607,8 @@ ERT_VNNI_INLINE void rq_store4(const rq8 *rq, const __m256i *s, const __m256i *m
                                int32_t n) {
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   const __m256i b = _mm256_permutevar8x32_epi32(
-      rq8_pack(rq8_apply(rq, s[0], m[0]), rq8_apply(rq, s[1], m[1]), rq8_apply(rq, s[2], m[2]),
-               rq8_apply(rq, s[3], m[3]), zp16, lo8, hi8),
+      rq8_pack(rq8_apply(rq, s[0], m[0], 0), rq8_apply(rq, s[1], m[1], 0), rq8_apply(rq, s[2], m[2], 0),
+               rq8_apply(rq, s[3], m[3], 0), zp16, lo8, hi8),
       order); /* qword r: row r's eight bytes */
   if (n == 8) {
     const __m128i r01 = _mm256_castsi256_si128(b), r23 = _mm256_extracti128_si256(b, 1);
