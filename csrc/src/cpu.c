@@ -142,7 +142,10 @@ void ert_cpu_select(void) {
     k.dw3_s8 = ert_dw3_s8__avx2;
     k.taps_s8 = ert_taps_s8__avx2;
     k.quantize_s8 = ert_quantize_s8__avx2;
-    if (x86_avx512_vnni()) k.qgemm_rq_s8 = ert_qgemm_rq_s8__vnni; /* 4 products per lane */
+    if (x86_avx512_vnni()) { /* four products per 32-bit lane */
+      k.qgemm_rq_s8 = ert_qgemm_rq_s8__vnni;
+      k.dw3_s8 = ert_dw3_s8__vnni;
+    }
   }
 #else
   (void)force_ref;

@@ -308,6 +308,8 @@ void ert_quantize_s8__avx2(const float *x, int8_t *y, size_t n, float s, float z
 void ert_qgemm_rq_s8__vnni(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
                            const int32_t *bias, const int32_t *mult, const int32_t *q, int8_t *y,
                            size_t ldy, int32_t n, int32_t rows);
+void ert_dw3_s8__vnni(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t *w, int32_t bias,
+                      const int32_t *q, int32_t oh, int32_t ow, int32_t s);
 void ert_conv2d_dw3s1_f32__avx2(float *y, int32_t oh, int32_t ow, const float *x, ptrdiff_t rs,
                                 ptrdiff_t ts, const float *w, float bias);
 void ert_conv2d_dw3s2_f32__avx2(float *y, int32_t oh, int32_t ow, const float *x, ptrdiff_t rs,

@@ -1342,10 +1342,12 @@ int main(int argc, char **argv) {
   test_dw3_s8(&opt);
   test_qgemm_rq_s8(&opt);
 #if defined(ERT_X86_KERNELS) && defined(__x86_64__)
-  if (opt.qgemm_rq_s8 == ert_qgemm_rq_s8__vnni) { /* the AVX2 one as well (CPUs without VNNI) */
+  if (opt.qgemm_rq_s8 == ert_qgemm_rq_s8__vnni) { /* the AVX2 ones as well (CPUs without VNNI) */
     ert_kernels avx2 = opt;
     avx2.qgemm_rq_s8 = ert_qgemm_rq_s8__avx2;
+    avx2.dw3_s8 = ert_dw3_s8__avx2;
     test_qgemm_rq_s8(&avx2);
+    test_dw3_s8(&avx2);
   }
 #endif
   test_widen_s8(&opt);

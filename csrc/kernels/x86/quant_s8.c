@@ -684,4 +684,81 @@ ERT_VNNI void ert_qgemm_rq_s8__vnni(int32_t kq, int32_t np, const int8_t *col, c
   }
 }
 
+/* dw3_s8 by vpdpbusd: per window row, each output's three taps and a fourth byte (weight
+ * 0) are one 32-bit lane, gathered by a byte shuffle within 128-bit halves from two
+ * 16-byte loads (stride 1: columns c and c + 4 from the step's start for outputs 0-3 and
+ * 4-7; stride 2: c and c + 8), offset by 128 as in qgemm_rq_s8 (the bias corrected by
+ * -128 sum w); eight outputs per vpdpbusd, 16 per step (the partial steps as dw3_s8). */
+ERT_VNNI_INLINE __m256i dw_load2(const int8_t *p, ptrdiff_t d) {
+  return _mm256_inserti128_si256(
+      _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)p)),
+      _mm_loadu_si128((const __m128i *)(const void *)(p + d)), 1);
+}
+
+ERT_VNNI_INLINE void dw3_plane_vnni(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t *w,
+                                    int32_t bias, const int32_t *q, int32_t oh, int32_t ow,
+                                    const int32_t s, const int s31) {
+  int32_t sumw = 0;
+  __m256i wr[3];
+  for (int32_t ky = 0; ky < 3; ++ky) {
+    const int8_t *k = w + 3 * ky;
+    sumw += k[0] + k[1] + k[2];
+    wr[ky] = _mm256_set1_epi32((int32_t)((uint32_t)(uint8_t)k[0] | (uint32_t)(uint8_t)k[1] << 8 |
+                                         (uint32_t)(uint8_t)k[2] << 16));
+  }
+  const __m256i vb = _mm256_set1_epi32((int32_t)((uint32_t)bias - (uint32_t)(q[5] + 128) * (uint32_t)sumw));
+  const __m256i m = _mm256_set1_epi32(q[0]), flip = _mm256_set1_epi8((char)0x80);
+  const rq8 rq = rq8_of(q[1]);
+  const __m256i zp16 = _mm256_set1_epi16((int16_t)q[2]);
+  const __m256i lo8 = _mm256_set1_epi8((int8_t)q[3]), hi8 = _mm256_set1_epi8((int8_t)q[4]);
+  const __m256i win = s == 1 ? _mm256_setr_epi8(0, 1, 2, 3, 1, 2, 3, 4, 2, 3, 4, 5, 3, 4, 5, 6,
+                                                0, 1, 2, 3, 1, 2, 3, 4, 2, 3, 4, 5, 3, 4, 5, 6)
+                             : _mm256_setr_epi8(0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7, 8, 9,
+                                                0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7, 8, 9);
+  const ptrdiff_t half = 4 * s; /* columns between outputs 0 and 4 */
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 0, 0, 0, 0);
+  const size_t total = (size_t)oh * (size_t)ow;
+  for (int32_t oy = 0; oy < oh; ++oy) {
+    const int8_t *r0 = x + (ptrdiff_t)oy * s * ld;
+    int8_t *yr = y + (size_t)oy * (size_t)ow;
+    for (int32_t ox = 0; ox < ow; ox += 16) {
+      if (ox + 16 > ow && ow >= 16) ox = ow - 16;
+      __m256i a0 = vb, a1 = vb; /* outputs 0-7, 8-15 */
+      for (int32_t ky = 0; ky < 3; ++ky) {
+        const int8_t *r = r0 + ky * ld + (ptrdiff_t)ox * s;
+        const __m256i x0 = _mm256_xor_si256(_mm256_shuffle_epi8(dw_load2(r, half), win), flip);
+        const __m256i x1 = _mm256_xor_si256(_mm256_shuffle_epi8(dw_load2(r + 8 * s, half), win), flip);
+        a0 = _mm256_dpbusd_epi32(a0, x0, wr[ky]);
+        a1 = _mm256_dpbusd_epi32(a1, x1, wr[ky]);
+      }
+      const __m256i v0 = rq8_apply(&rq, a0, m, s31), v1 = rq8_apply(&rq, a1, m, s31);
+      const __m256i b = _mm256_permutevar8x32_epi32(rq8_pack(v0, v1, v0, v1, zp16, lo8, hi8), order);
+      const __m128i out = _mm256_castsi256_si128(b);
+      const int32_t n = ow - ox < 16 ? ow - ox : 16;
+      if (n == 16 || (size_t)oy * (size_t)ow + (size_t)ox + 16u <= total) {
+        _mm_storeu_si128((__m128i *)(void *)(yr + ox), out);
+      } else {
+        int8_t tmp[16];
+        _mm_storeu_si128((__m128i *)(void *)tmp, out);
+        memcpy(yr + ox, tmp, (size_t)n);
+      }
+    }
+  }
+}
+
+ERT_VNNI void ert_dw3_s8__vnni(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t *w,
+                               int32_t bias, const int32_t *q, int32_t oh, int32_t ow, int32_t s) {
+  if (s == 1) {
+    if (q[1] == 31)
+      dw3_plane_vnni(y, x, ld, w, bias, q, oh, ow, 1, 1);
+    else
+      dw3_plane_vnni(y, x, ld, w, bias, q, oh, ow, 1, 0);
+  } else {
+    if (q[1] == 31)
+      dw3_plane_vnni(y, x, ld, w, bias, q, oh, ow, 2, 1);
+    else
+      dw3_plane_vnni(y, x, ld, w, bias, q, oh, ow, 2, 0);
+  }
+}
+
 #endif
