@@ -6,52 +6,59 @@
 
 #include "x86_avx2.h"
 
-/* Four quads of the four rows at a time: a 4x4 transpose of 32-bit groups. */
+/* row i of the weights from tap t, or 16 zero bytes for rows past `rows` */
+ERT_AVX2_INLINE const int8_t *i_row(const int8_t *const *r, int32_t i, int32_t rows, int32_t t) {
+  return i < rows ? r[i] + t : r[i];
+}
+
+/* Four quads of the four rows at a time: a 4x4 transpose of 32-bit groups, the rows'
+ * sums by madd against ones; the last taps (fewer than 16) through zero-padded copies,
+ * their quads stored through a buffer. */
+ERT_AVX2_INLINE void pack16(int8_t *o, const int8_t *const *r, int32_t t, __m256i *sum) {
+  const __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(r[0] + t));
+  const __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(r[1] + t));
+  const __m128i c = _mm_loadu_si128((const __m128i *)(const void *)(r[2] + t));
+  const __m128i d = _mm_loadu_si128((const __m128i *)(const void *)(r[3] + t));
+  const __m256i ones = _mm256_set1_epi16(1);
+  sum[0] = _mm256_add_epi32(sum[0], _mm256_madd_epi16(_mm256_cvtepi8_epi16(a), ones));
+  sum[1] = _mm256_add_epi32(sum[1], _mm256_madd_epi16(_mm256_cvtepi8_epi16(b), ones));
+  sum[2] = _mm256_add_epi32(sum[2], _mm256_madd_epi16(_mm256_cvtepi8_epi16(c), ones));
+  sum[3] = _mm256_add_epi32(sum[3], _mm256_madd_epi16(_mm256_cvtepi8_epi16(d), ones));
+  const __m128i ab0 = _mm_unpacklo_epi32(a, b), ab1 = _mm_unpackhi_epi32(a, b);
+  const __m128i cd0 = _mm_unpacklo_epi32(c, d), cd1 = _mm_unpackhi_epi32(c, d);
+  __m128i *v = (__m128i *)(void *)o;
+  _mm_storeu_si128(v, _mm_unpacklo_epi64(ab0, cd0));
+  _mm_storeu_si128(v + 1, _mm_unpackhi_epi64(ab0, cd0));
+  _mm_storeu_si128(v + 2, _mm_unpacklo_epi64(ab1, cd1));
+  _mm_storeu_si128(v + 3, _mm_unpackhi_epi64(ab1, cd1));
+}
+
 ERT_AVX2 void ert_pack_w_s8__avx2(int8_t *wq, int32_t *wsum, const int8_t *w, size_t ld,
                                   int32_t rows, int32_t k) {
   static const int8_t zeros[16] = {0};
   const int8_t *r[4];
   for (int32_t i = 0; i < 4; ++i) r[i] = i < rows ? w + (size_t)i * ld : zeros;
   const int32_t kq = (k + 3) / 4;
-  int32_t q = 0;
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256i sa = _mm256_setzero_si256(), sb = sa, sc = sa, sd = sa; /* the rows' sums so far */
-  for (; 4 * q + 16 <= k; q += 4) {
-    const int32_t t = 4 * q;
-    const __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(rows > 0 ? r[0] + t : zeros));
-    const __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(rows > 1 ? r[1] + t : zeros));
-    const __m128i c = _mm_loadu_si128((const __m128i *)(const void *)(rows > 2 ? r[2] + t : zeros));
-    const __m128i d = _mm_loadu_si128((const __m128i *)(const void *)(rows > 3 ? r[3] + t : zeros));
-    const __m128i ab0 = _mm_unpacklo_epi32(a, b), ab1 = _mm_unpackhi_epi32(a, b);
-    const __m128i cd0 = _mm_unpacklo_epi32(c, d), cd1 = _mm_unpackhi_epi32(c, d);
-    sa = _mm256_add_epi32(sa, _mm256_madd_epi16(_mm256_cvtepi8_epi16(a), ones));
-    sb = _mm256_add_epi32(sb, _mm256_madd_epi16(_mm256_cvtepi8_epi16(b), ones));
-    sc = _mm256_add_epi32(sc, _mm256_madd_epi16(_mm256_cvtepi8_epi16(c), ones));
-    sd = _mm256_add_epi32(sd, _mm256_madd_epi16(_mm256_cvtepi8_epi16(d), ones));
-    __m128i *o = (__m128i *)(void *)(wq + 16 * q);
-    _mm_storeu_si128(o, _mm_unpacklo_epi64(ab0, cd0));
-    _mm_storeu_si128(o + 1, _mm_unpackhi_epi64(ab0, cd0));
-    _mm_storeu_si128(o + 2, _mm_unpacklo_epi64(ab1, cd1));
-    _mm_storeu_si128(o + 3, _mm_unpackhi_epi64(ab1, cd1));
+  __m256i sum[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
+                    _mm256_setzero_si256()};
+  int32_t t = 0;
+  for (; t + 16 <= k; t += 16) {
+    const int8_t *rt[4] = {i_row(r, 0, rows, t), i_row(r, 1, rows, t), i_row(r, 2, rows, t),
+                           i_row(r, 3, rows, t)};
+    pack16(wq + 4 * t, rt, 0, sum);
   }
-  const int32_t t0 = 4 * q; /* the taps summed in the vectors */
-  for (; q < kq; ++q)
-    for (int32_t i = 0; i < 4; ++i)
-      for (int32_t j = 0; j < 4; ++j) {
-        const int32_t t = 4 * q + j;
-        wq[16 * q + 4 * i + j] = i < rows && t < k ? r[i][t] : 0;
-      }
-  /* the vector sums (taps before 4q), folded, then the remaining taps */
-  const __m256i s4 = _mm256_hadd_epi32(_mm256_hadd_epi32(sa, sb), _mm256_hadd_epi32(sc, sd));
-  const __m128i s4f = _mm_add_epi32(_mm256_castsi256_si128(s4), _mm256_extracti128_si256(s4, 1));
-  int32_t part[4];
-  _mm_storeu_si128((__m128i *)(void *)part, s4f);
-  for (int32_t i = 0; i < 4; ++i) {
-    int32_t s = i < rows ? part[i] : 0;
-    if (i < rows)
-      for (int32_t t = t0; t < k; ++t) s += r[i][t];
-    wsum[i] = s;
+  if (t < k) { /* the last k - t taps, zero-padded to 16 */
+    int8_t tail[4][16], out[64];
+    memset(tail, 0, sizeof tail);
+    for (int32_t i = 0; i < rows; ++i) memcpy(tail[i], r[i] + t, (size_t)(k - t));
+    const int8_t *rt[4] = {tail[0], tail[1], tail[2], tail[3]};
+    pack16(out, rt, 0, sum);
+    memcpy(wq + 4 * t, out, (size_t)(16 * kq - 4 * t));
   }
+  const __m256i s4 = _mm256_hadd_epi32(_mm256_hadd_epi32(sum[0], sum[1]),
+                                       _mm256_hadd_epi32(sum[2], sum[3]));
+  _mm_storeu_si128((__m128i *)(void *)wsum,
+                   _mm_add_epi32(_mm256_castsi256_si128(s4), _mm256_extracti128_si256(s4, 1)));
 }
 
 ERT_AVX2 void ert_quads_s8__avx2(int8_t *dst, const int8_t *src, size_t ld, int32_t k, int32_t n,
