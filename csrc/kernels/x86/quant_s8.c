@@ -692,11 +692,13 @@ ERT_VNNI void ert_qgemm_rq_s8__vnni(int32_t kq, int32_t np, const int8_t *col, c
 }
 
 /* dw3_s8 by vpdpbusd: per window row, each output's three taps and a fourth byte (weight
- * 0) are one 32-bit lane, gathered by a byte shuffle within 128-bit halves from two
- * 16-byte loads (stride 1: columns c and c + 4 from the step's start for outputs 0-3 and
- * 4-7; stride 2: c and c + 8), offset by 128 as in qgemm_rq_s8 (the bias corrected by
+ * 0) are one 32-bit lane, gathered by a byte shuffle within 128-bit halves (stride 1:
+ * one 16-byte load in both halves, columns 0-6 and 4-10 from the step's start for
+ * outputs 0-3 and 4-7; stride 2: two loads, columns c and c + 8), offset by 128 as in qgemm_rq_s8 (the bias corrected by
  * -128 sum w); eight outputs per vpdpbusd, 16 per step (the partial steps as dw3_s8). */
 ERT_VNNI_INLINE __m256i dw_load2(const int8_t *p, ptrdiff_t d) {
+  if (d == 4) /* stride 1: both halves from the same 16 bytes (the shuffle picks 4 on) */
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)p));
   return _mm256_inserti128_si256(
       _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)p)),
       _mm_loadu_si128((const __m128i *)(const void *)(p + d)), 1);
@@ -719,7 +721,7 @@ ERT_VNNI_INLINE void dw3_plane_vnni(int8_t *y, const int8_t *x, ptrdiff_t ld, co
   const __m256i zp16 = _mm256_set1_epi16((int16_t)q[2]);
   const __m256i lo8 = _mm256_set1_epi8((int8_t)q[3]), hi8 = _mm256_set1_epi8((int8_t)q[4]);
   const __m256i win = s == 1 ? _mm256_setr_epi8(0, 1, 2, 3, 1, 2, 3, 4, 2, 3, 4, 5, 3, 4, 5, 6,
-                                                0, 1, 2, 3, 1, 2, 3, 4, 2, 3, 4, 5, 3, 4, 5, 6)
+                                                4, 5, 6, 7, 5, 6, 7, 8, 6, 7, 8, 9, 7, 8, 9, 10)
                              : _mm256_setr_epi8(0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7, 8, 9,
                                                 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7, 8, 9);
   const ptrdiff_t half = 4 * s; /* columns between outputs 0 and 4 */
