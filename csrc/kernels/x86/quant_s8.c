@@ -727,6 +727,7 @@ ERT_VNNI_INLINE void dw3_plane_vnni(int8_t *y, const int8_t *x, ptrdiff_t ld, co
   const ptrdiff_t half = 4 * s; /* columns between outputs 0 and 4 */
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 0, 0, 0, 0);
   const size_t total = (size_t)oh * (size_t)ow;
+  const int narrow = ow <= 8; /* rows of 8 outputs or fewer: one vector of outputs per step */
   for (int32_t oy = 0; oy < oh; ++oy) {
     const int8_t *r0 = x + (ptrdiff_t)oy * s * ld;
     int8_t *yr = y + (size_t)oy * (size_t)ow;
@@ -736,11 +737,15 @@ ERT_VNNI_INLINE void dw3_plane_vnni(int8_t *y, const int8_t *x, ptrdiff_t ld, co
       for (int32_t ky = 0; ky < 3; ++ky) {
         const int8_t *r = r0 + ky * ld + (ptrdiff_t)ox * s;
         const __m256i x0 = _mm256_xor_si256(_mm256_shuffle_epi8(dw_load2(r, half), win), flip);
-        const __m256i x1 = _mm256_xor_si256(_mm256_shuffle_epi8(dw_load2(r + 8 * s, half), win), flip);
         a0 = _mm256_dpbusd_epi32(a0, x0, wr[ky]);
-        a1 = _mm256_dpbusd_epi32(a1, x1, wr[ky]);
+        if (!narrow) {
+          const __m256i x1 =
+              _mm256_xor_si256(_mm256_shuffle_epi8(dw_load2(r + 8 * s, half), win), flip);
+          a1 = _mm256_dpbusd_epi32(a1, x1, wr[ky]);
+        }
       }
-      const __m256i v0 = rq8_apply(&rq, a0, m, s31), v1 = rq8_apply(&rq, a1, m, s31);
+      const __m256i v0 = rq8_apply(&rq, a0, m, s31);
+      const __m256i v1 = narrow ? v0 : rq8_apply(&rq, a1, m, s31);
       const __m256i b = _mm256_permutevar8x32_epi32(rq8_pack(v0, v1, v0, v1, zp16, lo8, hi8), order);
       const __m128i out = _mm256_castsi256_si128(b);
       const int32_t n = ow - ox < 16 ? ow - ox : 16;
