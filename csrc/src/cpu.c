@@ -42,7 +42,8 @@ static int x86_avx2_fma(void) {
 }
 
 /* AVX512F, AVX512VL and AVX512_VNNI usable (CPUID leaf 7), the OS saving the opmask and
- * zmm state too (XCR0 bits 5 to 7): the 256-bit vpdpbusd of the int8 kernels. */
+ * zmm state too (XCR0 bits 5 to 7): the 256-bit vpdpbusd of the int8 kernels. Called
+ * only after x86_avx2_fma (which checked OSXSAVE, so XGETBV exists). */
 static int x86_avx512_vnni(void) {
   unsigned a, b, c, d;
   if (__get_cpuid_max(0, NULL) < 7) return 0;
