@@ -368,7 +368,8 @@ ERT_AVX2_INLINE void dw3_plane(int8_t *y, const int8_t *x, ptrdiff_t ld, const i
         v1 = _mm256_unpackhi_epi32(v0, v1);
         v0 = t;
       }
-      const __m256i b = _mm256_permutevar8x32_epi32(rq8_pack(v0, v1, v0, v1, zp16, lo8, hi8), order);
+      const __m256i b =
+          _mm256_permutevar8x32_epi32(rq8_pack(v0, v1, v0, v1, zp16, lo8, hi8), order);
       const __m128i out = _mm256_castsi256_si128(b);
       const int32_t n = ow - ox < 16 ? ow - ox : 16;
       if (n == 16 || (size_t)oy * (size_t)ow + (size_t)ox + 16u <= total) {
@@ -497,7 +498,8 @@ ERT_AVX2 void ert_qgemm_rq_s8__avx2(int32_t kq, int32_t np, const int8_t *col, c
             continue;
           }
           __m256i b = rq8_pack(rq8_apply(&rq, sm[0], ma, 0), rq8_apply(&rq, sm[1], ma, 0),
-                               rq8_apply(&rq, sm[2], mb, 0), rq8_apply(&rq, sm[3], mb, 0), zp16, lo8, hi8);
+                               rq8_apply(&rq, sm[2], mb, 0), rq8_apply(&rq, sm[3], mb, 0), zp16,
+                               lo8, hi8);
           b = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(b, rows_order), px_order);
           const __m128i ya = _mm256_castsi256_si128(b), yb = _mm256_extracti128_si256(b, 1);
           int8_t *yo = y + (size_t)r * ldy + (size_t)i;
@@ -599,7 +601,8 @@ ERT_AVX2 void ert_quantize_s8__avx2(const float *x, int8_t *y, size_t n, float s
  * result is exact. Tiles of four rows by 16 pixels (8 for a last tile of 8): per quad two
  * loads of taps, four broadcasts of a row's four weights, eight vpdpbusd. */
 #define ERT_VNNI __attribute__((target("avx2,fma,avx512f,avx512vl,avx512vnni")))
-#define ERT_VNNI_INLINE static inline __attribute__((target("avx2,fma,avx512f,avx512vl,avx512vnni"), always_inline))
+#define ERT_VNNI_INLINE \
+  static inline __attribute__((target("avx2,fma,avx512f,avx512vl,avx512vnni"), always_inline))
 
 ERT_VNNI_INLINE __m256i bcast_w4(const int8_t *w) {
   int32_t v;
@@ -614,8 +617,8 @@ ERT_VNNI_INLINE void rq_store4(const rq8 *rq, const __m256i *s, const __m256i *m
                                int32_t n) {
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   const __m256i b = _mm256_permutevar8x32_epi32(
-      rq8_pack(rq8_apply(rq, s[0], m[0], 0), rq8_apply(rq, s[1], m[1], 0), rq8_apply(rq, s[2], m[2], 0),
-               rq8_apply(rq, s[3], m[3], 0), zp16, lo8, hi8),
+      rq8_pack(rq8_apply(rq, s[0], m[0], 0), rq8_apply(rq, s[1], m[1], 0),
+               rq8_apply(rq, s[2], m[2], 0), rq8_apply(rq, s[3], m[3], 0), zp16, lo8, hi8),
       order); /* qword r: row r's eight bytes */
   if (n == 8) {
     const __m128i r01 = _mm256_castsi256_si128(b), r23 = _mm256_extracti128_si256(b, 1);
@@ -657,10 +660,12 @@ ERT_VNNI void ert_qgemm_rq_s8__vnni(int32_t kq, int32_t np, const int8_t *col, c
     const int8_t *c = col + (size_t)4 * (size_t)i;
     const int8_t *w = wq;
     for (int32_t qq = 0; qq < kq; ++qq, c += qstep, w += 16) {
-      const __m256i x0 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(const void *)c), flip);
+      const __m256i x0 =
+          _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(const void *)c), flip);
       const __m256i x1 =
           _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(const void *)(c + 32)), flip);
-      const __m256i w0 = bcast_w4(w), w1 = bcast_w4(w + 4), w2 = bcast_w4(w + 8), w3 = bcast_w4(w + 12);
+      const __m256i w0 = bcast_w4(w), w1 = bcast_w4(w + 4);
+      const __m256i w2 = bcast_w4(w + 8), w3 = bcast_w4(w + 12);
       a0 = _mm256_dpbusd_epi32(a0, x0, w0);
       c0 = _mm256_dpbusd_epi32(c0, x1, w0);
       a1 = _mm256_dpbusd_epi32(a1, x0, w1);
@@ -680,7 +685,8 @@ ERT_VNNI void ert_qgemm_rq_s8__vnni(int32_t kq, int32_t np, const int8_t *col, c
     const int8_t *c = col + (size_t)4 * (size_t)i;
     const int8_t *w = wq;
     for (int32_t qq = 0; qq < kq; ++qq, c += qstep, w += 16) {
-      const __m256i x0 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(const void *)c), flip);
+      const __m256i x0 =
+          _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(const void *)c), flip);
       a0 = _mm256_dpbusd_epi32(a0, x0, bcast_w4(w));
       a1 = _mm256_dpbusd_epi32(a1, x0, bcast_w4(w + 4));
       a2 = _mm256_dpbusd_epi32(a2, x0, bcast_w4(w + 8));
@@ -694,14 +700,14 @@ ERT_VNNI void ert_qgemm_rq_s8__vnni(int32_t kq, int32_t np, const int8_t *col, c
 /* dw3_s8 by vpdpbusd: per window row, each output's three taps and a fourth byte (weight
  * 0) are one 32-bit lane, gathered by a byte shuffle within 128-bit halves (stride 1:
  * one 16-byte load in both halves, columns 0-6 and 4-10 from the step's start for
- * outputs 0-3 and 4-7; stride 2: two loads, columns c and c + 8), offset by 128 as in qgemm_rq_s8 (the bias corrected by
- * -128 sum w); eight outputs per vpdpbusd, 16 per step (the partial steps as dw3_s8). */
+ * outputs 0-3 and 4-7; stride 2: columns 0-15 and 8-23 of one 32-byte load), offset by
+ * 128 as in qgemm_rq_s8 (the bias corrected by -128 sum w); eight outputs per vpdpbusd,
+ * 16 per step (the partial steps as dw3_s8). */
 ERT_VNNI_INLINE __m256i dw_load2(const int8_t *p, ptrdiff_t d) {
   if (d == 4) /* stride 1: both halves from the same 16 bytes (the shuffle picks 4 on) */
     return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)p));
-  return _mm256_inserti128_si256(
-      _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)p)),
-      _mm_loadu_si128((const __m128i *)(const void *)(p + d)), 1);
+  /* stride 2 (d = 8): bytes 0-15 and 8-23 of one 32-byte load */
+  return _mm256_permute4x64_epi64(_mm256_loadu_si256((const __m256i *)(const void *)p), 0x94);
 }
 
 ERT_VNNI_INLINE void dw3_plane_vnni(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t *w,
@@ -715,7 +721,9 @@ ERT_VNNI_INLINE void dw3_plane_vnni(int8_t *y, const int8_t *x, ptrdiff_t ld, co
     wr[ky] = _mm256_set1_epi32((int32_t)((uint32_t)(uint8_t)k[0] | (uint32_t)(uint8_t)k[1] << 8 |
                                          (uint32_t)(uint8_t)k[2] << 16));
   }
-  const __m256i vb = _mm256_set1_epi32((int32_t)((uint32_t)bias - (uint32_t)(q[5] + 128) * (uint32_t)sumw));
+  /* bias - (x_zp + 128) sum w, modulo 2^32 */
+  const uint32_t b0 = (uint32_t)bias - (uint32_t)(q[5] + 128) * (uint32_t)sumw;
+  const __m256i vb = _mm256_set1_epi32((int32_t)b0);
   const __m256i m = _mm256_set1_epi32(q[0]), flip = _mm256_set1_epi8((char)0x80);
   const rq8 rq = rq8_of(q[1]);
   const __m256i zp16 = _mm256_set1_epi16((int16_t)q[2]);
@@ -746,7 +754,8 @@ ERT_VNNI_INLINE void dw3_plane_vnni(int8_t *y, const int8_t *x, ptrdiff_t ld, co
       }
       const __m256i v0 = rq8_apply(&rq, a0, m, s31);
       const __m256i v1 = narrow ? v0 : rq8_apply(&rq, a1, m, s31);
-      const __m256i b = _mm256_permutevar8x32_epi32(rq8_pack(v0, v1, v0, v1, zp16, lo8, hi8), order);
+      const __m256i b =
+          _mm256_permutevar8x32_epi32(rq8_pack(v0, v1, v0, v1, zp16, lo8, hi8), order);
       const __m128i out = _mm256_castsi256_si128(b);
       const int32_t n = ow - ox < 16 ? ow - ox : 16;
       if (n == 16 || (size_t)oy * (size_t)ow + (size_t)ox + 16u <= total) {
