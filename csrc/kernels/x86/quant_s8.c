@@ -1,6 +1,9 @@
-/* quant_s8.c (AVX2): the int8 convolution's packing and product kernels, contracts in
- * src/cpu.h (pack_w_s8, quads_s8, qgemm_s8; the portable path is block in
- * ref/conv2d_s8.c). Integer results: equal to the reference's exactly. */
+/* quant_s8.c (AVX2, and AVX-512 VNNI on 256-bit vectors): the int8 kernels, contracts in
+ * src/cpu.h: the convolution's packing (pack_w_s8, quads_s8, taps_s8), products
+ * (qgemm_s8, qgemm_rq_s8 with the requantization in registers; the portable path is
+ * block in ref/conv2d_s8.c), depthwise taps (dw_taps_s16, dw3_s8), requant_row and
+ * quantize_s8. Integer results: equal to the reference's exactly. The __vnni kernels
+ * (ERT_VNNI) run only where src/cpu.c found AVX512_VNNI and AVX512VL. */
 #if defined(ERT_X86_KERNELS) && defined(__x86_64__) && defined(__GNUC__)
 #include <string.h>
 
