@@ -40,6 +40,20 @@ static int x86_avx2_fma(void) {
   __cpuid_count(7, 0, a, b, c, d);
   return (b & bit_AVX2) != 0;
 }
+
+/* AVX512F, AVX512VL and AVX512_VNNI usable (CPUID leaf 7), the OS saving the opmask and
+ * zmm state too (XCR0 bits 5 to 7): the 256-bit vpdpbusd of the int8 kernels. Called
+ * only after x86_avx2_fma (which checked OSXSAVE, so XGETBV exists). */
+static int x86_avx512_vnni(void) {
+  unsigned a, b, c, d;
+  if (__get_cpuid_max(0, NULL) < 7) return 0;
+  __cpuid_count(7, 0, a, b, c, d);
+  if ((b & (1u << 16)) == 0 || (b & (1u << 31)) == 0 || (c & (1u << 11)) == 0) return 0;
+  unsigned xlo, xhi;
+  __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
+  (void)xhi;
+  return (xlo & 0xE6u) == 0xE6u;
+}
 #endif
 
 ert_kernels ert_cpu = {.isa = "ref"};
@@ -124,6 +138,15 @@ void ert_cpu_select(void) {
     k.qgemm_s8 = ert_qgemm_s8__avx2;
     k.requant_row = ert_requant_row__avx2;
     k.dw_taps_s16 = ert_dw_taps_s16__avx2;
+    /* int8 with the requantization in registers */
+    k.qgemm_rq_s8 = ert_qgemm_rq_s8__avx2;
+    k.dw3_s8 = ert_dw3_s8__avx2;
+    k.taps_s8 = ert_taps_s8__avx2;
+    k.quantize_s8 = ert_quantize_s8__avx2;
+    if (x86_avx512_vnni()) { /* four products per 32-bit lane */
+      k.qgemm_rq_s8 = ert_qgemm_rq_s8__vnni;
+      k.dw3_s8 = ert_dw3_s8__vnni;
+    }
   }
 #else
   (void)force_ref;

@@ -178,7 +178,7 @@ typedef struct ert_kernels {
  *   lut_s8      y[i] = t[x[i] + 128], i < n (y may be x); aarch64 only.
  *   quantize_s8 y[i] = the per-tensor int8 quantize_linear of x[i] by scale s and zero point z
  *               (ref/quantize.c, quantize_one), i < n: IEEE division, the same float steps;
- *               aarch64 only.
+ *               aarch64 and x86-64 only.
  *   dequantize_s8 y[i] = ((float)x[i] - z) * s, i < n (two IEEE operations, not fused).
  *   gpool_s8    sum (is_max 0) or max (1; -128 when n = 0) of x[0..n).
  *   pool_s8_row y[i] for i < n over the window v = x[r*rs + i*sw + kx], r < rows, kx < kw
@@ -220,9 +220,10 @@ typedef struct ert_kernels {
   /*   qgemm_rq_s8 qgemm_s8's accumulators, requantized: y[r*ldy + i] = clamp(q[1] +
    *               requant(acc[r][i], mult[r], q[0]), q[2], q[3]) for r < rows (<= 4),
    *               i < d, shift q[0] > 31 (bias and mult: 4 entries); returns d <= n, the
-   *               pixels done: min(n, np - np % 8) with sdot, n when np >= 16 (else 0)
-   *               without; y untouched past d. When qgemm_s8_p is set (no sdot), for
-   *               weights in [-127, 127] only, as qgemm_s8_p; aarch64 only. */
+   *               pixels done: min(n, np - np % 8) with sdot and on x86-64, n when
+   *               np >= 16 (else 0) without sdot; y untouched past d. When qgemm_s8_p is
+   *               set (no sdot), for weights in [-127, 127] only, as qgemm_s8_p; aarch64
+   *               and x86-64 only. */
   int32_t (*qgemm_rq_s8)(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
                          const int32_t *bias, const int32_t *mult, const int32_t *q, int8_t *y,
                          size_t ldy, int32_t n, int32_t rows);
@@ -296,6 +297,21 @@ void ert_requant_row__avx2(const int32_t *acc, size_t n, int32_t mult, int32_t s
                            int32_t lo, int32_t hi, int8_t *y);
 void ert_qgemm_s8__avx2(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
                         const int32_t *bias, int32_t *acc, int32_t lda);
+int32_t ert_qgemm_rq_s8__avx2(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
+                              const int32_t *bias, const int32_t *mult, const int32_t *q,
+                              int8_t *y, size_t ldy, int32_t n, int32_t rows);
+void ert_dw3_s8__avx2(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t *w, int32_t bias,
+                      const int32_t *q, int32_t oh, int32_t ow, int32_t s);
+void ert_taps_s8__avx2(int8_t *dst, size_t np4, const int8_t *src, const ptrdiff_t *off,
+                       int32_t k, int32_t n, int32_t s);
+void ert_quantize_s8__avx2(const float *x, int8_t *y, size_t n, float s, float z);
+/* AVX-512 VNNI (256-bit vectors) int8 kernels, called only when CPUID reports AVX512F,
+ * AVX512VL and AVX512_VNNI and the OS saves the AVX-512 state. */
+int32_t ert_qgemm_rq_s8__vnni(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
+                              const int32_t *bias, const int32_t *mult, const int32_t *q,
+                              int8_t *y, size_t ldy, int32_t n, int32_t rows);
+void ert_dw3_s8__vnni(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t *w, int32_t bias,
+                      const int32_t *q, int32_t oh, int32_t ow, int32_t s);
 void ert_conv2d_dw3s1_f32__avx2(float *y, int32_t oh, int32_t ow, const float *x, ptrdiff_t rs,
                                 ptrdiff_t ts, const float *w, float bias);
 void ert_conv2d_dw3s2_f32__avx2(float *y, int32_t oh, int32_t ow, const float *x, ptrdiff_t rs,

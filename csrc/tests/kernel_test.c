@@ -1342,6 +1342,15 @@ int main(int argc, char **argv) {
   test_dw_taps_s16(&opt);
   test_dw3_s8(&opt);
   test_qgemm_rq_s8(&opt);
+#if defined(ERT_X86_KERNELS) && defined(__x86_64__)
+  if (opt.qgemm_rq_s8 == ert_qgemm_rq_s8__vnni) { /* the AVX2 ones as well (CPUs without VNNI) */
+    ert_kernels avx2 = opt;
+    avx2.qgemm_rq_s8 = ert_qgemm_rq_s8__avx2;
+    avx2.dw3_s8 = ert_dw3_s8__avx2;
+    test_qgemm_rq_s8(&avx2);
+    test_dw3_s8(&avx2);
+  }
+#endif
   test_widen_s8(&opt);
   test_gemv_s8(&opt);
   test_requant_row(&opt);
@@ -1354,6 +1363,10 @@ int main(int argc, char **argv) {
   printf("int8 dot products: %s\n", opt.qgemm_s8 == ert_qgemm_s8__dot && opt.gemv_s8 == ert_gemv_s8__dot &&
                                               opt.dw3_s8 == ert_dw3_s8__dot
                                           ? "sdot" : "no sdot");
+#endif
+#if defined(ERT_X86_KERNELS) && defined(__x86_64__)
+  if (opt.qgemm_rq_s8 != NULL)
+    printf("int8 convolution tile: %s\n", opt.qgemm_rq_s8 == ert_qgemm_rq_s8__vnni ? "avx512-vnni" : "avx2");
 #endif
   printf("%d checks, %d failures\n", checks, failures);
   if (expect != NULL && strcmp(expect, opt.isa) != 0) {
