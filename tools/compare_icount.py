@@ -141,9 +141,13 @@ def markdown(results: dict[str, Any]) -> str:
 
     lines = ["| model | precision | cpu | edgert | LiteRT | onnxruntime | edgert / LiteRT | edgert / onnxruntime |",
              "|---|---|---|---|---|---|---|---|"]
-    for model, by_prec in results.items():
-        for prec, by_cpu in by_prec.items():
-            for cpu, cells in by_cpu.items():
+    def ordered(d: dict[str, Any], first: list[str]) -> list[str]:
+        return [x for x in first if x in d] + sorted(x for x in d if x not in first)
+
+    for model in ordered(results, DEFAULT_MODELS.split(",")):
+        for prec in ordered(results[model], ["fp32", "int8"]):
+            for cpu in ordered(results[model][prec], list(TARGET_OF)):
+                cells = results[model][prec][cpu]
                 e, lt, o = (cells.get(x) for x in ENGINES)
                 lines.append(f"| {model} | {prec} | {cpu} | {m(e)} | {m(lt)} | {m(o)} | "
                              f"{ratio(e and e['count'], lt and lt['count'])} | "
