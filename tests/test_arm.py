@@ -730,3 +730,26 @@ def test_armv6_has_no_fallback(workdir, tmp_path):
     msg = r.stdout + r.stderr
     assert host_parts[0]["node"] in msg and "litert" in msg, msg
     assert not list(tmp_path.glob("*.npy"))
+
+
+def test_guest_root_shows_the_emulated_cpu(tmp_path):
+    """tools/arm_icount.py's guest_root (used by the LiteRT and onnxruntime counts): for the
+    A76 an overlay of the emulated root whose /proc/cpuinfo is an A76's (XNNPACK picks its
+    float kernels by the CPU part read there), in which the root's Python and numpy still
+    run; the shared root and its planted A72 cpuinfo are left as they were."""
+    from tools import arm_icount
+
+    root = _arm_python("arm64")
+    assert arm_icount.ROOTFS == root
+    planted = (root / "proc" / "cpuinfo").read_text()
+    assert arm_icount.guest_root("cortex-a72", tmp_path) == root
+    over = arm_icount.guest_root("cortex-a76", tmp_path)
+    assert over != root and over.is_relative_to(tmp_path)
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"}
+    r = subprocess.run(["qemu-aarch64", "-cpu", "cortex-a76", "-L", str(over), str(root / "usr/bin/python3.11"), "-c",
+                        "import numpy; print(open('/proc/cpuinfo').read())"],
+                       capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "CPU part\t: 0xd0b" in r.stdout and "asimddp" in r.stdout
+    assert "0xd08" not in r.stdout
+    assert (root / "proc" / "cpuinfo").read_text() == planted and "0xd08" in planted

@@ -65,6 +65,45 @@ def per_inference(make_cmd, n: int, k: int, env=None, cwd=None) -> float:
     return (count(make_cmd(n + k), env, cwd) - count(make_cmd(n), env, cwd)) / k
 
 
+# /proc/cpuinfo as Linux shows it on each emulated core (Raspberry Pi 4 / Pi 5, and Pi 3):
+# (CPU variant, CPU part, CPU revision, Features).
+CPUINFO = {
+    "cortex-a72": ("0x0", "0xd08", 3, "fp asimd evtstrm crc32 cpuid"),
+    "cortex-a76": ("0x4", "0xd0b", 1, "fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid "
+                                      "asimdrdm lrcpc dcpop asimddp"),
+    "cortex-a53": ("0x0", "0xd03", 4, "fp asimd evtstrm crc32 cpuid"),
+}
+
+
+def cpuinfo_text(cpu: str, cores: int = 4) -> str:
+    variant, part, rev, features = CPUINFO[cpu]
+    return "".join(f"processor\t: {i}\nBogoMIPS\t: 108.00\nFeatures\t: {features}\nCPU implementer\t: 0x41\n"
+                   f"CPU architecture: 8\nCPU variant\t: {variant}\nCPU part\t: {part}\nCPU revision\t: {rev}\n\n"
+                   for i in range(cores))
+
+
+def guest_root(cpu: str, work: pathlib.Path) -> pathlib.Path:
+    """The -L root for running the emulated Python on `cpu`.
+
+    QEMU user mode shows the guest the host's /proc/cpuinfo unless the -L root has one, and
+    LiteRT's XNNPACK and onnxruntime pick their kernels from it (CPU part, and Features such
+    as asimddp). tools/arm_python.sh plants a Cortex-A72 one in ROOTFS. For another CPU this
+    returns an overlay made in `work` (so it lives as long as the run and other runs sharing
+    ROOTFS are not disturbed): a symlink to each top-level entry of ROOTFS, and its own
+    proc/cpuinfo for `cpu`."""
+    planted = ROOTFS / "proc" / "cpuinfo"
+    if cpu not in CPUINFO or (planted.is_file() and planted.read_text() == cpuinfo_text(cpu)):
+        return ROOTFS
+    root = work / f"root-{cpu}"
+    if not (root / "proc" / "cpuinfo").is_file():
+        (root / "proc").mkdir(parents=True, exist_ok=True)
+        for entry in ROOTFS.iterdir():
+            if entry.name != "proc" and not (root / entry.name).exists():
+                (root / entry.name).symlink_to(entry.resolve())
+        (root / "proc" / "cpuinfo").write_text(cpuinfo_text(cpu))
+    return root
+
+
 def qemu_prefix(target: targets.Target, cpu: str, root: str | None = None) -> list[str]:
     return [target.qemu, "-cpu", cpu, "-L", root or target.sysroot, "-plugin", str(plugin()), "-d", "plugin"]
 
@@ -191,8 +230,8 @@ def ort_counts(name: str, cpu: str, n: int, k: int, work: pathlib.Path, model: p
            "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1"}
 
     def cmd(reps: int) -> list[str]:
-        return qemu_prefix(aarch64, cpu, str(ROOTFS)) + [str(ROOTFS / "usr/bin/python3.11"), str(script), src,
-                                                        str(npz), str(reps)]
+        return qemu_prefix(aarch64, cpu, str(guest_root(cpu, work))) + [
+            str(ROOTFS / "usr/bin/python3.11"), str(script), src, str(npz), str(reps)]
 
     return per_inference(cmd, n, k, env, str(work))
 

@@ -21,6 +21,10 @@ For each model (tools/models.py, cached by tools/fetch_models.py):
    tools/arm_python.sh, under `qemu-aarch64 -cpu cortex-a72` with the qemu-icount plugin:
    one thread, LiteRT's default CPU delegate (XNNPACK), N and N+k invocations of the same
    interpreter; per inference = (count(N+k) - count(N)) / k, as tools/arm_icount.py does.
+   The guest sees a /proc/cpuinfo of --cpu (tools/arm_icount.py's guest_root: a per-run
+   overlay of the emulated root for CPUs other than the Cortex-A72 planted there), since
+   XNNPACK picks its float GEMM kernels by the CPU part it reads there (the int8 dot
+   product kernels follow the hwcaps QEMU emulates for -cpu).
 
 --reference adds edgert's (NEON, and int8 when this build's convert quantizes) and
 onnxruntime's fp32 counts from tools/arm_icount.py on the same models.
@@ -331,8 +335,8 @@ def litert_count(model: pathlib.Path, inp: pathlib.Path, cpu: str, n: int, k: in
            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
 
     def cmd(reps: int) -> list[str]:
-        return arm_icount.qemu_prefix(aarch64, cpu, str(rootfs)) + [str(rootfs / "usr/bin/python3.11"), str(script),
-                                                                   str(model), str(inp), str(reps)]
+        return arm_icount.qemu_prefix(aarch64, cpu, str(arm_icount.guest_root(cpu, work))) + [
+            str(rootfs / "usr/bin/python3.11"), str(script), str(model), str(inp), str(reps)]
 
     return arm_icount.per_inference(cmd, n, k, env, str(work))
 
