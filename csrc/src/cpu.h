@@ -23,7 +23,7 @@
  *   dwK_sS      y[oy*ow + i] = bias + sum over ky, kx < K of
  *               w[ky*K + kx] * x[oy*rs + ky*ts + i*S + kx] for oy < oh, i < ow (K = 3
  *               or 5, S = 1 with ow >= 4 or S = 2 with ow >= 5; K = 3 on x86-64 only,
- *               the NEON builds take dw3 below): one depthwise KxK
+ *               for the windows dw3 below does not take): one depthwise KxK
  *               output plane over a padded input
  *               (rs: the step of an output row, ts: of a window row; no column
  *               dilation); reads nothing outside the taps' span of each row.
@@ -281,6 +281,8 @@ void ert_sgemm_rows6_n8_f32__avx2(int32_t kc, const float *const *rows, const fl
                                   const ert_sgemm_store *st);
 void ert_dot_rows_f32__avx2(const float *x, const float *r, ptrdiff_t ld, int32_t k, int32_t n,
                             float *out);
+void ert_conv2d_dw3_f32__avx2(float *y, const float *x, const float *zero, const float *k,
+                              float bias, const ert_dw3_geom *g);
 int ert_conv2d_dw_direct_f32__avx2(float *y, const float *x, int32_t h, int32_t w, int32_t oh,
                                    int32_t ow, int32_t k, int32_t s, int32_t pt, int32_t pl,
                                    const float *wt, float bias);

@@ -496,7 +496,7 @@ ERT_DW_PORTABLE static void dw_run(const conv_geom *g, const dw_pad *p, const pt
 /* Whether cpu.h's dw3 takes this window (straight from the input plane): 3x3,
  * undilated, strides 1 or 2 across, one column of padding left and at most one right,
  * rows of 5 outputs or more. */
-#if defined(ERT_NEON_KERNELS) /* the only builds with a dw3 kernel */
+#if defined(ERT_NEON_KERNELS) || defined(ERT_X86_KERNELS) /* the builds with a dw3 kernel */
 static int dw3_fits(const conv_geom *g) {
   return ert_cpu.dw3 != NULL && g->kh == 3 && g->kw == 3 && g->dh == 1 && g->dw == 1 &&
          (g->sw == 1 || g->sw == 2) && g->pl == 1 && g->ow >= 5 &&
@@ -635,8 +635,8 @@ static void dw_worker(void *arg, size_t begin, size_t end) {
 }
 
 #if defined(ERT_X86_KERNELS) /* only x86-64 has dw_direct: the boards' code stays as it was */
-/* The image-direct plane kernel of cpu.h (no padded copy), when the CPU has one: planes
- * over the threads, each plane then its activation. */
+/* The image-direct plane kernel of cpu.h (no padded copy), when the CPU has one and dw3
+ * does not take the window: planes over the threads, each plane then its activation. */
 typedef struct dw_direct_job {
   const conv_geom *g;
   const float *x, *w, *bias;
@@ -657,6 +657,7 @@ static void dw_direct_worker(void *arg, size_t begin, size_t end) {
 }
 
 static int run_depthwise_direct(const ert_node *node, const conv_geom *g, ert_exec *ex) {
+  if (dw_need(node, g) && dw3_fits(g)) return 0; /* dw3 takes it, the clamp fused */
   if (ert_cpu.dw_direct == NULL || g->kh != g->kw || g->sh != g->sw || g->dh != 1 || g->dw != 1)
     return 0;
   dw_direct_job j = {g, node->in[0]->data, node->in[1]->data,
