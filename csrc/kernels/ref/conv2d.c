@@ -635,6 +635,14 @@ static void dw_worker(void *arg, size_t begin, size_t end) {
 }
 
 #if defined(ERT_X86_KERNELS) /* only x86-64 has dw_direct: the boards' code stays as it was */
+/* dw3 planes on x86-64: one zero row for all of them (read only), the planes as the
+ * pieces of the job (more and smaller than one per slot: the threads share them out
+ * evenly). */
+static void dw3_worker(void *arg, size_t begin, size_t end) {
+  const dw_job *j = arg;
+  dw_run_planes(j, begin, end, (float *)(void *)j->scratch);
+}
+
 /* The image-direct plane kernel of cpu.h (no padded copy), when the CPU has one and dw3
  * does not take the window: planes over the threads, each plane then its activation. */
 typedef struct dw_direct_job {
@@ -700,6 +708,13 @@ static void run_depthwise(const ert_node *node, const conv_geom *g, ert_exec *ex
   const int32_t taps = g->kh * g->kw;
   if (taps <= DW_MAX_TAPS)
     for (int32_t t = 0; t < taps; ++t) j.toff[t] = dw_tap_offset(g, &j.pad, t / g->kw, t % g->kw);
+#if defined(ERT_X86_KERNELS)
+  if (j.scratch && j.dw3) {
+    memset(j.scratch, 0, (size_t)g->w * sizeof(float)); /* the zero row */
+    ert_parallel_for(ex, j.planes, dw3_worker, &j);
+    return;
+  }
+#endif
   ert_parallel_for(ex, j.scratch ? j.nslots : j.planes, dw_worker, &j);
 }
 
