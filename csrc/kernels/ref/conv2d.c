@@ -718,6 +718,49 @@ static void run_depthwise(const ert_node *node, const conv_geom *g, ert_exec *ex
   ert_parallel_for(ex, j.scratch ? j.nslots : j.planes, dw_worker, &j);
 }
 
+#if defined(ERT_X86_KERNELS) /* only x86-64 has conv3s2: the boards' code stays as it was */
+/* A 3x3 stride-2 convolution over at most 4 input planes (an image network's stem) by
+ * cpu.h's conv3s2, without the im2col packing: output rows over the threads; the clamp
+ * fused, the other activations as a pass over each piece's rows. */
+typedef struct conv3s2_job {
+  const conv_geom *g;
+  const float *x, *w, *bias;
+  float *y;
+  ert_conv3s2_geom k;
+} conv3s2_job;
+
+static void conv3s2_worker(void *arg, size_t begin, size_t end) {
+  const conv3s2_job *j = arg;
+  const conv_geom *g = j->g;
+  const size_t oplane = (size_t)g->oh * (size_t)g->ow;
+  for (size_t r = begin; r < end;) {
+    const size_t n = r / (size_t)g->oh, oy0 = r % (size_t)g->oh;
+    const size_t oy1 = end - n * (size_t)g->oh < (size_t)g->oh ? end - n * (size_t)g->oh : (size_t)g->oh;
+    float *y = j->y + n * (size_t)g->m * oplane;
+    ert_cpu.conv3s2(y, j->x + n * (size_t)g->c * (size_t)g->h * (size_t)g->w, j->w, j->bias, &j->k,
+                    (int32_t)oy0, (int32_t)oy1);
+    if (g->act.kind != ERT_ACT_NONE && g->act.kind != ERT_ACT_CLIP)
+      for (int32_t o = 0; o < g->m; ++o)
+        finish(&g->act, y + (size_t)o * oplane + oy0 * (size_t)g->ow, (oy1 - oy0) * (size_t)g->ow);
+    r = n * (size_t)g->oh + oy1;
+  }
+}
+
+static int run_conv3s2(const ert_node *node, const conv_geom *g, ert_exec *ex) {
+  if (ert_cpu.conv3s2 == NULL || g->group != 1 || g->c > 4 || g->kh != 3 || g->kw != 3 ||
+      g->sh != 2 || g->sw != 2 || g->dh != 1 || g->dw != 1 || g->ow < 1 || g->oh < 1)
+    return 0;
+  conv3s2_job j = {g, node->in[0]->data, node->in[1]->data,
+                   node->n_in > 2 && node->in[2] ? node->in[2]->data : NULL, node->out[0]->data,
+                   {g->c, g->h, g->w, g->m, g->oh, g->ow, g->pt, g->pl, -INFINITY, INFINITY}};
+  if (g->act.kind == ERT_ACT_CLIP) j.k.lo = g->act.a, j.k.hi = g->act.b;
+  ert_parallel_for(ex, (size_t)g->n * (size_t)g->oh, conv3s2_worker, &j);
+  return 1;
+}
+#else
+#define run_conv3s2(node, g, ex) 0
+#endif
+
 void ert_conv2d_eval(const ert_node *node, ert_exec *ex) {
   if (node->in[0]->dtype == EDGERT_INT8) {
     ert_conv2d_s8__ref(node, ex);
@@ -728,7 +771,7 @@ void ert_conv2d_eval(const ert_node *node, ert_exec *ex) {
   const int path = (int)node->opdata[OD_PATH];
   if (path == PATH_DEPTHWISE)
     run_depthwise(node, &g, ex);
-  else
+  else if (path != PATH_IM2COL || !run_conv3s2(node, &g, ex))
     run_gemm(node, &g, path, ex);
 }
 

@@ -357,6 +357,89 @@ ERT_AVX2 void ert_conv2d_dw3_f32__avx2(float *y, const float *x, const float *ze
     dw3_plane_s2(y, x, zero, k, bias, g);
 }
 
+/* ---- conv3s2: a 3x3 stride-2 convolution over a few input planes (the stem) -------- */
+
+/* The three taps of one window row for 8 outputs: t[kx] = X(row, c0 + kx + 2u), u < 8,
+ * in order (the even/odd selection of tap_s2, then the 64-bit pairs put back). */
+ERT_AVX2_INLINE void s2_taps3(const float *row, int32_t c0, const __m256i *mk, __m256 *t) {
+  const __m256 lo = dw3_ld(row, c0, mk, 0), hi = dw3_ld(row, c0 + 8, mk, 1);
+  const __m256 lo1 = dw3_ld(row, c0 + 1, mk, 2), hi1 = dw3_ld(row, c0 + 9, mk, 3);
+  const __m256 v[3] = {_mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)),
+                       _mm256_shuffle_ps(lo1, hi1, _MM_SHUFFLE(3, 1, 3, 1))};
+  for (int kx = 0; kx < 3; ++kx)
+    t[kx] = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v[kx]), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+/* Output rows [oy0, oy1), 16 outputs per step (the last step moved back to end at the row's
+ * end; rows under 16 outputs stored masked): the 9c window values of the step's outputs
+ * gathered once into tv (masked loads only in the steps whose columns leave the image,
+ * window rows outside it as zeros), then four output planes at a time, each weight
+ * broadcast once for both halves. */
+ERT_AVX2 void ert_conv2d_3x3s2_f32__avx2(float *y, const float *x, const float *wt, const float *bias,
+                                    const ert_conv3s2_geom *g, int32_t oy0, int32_t oy1) {
+  const int32_t c = g->c, h = g->h, w = g->w, m = g->m, ow = g->ow, taps = 9 * c;
+  const size_t plane = (size_t)h * (size_t)w, oplane = (size_t)g->oh * (size_t)ow;
+  const __m256 lo = _mm256_set1_ps(g->lo), hi = _mm256_set1_ps(g->hi);
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  __m256 tv[36][2];
+  for (int32_t oy = oy0; oy < oy1; ++oy) {
+    for (int32_t s = 0; s < ow; s += 16) {
+      if (s + 16 > ow && ow >= 16) s = ow - 16;
+      const int32_t c00 = 2 * s - g->pl;
+      const int edge = ow < 16 || c00 < 0 || c00 + 16 + 16 >= w;
+      __m256i mk[2][4];
+      if (edge)
+        for (int hh = 0; hh < 2; ++hh) {
+          static const int32_t off[4] = {0, 8, 1, 9};
+          for (int o = 0; o < 4; ++o) mk[hh][o] = cols_in(c00 + 16 * hh + off[o], w);
+        }
+      for (int32_t i = 0; i < c; ++i)
+        for (int ky = 0; ky < 3; ++ky) {
+          const int32_t iy = oy * 2 - g->pt + ky, t = (i * 3 + ky) * 3;
+          if (iy < 0 || iy >= h) {
+            for (int kx = 0; kx < 3; ++kx) tv[t + kx][0] = tv[t + kx][1] = _mm256_setzero_ps();
+            continue;
+          }
+          const float *row = x + (size_t)i * plane + (size_t)iy * (size_t)w;
+          for (int hh = 0; hh < 2; ++hh) {
+            __m256 v[3];
+            s2_taps3(row, c00 + 16 * hh, edge ? mk[hh] : NULL, v);
+            for (int kx = 0; kx < 3; ++kx) tv[t + kx][hh] = v[kx];
+          }
+        }
+      __m256i sm[2]; /* stored lanes, rows under 16 outputs */
+      for (int hh = 0; hh < 2; ++hh) sm[hh] = _mm256_cmpgt_epi32(_mm256_set1_epi32(ow - s - 8 * hh), lane);
+      for (int32_t o0 = 0; o0 < m; o0 += 4) {
+        const float *wr[4];
+        __m256 acc[4][2];
+        for (int q = 0; q < 4; ++q) {
+          const int32_t o = o0 + q < m ? o0 + q : m - 1; /* past m: repeats, not stored */
+          wr[q] = wt + (size_t)o * (size_t)taps;
+          acc[q][0] = acc[q][1] = _mm256_set1_ps(bias ? bias[o] : 0.0f);
+        }
+        for (int32_t t = 0; t < taps; ++t)
+#pragma GCC unroll 4
+          for (int q = 0; q < 4; ++q) {
+            const __m256 wq = _mm256_broadcast_ss(wr[q] + t);
+            acc[q][0] = _mm256_fmadd_ps(wq, tv[t][0], acc[q][0]);
+            acc[q][1] = _mm256_fmadd_ps(wq, tv[t][1], acc[q][1]);
+          }
+        for (int q = 0; q < 4 && o0 + q < m; ++q) {
+          float *yo = y + (size_t)(o0 + q) * oplane + (size_t)oy * (size_t)ow + s;
+          for (int hh = 0; hh < 2 && s + 8 * hh < ow; ++hh) {
+            const __m256 v = _mm256_min_ps(hi, _mm256_max_ps(lo, acc[q][hh])); /* NaN stays */
+            if (ow < 16)
+              _mm256_maskstore_ps(yo + 8 * hh, sm[hh], v);
+            else
+              _mm256_storeu_ps(yo + 8 * hh, v);
+          }
+        }
+      }
+    }
+  }
+}
+
 #define DW_PLANE(NAME, K, S)                                                                  \
   ERT_AVX2 void NAME(float *y, int32_t oh, int32_t ow, const float *x, ptrdiff_t rs,         \
                      ptrdiff_t ts, const float *w, float bias) {                             \
