@@ -500,7 +500,8 @@ static void run_blocked(const ert_sgemm *g, void *scratch, ert_exec *ex) {
 #if defined(ERT_X86_KERNELS)
   /* x86-64 with two threads or more: pieces of near-equal work (a thread's last piece
      decides when the job ends), as many column blocks per slot and rows split in fours
-     (see run_task); one thread keeps the fewest blocks (each part packs its B panels) */
+     (see run_task); one thread takes the fewest blocks and row parts (each part packs its
+     B panels again) */
   jb.even = ert_exec_threads(ex) > 1;
   if (jb.even) {
     const size_t np = (size_t)((g->n + NR - 1) / NR);
@@ -511,6 +512,8 @@ static void run_blocked(const ert_sgemm *g, void *scratch, ert_exec *ex) {
           break;
         }
     nmb = (size_t)((g->m + 3) / 4);
+  } else { /* one thread: row parts only to keep them within ROWP_MAX rows */
+    nmb = (size_t)((g->m + ROWP_MAX - 1) / ROWP_MAX);
   }
 #endif
   const size_t cols = g->batch * jb.nnb;
