@@ -132,6 +132,8 @@ void ert_cpu_select(void) {
     k.dw5_s1 = ert_conv2d_dw5s1_f32__avx2;
     k.dw5_s2 = ert_conv2d_dw5s2_f32__avx2;
     k.dw_direct = ert_conv2d_dw_direct_f32__avx2;
+    k.dw3 = ert_conv2d_dw3_f32__avx2;
+    k.conv3s2 = ert_conv2d_3x3s2_f32__avx2;
     /* int8: the convolution's products with madd (exact) */
     k.pack_w_s8 = ert_pack_w_s8__avx2;
     k.quads_s8 = ert_quads_s8__avx2;

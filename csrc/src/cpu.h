@@ -23,7 +23,7 @@
  *   dwK_sS      y[oy*ow + i] = bias + sum over ky, kx < K of
  *               w[ky*K + kx] * x[oy*rs + ky*ts + i*S + kx] for oy < oh, i < ow (K = 3
  *               or 5, S = 1 with ow >= 4 or S = 2 with ow >= 5; K = 3 on x86-64 only,
- *               the NEON builds take dw3 below): one depthwise KxK
+ *               for the windows dw3 below does not take): one depthwise KxK
  *               output plane over a padded input
  *               (rs: the step of an output row, ts: of a window row; no column
  *               dilation); reads nothing outside the taps' span of each row.
@@ -94,6 +94,11 @@ typedef struct ert_dw3_geom {
 typedef void (*ert_dw3_fn)(float *y, const float *x, const float *zero, const float *k, float bias,
                            const ert_dw3_geom *g);
 
+typedef struct ert_conv3s2_geom {
+  int32_t c, h, w, m, oh, ow, pt, pl;
+  float lo, hi;
+} ert_conv3s2_geom;
+
 typedef int (*ert_act_fn)(const ert_act_params *act, float *x, size_t count);
 
 enum { ERT_BIN_ADD, ERT_BIN_SUB, ERT_BIN_MUL, ERT_BIN_DIV }; /* binary_f32 ops */
@@ -147,6 +152,17 @@ typedef struct ert_kernels {
    *               with oh == 0 it only answers. */
   int (*dw_direct)(float *y, const float *x, int32_t h, int32_t w, int32_t oh, int32_t ow,
                    int32_t k, int32_t s, int32_t pt, int32_t pl, const float *wt, float bias);
+  /*   conv3s2     output rows oy0 <= oy < oy1 of a 3x3, stride-2, undilated convolution of
+   *               one image of c <= 4 planes of h x w (h*w floats apart), zero padded (pt
+   *               rows above, pl columns left): for o < m and ox < ow (ow >= 1),
+   *               y[o*oh*ow + oy*ow + ox] = min(max(b + sum over i < c, ky, kx < 3 of
+   *               wt[(o*c + i)*9 + ky*3 + kx] X(i, oy*2 - pt + ky, ox*2 - pl + kx), lo), hi)
+   *               (a NaN sum stays NaN), b = bias ? bias[o] : 0, X(i, r, q) = x[i*h*w +
+   *               r*w + q] inside the image, 0 outside; reads only the image's floats. */
+#if defined(ERT_X86_KERNELS) /* x86-64 only: the boards' table stays as it was */
+  void (*conv3s2)(float *y, const float *x, const float *wt, const float *bias,
+                  const ert_conv3s2_geom *g, int32_t oy0, int32_t oy1);
+#endif
   ert_pool_vred_fn pool_vred;
   ert_pool_hred_fn pool_hred;
   ert_gpool_fn gpool;
@@ -283,6 +299,10 @@ void ert_sgemm_rows6_n8_f32__avx2(int32_t kc, const float *const *rows, const fl
                                   const ert_sgemm_store *st);
 void ert_dot_rows_f32__avx2(const float *x, const float *r, ptrdiff_t ld, int32_t k, int32_t n,
                             float *out);
+void ert_conv2d_dw3_f32__avx2(float *y, const float *x, const float *zero, const float *k,
+                              float bias, const ert_dw3_geom *g);
+void ert_conv2d_3x3s2_f32__avx2(float *y, const float *x, const float *wt, const float *bias,
+                          const ert_conv3s2_geom *g, int32_t oy0, int32_t oy1);
 int ert_conv2d_dw_direct_f32__avx2(float *y, const float *x, int32_t h, int32_t w, int32_t oh,
                                    int32_t ow, int32_t k, int32_t s, int32_t pt, int32_t pl,
                                    const float *wt, float bias);

@@ -112,6 +112,8 @@ typedef void (*ert_task_fn)(void *arg, size_t begin, size_t end);
 /* Runs fn over [0, n) split into contiguous chunks across the session's threads
  * (the calling thread takes part); returns when all chunks are done. */
 void ert_parallel_for(ert_exec *ex, size_t n, ert_task_fn fn, void *arg);
+/* The threads ert_parallel_for runs on (1 without a started pool); x86-64 builds only. */
+int32_t ert_exec_threads(const ert_exec *ex);
 
 /* Reports bad run-time data from eval (see the kernel contract): the first call of a
  * run keeps its status and message (the session's last_error). Called by eval itself,

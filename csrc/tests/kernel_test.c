@@ -171,6 +171,60 @@ static void test_dw(ert_dw_plane_fn fn, int K, int32_t stride, const char *name)
       }
 }
 
+#if defined(ERT_X86_KERNELS) /* conv3s2 is an x86-64 entry */
+/* conv3s2: 1 to 4 input planes, 1 to 9 output planes, images 1 to 7 rows high and 1 to
+ * 40 columns wide, top and left padding 0 to 2, one or two output rows per call, with and
+ * without a clamp and a bias; x ends at an inaccessible page. */
+static void test_conv3s2(const ert_kernels *opt) {
+  if (opt->conv3s2 == NULL) return;
+  unsigned seed = 11;
+  float wt[4 * 9 * 9], bias[9];
+  for (int t = 0; t < 4 * 9 * 9; ++t) wt[t] = frand(&seed);
+  for (int t = 0; t < 9; ++t) bias[t] = frand(&seed);
+  for (int32_t c = 1; c <= 4; ++c)
+    for (int32_t m = 1; m <= 9; m += (m < 5 ? 1 : 4))
+      for (int32_t h = 1; h <= 7; h += 3)
+        for (int32_t w = 1; w <= 40; ++w)
+          for (int32_t pad = 0; pad <= 2; ++pad) {
+            const int32_t pt = pad, pl = (pad + w) % 3;
+            const int32_t oh = (h + 2 * pt - 3) / 2 + 1, ow = (w + 2 * pl - 3) / 2 + 1;
+            if (h + 2 * pt < 3 || w + 2 * pl < 3) continue;
+            const size_t nx = (size_t)c * h * w, ny = (size_t)m * oh * ow;
+            float *x = guarded(nx), *y = guarded(ny);
+            for (size_t i = 0; i < nx; ++i) x[i] = frand(&seed);
+            for (size_t i = 0; i < ny; ++i) y[i] = 1e30f;
+            const int clamp = (w + c) % 2, with_bias = (w + m) % 3 != 0;
+            const ert_conv3s2_geom g = {c, h, w, m, oh, ow, pt, pl, clamp ? -0.5f : -INFINITY,
+                                        clamp ? 0.5f : INFINITY};
+            for (int32_t oy = 0; oy < oh; oy += 2)
+              opt->conv3s2(y, x, wt, with_bias ? bias : NULL, &g, oy, oy + 2 < oh ? oy + 2 : oh);
+            char ctx[96];
+            snprintf(ctx, sizeof ctx, "c=%d m=%d h=%d w=%d pt=%d pl=%d", (int)c, (int)m, (int)h,
+                     (int)w, (int)pt, (int)pl);
+            for (int32_t o = 0; o < m; ++o)
+              for (int32_t oy = 0; oy < oh; ++oy)
+                for (int32_t ox = 0; ox < ow; ++ox) {
+                  double want = with_bias ? bias[o] : 0.0, scale = fabs(want);
+                  for (int32_t i = 0; i < c; ++i)
+                    for (int ky = 0; ky < 3; ++ky)
+                      for (int kx = 0; kx < 3; ++kx) {
+                        const int32_t r = oy * 2 - pt + ky, q = ox * 2 - pl + kx;
+                        if (r < 0 || r >= h || q < 0 || q >= w) continue;
+                        const double p = (double)wt[(o * c + i) * 9 + ky * 3 + kx] * x[(i * h + r) * w + q];
+                        want += p;
+                        scale += fabs(p);
+                      }
+                  if (want < g.lo) want = g.lo;
+                  if (want > g.hi) want = g.hi;
+                  expect_close("conv3s2", y[(o * oh + oy) * ow + ox], want, scale, ctx);
+                }
+            unguard(x, nx);
+            unguard(y, ny);
+          }
+}
+
+#endif
+
 /* dw3: strides (sh, sw) in {1, 2}^2, top padding 0 to 2, planes 1 to 5 rows high and 5
  * to 40 outputs wide with zero or one column of padding right, 0 to 2 rows of padding
  * below, with and without a clamp; x and the zero row end at an inaccessible page. */
@@ -1317,6 +1371,9 @@ int main(int argc, char **argv) {
   test_dw(opt.dw3_s1, 3, 1, "dw3_s1");
   test_dw(opt.dw3_s2, 3, 2, "dw3_s2");
   test_dw3(&opt);
+#if defined(ERT_X86_KERNELS)
+  test_conv3s2(&opt);
+#endif
   test_dw(opt.dw5_s1, 5, 1, "dw5_s1");
   test_dw(opt.dw5_s2, 5, 2, "dw5_s2");
   test_dw_direct(&opt);

@@ -172,21 +172,27 @@ ACTS = [
 
 
 @pytest.mark.parametrize("act", ACTS, ids=[a[0] for a in ACTS])
-@pytest.mark.parametrize("depthwise", [False, True])
-def test_fused_activation(act, depthwise):
+@pytest.mark.parametrize("kind", ["im2col", "depthwise", "stem"])
+def test_fused_activation(act, kind):
+    """stem: a 3x3 stride-2 convolution over 3 channels (the x86-64 build's direct
+    kernel for an image network's first layer), at one and two threads."""
     op, attrs, extra = act
     rng = np.random.default_rng(9)
-    c = 6
-    x = _f32(rng, 1, c, 9, 10)
-    w = _f32(rng, c, 1, 3, 3) if depthwise else _f32(rng, 5, c, 3, 3)
+    c = 3 if kind == "stem" else 6
+    x = _f32(rng, 2, c, 21, 38) if kind == "stem" else _f32(rng, 1, c, 9, 10)
+    w = _f32(rng, c, 1, 3, 3) if kind == "depthwise" else _f32(rng, 7 if kind == "stem" else 5, c, 3, 3)
     b = _f32(rng, w.shape[0])
-    conv = helper.make_node("Conv", ["x", "w", "b"], ["t"], pads=[1, 1, 1, 1], group=c if depthwise else 1)
+    stride = {"strides": [2, 2]} if kind == "stem" else {}
+    conv = helper.make_node("Conv", ["x", "w", "b"], ["t"], pads=[1, 1, 1, 1],
+                            group=c if kind == "depthwise" else 1, **stride)
     ins = ["t"] + (["lo", "hi"] if op == "Clip" else [])
     node = helper.make_node(op, ins, ["y"], **attrs)
     model = make_model([conv, node], {"x": x}, ["y"], {"w": w, "b": b, **extra}, opset=17)
     ops = [n.op for n in build_graph(model).nodes]
     assert ops == ["conv2d"], ops
     _check(model, {"x": x})
+    if kind == "stem":
+        _check(model, {"x": x}, threads=2)
 
 
 def test_rejected():

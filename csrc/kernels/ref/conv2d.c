@@ -496,7 +496,7 @@ ERT_DW_PORTABLE static void dw_run(const conv_geom *g, const dw_pad *p, const pt
 /* Whether cpu.h's dw3 takes this window (straight from the input plane): 3x3,
  * undilated, strides 1 or 2 across, one column of padding left and at most one right,
  * rows of 5 outputs or more. */
-#if defined(ERT_NEON_KERNELS) /* the only builds with a dw3 kernel */
+#if defined(ERT_NEON_KERNELS) || defined(ERT_X86_KERNELS) /* the builds with a dw3 kernel */
 static int dw3_fits(const conv_geom *g) {
   return ert_cpu.dw3 != NULL && g->kh == 3 && g->kw == 3 && g->dh == 1 && g->dw == 1 &&
          (g->sw == 1 || g->sw == 2) && g->pl == 1 && g->ow >= 5 &&
@@ -635,8 +635,16 @@ static void dw_worker(void *arg, size_t begin, size_t end) {
 }
 
 #if defined(ERT_X86_KERNELS) /* only x86-64 has dw_direct: the boards' code stays as it was */
-/* The image-direct plane kernel of cpu.h (no padded copy), when the CPU has one: planes
- * over the threads, each plane then its activation. */
+/* dw3 planes on x86-64: one zero row for all of them (read only), the planes as the
+ * pieces of the job (more and smaller than one per slot: the threads share them out
+ * evenly). */
+static void dw3_worker(void *arg, size_t begin, size_t end) {
+  const dw_job *j = arg;
+  dw_run_planes(j, begin, end, (float *)(void *)j->scratch);
+}
+
+/* The image-direct plane kernel of cpu.h (no padded copy), when the CPU has one and dw3
+ * does not take the window: planes over the threads, each plane then its activation. */
 typedef struct dw_direct_job {
   const conv_geom *g;
   const float *x, *w, *bias;
@@ -657,6 +665,7 @@ static void dw_direct_worker(void *arg, size_t begin, size_t end) {
 }
 
 static int run_depthwise_direct(const ert_node *node, const conv_geom *g, ert_exec *ex) {
+  if (dw_need(node, g) && dw3_fits(g)) return 0; /* dw3 takes it, the clamp fused */
   if (ert_cpu.dw_direct == NULL || g->kh != g->kw || g->sh != g->sw || g->dh != 1 || g->dw != 1)
     return 0;
   dw_direct_job j = {g, node->in[0]->data, node->in[1]->data,
@@ -699,8 +708,58 @@ static void run_depthwise(const ert_node *node, const conv_geom *g, ert_exec *ex
   const int32_t taps = g->kh * g->kw;
   if (taps <= DW_MAX_TAPS)
     for (int32_t t = 0; t < taps; ++t) j.toff[t] = dw_tap_offset(g, &j.pad, t / g->kw, t % g->kw);
+#if defined(ERT_X86_KERNELS)
+  if (j.scratch && j.dw3) {
+    memset(j.scratch, 0, (size_t)g->w * sizeof(float)); /* the zero row */
+    ert_parallel_for(ex, j.planes, dw3_worker, &j);
+    return;
+  }
+#endif
   ert_parallel_for(ex, j.scratch ? j.nslots : j.planes, dw_worker, &j);
 }
+
+#if defined(ERT_X86_KERNELS) /* only x86-64 has conv3s2: the boards' code stays as it was */
+/* A 3x3 stride-2 convolution over at most 4 input planes (an image network's stem) by
+ * cpu.h's conv3s2, without the im2col packing: output rows over the threads; the clamp
+ * fused, the other activations as a pass over each piece's rows. */
+typedef struct conv3s2_job {
+  const conv_geom *g;
+  const float *x, *w, *bias;
+  float *y;
+  ert_conv3s2_geom k;
+} conv3s2_job;
+
+static void conv3s2_worker(void *arg, size_t begin, size_t end) {
+  const conv3s2_job *j = arg;
+  const conv_geom *g = j->g;
+  const size_t oplane = (size_t)g->oh * (size_t)g->ow;
+  for (size_t r = begin; r < end;) {
+    const size_t n = r / (size_t)g->oh, oy0 = r % (size_t)g->oh;
+    const size_t oy1 = end - n * (size_t)g->oh < (size_t)g->oh ? end - n * (size_t)g->oh : (size_t)g->oh;
+    float *y = j->y + n * (size_t)g->m * oplane;
+    ert_cpu.conv3s2(y, j->x + n * (size_t)g->c * (size_t)g->h * (size_t)g->w, j->w, j->bias, &j->k,
+                    (int32_t)oy0, (int32_t)oy1);
+    if (g->act.kind != ERT_ACT_NONE && g->act.kind != ERT_ACT_CLIP)
+      for (int32_t o = 0; o < g->m; ++o)
+        finish(&g->act, y + (size_t)o * oplane + oy0 * (size_t)g->ow, (oy1 - oy0) * (size_t)g->ow);
+    r = n * (size_t)g->oh + oy1;
+  }
+}
+
+static int run_conv3s2(const ert_node *node, const conv_geom *g, ert_exec *ex) {
+  if (ert_cpu.conv3s2 == NULL || g->group != 1 || g->c > 4 || g->kh != 3 || g->kw != 3 ||
+      g->sh != 2 || g->sw != 2 || g->dh != 1 || g->dw != 1 || g->ow < 1 || g->oh < 1)
+    return 0;
+  conv3s2_job j = {g, node->in[0]->data, node->in[1]->data,
+                   node->n_in > 2 && node->in[2] ? node->in[2]->data : NULL, node->out[0]->data,
+                   {g->c, g->h, g->w, g->m, g->oh, g->ow, g->pt, g->pl, -INFINITY, INFINITY}};
+  if (g->act.kind == ERT_ACT_CLIP) j.k.lo = g->act.a, j.k.hi = g->act.b;
+  ert_parallel_for(ex, (size_t)g->n * (size_t)g->oh, conv3s2_worker, &j);
+  return 1;
+}
+#else
+#define run_conv3s2(node, g, ex) 0
+#endif
 
 void ert_conv2d_eval(const ert_node *node, ert_exec *ex) {
   if (node->in[0]->dtype == EDGERT_INT8) {
@@ -712,7 +771,7 @@ void ert_conv2d_eval(const ert_node *node, ert_exec *ex) {
   const int path = (int)node->opdata[OD_PATH];
   if (path == PATH_DEPTHWISE)
     run_depthwise(node, &g, ex);
-  else
+  else if (path != PATH_IM2COL || !run_conv3s2(node, &g, ex))
     run_gemm(node, &g, path, ex);
 }
 

@@ -332,6 +332,9 @@ typedef struct blocked_job {
   size_t slot_bytes, a_bytes;
   int32_t mc, nc;
   size_t nnb, nparts, ntasks, nslots;
+#if defined(ERT_X86_KERNELS)
+  int even; /* pieces of near-equal work (run_blocked) */
+#endif
 } blocked_job;
 
 enum { ROWP_MAX = 256 }; /* row pointers a task keeps per row block */
@@ -343,12 +346,22 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
   const ert_sgemm *g = jb->g;
   const size_t per_problem = jb->nnb * jb->nparts;
   const size_t p = t / per_problem, r = t % per_problem;
-  const int32_t j0 = (int32_t)(r / jb->nparts) * jb->nc;
-  const int32_t nlen = min_i32(jb->nc, g->n - j0);
+  int32_t j0 = (int32_t)(r / jb->nparts) * jb->nc;
+  int32_t nlen = min_i32(jb->nc, g->n - j0);
   /* rows of this part, in whole row blocks */
   const size_t nmb = (size_t)((g->m + jb->mc - 1) / jb->mc), part = r % jb->nparts;
-  const int32_t m0 = (int32_t)(part * nmb / jb->nparts) * jb->mc;
-  const int32_t m1 = min_i32((int32_t)((part + 1) * nmb / jb->nparts) * jb->mc, g->m);
+  int32_t m0 = (int32_t)(part * nmb / jb->nparts) * jb->mc;
+  int32_t m1 = min_i32((int32_t)((part + 1) * nmb / jb->nparts) * jb->mc, g->m);
+#if defined(ERT_X86_KERNELS)
+  if (jb->even) { /* the column blocks share the panels out evenly (none over nc columns),
+                     the row parts the rows in fours */
+    const size_t np = (size_t)((g->n + NR - 1) / NR), cb = r / jb->nparts, mq = (size_t)((g->m + 3) / 4);
+    j0 = (int32_t)(cb * np / jb->nnb) * NR;
+    nlen = min_i32((int32_t)((cb + 1) * np / jb->nnb) * NR, g->n) - j0;
+    m0 = (int32_t)(part * mq / jb->nparts) * 4;
+    m1 = min_i32((int32_t)((part + 1) * mq / jb->nparts) * 4, g->m);
+  }
+#endif
   const float *a = NULL, *b = NULL, *bias = NULL;
   float *c = NULL;
   g->locate(g->ctx, p, &a, &b, &c, &bias);
@@ -483,7 +496,27 @@ static void run_blocked(const ert_sgemm *g, void *scratch, ert_exec *ex) {
   jb.mc = (int32_t)round_up(min_i64(g->m, ERT_SGEMM_MC), MR);
   jb.nc = (int32_t)round_up(min_i64(g->n, ERT_SGEMM_NC), NR);
   jb.nnb = (size_t)((g->n + jb.nc - 1) / jb.nc);
-  const size_t nmb = (size_t)((g->m + jb.mc - 1) / jb.mc), cols = g->batch * jb.nnb;
+  size_t nmb = (size_t)((g->m + jb.mc - 1) / jb.mc);
+#if defined(ERT_X86_KERNELS)
+  /* x86-64 with two threads or more: pieces of near-equal work (a thread's last piece
+     decides when the job ends), as many column blocks per slot and rows split in fours
+     (see run_task); one thread takes the fewest blocks and row parts (each part packs its
+     B panels again) */
+  jb.even = ert_exec_threads(ex) > 1;
+  if (jb.even) {
+    const size_t np = (size_t)((g->n + NR - 1) / NR);
+    if (g->batch * jb.nnb > ERT_SGEMM_SLOTS)
+      for (size_t x = jb.nnb; x <= np && x < jb.nnb + ERT_SGEMM_SLOTS; ++x)
+        if (g->batch * x % ERT_SGEMM_SLOTS == 0) {
+          jb.nnb = x;
+          break;
+        }
+    nmb = (size_t)((g->m + 3) / 4);
+  } else { /* one thread: row parts only to keep them within ROWP_MAX rows */
+    nmb = (size_t)((g->m + ROWP_MAX - 1) / ROWP_MAX);
+  }
+#endif
+  const size_t cols = g->batch * jb.nnb;
   jb.nparts = cols >= ERT_SGEMM_SLOTS ? 1 : (ERT_SGEMM_SLOTS + cols - 1) / cols;
   if (jb.nparts > nmb) jb.nparts = nmb;
   jb.ntasks = cols * jb.nparts;

@@ -1,6 +1,6 @@
 /* conv2d.c (AVX2): depthwise 3x3 and 5x5 planes, over a padded input (dwK_sS) and over
- * the image itself (dw_direct), contracts in src/cpu.h (the portable path is dw_run and
- * dw_plane_direct in ref/conv2d.c). */
+ * the image itself (dw_direct; dw3, 3x3 with the clamp fused), contracts in src/cpu.h
+ * (the portable path is dw_run and dw_plane_direct in ref/conv2d.c). */
 #if defined(ERT_X86_KERNELS) && defined(__x86_64__) && defined(__GNUC__)
 #include "x86_avx2.h"
 
@@ -219,6 +219,225 @@ ERT_AVX2 int ert_conv2d_dw_direct_f32__avx2(float *y, const float *x, int32_t h,
   else
     return 0;
   return 1;
+}
+
+/* ---- dw3: 3x3 planes straight from the input plane, the clamp fused ------------------ */
+
+/* Eight outputs from column c0 = i*S - 1 of the window rows r[0..3) (rows outside the
+ * image are the zero row): the taps of row ky as in dw_vec, the row sums added in order.
+ * Loads from c0 (+1, +2 at stride 1; +8, +1, +9 at stride 2, the even/odd selection of
+ * tap_s2 with bases c0 and c0 + 1): plain when mk is NULL, else masked by mk (the columns outside
+ * [0, w) read as 0, their addresses formed but not read). */
+ERT_AVX2_INLINE __m256 dw3_ld(const float *row, int32_t c, const __m256i *mk, int o) {
+  if (mk == NULL) return _mm256_loadu_ps(row + c);
+  return _mm256_maskload_ps((const float *)((uintptr_t)row + (intptr_t)c * (intptr_t)sizeof(float)),
+                            mk[o]);
+}
+
+ERT_AVX2_INLINE __m256 dw3_vec(const float *const *r, int32_t c0, const __m256 *wv, __m256 vb,
+                               int S, const __m256i *mk) {
+  __m256 part[3];
+#pragma GCC unroll 3
+  for (int ky = 0; ky < 3; ++ky) {
+    __m256 a;
+    if (S == 1) {
+      const __m256 l = dw3_ld(r[ky], c0, mk, 0);
+      a = ky == 0 ? _mm256_fmadd_ps(wv[0], l, vb) : _mm256_mul_ps(wv[3 * ky], l);
+      a = _mm256_fmadd_ps(wv[3 * ky + 1], dw3_ld(r[ky], c0 + 1, mk, 1), a);
+      a = _mm256_fmadd_ps(wv[3 * ky + 2], dw3_ld(r[ky], c0 + 2, mk, 2), a);
+    } else {
+      a = ky == 0 ? vb : _mm256_setzero_ps();
+      const __m256 lo = dw3_ld(r[ky], c0, mk, 0), hi = dw3_ld(r[ky], c0 + 8, mk, 1);
+      const __m256 lo1 = dw3_ld(r[ky], c0 + 1, mk, 2), hi1 = dw3_ld(r[ky], c0 + 9, mk, 3);
+      a = _mm256_fmadd_ps(wv[3 * ky], _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)), a);
+      a = _mm256_fmadd_ps(wv[3 * ky + 1], _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)), a);
+      a = _mm256_fmadd_ps(wv[3 * ky + 2], _mm256_shuffle_ps(lo1, hi1, _MM_SHUFFLE(3, 1, 3, 1)), a);
+    }
+    part[ky] = a;
+  }
+  return sum_rows(part, 3, S);
+}
+
+/* Stride 1, a step at the edge of the image, from output s: the middle taps C =
+ * x[s..s+8) (masked to the image's w < 8 columns with cmask), the left ones x[s-1..s+7)
+ * (at s = 0: C moved up a lane, 0 in lane 0) and the right ones x[s+1..s+9) (with
+ * rshift, when column s + 8 is outside the image or, in masked rows, 0 already: C moved
+ * down a lane, 0 in lane 7). The plain loads stay inside the row. */
+ERT_AVX2_INLINE __m256 dw3_s1_edge(const float *const *r, int32_t s, const __m256 *wv, __m256 vb,
+                                   int first, int cmask, __m256i cm, int rshift) {
+  const __m256i up = _mm256_setr_epi32(0, 0, 1, 2, 3, 4, 5, 6);
+  const __m256i down = _mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 7);
+  const __m256 z = _mm256_setzero_ps();
+  __m256 part[3];
+#pragma GCC unroll 3
+  for (int ky = 0; ky < 3; ++ky) {
+    const float *row = r[ky] + s;
+    const __m256 c = cmask ? _mm256_maskload_ps(row, cm) : _mm256_loadu_ps(row);
+    const __m256 l = first ? _mm256_blend_ps(_mm256_permutevar8x32_ps(c, up), z, 0x01)
+                           : _mm256_loadu_ps(row - 1);
+    const __m256 rr = rshift ? _mm256_blend_ps(_mm256_permutevar8x32_ps(c, down), z, 0x80)
+                             : _mm256_loadu_ps(row + 1);
+    __m256 a = ky == 0 ? _mm256_fmadd_ps(wv[0], l, vb) : _mm256_mul_ps(wv[3 * ky], l);
+    a = _mm256_fmadd_ps(wv[3 * ky + 1], c, a);
+    part[ky] = _mm256_fmadd_ps(wv[3 * ky + 2], rr, a);
+  }
+  return sum_rows(part, 3, 1);
+}
+
+/* One plane: per output row the three window rows (the zero row outside the image), steps
+ * of 8 outputs, the last one moved back to end at the row's end (recomputing some outputs
+ * with the same operations) or, in rows under 8 outputs, stored masked. Only the first
+ * and the last step can read a column outside the image (the one left of column 0, the
+ * ones from w on): they load through masks computed once per plane. */
+ERT_AVX2_INLINE void dw3_plane(float *y, const float *x, const float *zero, const float *k,
+                               float bias, const ert_dw3_geom *g, int S) {
+  const int32_t h = g->h, w = g->w, oh = g->oh, ow = g->ow;
+  __m256 wv[9];
+  for (int t = 0; t < 9; ++t) wv[t] = _mm256_set1_ps(k[t]);
+  const __m256 vb = _mm256_set1_ps(bias), lo = _mm256_set1_ps(g->lo), hi = _mm256_set1_ps(g->hi);
+  const int nld = S == 1 ? 3 : 4;
+  static const int32_t off1[4] = {0, 1, 2, 0}, off2[4] = {0, 8, 1, 9};
+  const int32_t last = ow <= 8 ? 0 : ow - 8; /* the last step's first output */
+  __m256i mf[4], ml[4];
+  for (int o = 0; o < nld; ++o) {
+    const int32_t d = S == 1 ? off1[o] : off2[o];
+    mf[o] = cols_in(d - 1, w);
+    ml[o] = cols_in(last * S - 1 + d, w);
+  }
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i ymask = _mm256_cmpgt_epi32(_mm256_set1_epi32(ow), lane);
+  const __m256i cm = _mm256_cmpgt_epi32(_mm256_set1_epi32(w), lane);
+  for (int32_t oy = 0; oy < oh; ++oy, y += ow) {
+    const float *r[3];
+    for (int ky = 0; ky < 3; ++ky) {
+      const int32_t iy = oy * g->sh - g->pt + ky;
+      r[ky] = iy >= 0 && iy < h ? x + (ptrdiff_t)iy * w : zero;
+    }
+#define DW3_OUT(v) _mm256_min_ps(hi, _mm256_max_ps(lo, (v))) /* a NaN sum stays NaN */
+    if (S == 1) { /* edges by lane moves (see dw3_s1_edge), no masks but C's in w < 8 */
+      if (ow <= 8) {
+        _mm256_maskstore_ps(y, ymask, DW3_OUT(dw3_s1_edge(r, 0, wv, vb, 1, w < 8, cm, w < 9)));
+        continue;
+      }
+      _mm256_storeu_ps(y, DW3_OUT(dw3_s1_edge(r, 0, wv, vb, 1, 0, cm, 0)));
+      int32_t i = 8;
+      for (; i + 8 < ow; i += 8) _mm256_storeu_ps(y + i, DW3_OUT(dw3_vec(r, i - 1, wv, vb, 1, NULL)));
+      if (ow == w)
+        _mm256_storeu_ps(y + last, DW3_OUT(dw3_s1_edge(r, last, wv, vb, 0, 0, cm, 1)));
+      else
+        _mm256_storeu_ps(y + last, DW3_OUT(dw3_vec(r, last - 1, wv, vb, 1, NULL)));
+      continue;
+    }
+    if (ow <= 8) { /* the first step is the last (same column, same masks) */
+      _mm256_maskstore_ps(y, ymask, DW3_OUT(dw3_vec(r, -1, wv, vb, S, mf)));
+      continue;
+    }
+    _mm256_storeu_ps(y, DW3_OUT(dw3_vec(r, -1, wv, vb, S, mf)));
+    int32_t i = 8;
+    for (; i + 8 < ow; i += 8) _mm256_storeu_ps(y + i, DW3_OUT(dw3_vec(r, i * S - 1, wv, vb, S, NULL)));
+    _mm256_storeu_ps(y + last, DW3_OUT(dw3_vec(r, last * S - 1, wv, vb, S, ml)));
+#undef DW3_OUT
+  }
+}
+
+ERT_AVX2 static void dw3_plane_s1(float *y, const float *x, const float *zero, const float *k,
+                                  float bias, const ert_dw3_geom *g) {
+  dw3_plane(y, x, zero, k, bias, g, 1);
+}
+ERT_AVX2 static void dw3_plane_s2(float *y, const float *x, const float *zero, const float *k,
+                                  float bias, const ert_dw3_geom *g) {
+  dw3_plane(y, x, zero, k, bias, g, 2);
+}
+
+ERT_AVX2 void ert_conv2d_dw3_f32__avx2(float *y, const float *x, const float *zero, const float *k,
+                                       float bias, const ert_dw3_geom *g) {
+  if (g->sw == 1)
+    dw3_plane_s1(y, x, zero, k, bias, g);
+  else
+    dw3_plane_s2(y, x, zero, k, bias, g);
+}
+
+/* ---- conv3s2: a 3x3 stride-2 convolution over a few input planes (the stem) -------- */
+
+/* The three taps of one window row for 8 outputs: t[kx] = X(row, c0 + kx + 2u), u < 8,
+ * in order (the even/odd selection of tap_s2, then the 64-bit pairs put back). */
+ERT_AVX2_INLINE void s2_taps3(const float *row, int32_t c0, const __m256i *mk, __m256 *t) {
+  const __m256 lo = dw3_ld(row, c0, mk, 0), hi = dw3_ld(row, c0 + 8, mk, 1);
+  const __m256 lo1 = dw3_ld(row, c0 + 1, mk, 2), hi1 = dw3_ld(row, c0 + 9, mk, 3);
+  const __m256 v[3] = {_mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)),
+                       _mm256_shuffle_ps(lo1, hi1, _MM_SHUFFLE(3, 1, 3, 1))};
+  for (int kx = 0; kx < 3; ++kx)
+    t[kx] = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v[kx]), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+/* Output rows [oy0, oy1), 16 outputs per step (the last step moved back to end at the row's
+ * end; rows under 16 outputs stored masked): the 9c window values of the step's outputs
+ * gathered once into tv (masked loads only in the steps whose columns leave the image,
+ * window rows outside it as zeros), then four output planes at a time, each weight
+ * broadcast once for both halves. */
+ERT_AVX2 void ert_conv2d_3x3s2_f32__avx2(float *y, const float *x, const float *wt, const float *bias,
+                                    const ert_conv3s2_geom *g, int32_t oy0, int32_t oy1) {
+  const int32_t c = g->c, h = g->h, w = g->w, m = g->m, ow = g->ow, taps = 9 * c;
+  const size_t plane = (size_t)h * (size_t)w, oplane = (size_t)g->oh * (size_t)ow;
+  const __m256 lo = _mm256_set1_ps(g->lo), hi = _mm256_set1_ps(g->hi);
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  __m256 tv[36][2];
+  for (int32_t oy = oy0; oy < oy1; ++oy) {
+    for (int32_t s = 0; s < ow; s += 16) {
+      if (s + 16 > ow && ow >= 16) s = ow - 16;
+      const int32_t c00 = 2 * s - g->pl;
+      const int edge = ow < 16 || c00 < 0 || c00 + 16 + 16 >= w;
+      __m256i mk[2][4];
+      if (edge)
+        for (int hh = 0; hh < 2; ++hh) {
+          static const int32_t off[4] = {0, 8, 1, 9};
+          for (int o = 0; o < 4; ++o) mk[hh][o] = cols_in(c00 + 16 * hh + off[o], w);
+        }
+      for (int32_t i = 0; i < c; ++i)
+        for (int ky = 0; ky < 3; ++ky) {
+          const int32_t iy = oy * 2 - g->pt + ky, t = (i * 3 + ky) * 3;
+          if (iy < 0 || iy >= h) {
+            for (int kx = 0; kx < 3; ++kx) tv[t + kx][0] = tv[t + kx][1] = _mm256_setzero_ps();
+            continue;
+          }
+          const float *row = x + (size_t)i * plane + (size_t)iy * (size_t)w;
+          for (int hh = 0; hh < 2; ++hh) {
+            __m256 v[3];
+            s2_taps3(row, c00 + 16 * hh, edge ? mk[hh] : NULL, v);
+            for (int kx = 0; kx < 3; ++kx) tv[t + kx][hh] = v[kx];
+          }
+        }
+      __m256i sm[2]; /* stored lanes, rows under 16 outputs */
+      for (int hh = 0; hh < 2; ++hh) sm[hh] = _mm256_cmpgt_epi32(_mm256_set1_epi32(ow - s - 8 * hh), lane);
+      for (int32_t o0 = 0; o0 < m; o0 += 4) {
+        const float *wr[4];
+        __m256 acc[4][2];
+        for (int q = 0; q < 4; ++q) {
+          const int32_t o = o0 + q < m ? o0 + q : m - 1; /* past m: repeats, not stored */
+          wr[q] = wt + (size_t)o * (size_t)taps;
+          acc[q][0] = acc[q][1] = _mm256_set1_ps(bias ? bias[o] : 0.0f);
+        }
+        for (int32_t t = 0; t < taps; ++t)
+#pragma GCC unroll 4
+          for (int q = 0; q < 4; ++q) {
+            const __m256 wq = _mm256_broadcast_ss(wr[q] + t);
+            acc[q][0] = _mm256_fmadd_ps(wq, tv[t][0], acc[q][0]);
+            acc[q][1] = _mm256_fmadd_ps(wq, tv[t][1], acc[q][1]);
+          }
+        for (int q = 0; q < 4 && o0 + q < m; ++q) {
+          float *yo = y + (size_t)(o0 + q) * oplane + (size_t)oy * (size_t)ow + s;
+          for (int hh = 0; hh < 2 && s + 8 * hh < ow; ++hh) {
+            const __m256 v = _mm256_min_ps(hi, _mm256_max_ps(lo, acc[q][hh])); /* NaN stays */
+            if (ow < 16)
+              _mm256_maskstore_ps(yo + 8 * hh, sm[hh], v);
+            else
+              _mm256_storeu_ps(yo + 8 * hh, v);
+          }
+        }
+      }
+    }
+  }
 }
 
 #define DW_PLANE(NAME, K, S)                                                                  \
