@@ -751,7 +751,8 @@ void ert_dw3_s8__neon(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t *w,
 static __attribute__((noinline)) void tr16(int8_t *d, ptrdiff_t ds, const int8_t *s, ptrdiff_t ss) {
   int8x16_t v[16];
 #pragma GCC unroll 16
-  for (int i = 0; i < 16; ++i) v[i] = vld1q_s8(s + i * ss);
+  for (int i = 0; i < 16; ++i) /* ld1 with the stride as post-increment: one instruction */
+    __asm__("ld1 {%0.16b}, [%1], %2" : "=w"(v[i]), "+r"(s) : "r"(ss) : "memory");
 #pragma GCC unroll 16
   for (int i = 0; i < 16; i += 2) {
     const int8x16_t a = v[i], b = v[i + 1];
@@ -772,9 +773,11 @@ static __attribute__((noinline)) void tr16(int8_t *d, ptrdiff_t ds, const int8_t
 #pragma GCC unroll 16
   for (int i = 0; i < 8; ++i) {
     const int64x2_t a = vreinterpretq_s64_s8(v[i]), b = vreinterpretq_s64_s8(v[i + 8]);
-    vst1q_s8(d + i * ds, vreinterpretq_s8_s64(vtrn1q_s64(a, b)));
-    vst1q_s8(d + (i + 8) * ds, vreinterpretq_s8_s64(vtrn2q_s64(a, b)));
+    v[i] = vreinterpretq_s8_s64(vtrn1q_s64(a, b)), v[i + 8] = vreinterpretq_s8_s64(vtrn2q_s64(a, b));
   }
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i)
+    __asm__ volatile("st1 {%1.16b}, [%0], %2" : "+r"(d) : "w"(v[i]), "r"(ds) : "memory");
 }
 
 /* x_a w_a + x_b w_b per channel in int16 (|x| <= 128, |w| <= 127: within 32512), widened
