@@ -254,8 +254,9 @@ static void dw_fill(const geom *g, const int8_t *x, int16_t *buf, int zeroed) {
   }
 }
 
-/* The aarch64 NEON builds have dwc3_s8 instead of dw3_s8, and take 3x3 and 5x5 rows by
- * dw_taps_s16 (the forced-reference mode by the per-tap loop, the same sums). */
+/* The aarch64 NEON builds have dwc3_s8 instead of dw3_s8 (the other builds compile no
+ * dwc3_s8 path), and take 3x3 and 5x5 rows by dw_taps_s16 (the forced-reference mode by
+ * the per-tap loop, the same sums). */
 #if defined(ERT_NEON_KERNELS) && defined(__aarch64__)
 #define S8_DW3 0
 #else
@@ -773,7 +774,7 @@ void ert_conv2d_s8__ref(const ert_node *node, ert_exec *ex) {
   j.w_no_min = node->opdata[0] != 0;
   j.dw3 = g.cg == 1 && dw3_usable(&g, j.w_no_min);
   if ((size_t)g.n * (size_t)g.m * (size_t)g.oh * (size_t)g.ow == 0) return;
-  if (g.cg == 1 && ert_cpu.dwc3_s8 != NULL && j.w_no_min && dwc_geom(&g) &&
+  if (!S8_DW3 && g.cg == 1 && ert_cpu.dwc3_s8 != NULL && j.w_no_min && dwc_geom(&g) &&
       (size_t)S8_SLOTS * dwc_slot(&g) <= node->scratch_bytes) {
     const size_t tasks = (size_t)g.n * (((size_t)g.m + 15u) / 16u);
     j.scratch = (char *)node->scratch;
