@@ -97,7 +97,9 @@ void ert_cpu_select(void) {
     k.gemv_s8 = ert_gemv_s8__neon;
     k.requant_row = ert_requant_row__neon;
     k.qgemm_s8_p = ert_qgemm_s8_p__neon;
+#if !defined(__aarch64__)
     k.dw3_s8 = ert_dw3_s8__neon;
+#endif
     k.taps_s8 = ert_taps_s8__neon;
     k.binary_s8 = ert_binary_s8__neon;
     k.dequantize_s8 = ert_dequantize_s8__neon;
@@ -106,13 +108,13 @@ void ert_cpu_select(void) {
     k.lut_s8 = ert_lut_s8__neon;
     k.quantize_s8 = ert_quantize_s8__neon;
     k.qgemm_rq_s8 = ert_qgemm_rq_s8__neon;
+    k.dwc3_s8 = ert_dwc3_s8__neon;
 #endif
     if (ERT_HWCAP_DOTPROD != 0 && (hw & ERT_HWCAP_DOTPROD)) {
       /* dot-product (sdot) int8 kernels */
 #if defined(__aarch64__)
       k.qgemm_s8 = ert_qgemm_s8__dot;
       k.gemv_s8 = ert_gemv_s8__dot;
-      k.dw3_s8 = ert_dw3_s8__dot;
       k.qgemm_rq_s8 = ert_qgemm_rq_s8__dot;
       k.qgemm_s8_p = NULL; /* sdot does four products per lane */
 #endif

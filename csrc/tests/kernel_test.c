@@ -737,6 +737,68 @@ static void test_dw3_s8(const ert_kernels *opt) {
       }
 }
 
+/* dwc3_s8: strides 1 and 2, planes from 4x4 to 40 wide, pads of 0 to 2 on each side,
+ * bands of the fewest rows allowed, of half the plane and of the whole plane, both
+ * requantization forms; the 16 input planes end at the page (rows under 16 bytes read
+ * 16). */
+static void test_dwc3_s8(const ert_kernels *opt) {
+  if (opt->dwc3_s8 == NULL) return;
+  static const int32_t mq[][2] = {{1518500250, 38}, {12345, 32}, {1 << 30, 31}, {INT32_MAX, 45},
+                                  {INT32_MAX, 62}, {1518500250, 31}};
+  static const int32_t dims[][2] = {{4, 4}, {7, 7}, {14, 14}, {3, 17}, {2, 40}, {20, 5},
+                                    {16, 16}, {9, 30}, {8, 8}, {28, 28}, {7, 9}, {5, 33}};
+  static const int32_t pads[][4] = {{1, 1, 1, 1}, {0, 0, 0, 0}, {0, 0, 1, 1}, {2, 1, 0, 2}};
+  unsigned seed = 47;
+  int variant = 0;
+  for (int32_t s = 1; s <= 2; ++s)
+    for (size_t di = 0; di < sizeof dims / sizeof dims[0]; ++di)
+      for (size_t pi = 0; pi < sizeof pads / sizeof pads[0]; ++pi) {
+        const int32_t ih = dims[di][0], iw = dims[di][1], pt = pads[pi][0], pl = pads[pi][1];
+        const int32_t oh = (ih + pt + pads[pi][2] - 3) / s + 1, ow = (iw + pl + pads[pi][3] - 3) / s + 1;
+        if (oh < 1 || ow < 1 || oh * ow < 16) continue;
+        const size_t plane = (size_t)ih * (size_t)iw, pout = (size_t)oh * (size_t)ow;
+        int8_t *x = guarded_s8(16 * plane);
+        for (size_t i = 0; i < 16 * plane; ++i) x[i] = (int8_t)irand(&seed, -128, 127);
+        int8_t w[144];
+        for (int t = 0; t < 144; ++t) w[t] = (int8_t)irand(&seed, -127, 127);
+        const int32_t rmin = (16 + ow - 1) / ow < oh ? (16 + ow - 1) / ow : oh;
+        const int32_t rs[3] = {rmin, (rmin + oh + 1) / 2, oh};
+        for (int ri = 0; ri < 3; ++ri, ++variant) {
+          const int32_t R = rs[ri];
+          const size_t v = (size_t)variant % (sizeof mq / sizeof mq[0]);
+          const int32_t zp = irand(&seed, -128, 127), lo = variant % 2 ? -128 : zp, hi = variant % 4 == 3 ? zp : 127;
+          const int32_t xzp = variant % 3 == 0 ? 0 : irand(&seed, -128, 127);
+          const int32_t g[13] = {ih, iw, oh, ow, s, pt, pl, xzp, zp, lo < hi ? lo : hi, lo < hi ? hi : lo,
+                                 mq[v][1], R};
+          int32_t qp[32];
+          const int32_t span = 2 * 9 * 128 * 127;
+          for (int c = 0; c < 16; ++c) {
+            qp[2 * c] = c % 5 == 0 ? irand(&seed, -(INT32_MAX - span), INT32_MAX - span) : irand(&seed, -2000, 2000);
+            qp[2 * c + 1] = c == 7 ? 0 : mq[v][0] - c;
+          }
+          const size_t cols = (size_t)(ow - 1) * (size_t)s + 3u;
+          int8_t *buf = guarded_s8(16u * ((size_t)(R - 1) * (size_t)s + 3u) * cols + 320u + 16u * (size_t)R * (size_t)ow);
+          int8_t *y = guarded_s8(16 * pout);
+          opt->dwc3_s8(y, pout, x, plane, x + 16 * plane, w, qp, g, buf);
+          char ctx[128];
+          snprintf(ctx, sizeof ctx, "s=%d ih=%d iw=%d pads=%zu R=%d mult=%d shift=%d xzp=%d", (int)s, (int)ih,
+                   (int)iw, pi, (int)R, (int)mq[v][0], (int)mq[v][1], (int)xzp);
+          for (int c = 0; c < 16; ++c)
+            for (int32_t oy = 0; oy < oh; ++oy)
+              for (int32_t ox = 0; ox < ow; ++ox) {
+                int64_t a = qp[2 * c];
+                for (int t = 0; t < 9; ++t) {
+                  const int32_t r = oy * s + t / 3 - pt, k = ox * s + t % 3 - pl;
+                  const int32_t xv = r >= 0 && r < ih && k >= 0 && k < iw ? x[(size_t)c * plane + (size_t)(r * iw + k)] : xzp;
+                  a += (int64_t)w[9 * c + t] * (xv - xzp);
+                }
+                expect_eq("dwc3_s8", y[(size_t)c * pout + (size_t)(oy * ow + ox)],
+                          ert_clamp_s8(g[8] + ert_requant((int32_t)a, qp[2 * c + 1], g[11]), g[9], g[10]), ctx);
+              }
+        }
+      }
+}
+
 static void test_widen_s8(const ert_kernels *opt) {
   if (opt->widen_s8 == NULL) return;
   static const int32_t zps[] = {-128, 0, 127};
@@ -1398,6 +1460,7 @@ int main(int argc, char **argv) {
   test_pack_w_s8(&opt);
   test_dw_taps_s16(&opt);
   test_dw3_s8(&opt);
+  test_dwc3_s8(&opt);
   test_qgemm_rq_s8(&opt);
 #if defined(ERT_X86_KERNELS) && defined(__x86_64__)
   if (opt.qgemm_rq_s8 == ert_qgemm_rq_s8__vnni) { /* the AVX2 ones as well (CPUs without VNNI) */
@@ -1417,8 +1480,7 @@ int main(int argc, char **argv) {
   test_dequantize_s8(&opt);
   test_pool_s8(&opt);
 #if defined(ERT_NEON_KERNELS) && defined(__aarch64__)
-  printf("int8 dot products: %s\n", opt.qgemm_s8 == ert_qgemm_s8__dot && opt.gemv_s8 == ert_gemv_s8__dot &&
-                                              opt.dw3_s8 == ert_dw3_s8__dot
+  printf("int8 dot products: %s\n", opt.qgemm_s8 == ert_qgemm_s8__dot && opt.gemv_s8 == ert_gemv_s8__dot
                                           ? "sdot" : "no sdot");
 #endif
 #if defined(ERT_X86_KERNELS) && defined(__x86_64__)

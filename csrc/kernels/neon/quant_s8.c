@@ -648,6 +648,8 @@ void ert_requant_row__neon(const int32_t *acc, size_t n, int32_t mult, int32_t s
   for (; i < n; ++i) y[i] = ert_clamp_s8(zp + ert_requant(acc[i], mult, shift), lo, hi);
 }
 
+#if !defined(__aarch64__)
+/* dw3_s8 (armv7; aarch64 has dwc3_s8) */
 /* The requantization of dw3_s8, set up once per plane: rq8_hi's SQDMULH + SRSHL form for
  * shifts above 31, SQRDMULH for 31 (is31). */
 typedef struct rq_set {
@@ -767,6 +769,194 @@ void ert_dw3_s8__neon(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t *w,
   DW3_PLANE(STEP2);
 #undef STEP2
 }
+
+#endif
+
+#if defined(__aarch64__)
+/* ---- dwc3_s8: 16 channels at once ------------------------------------------------ */
+
+/* d[i*ds + j] = s[j*ss + i] for i, j < 16: four stages, the stage of distance k swapping
+ * bit k of the vector index with bit k of the lane index (trn1/trn2 on elements of k
+ * bytes). */
+static __attribute__((noinline)) void tr16(int8_t *d, ptrdiff_t ds, const int8_t *s, ptrdiff_t ss) {
+  int8x16_t v[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) /* ld1 with the stride as post-increment: one instruction */
+    __asm__("ld1 {%0.16b}, [%1], %2" : "=w"(v[i]), "+r"(s) : "r"(ss) : "memory");
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; i += 2) {
+    const int8x16_t a = v[i], b = v[i + 1];
+    v[i] = vtrn1q_s8(a, b), v[i + 1] = vtrn2q_s8(a, b);
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i)
+    if (!(i & 2)) {
+      const int16x8_t a = vreinterpretq_s16_s8(v[i]), b = vreinterpretq_s16_s8(v[i + 2]);
+      v[i] = vreinterpretq_s8_s16(vtrn1q_s16(a, b)), v[i + 2] = vreinterpretq_s8_s16(vtrn2q_s16(a, b));
+    }
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i)
+    if (!(i & 4)) {
+      const int32x4_t a = vreinterpretq_s32_s8(v[i]), b = vreinterpretq_s32_s8(v[i + 4]);
+      v[i] = vreinterpretq_s8_s32(vtrn1q_s32(a, b)), v[i + 4] = vreinterpretq_s8_s32(vtrn2q_s32(a, b));
+    }
+#pragma GCC unroll 16
+  for (int i = 0; i < 8; ++i) {
+    const int64x2_t a = vreinterpretq_s64_s8(v[i]), b = vreinterpretq_s64_s8(v[i + 8]);
+    v[i] = vreinterpretq_s8_s64(vtrn1q_s64(a, b)), v[i + 8] = vreinterpretq_s8_s64(vtrn2q_s64(a, b));
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i)
+    __asm__ volatile("st1 {%1.16b}, [%0], %2" : "+r"(d) : "w"(v[i]), "r"(ds) : "memory");
+}
+
+/* x_a w_a + x_b w_b per channel in int16 (|x| <= 128, |w| <= 127: within 32512), widened
+ * into the four sums of 4 channels. */
+#define DWC_PAIR(xa, wa, xb, wb)                                                         \
+  do {                                                                                   \
+    const int16x8_t l_ = vmlal_s8(vmull_s8(vget_low_s8(xa), vget_low_s8(wa)), vget_low_s8(xb), vget_low_s8(wb)); \
+    const int16x8_t h_ = vmlal_high_s8(vmull_high_s8(xa, wa), xb, wb);                    \
+    a0 = vaddw_s16(a0, vget_low_s16(l_)), a1 = vaddw_high_s16(a1, l_);                   \
+    a2 = vaddw_s16(a2, vget_low_s16(h_)), a3 = vaddw_high_s16(a3, h_);                   \
+  } while (0)
+
+/* The per-block constants of dwc3_s8: the taps (lane c: channel c), the biases and
+ * multipliers of channels 4k .. 4k+3 in b[k], m[k], and the requantization's. */
+typedef struct dwc_k {
+  int8x16_t w[9];
+  int32x4x4_t b, m;
+  int32x4_t sh;
+  int16x8_t z;
+  int8x16_t lo, hi;
+  int is31;
+} dwc_k;
+
+/* The outputs of rows oy < R (ow each, stride s) from the band's padded copy (cols
+ * pixels a row) into out, 16 bytes a pixel. A function of its own, so that the taps
+ * and the requantization's constants stay in registers. */
+static __attribute__((noinline)) void dwc_band(int8_t *out, const int8_t *in, int32_t R, int32_t ow,
+                                               int32_t s, int32_t cols, const dwc_k *k) {
+  const int8x16_t w0 = k->w[0], w1 = k->w[1], w2 = k->w[2], w3 = k->w[3], w4 = k->w[4];
+  const int8x16_t w5 = k->w[5], w6 = k->w[6], w7 = k->w[7], w8 = k->w[8];
+  const int32x4_t shv = k->sh;
+  const int16x8_t zo = k->z;
+  const int8x16_t vlo = k->lo, vhi = k->hi;
+  const int is31 = k->is31;
+  const size_t rs = (size_t)cols * 16u, ps = 16u * (size_t)s;
+  for (int32_t oy = 0; oy < R; ++oy) {
+    const int8_t *p0 = in + (size_t)(oy * s) * rs;
+    for (int32_t ox = 0; ox < ow; ++ox, out += 16, p0 += ps) {
+      const int8_t *p1 = p0 + rs, *p2 = p1 + rs;
+      int32x4x4_t acc = vld1q_s32_x4((const int32_t *)(const void *)&k->b);
+      int32x4_t a0 = acc.val[0], a1 = acc.val[1], a2 = acc.val[2], a3 = acc.val[3];
+      const int8x16_t x0 = vld1q_s8(p0), x1 = vld1q_s8(p0 + 16), x2 = vld1q_s8(p0 + 32);
+      const int8x16_t x3 = vld1q_s8(p1), x4 = vld1q_s8(p1 + 16), x5 = vld1q_s8(p1 + 32);
+      const int8x16_t x6 = vld1q_s8(p2), x7 = vld1q_s8(p2 + 16), x8 = vld1q_s8(p2 + 32);
+      DWC_PAIR(x0, w0, x1, w1);
+      DWC_PAIR(x2, w2, x3, w3);
+      DWC_PAIR(x4, w4, x5, w5);
+      DWC_PAIR(x6, w6, x7, w7);
+      const int16x8_t l8 = vmull_s8(vget_low_s8(x8), vget_low_s8(w8));
+      const int16x8_t h8 = vmull_high_s8(x8, w8);
+      a0 = vaddw_s16(a0, vget_low_s16(l8)), a1 = vaddw_high_s16(a1, l8);
+      a2 = vaddw_s16(a2, vget_low_s16(h8)), a3 = vaddw_high_s16(a3, h8);
+      /* requant_row's shift >= 31 steps (rq8_hi), a multiplier per channel */
+      const int32x4x4_t m = vld1q_s32_x4((const int32_t *)(const void *)&k->m);
+      if (__builtin_expect(is31, 0)) {
+        a0 = vqrdmulhq_s32(a0, m.val[0]), a1 = vqrdmulhq_s32(a1, m.val[1]);
+        a2 = vqrdmulhq_s32(a2, m.val[2]), a3 = vqrdmulhq_s32(a3, m.val[3]);
+      } else {
+        a0 = vrshlq_s32(vqdmulhq_s32(a0, m.val[0]), shv), a1 = vrshlq_s32(vqdmulhq_s32(a1, m.val[1]), shv);
+        a2 = vrshlq_s32(vqdmulhq_s32(a2, m.val[2]), shv), a3 = vrshlq_s32(vqdmulhq_s32(a3, m.val[3]), shv);
+      }
+      const int16x8_t r0 = vqaddq_s16(vqmovn_high_s32(vqmovn_s32(a0), a1), zo);
+      const int16x8_t r1 = vqaddq_s16(vqmovn_high_s32(vqmovn_s32(a2), a3), zo);
+      vst1q_s8(out, vminq_s8(vmaxq_s8(vqmovn_high_s16(vqmovn_s16(r0), r1), vlo), vhi));
+    }
+  }
+}
+
+/* Bands of R output rows (the last band ending at oh, recomputing some rows: the same
+ * bytes). Pixel (r, c) of the band's padded copy at in[16 (r cols + c) + channel]: image
+ * rows by 16x16 transposes of 16 bytes of each channel's row (rows under 16 bytes: the
+ * transposed 16 pixels run past the row and the bytes past it are set back to x_zp; the
+ * next rows are written after). Outputs at out[16 (oy ow + ox) + channel], then
+ * transposed back into the channels' planes 16 pixels at a time, the last 16 ending at
+ * the band's end. */
+void ert_dwc3_s8__neon(int8_t *y, size_t ys, const int8_t *x, size_t xs, const int8_t *xend,
+                       const int8_t *w, const int32_t *qp, const int32_t *g, int8_t *buf) {
+  const int32_t ih = g[0], iw = g[1], oh = g[2], ow = g[3], s = g[4], pt = g[5], pl = g[6];
+  const int32_t xzp = g[7], nb = (oh + g[12] - 1) / g[12], rmin = (ow + 15) / ow; /* R*ow >= 16 */
+  const int32_t R = (oh + nb - 1) / nb > rmin ? (oh + nb - 1) / nb : rmin; /* bands of equal size */
+  const int32_t cols = (ow - 1) * s + 3, rin = (R - 1) * s + 3;
+  const int32_t lo = pl < cols ? pl : cols, hi = pl + iw < cols ? pl + iw : cols;
+  const int32_t n = hi - lo; /* image columns in a row, from image column lo - pl */
+  int8_t *const in = buf, *const out = buf + (size_t)rin * (size_t)cols * 16u + 320u;
+  memset(in, xzp, (size_t)rin * (size_t)cols * 16u);
+  dwc_k k;
+  { /* k.w[3 ky + kx] lane c = w[9c + 3ky + kx], from three de-interleaving loads of 16
+     * triples (channel t / 3, kernel row t % 3) and one lookup per tap */
+    static const uint8_t tri[16] = {0, 3, 6, 9, 12, 15, 18, 21, 24, 27, 30, 33, 36, 39, 42, 45};
+    const int8x16x3_t t0 = vld3q_s8(w), t1 = vld3q_s8(w + 48), t2 = vld3q_s8(w + 96);
+    const uint8x16_t i0 = vld1q_u8(tri);
+    for (int ky = 0; ky < 3; ++ky)
+      for (int kx = 0; kx < 3; ++kx) {
+        const int8x16x3_t t = {{t0.val[kx], t1.val[kx], t2.val[kx]}};
+        k.w[3 * ky + kx] = vqtbl3q_s8(t, vaddq_u8(i0, vdupq_n_u8((uint8_t)ky)));
+      }
+    /* bias - x_zp * sum w (sum (x - x_zp) w = sum x w - x_zp sum w) */
+    int16x8_t sl = vmovl_s8(vget_low_s8(k.w[0])), sh = vmovl_high_s8(k.w[0]);
+    for (int t = 1; t < 9; ++t) sl = vaddw_s8(sl, vget_low_s8(k.w[t])), sh = vaddw_high_s8(sh, k.w[t]);
+    for (int j = 0; j < 4; ++j) {
+      const int32x4x2_t b = vld2q_s32(qp + 8 * j);
+      const int16x8_t sj = j < 2 ? sl : sh;
+      k.b.val[j] = vmlsl_n_s16(b.val[0], (j & 1) ? vget_high_s16(sj) : vget_low_s16(sj), (int16_t)xzp);
+      k.m.val[j] = b.val[1];
+    }
+  }
+  k.sh = vdupq_n_s32(31 - g[11]), k.z = vdupq_n_s16((int16_t)g[8]);
+  k.lo = vdupq_n_s8((int8_t)g[9]), k.hi = vdupq_n_s8((int8_t)g[10]), k.is31 = g[11] == 31;
+  for (int32_t oy0 = 0;; oy0 += R) {
+    if (oy0 > oh - R) oy0 = oh - R;
+    for (int32_t br = 0; br < rin; ++br) {
+      const int32_t iy = oy0 * s + br - pt;
+      int8_t *d = in + (size_t)(br * cols + lo) * 16u;
+      if (iy < 0 || iy >= ih || n <= 0) {
+        memset(in + (size_t)br * (size_t)cols * 16u, xzp, (size_t)cols * 16u);
+        continue;
+      }
+      const int8_t *src = x + (size_t)iy * (size_t)iw + (size_t)(lo - pl);
+      for (int32_t c0 = 0;; c0 += 16) {
+        const int32_t o = n < 16 ? 0 : c0 + 16 <= n ? c0 : n - 16;
+        const int8_t *p = src + o;
+        int8_t *dp = d + (size_t)o * 16u;
+        if (n < 16 && xend - (p + 15 * xs) < 16) { /* 16 bytes would read past x's end */
+          int8_t t[16][16] = {{0}};
+          for (int c = 0; c < 16; ++c) memcpy(t[c], p + c * xs, (size_t)n);
+          tr16(dp, 16, t[0], 16);
+        } else {
+          tr16(dp, 16, p, (ptrdiff_t)xs);
+        }
+        if (n < 16) { /* x_zp back from pixel hi to lo + 16 */
+          const int8x16_t zv = vdupq_n_s8((int8_t)xzp);
+          const int8x16x4_t z4 = {{zv, zv, zv, zv}};
+          for (int8_t *e = d + (size_t)n * 16u; e < d + 256; e += 64) vst1q_s8_x4(e, z4);
+          break;
+        }
+        if (o + 16 >= n) break;
+      }
+    }
+    dwc_band(out, in, R, ow, s, cols, &k);
+    const int32_t np = R * ow; /* >= 16 */
+    for (int32_t i = 0;; i += 16) {
+      const int32_t o = i + 16 <= np ? i : np - 16;
+      tr16(y + (size_t)oy0 * (size_t)ow + (size_t)o, (ptrdiff_t)ys, out + (size_t)o * 16u, 16);
+      if (o + 16 >= np) break;
+    }
+    if (oy0 + R >= oh) break;
+  }
+}
+#endif
 
 #if defined(__aarch64__)
 #define DOT __attribute__((target("arch=armv8.2-a+dotprod")))
@@ -925,55 +1115,6 @@ DOT void ert_gemv_s8__dot(int32_t k, int32_t n, const int8_t *a, int32_t azp, co
       s0 = vdotq_s32(s0, xt, y), u0 = vdotq_s32(u0, ot, y);
     }
     acc[c] = vaddvq_s32(s0) - azp * vaddvq_s32(u0) + (rem > 0 && !tail ? gemv_col(k, kv, a, azp, bc) : 0);
-  }
-}
-
-/* Byte (i / 4)*s + i % 4 at i, for s = 1 and 2 (the table lookups of dw3_s8__dot). */
-static const uint8_t dw3_ix[2][32] = {
-    {0, 1, 2, 3, 1, 2, 3, 4, 2, 3, 4, 5, 3, 4, 5, 6, 4, 5, 6, 7, 5, 6, 7, 8, 6, 7, 8, 9, 7, 8, 9, 10},
-    {0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7, 8, 9, 8, 9, 10, 11, 10, 11, 12, 13, 12, 13, 14, 15, 14, 15, 16, 17}};
-
-/* dw3_s8 by sdot: lane j of group g (outputs 4g + j of a step) holds the four bytes
- * x[(4g + j)*s + t], t < 4, of one input row (a table lookup in the 32 bytes from the
- * step's first window), dotted with [w0, w1, w2, 0] of that kernel row. */
-DOT void ert_dw3_s8__dot(int8_t *y, const int8_t *x, ptrdiff_t ld, const int8_t *w, int32_t bias,
-                         const int32_t *q, int32_t oh, int32_t ow, int32_t s) {
-  bias = dw3_bias(bias, w, q[5]);
-  int8x16_t wr[3];
-  for (int ky = 0; ky < 3; ++ky) /* [w0, w1, w2, 0] in every 32-bit lane */
-    wr[ky] = vreinterpretq_s8_u32(vdupq_n_u32((uint32_t)(uint8_t)w[3 * ky] |
-                                              (uint32_t)(uint8_t)w[3 * ky + 1] << 8 |
-                                              (uint32_t)(uint8_t)w[3 * ky + 2] << 16));
-  const uint8x16_t i0 = vld1q_u8(dw3_ix[s - 1]), i1 = vld1q_u8(dw3_ix[s - 1] + 16);
-  { /* 16 outputs per step, from 48 bytes */
-    const uint8x16_t d = vdupq_n_u8((uint8_t)(8 * s));
-    const uint8x16_t i2 = vaddq_u8(i0, d), i3 = vaddq_u8(i1, d);
-    const rq_set rq = rq_setup(q);
-    for (int32_t oy = 0; oy < oh; ++oy) {
-      const int8_t *rr[3] = {x + (ptrdiff_t)oy * s * ld, x + ((ptrdiff_t)oy * s + 1) * ld,
-                             x + ((ptrdiff_t)oy * s + 2) * ld};
-      int8_t *yr = y + (size_t)oy * (size_t)ow;
-      for (int32_t ox = 0;; ox += 16) {
-        const int32_t o = ox + 16 <= ow ? ox : ow >= 16 ? ow - 16 : 0;
-        int32x4_t a0 = vdupq_n_s32(bias), a1 = a0, a2 = a0, a3 = a0;
-#pragma GCC unroll 3
-        for (int k = 0; k < 3; ++k) {
-          const int8x16x3_t v = vld1q_s8_x3(rr[k] + (ptrdiff_t)o * s);
-          a0 = vdotq_s32(a0, vqtbl3q_s8(v, i0), wr[k]);
-          a1 = vdotq_s32(a1, vqtbl3q_s8(v, i1), wr[k]);
-          a2 = vdotq_s32(a2, vqtbl3q_s8(v, i2), wr[k]);
-          a3 = vdotq_s32(a3, vqtbl3q_s8(v, i3), wr[k]);
-        }
-        int8x8_t b0, b1;
-        RQ8(b0, a0, a1, &rq);
-        RQ8(b1, a2, a3, &rq);
-        if (ow >= 16 || (oh - oy) * ow >= 16)
-          vst1q_s8(yr + o, vcombine_s8(b0, b1));
-        else
-          store_part(yr, vcombine_s8(b0, b1), ow);
-        if (o + 16 >= ow) break;
-      }
-    }
   }
 }
 #endif

@@ -93,6 +93,28 @@ static size_t dw_scratch(const geom *g) {
   return (size_t)S8_SLOTS * align64((size_t)bytes);
 }
 
+/* ert_cpu.dwc3_s8 (16 channels per call) takes 3x3 windows, undilated, of equal strides
+ * 1 or 2, one output channel per input channel, 16 channels or more, planes of 16
+ * outputs or more, shifts from 31; its slot holds bands of dwc_rows output rows: the
+ * band's padded input rows and its outputs, 16 channels interleaved (at most about
+ * DWC_BUDGET bytes, at least 16 outputs a band). edgert/ops/conv2d_s8.py mirrors this. */
+enum { DWC_BUDGET = 32768, DWC_SLACK = 320 };
+static int dwc_geom(const geom *g) {
+  return g->kh == 3 && g->kw == 3 && g->dh == 1 && g->dw == 1 && g->sh == g->sw &&
+         (g->sw == 1 || g->sw == 2) && g->cg == 1 && g->mg == 1 && g->m >= 16 &&
+         (int64_t)g->oh * g->ow >= 16 && g->shift >= 31 && g->ow <= S8_DW_PAD_MAX / 64;
+}
+static int32_t dwc_rows(const geom *g) {
+  const int64_t s = g->sw, cols = dw_cols(g);
+  int64_t r = (DWC_BUDGET - DWC_SLACK - 16 * (3 - s) * cols) / (16 * (s * cols + g->ow));
+  if (r < (16 + g->ow - 1) / g->ow) r = (16 + g->ow - 1) / g->ow;
+  return (int32_t)(r < g->oh ? r : g->oh);
+}
+static size_t dwc_slot(const geom *g) {
+  const int64_t s = g->sw, r = dwc_rows(g);
+  return align64((size_t)(16 * (((r - 1) * s + 3) * dw_cols(g) + r * g->ow) + DWC_SLACK));
+}
+
 edgert_status ert_conv2d_s8_prepare(ert_node *node, ert_err *err) {
   edgert_status st;
   if ((st = ert_check_arity(node, err, 3, 3, 1, 1)) != EDGERT_OK) return st;
@@ -237,6 +259,15 @@ static void dw_fill(const geom *g, const int8_t *x, int16_t *buf, int zeroed) {
   }
 }
 
+/* The aarch64 NEON builds have dwc3_s8 instead of dw3_s8 (the other builds compile no
+ * dwc3_s8 path), and take 3x3 and 5x5 rows by dw_taps_s16 (the forced-reference mode by
+ * the per-tap loop, the same sums). */
+#if defined(ERT_NEON_KERNELS) && defined(__aarch64__)
+#define S8_DW3 0
+#else
+#define S8_DW3 1
+#endif
+
 /* The tap loop fully unrolled, so that the loop over outputs is vectorized. */
 #if defined(__GNUC__) && !defined(__clang__)
 #define DW_UNROLL _Pragma("GCC unroll 32")
@@ -302,15 +333,15 @@ static void dw_plane_padded(const geom *g, const int16_t *buf, const int8_t *w,
             const int16_t wv = w[ky * g->kw + kx];
             const int64_t c = (int64_t)kx * g->dw; /* column of output 0's tap */
             const int16_t *src = row + (c % g->sw) * plen + c / g->sw;
-            if (taps == 9 || taps == 25)
+            if (S8_DW3 && (taps == 9 || taps == 25))
               tp[ky * g->kw + kx] = src;
             else
               for (int32_t i = 0; i < n; i++) acc[i] += (int16_t)(wv * src[i]);
           }
         }
-        if (taps == 9)
+        if (S8_DW3 && taps == 9)
           dw_taps9(acc, tp, wk, n);
-        else if (taps == 25)
+        else if (S8_DW3 && taps == 25)
           dw_taps25(acc, tp, wk, n);
       }
       ert_requant_row(acc, (size_t)n, qp[1], g->shift, g->yzp, g->lo, g->hi,
@@ -353,7 +384,7 @@ static void dw_plane_direct(const geom *g, const int8_t *x, const int8_t *w, con
  * so when the copy has 48 bytes or more the slot also holds the kernel's reads past the
  * last row (under 48 bytes). */
 static int dw3_usable(const geom *g, int w_no_min) {
-  return ert_cpu.dw3_s8 != NULL && w_no_min && g->kh == 3 && g->kw == 3 && g->dh == 1 &&
+  return S8_DW3 && ert_cpu.dw3_s8 != NULL && w_no_min && g->kh == 3 && g->kw == 3 && g->dh == 1 &&
          g->dw == 1 && g->sh == g->sw && (g->sw == 1 || g->sw == 2) && g->shift >= 31 &&
          dw_scratch(g) != 0 && dw_rows(g) * dw_cols(g) >= 48;
 }
@@ -402,7 +433,7 @@ static void dw_planes(const job *j, size_t p0, size_t p1, int16_t *buf) {
       dw_plane_direct(g, x, j->w + oc * khw, j->qp + 2 * oc, j->y + p * plane_out);
       continue;
     }
-    if (j->dw3) {
+    if (S8_DW3 && j->dw3) {
       const int32_t *qp = j->qp + 2 * oc;
       if (filled != in_plane) {
         dw_fill8(g, x, (int8_t *)(void *)buf, rng);
@@ -431,6 +462,25 @@ static void dw_task(void *arg, size_t begin, size_t end) {
   for (size_t s = begin; s < end; s++)
     dw_planes(j, s * planes / j->nslots, (s + 1) * planes / j->nslots,
               (int16_t *)(void *)(j->scratch + s * j->slot_bytes));
+}
+
+/* Slots begin .. end of the blocks of 16 channels (the last block of an image ending at
+ * its last channel, recomputing some: the same bytes). */
+static void dwc_task(void *arg, size_t begin, size_t end) {
+  const job *j = (const job *)arg;
+  const geom *g = j->g;
+  const size_t nb = ((size_t)g->m + 15u) / 16u, tasks = (size_t)g->n * nb;
+  const size_t plane_in = (size_t)g->h * (size_t)g->w, plane_out = (size_t)g->oh * (size_t)g->ow;
+  const int32_t gv[13] = {g->h,  g->w,  g->oh, g->ow, g->sw,    g->pt,      g->pl,
+                          g->xzp, g->yzp, g->lo, g->hi, g->shift, dwc_rows(g)};
+  const int8_t *xend = j->x + (size_t)g->n * (size_t)g->c * plane_in;
+  for (size_t s = begin; s < end; s++)
+    for (size_t t = s * tasks / j->nslots; t < (s + 1) * tasks / j->nslots; t++) {
+      const size_t n = t / nb, c0 = 16u * (t % nb) + 16u <= (size_t)g->m ? 16u * (t % nb) : (size_t)g->m - 16u;
+      ert_cpu.dwc3_s8(j->y + (n * (size_t)g->m + c0) * plane_out, plane_out,
+                      j->x + (n * (size_t)g->c + c0) * plane_in, plane_in, xend, j->w + 9u * c0,
+                      j->qp + 2u * c0, gv, (int8_t *)(void *)(j->scratch + s * j->slot_bytes));
+    }
 }
 
 /* ---- im2col blocks ------------------------------------------------------------------ */
@@ -739,6 +789,15 @@ void ert_conv2d_s8__ref(const ert_node *node, ert_exec *ex) {
   j.w_no_min = node->opdata[0] != 0;
   j.dw3 = g.cg == 1 && dw3_usable(&g, j.w_no_min);
   if ((size_t)g.n * (size_t)g.m * (size_t)g.oh * (size_t)g.ow == 0) return;
+  if (!S8_DW3 && g.cg == 1 && ert_cpu.dwc3_s8 != NULL && j.w_no_min && dwc_geom(&g) &&
+      (size_t)S8_SLOTS * dwc_slot(&g) <= node->scratch_bytes) {
+    const size_t tasks = (size_t)g.n * (((size_t)g.m + 15u) / 16u);
+    j.scratch = (char *)node->scratch;
+    j.slot_bytes = dwc_slot(&g);
+    j.nslots = tasks < S8_SLOTS ? tasks : S8_SLOTS;
+    ert_parallel_for(ex, j.nslots, dwc_task, &j);
+    return;
+  }
   if (g.cg == 1) {
     const size_t planes = (size_t)g.n * (size_t)g.m, need = dw_scratch(&g);
     j.scratch = need ? (char *)node->scratch : NULL;
