@@ -21,12 +21,14 @@ static int32_t quad_dot(int32_t kq, size_t np4, const int8_t *c, const int8_t *w
   return s;
 }
 
+#if !defined(__aarch64__)
 /* Stores the first n (< 16) lanes of b. */
 static void store_part(int8_t *y, int8x16_t b, int32_t n) {
   int8_t t[16];
   vst1q_s8(t, b);
   for (int32_t i = 0; i < n; ++i) y[i] = t[i];
 }
+#endif
 
 #if defined(__aarch64__)
 /* The first w (<= 16) bytes of v[r] to y + r*ld, r < rows (<= 4): the partial tiles of
