@@ -10,7 +10,7 @@ from onnx import helper
 import edgert
 from edgert import passes
 from edgert.converter import build_graph, serialize
-from edgert.passes import (conv_transpose_as_conv, dce, fold_batchnorm, fold_constants, fold_conv_input, fuse_activation, fuse_gelu,
+from edgert.passes import (dce, fold_batchnorm, fold_constants, fold_conv_input, fuse_activation, fuse_gelu,
                            fuse_hard_swish, fuse_layernorm, fuse_silu, remove_identity)
 from tests.helpers import assert_close, make_model, run_ort
 
@@ -82,24 +82,6 @@ def test_fold_add_batchnorm_into_conv_transpose(group):
     m_ = make_model(nodes, {"x": x}, ["y"], init)
     before, after = apply(fold_batchnorm, m_, {"x": x}, rtol=1e-4, atol=1e-5)
     assert before == ["conv_transpose2d", "add", "batch_norm"] and after == ["conv_transpose2d"]
-
-
-@pytest.mark.parametrize("k,bias,group,stride", [(2, True, 1, 2), (3, False, 1, 3), (2, True, 2, 2), (2, True, 1, 1)])
-def test_conv_transpose_as_conv(k, bias, group, stride):
-    """Non-overlapping windows (kernel = strides, one group): 1x1 conv2d + depth_to_space
-    (CRD); other conv_transpose2d nodes stay."""
-    c, m = 4, 6
-    init = {"w": RNG.standard_normal((c, m // group, k, k)).astype(np.float32)}
-    ins = ["x", "w"]
-    if bias:
-        init["b"] = RNG.standard_normal(m).astype(np.float32)
-        ins.append("b")
-    nodes = [helper.make_node("ConvTranspose", ins, ["y"], strides=[stride, stride], group=group)]
-    x = RNG.standard_normal((2, c, 5, 7)).astype(np.float32)
-    before, after = apply(conv_transpose_as_conv, make_model(nodes, {"x": x}, ["y"], init), {"x": x},
-                          rtol=1e-4, atol=1e-5)
-    assert before == ["conv_transpose2d"]
-    assert after == (["conv2d", "depth_to_space"] if group == 1 and stride == k else ["conv_transpose2d"])
 
 
 def test_fold_per_channel_mul_add_into_conv():
@@ -270,5 +252,4 @@ def test_fold_constants_and_dce():
 def test_pipeline_lists_every_pass():
     names = {p.__name__.rsplit(".", 1)[-1] for p in passes.PIPELINE}
     assert names == {"fold_constants", "dce", "remove_identity", "fuse_hard_swish", "fuse_silu", "fuse_gelu",
-                     "fuse_layernorm", "fold_batchnorm", "fold_conv_input", "fuse_activation",
-                     "conv_transpose_as_conv", "share_constants"}
+                     "fuse_layernorm", "fold_batchnorm", "fold_conv_input", "fuse_activation", "share_constants"}

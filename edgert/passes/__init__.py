@@ -4,7 +4,7 @@ until nothing changes."""
 from __future__ import annotations
 
 from ..ir import Graph
-from . import (conv_transpose_as_conv, dce, fold_batchnorm, fold_constants, fold_conv_input, fuse_activation, fuse_gelu, fuse_hard_swish,
+from . import (dce, fold_batchnorm, fold_constants, fold_conv_input, fuse_activation, fuse_gelu, fuse_hard_swish,
                fuse_layernorm, fuse_silu, remove_identity, share_constants)
 
 PIPELINE = [
@@ -18,7 +18,6 @@ PIPELINE = [
     fold_batchnorm,
     fold_conv_input,
     fuse_activation,
-    conv_transpose_as_conv,
     share_constants,
 ]
 
