@@ -66,6 +66,24 @@ def test_fold_batchnorm():
     assert before == ["conv2d", "batch_norm"] and after == ["conv2d"]
 
 
+@pytest.mark.parametrize("group", [1, 2])
+def test_fold_add_batchnorm_into_conv_transpose(group):
+    """conv_transpose2d (W [C, M/group, kH, kW]) -> add(const) -> batch_norm: one
+    conv_transpose2d, each output channel's weights scaled in its group's rows."""
+    c, m = 4, 6
+    init = {"w": RNG.standard_normal((c, m // group, 2, 2)).astype(np.float32),
+            "q": RNG.standard_normal((1, m, 1, 1)).astype(np.float32),
+            "s": RNG.uniform(0.5, 2, m).astype(np.float32), "bb": RNG.standard_normal(m).astype(np.float32),
+            "mu": RNG.standard_normal(m).astype(np.float32), "var": RNG.uniform(0.5, 2, m).astype(np.float32)}
+    nodes = [helper.make_node("ConvTranspose", ["x", "w"], ["c"], strides=[2, 2], group=group),
+             helper.make_node("Add", ["c", "q"], ["d"]),
+             helper.make_node("BatchNormalization", ["d", "s", "bb", "mu", "var"], ["y"])]
+    x = RNG.standard_normal((1, c, 5, 5)).astype(np.float32)
+    m_ = make_model(nodes, {"x": x}, ["y"], init)
+    before, after = apply(fold_batchnorm, m_, {"x": x}, rtol=1e-4, atol=1e-5)
+    assert before == ["conv_transpose2d", "add", "batch_norm"] and after == ["conv_transpose2d"]
+
+
 def test_fold_per_channel_mul_add_into_conv():
     nodes, init, x = conv_model([helper.make_node("Mul", ["c", "k"], ["d"]), helper.make_node("Add", ["q", "d"], ["y"])],
                                 "y", bias=False)

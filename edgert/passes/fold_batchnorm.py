@@ -1,8 +1,9 @@
 """Conv+BatchNormalization folding, and more generally folding of a per-channel affine
-map into the convolution before it: conv2d -> batch_norm | mul(const) | add(const)
-becomes one conv2d with scaled weights and shifted bias, when the conv output has no
-other reader and the conv has no fused activation yet. An activation already fused
-into the add or mul (an add(const) + hard_swish, say) moves onto the conv."""
+map into the convolution before it: conv2d (or conv_transpose2d) -> batch_norm |
+mul(const) | add(const) becomes one convolution with scaled weights and shifted bias,
+when the conv output has no other reader and the conv has no fused activation yet. An
+activation already fused into the add or mul (an add(const) + hard_swish, say) moves
+onto the conv."""
 from __future__ import annotations
 
 import numpy as np
@@ -61,7 +62,7 @@ def run(g: Graph) -> bool:
     u = Uses(g)
     dead = []
     for conv in g.nodes:
-        if conv.op != "conv2d" or conv.attrs.get("act", 0):
+        if conv.op not in ("conv2d", "conv_transpose2d") or conv.attrs.get("act", 0):
             continue
         w = g.const(conv.inputs[1])
         b_name = conv.inputs[2] if len(conv.inputs) > 2 else ""
@@ -76,8 +77,15 @@ def run(g: Graph) -> bool:
         if aff is None:
             continue
         scale, shift = aff
-        m = w.shape[0]
-        new_w = (w.astype(np.float64) * scale.reshape((m,) + (1,) * (w.ndim - 1))).astype(np.float32)
+        if conv.op == "conv2d":  # W [M, C/group, ...]
+            m = w.shape[0]
+            s = scale.reshape((m,) + (1,) * (w.ndim - 1))
+        else:  # W [C, M/group, ...]: output channel grp * M/group + j is W[grp's rows, j]
+            group = int(conv.attrs.get("group", 1))
+            m = w.shape[1] * group
+            s = np.repeat(scale.reshape(group, 1, -1), w.shape[0] // group, axis=1)
+            s = s.reshape(w.shape[:2] + (1,) * (w.ndim - 2))
+        new_w = (w.astype(np.float64) * s).astype(np.float32)
         old_b = b.astype(np.float64) if b is not None else np.zeros(m)
         new_b = (old_b * scale + shift).astype(np.float32)
         conv.inputs = [conv.inputs[0], g.add_const(new_w, conv.name + "_w"), g.add_const(new_b, conv.name + "_b")]

@@ -602,28 +602,28 @@ static void gather_q(const geom *g, const int8_t *x, int32_t p0, int32_t pb, int
   }
   for (int32_t q = 0; q < kp / 4; q++)
     memset(col + (size_t)q * np4 + (size_t)pb * 4u, 0, (size_t)(np - pb) * 4u);
-  /* Small k: tap t of a window inside the image is src[off[t]] from the window's corner
-   * and goes to dst[pos[t]]. */
-  enum { TAB = 64 };
-  ptrdiff_t off[TAB];
-  size_t pos[TAB];
-  const int tab = g->k <= TAB;
-  if (tab)
-    for (int32_t t = 0; t < g->k; t++) {
-      const int32_t ci = t / (g->kh * g->kw), ky = t / g->kw % g->kh, kx = t % g->kw;
-      off[t] = (ptrdiff_t)((size_t)ci * plane + (size_t)ky * (size_t)g->dh * (size_t)g->w +
-                           (size_t)kx * (size_t)g->dw);
-    }
-  for (int32_t t = 0; tab && t < kp; t++) pos[t] = (size_t)(t >> 2) * np4 + (size_t)(t & 3);
+  /* k <= TAPS: tap t of a window inside the image is src[off[t]] from the window's
+   * corner. */
+  enum { TAPS = 1024 };
+  ptrdiff_t off[TAPS];
+  const int tab = g->k <= TAPS, runs = tab && ert_cpu.taps_s8 != NULL && g->sw <= 2;
+  if (tab) {
+    ptrdiff_t *o = off;
+    for (int32_t ci = 0; ci < g->cg; ci++)
+      for (int32_t ky = 0; ky < g->kh; ky++)
+        for (int32_t kx = 0; kx < g->kw; kx++)
+          *o++ = (ptrdiff_t)((size_t)ci * plane + (size_t)ky * (size_t)g->dh * (size_t)g->w +
+                             (size_t)kx * (size_t)g->dw);
+  }
   for (int32_t i = 0; i < pb; i++) {
     const int32_t p = p0 + i, oy = p / g->ow, ox = p % g->ow;
     const int64_t iy0 = (int64_t)oy * g->sh - g->pt, ix0 = (int64_t)ox * g->sw - g->pl;
     int8_t *dst = col + (size_t)i * 4u;
     int32_t t = 0;
-    if (iy0 >= 0 && iy0 + (int64_t)(g->kh - 1) * g->dh < g->h && ix0 >= 0 &&
+    if (tab && iy0 >= 0 && iy0 + (int64_t)(g->kh - 1) * g->dh < g->h && ix0 >= 0 &&
         ix0 + (int64_t)(g->kw - 1) * g->dw < g->w) { /* the window is inside the image */
       const int8_t *src = x + (size_t)iy0 * (size_t)g->w + (size_t)ix0;
-      if (tab && ert_cpu.taps_s8 != NULL && g->sw <= 2) { /* a run of windows along the row */
+      if (runs) { /* a run of windows along the row */
         int32_t run = (g->w - 1 - (g->kw - 1) * g->dw - (int32_t)ix0) / g->sw + 1;
         if (run > g->ow - ox) run = g->ow - ox;
         if (run > pb - i) run = pb - i;
@@ -633,40 +633,22 @@ static void gather_q(const geom *g, const int8_t *x, int32_t p0, int32_t pb, int
           continue;
         }
       }
-      if (tab) {
-        const int32_t k = g->k; /* a local: the int8 stores may alias *g */
-        for (; t + 2 <= k; t += 2) {
-          const int8_t v0 = src[off[t]], v1 = src[off[t + 1]];
-          dst[pos[t]] = v0;
-          dst[pos[t + 1]] = v1;
-        }
-        if (t < k) {
-          dst[pos[t]] = src[off[t]];
-          t++;
-        }
-      } else {
-        for (int32_t ci = 0; ci < g->cg; ci++)
-          for (int32_t ky = 0; ky < g->kh; ky++) {
-            const int8_t *r = src + (size_t)ci * plane + (size_t)ky * (size_t)g->dh * (size_t)g->w;
-            for (int32_t kx = 0; kx < g->kw; kx++, t++)
-              dst[(size_t)(t >> 2) * np4 + (size_t)(t & 3)] = r[(size_t)kx * (size_t)g->dw];
+      const int32_t k = g->k; /* a local: the int8 stores may alias *g */
+      for (; t < k; t++) dst[(size_t)(t >> 2) * np4 + (size_t)(t & 3)] = src[off[t]];
+    } else {
+      for (int32_t ci = 0; ci < g->cg; ci++)
+        for (int32_t ky = 0; ky < g->kh; ky++) {
+          const int64_t iy = iy0 + (int64_t)ky * g->dh;
+          const int8_t *xc = x + (size_t)ci * plane; /* the row's address only when inside */
+          for (int32_t kx = 0; kx < g->kw; kx++, t++) {
+            const int64_t ix = ix0 + (int64_t)kx * g->dw;
+            dst[(size_t)(t >> 2) * np4 + (size_t)(t & 3)] =
+                (iy >= 0 && iy < g->h && ix >= 0 && ix < g->w)
+                    ? xc[(size_t)iy * (size_t)g->w + (size_t)ix]
+                    : (int8_t)g->xzp;
           }
-      }
-      for (; t < kp; t++) dst[(size_t)(t >> 2) * np4 + (size_t)(t & 3)] = 0;
-      continue;
-    }
-    for (int32_t ci = 0; ci < g->cg; ci++)
-      for (int32_t ky = 0; ky < g->kh; ky++) {
-        const int64_t iy = iy0 + (int64_t)ky * g->dh;
-        const int8_t *xc = x + (size_t)ci * plane; /* the row's address only when inside */
-        for (int32_t kx = 0; kx < g->kw; kx++, t++) {
-          const int64_t ix = ix0 + (int64_t)kx * g->dw;
-          dst[(size_t)(t >> 2) * np4 + (size_t)(t & 3)] =
-              (iy >= 0 && iy < g->h && ix >= 0 && ix < g->w)
-                  ? xc[(size_t)iy * (size_t)g->w + (size_t)ix]
-                  : (int8_t)g->xzp;
         }
-      }
+    }
     for (; t < kp; t++) dst[(size_t)(t >> 2) * np4 + (size_t)(t & 3)] = 0;
   }
 }
