@@ -260,8 +260,8 @@ static void dw_fill(const geom *g, const int8_t *x, int16_t *buf, int zeroed) {
 }
 
 /* The aarch64 NEON builds have dwc3_s8 instead of dw3_s8 (the other builds compile no
- * dwc3_s8 path), and take 3x3 and 5x5 rows by dw_taps_s16 (the forced-reference mode by
- * the per-tap loop, the same sums). */
+ * dwc3_s8 path), and take the 3x3 and 5x5 planes it does not by dw_taps_s16 (the
+ * forced-reference mode by the per-tap loop, the same sums). */
 #if defined(ERT_NEON_KERNELS) && defined(__aarch64__)
 #define S8_DW3 0
 #else
