@@ -21,11 +21,12 @@ conv2d (int8)
              int16 copy of the R rows and Q columns of one input plane that the windows
              reach (R = (OH-1)*sH + (kH-1)*dH + 1, Q likewise), each row split into sW
              phases of L = ceil(Q / sW) values; or 0 (direct loops) when 2 * R * sW * L
-             exceeds DW_PAD_MAX; for 3x3 and 5x5 windows of strides 1 or 2, one output channel per
-             input channel, M >= 16, OH*OW >= 16 and shift >= 31, at least SLOTS slots of
-             a band of 16 interleaved channels (the padded input rows and the outputs of
-             R output rows, about DWC_BUDGET bytes, see dwc_rows in the C kernel; the
-             aarch64 kernels use it, the others the copy). Otherwise SLOTS slots of
+             exceeds DW_PAD_MAX; for kxk windows (k 3 or 5) of strides s 1 or 2, one
+             output channel per input channel, M >= 16, OH*OW >= 16 and shift >= 31, at
+             least SLOTS slots of a band of 16 interleaved channels (the (R-1)*s + k
+             padded input rows and the outputs of R output rows, about DWC_BUDGET bytes,
+             see dwc_rows in the C kernel; the aarch64 kernels use it, the others the
+             copy). Otherwise SLOTS slots of
              align64(min(PB, OH*OW) * K * 2) + align64(MR * K * 2) bytes (an int16
              im2col block of PB pixels and MR weight rows widened to int16).
 """
