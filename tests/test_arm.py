@@ -211,8 +211,8 @@ def test_kernels(board, cpu, force_ref, expect):
 
 def _dw_net():
     """A small net over the NEON paths: depthwise 3x3 stride 1 and 2 (with and without
-    padding and dilation, even and odd widths, ReLU and a fused Clip), 1x1 and 3x3 convs
-    (of 27 and 288 taps), and a Gemm."""
+    padding and dilation, even and odd widths, ReLU and a fused Clip), depthwise 5x5
+    stride 1 and 2, 1x1 and 3x3 convs (of 27 and 288 taps), and a Gemm."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -239,7 +239,9 @@ def _dw_net():
     y = conv("c3", y, 32, 32, 3, pad=1)                        # 3x3, 288 taps per window
     y = conv("dw2", y, 32, 32, 3, stride=2, pad=1, group=32)   # depthwise s2, even width
     y = conv("dw3", y, 32, 32, 3, pad=2, group=32, dil=2)      # depthwise s1, dilated
-    y = conv("dw3b", y, 32, 32, 3, stride=2, pad=1, group=32, relu6=True)  # s2, odd width (17)
+    y = conv("dw5a", y, 32, 32, 5, pad=2, group=32)            # depthwise 5x5 s1 (16x17)
+    y = conv("dw5b", y, 32, 32, 5, stride=2, pad=2, group=32)  # depthwise 5x5 s2 (8x9)
+    y = conv("dw3b", y, 32, 32, 3, stride=2, pad=1, group=32, relu6=True)  # s2, odd width (9)
     y = conv("dw4", y, 32, 32, 3, stride=2, group=32)          # depthwise s2, no padding
     nodes.append(helper.make_node("GlobalAveragePool", [y], ["gap"]))
     nodes.append(helper.make_node("Flatten", ["gap"], ["flat"]))

@@ -737,7 +737,7 @@ static void test_dw3_s8(const ert_kernels *opt) {
       }
 }
 
-/* dwc3_s8: strides 1 and 2, planes from 4x4 to 40 wide, pads of 0 to 2 on each side,
+/* dwc3_s8: 3x3 and 5x5, strides 1 and 2, planes from 4x4 to 40 wide, pads of 0 to 2 on each side,
  * bands of the fewest rows allowed, of half the plane and of the whole plane, both
  * requantization forms; the 16 input planes end at the page (rows under 16 bytes read
  * 16). */
@@ -747,20 +747,23 @@ static void test_dwc3_s8(const ert_kernels *opt) {
                                   {INT32_MAX, 62}, {1518500250, 31}};
   static const int32_t dims[][2] = {{4, 4}, {7, 7}, {14, 14}, {3, 17}, {2, 40}, {20, 5},
                                     {16, 16}, {9, 30}, {8, 8}, {28, 28}, {7, 9}, {5, 33}};
-  static const int32_t pads[][4] = {{1, 1, 1, 1}, {0, 0, 0, 0}, {0, 0, 1, 1}, {2, 1, 0, 2}};
+  static const int32_t pads[][4] = {{1, 1, 1, 1}, {0, 0, 0, 0}, {0, 0, 1, 1}, {2, 1, 0, 2}, {2, 2, 2, 2}};
   unsigned seed = 47;
   int variant = 0;
+  for (int32_t kw = 3; kw <= 5; kw += 2)
   for (int32_t s = 1; s <= 2; ++s)
     for (size_t di = 0; di < sizeof dims / sizeof dims[0]; ++di)
       for (size_t pi = 0; pi < sizeof pads / sizeof pads[0]; ++pi) {
         const int32_t ih = dims[di][0], iw = dims[di][1], pt = pads[pi][0], pl = pads[pi][1];
-        const int32_t oh = (ih + pt + pads[pi][2] - 3) / s + 1, ow = (iw + pl + pads[pi][3] - 3) / s + 1;
-        if (oh < 1 || ow < 1 || oh * ow < 16) continue;
+        if (ih + pt + pads[pi][2] < kw || iw + pl + pads[pi][3] < kw) continue;
+        const int32_t oh = (ih + pt + pads[pi][2] - kw) / s + 1, ow = (iw + pl + pads[pi][3] - kw) / s + 1;
+        if (oh * ow < 16) continue;
         const size_t plane = (size_t)ih * (size_t)iw, pout = (size_t)oh * (size_t)ow;
         int8_t *x = guarded_s8(16 * plane);
         for (size_t i = 0; i < 16 * plane; ++i) x[i] = (int8_t)irand(&seed, -128, 127);
-        int8_t w[144];
-        for (int t = 0; t < 144; ++t) w[t] = (int8_t)irand(&seed, -127, 127);
+        const int32_t kk = kw * kw;
+        int8_t *w = guarded_s8(16 * (size_t)kk);
+        for (int t = 0; t < 16 * kk; ++t) w[t] = (int8_t)irand(&seed, -127, 127);
         const int32_t rmin = (16 + ow - 1) / ow < oh ? (16 + ow - 1) / ow : oh;
         const int32_t rs[3] = {rmin, (rmin + oh + 1) / 2, oh};
         for (int ri = 0; ri < 3; ++ri, ++variant) {
@@ -768,29 +771,29 @@ static void test_dwc3_s8(const ert_kernels *opt) {
           const size_t v = (size_t)variant % (sizeof mq / sizeof mq[0]);
           const int32_t zp = irand(&seed, -128, 127), lo = variant % 2 ? -128 : zp, hi = variant % 4 == 3 ? zp : 127;
           const int32_t xzp = variant % 3 == 0 ? 0 : irand(&seed, -128, 127);
-          const int32_t g[13] = {ih, iw, oh, ow, s, pt, pl, xzp, zp, lo < hi ? lo : hi, lo < hi ? hi : lo,
-                                 mq[v][1], R};
+          const int32_t g[14] = {ih, iw, oh, ow, s, pt, pl, xzp, zp, lo < hi ? lo : hi, lo < hi ? hi : lo,
+                                 mq[v][1], R, kw};
           int32_t qp[32];
-          const int32_t span = 2 * 9 * 128 * 127;
+          const int32_t span = 2 * kk * 128 * 127;
           for (int c = 0; c < 16; ++c) {
             qp[2 * c] = c % 5 == 0 ? irand(&seed, -(INT32_MAX - span), INT32_MAX - span) : irand(&seed, -2000, 2000);
             qp[2 * c + 1] = c == 7 ? 0 : mq[v][0] - c;
           }
-          const size_t cols = (size_t)(ow - 1) * (size_t)s + 3u;
-          int8_t *buf = guarded_s8(16u * ((size_t)(R - 1) * (size_t)s + 3u) * cols + 320u + 16u * (size_t)R * (size_t)ow);
+          const size_t cols = (size_t)(ow - 1) * (size_t)s + (size_t)kw;
+          int8_t *buf = guarded_s8(16u * ((size_t)(R - 1) * (size_t)s + (size_t)kw) * cols + 320u + 16u * (size_t)R * (size_t)ow);
           int8_t *y = guarded_s8(16 * pout);
           opt->dwc3_s8(y, pout, x, plane, x + 16 * plane, w, qp, g, buf);
           char ctx[128];
-          snprintf(ctx, sizeof ctx, "s=%d ih=%d iw=%d pads=%zu R=%d mult=%d shift=%d xzp=%d", (int)s, (int)ih,
+          snprintf(ctx, sizeof ctx, "k=%d s=%d ih=%d iw=%d pads=%zu R=%d mult=%d shift=%d xzp=%d", (int)kw, (int)s, (int)ih,
                    (int)iw, pi, (int)R, (int)mq[v][0], (int)mq[v][1], (int)xzp);
           for (int c = 0; c < 16; ++c)
             for (int32_t oy = 0; oy < oh; ++oy)
               for (int32_t ox = 0; ox < ow; ++ox) {
                 int64_t a = qp[2 * c];
-                for (int t = 0; t < 9; ++t) {
-                  const int32_t r = oy * s + t / 3 - pt, k = ox * s + t % 3 - pl;
+                for (int t = 0; t < kk; ++t) {
+                  const int32_t r = oy * s + t / kw - pt, k = ox * s + t % kw - pl;
                   const int32_t xv = r >= 0 && r < ih && k >= 0 && k < iw ? x[(size_t)c * plane + (size_t)(r * iw + k)] : xzp;
-                  a += (int64_t)w[9 * c + t] * (xv - xzp);
+                  a += (int64_t)w[kk * c + t] * (xv - xzp);
                 }
                 expect_eq("dwc3_s8", y[(size_t)c * pout + (size_t)(oy * ow + ox)],
                           ert_clamp_s8(g[8] + ert_requant((int32_t)a, qp[2 * c + 1], g[11]), g[9], g[10]), ctx);

@@ -822,10 +822,19 @@ static __attribute__((noinline)) void tr16(int8_t *d, ptrdiff_t ds, const int8_t
     a2 = vaddw_s16(a2, vget_low_s16(h_)), a3 = vaddw_high_s16(a3, h_);                   \
   } while (0)
 
+/* x_a w_a per channel, widened into the four sums. */
+#define DWC_ONE(xa, wa)                                                                  \
+  do {                                                                                   \
+    const int16x8_t l_ = vmull_s8(vget_low_s8(xa), vget_low_s8(wa));                     \
+    const int16x8_t h_ = vmull_high_s8(xa, wa);                                          \
+    a0 = vaddw_s16(a0, vget_low_s16(l_)), a1 = vaddw_high_s16(a1, l_);                   \
+    a2 = vaddw_s16(a2, vget_low_s16(h_)), a3 = vaddw_high_s16(a3, h_);                   \
+  } while (0)
+
 /* The per-block constants of dwc3_s8: the taps (lane c: channel c), the biases and
  * multipliers of channels 4k .. 4k+3 in b[k], m[k], and the requantization's. */
 typedef struct dwc_k {
-  int8x16_t w[9];
+  int8x16_t w[25];
   int32x4x4_t b, m;
   int32x4_t sh;
   int16x8_t z;
@@ -834,10 +843,11 @@ typedef struct dwc_k {
 } dwc_k;
 
 /* The outputs of rows oy < R (ow each, stride s) from the band's padded copy (cols
- * pixels a row) into out, 16 bytes a pixel. A function of its own, so that the taps
- * and the requantization's constants stay in registers. */
+ * pixels a row) into out, 16 bytes a pixel, of 3x3 windows or (k5) 5x5. A function of
+ * its own, so that the 3x3 taps and the requantization's constants stay in registers
+ * (5x5 taps: a loop over the window's rows, its taps loaded). */
 static __attribute__((noinline)) void dwc_band(int8_t *out, const int8_t *in, int32_t R, int32_t ow,
-                                               int32_t s, int32_t cols, const dwc_k *k) {
+                                               int32_t s, int32_t cols, const dwc_k *k, int k5) {
   const int8x16_t w0 = k->w[0], w1 = k->w[1], w2 = k->w[2], w3 = k->w[3], w4 = k->w[4];
   const int8x16_t w5 = k->w[5], w6 = k->w[6], w7 = k->w[7], w8 = k->w[8];
   const int32x4_t shv = k->sh;
@@ -851,17 +861,27 @@ static __attribute__((noinline)) void dwc_band(int8_t *out, const int8_t *in, in
       const int8_t *p1 = p0 + rs, *p2 = p1 + rs;
       int32x4x4_t acc = vld1q_s32_x4((const int32_t *)(const void *)&k->b);
       int32x4_t a0 = acc.val[0], a1 = acc.val[1], a2 = acc.val[2], a3 = acc.val[3];
-      const int8x16_t x0 = vld1q_s8(p0), x1 = vld1q_s8(p0 + 16), x2 = vld1q_s8(p0 + 32);
-      const int8x16_t x3 = vld1q_s8(p1), x4 = vld1q_s8(p1 + 16), x5 = vld1q_s8(p1 + 32);
-      const int8x16_t x6 = vld1q_s8(p2), x7 = vld1q_s8(p2 + 16), x8 = vld1q_s8(p2 + 32);
-      DWC_PAIR(x0, w0, x1, w1);
-      DWC_PAIR(x2, w2, x3, w3);
-      DWC_PAIR(x4, w4, x5, w5);
-      DWC_PAIR(x6, w6, x7, w7);
-      const int16x8_t l8 = vmull_s8(vget_low_s8(x8), vget_low_s8(w8));
-      const int16x8_t h8 = vmull_high_s8(x8, w8);
-      a0 = vaddw_s16(a0, vget_low_s16(l8)), a1 = vaddw_high_s16(a1, l8);
-      a2 = vaddw_s16(a2, vget_low_s16(h8)), a3 = vaddw_high_s16(a3, h8);
+      if (k5) {
+        const int8_t *p = p0;
+        const int8x16_t *wr = k->w;
+#pragma GCC unroll 1
+        for (int ky = 0; ky < 5; ++ky, p += rs, wr += 5) {
+          const int8x16_t x0 = vld1q_s8(p), x1 = vld1q_s8(p + 16), x2 = vld1q_s8(p + 32);
+          const int8x16_t x3 = vld1q_s8(p + 48), x4 = vld1q_s8(p + 64);
+          DWC_PAIR(x0, wr[0], x1, wr[1]);
+          DWC_PAIR(x2, wr[2], x3, wr[3]);
+          DWC_ONE(x4, wr[4]);
+        }
+      } else {
+        const int8x16_t x0 = vld1q_s8(p0), x1 = vld1q_s8(p0 + 16), x2 = vld1q_s8(p0 + 32);
+        const int8x16_t x3 = vld1q_s8(p1), x4 = vld1q_s8(p1 + 16), x5 = vld1q_s8(p1 + 32);
+        const int8x16_t x6 = vld1q_s8(p2), x7 = vld1q_s8(p2 + 16), x8 = vld1q_s8(p2 + 32);
+        DWC_PAIR(x0, w0, x1, w1);
+        DWC_PAIR(x2, w2, x3, w3);
+        DWC_PAIR(x4, w4, x5, w5);
+        DWC_PAIR(x6, w6, x7, w7);
+        DWC_ONE(x8, w8);
+      }
       /* requant_row's shift >= 31 steps (rq8_hi), a multiplier per channel */
       const int32x4x4_t m = vld1q_s32_x4((const int32_t *)(const void *)&k->m);
       if (__builtin_expect(is31, 0)) {
@@ -890,14 +910,19 @@ void ert_dwc3_s8__neon(int8_t *y, size_t ys, const int8_t *x, size_t xs, const i
   const int32_t ih = g[0], iw = g[1], oh = g[2], ow = g[3], s = g[4], pt = g[5], pl = g[6];
   const int32_t xzp = g[7], nb = (oh + g[12] - 1) / g[12], rmin = (ow + 15) / ow; /* R*ow >= 16 */
   const int32_t R = (oh + nb - 1) / nb > rmin ? (oh + nb - 1) / nb : rmin; /* bands of equal size */
-  const int32_t cols = (ow - 1) * s + 3, rin = (R - 1) * s + 3;
+  const int32_t kw = g[13], kk = kw * kw, cols = (ow - 1) * s + kw, rin = (R - 1) * s + kw;
   const int32_t lo = pl < cols ? pl : cols, hi = pl + iw < cols ? pl + iw : cols;
   const int32_t n = hi - lo; /* image columns in a row, from image column lo - pl */
   int8_t *const in = buf, *const out = buf + (size_t)rin * (size_t)cols * 16u + 320u;
   memset(in, xzp, (size_t)rin * (size_t)cols * 16u);
   dwc_k k;
-  { /* k.w[3 ky + kx] lane c = w[9c + 3ky + kx], from three de-interleaving loads of 16
-     * triples (channel t / 3, kernel row t % 3) and one lookup per tap */
+  { /* k.w[kw ky + kx] lane c = w[kk c + kw ky + kx]: 5x5 by two transposes (taps 0 .. 15
+     * and 9 .. 24), 3x3 from three de-interleaving loads of 16 triples (channel t / 3,
+     * kernel row t % 3) and one lookup per tap */
+    if (kw == 5) {
+      tr16((int8_t *)(void *)k.w, 16, w, 25);
+      tr16((int8_t *)(void *)(k.w + 9), 16, w + 9, 25);
+    } else {
     static const uint8_t tri[16] = {0, 3, 6, 9, 12, 15, 18, 21, 24, 27, 30, 33, 36, 39, 42, 45};
     const int8x16x3_t t0 = vld3q_s8(w), t1 = vld3q_s8(w + 48), t2 = vld3q_s8(w + 96);
     const uint8x16_t i0 = vld1q_u8(tri);
@@ -906,9 +931,10 @@ void ert_dwc3_s8__neon(int8_t *y, size_t ys, const int8_t *x, size_t xs, const i
         const int8x16x3_t t = {{t0.val[kx], t1.val[kx], t2.val[kx]}};
         k.w[3 * ky + kx] = vqtbl3q_s8(t, vaddq_u8(i0, vdupq_n_u8((uint8_t)ky)));
       }
+    }
     /* bias - x_zp * sum w (sum (x - x_zp) w = sum x w - x_zp sum w) */
     int16x8_t sl = vmovl_s8(vget_low_s8(k.w[0])), sh = vmovl_high_s8(k.w[0]);
-    for (int t = 1; t < 9; ++t) sl = vaddw_s8(sl, vget_low_s8(k.w[t])), sh = vaddw_high_s8(sh, k.w[t]);
+    for (int t = 1; t < kk; ++t) sl = vaddw_s8(sl, vget_low_s8(k.w[t])), sh = vaddw_high_s8(sh, k.w[t]);
     for (int j = 0; j < 4; ++j) {
       const int32x4x2_t b = vld2q_s32(qp + 8 * j);
       const int16x8_t sj = j < 2 ? sl : sh;
@@ -948,7 +974,7 @@ void ert_dwc3_s8__neon(int8_t *y, size_t ys, const int8_t *x, size_t xs, const i
         if (o + 16 >= n) break;
       }
     }
-    dwc_band(out, in, R, ow, s, cols, &k);
+    dwc_band(out, in, R, ow, s, cols, &k, kw == 5);
     const int32_t np = R * ow; /* >= 16 */
     for (int32_t i = 0;; i += 16) {
       const int32_t o = i + 16 <= np ? i : np - 16;

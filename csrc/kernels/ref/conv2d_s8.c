@@ -93,26 +93,26 @@ static size_t dw_scratch(const geom *g) {
   return (size_t)S8_SLOTS * align64((size_t)bytes);
 }
 
-/* ert_cpu.dwc3_s8 (16 channels per call) takes 3x3 windows, undilated, of equal strides
+/* ert_cpu.dwc3_s8 (16 channels per call) takes 3x3 and 5x5 windows, undilated, of equal strides
  * 1 or 2, one output channel per input channel, 16 channels or more, planes of 16
  * outputs or more, shifts from 31; its slot holds bands of dwc_rows output rows: the
  * band's padded input rows and its outputs, 16 channels interleaved (at most about
  * DWC_BUDGET bytes, at least 16 outputs a band). edgert/ops/conv2d_s8.py mirrors this. */
 enum { DWC_BUDGET = 32768, DWC_SLACK = 320 };
 static int dwc_geom(const geom *g) {
-  return g->kh == 3 && g->kw == 3 && g->dh == 1 && g->dw == 1 && g->sh == g->sw &&
+  return (g->kh == 3 || g->kh == 5) && g->kw == g->kh && g->dh == 1 && g->dw == 1 && g->sh == g->sw &&
          (g->sw == 1 || g->sw == 2) && g->cg == 1 && g->mg == 1 && g->m >= 16 &&
          (int64_t)g->oh * g->ow >= 16 && g->shift >= 31 && g->ow <= S8_DW_PAD_MAX / 64;
 }
 static int32_t dwc_rows(const geom *g) {
   const int64_t s = g->sw, cols = dw_cols(g);
-  int64_t r = (DWC_BUDGET - DWC_SLACK - 16 * (3 - s) * cols) / (16 * (s * cols + g->ow));
+  int64_t r = (DWC_BUDGET - DWC_SLACK - 16 * (g->kh - s) * cols) / (16 * (s * cols + g->ow));
   if (r < (16 + g->ow - 1) / g->ow) r = (16 + g->ow - 1) / g->ow;
   return (int32_t)(r < g->oh ? r : g->oh);
 }
 static size_t dwc_slot(const geom *g) {
   const int64_t s = g->sw, r = dwc_rows(g);
-  return align64((size_t)(16 * (((r - 1) * s + 3) * dw_cols(g) + r * g->ow) + DWC_SLACK));
+  return align64((size_t)(16 * (((r - 1) * s + g->kh) * dw_cols(g) + r * g->ow) + DWC_SLACK));
 }
 
 edgert_status ert_conv2d_s8_prepare(ert_node *node, ert_err *err) {
@@ -260,8 +260,8 @@ static void dw_fill(const geom *g, const int8_t *x, int16_t *buf, int zeroed) {
 }
 
 /* The aarch64 NEON builds have dwc3_s8 instead of dw3_s8 (the other builds compile no
- * dwc3_s8 path), and take 3x3 and 5x5 rows by dw_taps_s16 (the forced-reference mode by
- * the per-tap loop, the same sums). */
+ * dwc3_s8 path), and take the 3x3 and 5x5 planes it does not by dw_taps_s16 (the
+ * forced-reference mode by the per-tap loop, the same sums). */
 #if defined(ERT_NEON_KERNELS) && defined(__aarch64__)
 #define S8_DW3 0
 #else
@@ -471,14 +471,14 @@ static void dwc_task(void *arg, size_t begin, size_t end) {
   const geom *g = j->g;
   const size_t nb = ((size_t)g->m + 15u) / 16u, tasks = (size_t)g->n * nb;
   const size_t plane_in = (size_t)g->h * (size_t)g->w, plane_out = (size_t)g->oh * (size_t)g->ow;
-  const int32_t gv[13] = {g->h,  g->w,  g->oh, g->ow, g->sw,    g->pt,      g->pl,
-                          g->xzp, g->yzp, g->lo, g->hi, g->shift, dwc_rows(g)};
+  const int32_t gv[14] = {g->h,   g->w,   g->oh, g->ow, g->sw,    g->pt,       g->pl,
+                          g->xzp, g->yzp, g->lo, g->hi, g->shift, dwc_rows(g), g->kw};
   const int8_t *xend = j->x + (size_t)g->n * (size_t)g->c * plane_in;
   for (size_t s = begin; s < end; s++)
     for (size_t t = s * tasks / j->nslots; t < (s + 1) * tasks / j->nslots; t++) {
       const size_t n = t / nb, c0 = 16u * (t % nb) + 16u <= (size_t)g->m ? 16u * (t % nb) : (size_t)g->m - 16u;
       ert_cpu.dwc3_s8(j->y + (n * (size_t)g->m + c0) * plane_out, plane_out,
-                      j->x + (n * (size_t)g->c + c0) * plane_in, plane_in, xend, j->w + 9u * c0,
+                      j->x + (n * (size_t)g->c + c0) * plane_in, plane_in, xend, j->w + (size_t)(g->kh * g->kw) * c0,
                       j->qp + 2u * c0, gv, (int8_t *)(void *)(j->scratch + s * j->slot_bytes));
     }
 }
