@@ -1011,11 +1011,19 @@ rq_tile(int32_t kq, size_t np4, int32_t i, const int8_t *col, const int8_t *wq,
 #pragma GCC unroll 16
   for (int v = 0; v < 4 * V; ++v) a[v] = bv[v % 4];
   const int8_t *c = col + (size_t)i * 4u, *wk = wq, *wend = wq + 16 * kq; /* kq >= 1 */
-  do {
+  do { /* the pixels' quads by one LD1 of V registers */
     const int8x16_t w = vld1q_s8(wk);
+    int8x16_t xs[4];
+    if (V == 4) {
+      const int8x16x4_t t = vld1q_s8_x4(c);
+      xs[0] = t.val[0], xs[1] = t.val[1], xs[2] = t.val[2], xs[3] = t.val[3];
+    } else {
+      const int8x16x2_t t = vld1q_s8_x2(c);
+      xs[0] = t.val[0], xs[1] = t.val[1];
+    }
 #pragma GCC unroll 4
     for (int v = 0; v < V; ++v) {
-      const int8x16_t x = vld1q_s8(c + 16 * v);
+      const int8x16_t x = xs[v];
       a[4 * v + 0] = vdotq_laneq_s32(a[4 * v + 0], x, w, 0);
       a[4 * v + 1] = vdotq_laneq_s32(a[4 * v + 1], x, w, 1);
       a[4 * v + 2] = vdotq_laneq_s32(a[4 * v + 2], x, w, 2);
