@@ -998,7 +998,7 @@ DOT void ert_qgemm_s8__dot(int32_t kq, int32_t np, const int8_t *col, const int8
                                                  vqmovn_s32(vrshlq_s32(vqdmulhq_laneq_s32(a1, mv, r), sh))), z); \
     const int16x8_t h_ = vqaddq_s16(vcombine_s16(vqmovn_s32(vrshlq_s32(vqdmulhq_laneq_s32(a2, mv, r), sh)), \
                                                  vqmovn_s32(vrshlq_s32(vqdmulhq_laneq_s32(a3, mv, r), sh))), z); \
-    out = vminq_s8(vmaxq_s8(vcombine_s8(vqmovn_s16(l_), vqmovn_s16(h_)), lo), hi);       \
+    out = vcombine_s8(vqmovn_s16(l_), vqmovn_s16(h_));                                  \
   } while (0)
 
 /* V vectors of 4 pixels from i (V = 4 or 2), all four channels; stored whole when they
@@ -1006,7 +1006,8 @@ DOT void ert_qgemm_s8__dot(int32_t kq, int32_t np, const int8_t *col, const int8
 static inline __attribute__((always_inline, target("arch=armv8.2-a+dotprod"))) void
 rq_tile(int32_t kq, size_t np4, int32_t i, const int8_t *col, const int8_t *wq,
         const int32x4_t *bv, int32x4_t mv, int32x4_t sh, int16x8_t z, int8x16_t lo,
-        int8x16_t hi, int8_t *y, size_t ldy, int32_t n, int32_t m, int32_t rows, const int V) {
+        int8x16_t hi, int clo, int chi, int8_t *y, size_t ldy, int32_t n, int32_t m, int32_t rows,
+        const int V) {
   int32x4_t a[16];
 #pragma GCC unroll 16
   for (int v = 0; v < 4 * V; ++v) a[v] = bv[v % 4];
@@ -1039,6 +1040,12 @@ rq_tile(int32_t kq, size_t np4, int32_t i, const int8_t *col, const int8_t *wq,
     else
       RQ16(b[r], a[r], a[4 + r], a[r], a[4 + r], r);
   }
+  if (clo) /* lo = -128 and hi = 127 clamp nothing */
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) b[r] = vmaxq_s8(b[r], lo);
+  if (chi)
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) b[r] = vminq_s8(b[r], hi);
   int8_t *yr = y + (size_t)i;
   if (i + 4 * V <= n) { /* n: 0 when rows < 4 */
 #pragma GCC unroll 4
@@ -1063,13 +1070,14 @@ DOT int32_t ert_qgemm_rq_s8__dot(int32_t kq, int32_t np, const int8_t *col, cons
   const int32x4_t sh = vdupq_n_s32(31 - q[0]);
   const int16x8_t z = vdupq_n_s16((int16_t)q[1]);
   const int8x16_t lo = vdupq_n_s8((int8_t)q[2]), hi = vdupq_n_s8((int8_t)q[3]);
+  const int clo = q[2] > -128, chi = q[3] < 127;
   const int32_t whole = rows == 4 ? n : 0;
   const int32_t end = (np < n + 15 ? np : n + 15) & ~15; /* tiles of 16 from i < n, by np */
   int32_t i = 0;
   for (; i < end; i += 16)
-    rq_tile(kq, np4, i, col, wq, bv, mv, sh, z, lo, hi, y, ldy, whole, n, rows, 4);
+    rq_tile(kq, np4, i, col, wq, bv, mv, sh, z, lo, hi, clo, chi, y, ldy, whole, n, rows, 4);
   if (i + 8 <= np && i < n)
-    rq_tile(kq, np4, i, col, wq, bv, mv, sh, z, lo, hi, y, ldy, whole, n, rows, 2), i += 8;
+    rq_tile(kq, np4, i, col, wq, bv, mv, sh, z, lo, hi, clo, chi, y, ldy, whole, n, rows, 2), i += 8;
   return i < n ? i : n;
 }
 
