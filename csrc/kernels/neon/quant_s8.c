@@ -33,12 +33,18 @@ static void store_part(int8_t *y, int8x16_t b, int32_t n) {
 #if defined(__aarch64__)
 /* The first w (<= 16) bytes of v[r] to y + r*ld, r < rows (<= 4): the partial tiles of
  * qgemm_rq_s8. */
-static __attribute__((noinline)) void store_rows(int8_t *y, size_t ld, int8x16_t v0, int8x16_t v1,
-                                                 int8x16_t v2, int8x16_t v3, int32_t rows,
-                                                 int32_t w) {
-  const int8x16_t v[4] = {v0, v1, v2, v3};
+static __attribute__((noinline)) void store_rows(int8_t *y, size_t ld, const int8x16_t *v,
+                                                 int32_t rows, int32_t w) {
   for (int32_t r = 0; r < rows; ++r, y += ld)
     for (int32_t k = 0; k < w; ++k) y[k] = ((const int8_t *)(const void *)&v[r])[k];
+}
+
+/* store_rows of four vectors passed in registers (the caller keeps no copy in memory) */
+static __attribute__((noinline)) void store_rows4(int8_t *y, size_t ld, int8x16_t v0, int8x16_t v1,
+                                                  int8x16_t v2, int8x16_t v3, int32_t rows,
+                                                  int32_t w) {
+  const int8x16_t v[4] = {v0, v1, v2, v3};
+  store_rows(y, ld, v, rows, w);
 }
 #endif
 
@@ -296,7 +302,7 @@ static __attribute__((noinline)) void qgemm_p16(int32_t kq, int32_t np, const in
         vst1q_s8(yr, y[0]), vst1q_s8(yr + ld, y[1]);
         vst1q_s8(yr + 2 * ld, y[2]), vst1q_s8(yr + 3 * ld, y[3]);
       } else {
-        store_rows(yr, ld, y[0], y[1], y[2], y[3], rows, n - i < 16 ? n - i : 16);
+        store_rows(yr, ld, y, rows, n - i < 16 ? n - i : 16);
       }
 #undef RQH
     }
@@ -1056,7 +1062,7 @@ rq_tile(int32_t kq, size_t np4, int32_t i, const int8_t *col, const int8_t *wq,
         vst1_s8(yr, vget_low_s8(b[r]));
     }
   } else {
-    store_rows(yr, ldy, b[0], b[1], b[2], b[3], rows, m - i < 4 * V ? m - i : 4 * V);
+    store_rows4(yr, ldy, b[0], b[1], b[2], b[3], rows, m - i < 4 * V ? m - i : 4 * V);
   }
 }
 
