@@ -38,6 +38,14 @@ static __attribute__((noinline)) void store_rows(int8_t *y, size_t ld, const int
   for (int32_t r = 0; r < rows; ++r, y += ld)
     for (int32_t k = 0; k < w; ++k) y[k] = ((const int8_t *)(const void *)&v[r])[k];
 }
+
+/* store_rows of four vectors passed in registers (the caller keeps no copy in memory) */
+static __attribute__((noinline)) void store_rows4(int8_t *y, size_t ld, int8x16_t v0, int8x16_t v1,
+                                                  int8x16_t v2, int8x16_t v3, int32_t rows,
+                                                  int32_t w) {
+  const int8x16_t v[4] = {v0, v1, v2, v3};
+  store_rows(y, ld, v, rows, w);
+}
 #endif
 
 /* The tail of qgemm: pixels i0 .. np one at a time. */
@@ -1016,45 +1024,62 @@ DOT void ert_qgemm_s8__dot(int32_t kq, int32_t np, const int8_t *col, const int8
 
 /* qgemm_rq_s8: tiles of 16 pixels as in qgemm_s8__dot, requantized in registers (rq8_hi's
  * SQDMULH + SRSHL form, shift > 31; the steps after it as in RQ8) and stored as int8. */
-#define RQ16(out, a0, a1, a2, a3, m)                                                     \
+#define RQ16(out, a0, a1, a2, a3, r)                                                     \
   do {                                                                                   \
-    const int16x8_t l_ = vqaddq_s16(vcombine_s16(vqmovn_s32(vrshlq_s32(vqdmulhq_s32(a0, m), sh)), \
-                                                 vqmovn_s32(vrshlq_s32(vqdmulhq_s32(a1, m), sh))), z); \
-    const int16x8_t h_ = vqaddq_s16(vcombine_s16(vqmovn_s32(vrshlq_s32(vqdmulhq_s32(a2, m), sh)), \
-                                                 vqmovn_s32(vrshlq_s32(vqdmulhq_s32(a3, m), sh))), z); \
-    out = vminq_s8(vmaxq_s8(vcombine_s8(vqmovn_s16(l_), vqmovn_s16(h_)), lo), hi);       \
+    const int16x8_t l_ = vqaddq_s16(vcombine_s16(vqmovn_s32(vrshlq_s32(vqdmulhq_laneq_s32(a0, mv, r), sh)), \
+                                                 vqmovn_s32(vrshlq_s32(vqdmulhq_laneq_s32(a1, mv, r), sh))), z); \
+    const int16x8_t h_ = vqaddq_s16(vcombine_s16(vqmovn_s32(vrshlq_s32(vqdmulhq_laneq_s32(a2, mv, r), sh)), \
+                                                 vqmovn_s32(vrshlq_s32(vqdmulhq_laneq_s32(a3, mv, r), sh))), z); \
+    out = vcombine_s8(vqmovn_s16(l_), vqmovn_s16(h_));                                  \
   } while (0)
 
-/* V vectors of 4 pixels from i (V = 4 or 2), all four channels, rows < rows stored. */
+/* V vectors of 4 pixels from i (V = 4 or 2), all four channels; stored whole when they
+ * end by n (0 when rows < 4), else rows < rows, pixels < m. */
 static inline __attribute__((always_inline, target("arch=armv8.2-a+dotprod"))) void
 rq_tile(int32_t kq, size_t np4, int32_t i, const int8_t *col, const int8_t *wq,
-        const int32x4_t *bv, const int32x4_t *mv, int32x4_t sh, int16x8_t z, int8x16_t lo,
-        int8x16_t hi, int8_t *y, size_t ldy, int32_t n, int32_t rows, const int V) {
+        const int32x4_t *bv, int32x4_t mv, int32x4_t sh, int16x8_t z, int8x16_t lo,
+        int8x16_t hi, int clo, int chi, int8_t *y, size_t ldy, int32_t n, int32_t m, int32_t rows,
+        const int V) {
   int32x4_t a[16];
 #pragma GCC unroll 16
   for (int v = 0; v < 4 * V; ++v) a[v] = bv[v % 4];
-  const int8_t *c = col + (size_t)i * 4u;
-  for (int32_t k = 0; k < kq; ++k, c += np4) {
-    const int8x16_t w = vld1q_s8(wq + 16 * k);
+  const int8_t *c = col + (size_t)i * 4u, *wk = wq, *wend = wq + 16 * kq; /* kq >= 1 */
+  do { /* the pixels' quads by one LD1 of V registers */
+    const int8x16_t w = vld1q_s8(wk);
+    int8x16_t xs[4];
+    if (V == 4) {
+      const int8x16x4_t t = vld1q_s8_x4(c);
+      xs[0] = t.val[0], xs[1] = t.val[1], xs[2] = t.val[2], xs[3] = t.val[3];
+    } else {
+      const int8x16x2_t t = vld1q_s8_x2(c);
+      xs[0] = t.val[0], xs[1] = t.val[1];
+    }
 #pragma GCC unroll 4
     for (int v = 0; v < V; ++v) {
-      const int8x16_t x = vld1q_s8(c + 16 * v);
+      const int8x16_t x = xs[v];
       a[4 * v + 0] = vdotq_laneq_s32(a[4 * v + 0], x, w, 0);
       a[4 * v + 1] = vdotq_laneq_s32(a[4 * v + 1], x, w, 1);
       a[4 * v + 2] = vdotq_laneq_s32(a[4 * v + 2], x, w, 2);
       a[4 * v + 3] = vdotq_laneq_s32(a[4 * v + 3], x, w, 3);
     }
-  }
+    c += np4, wk += 16;
+  } while (wk != wend);
   int8x16_t b[4]; /* all four channels; rows of them stored */
 #pragma GCC unroll 4
   for (int r = 0; r < 4; ++r) {
     if (V == 4)
-      RQ16(b[r], a[r], a[4 + r], a[8 + r], a[12 + r], mv[r]);
+      RQ16(b[r], a[r], a[4 + r], a[8 + r], a[12 + r], r);
     else
-      RQ16(b[r], a[r], a[4 + r], a[r], a[4 + r], mv[r]);
+      RQ16(b[r], a[r], a[4 + r], a[r], a[4 + r], r);
   }
+  if (clo) /* lo = -128 and hi = 127 clamp nothing */
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) b[r] = vmaxq_s8(b[r], lo);
+  if (chi)
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) b[r] = vminq_s8(b[r], hi);
   int8_t *yr = y + (size_t)i;
-  if (rows == 4 && i + 4 * V <= n) {
+  if (i + 4 * V <= n) { /* n: 0 when rows < 4 */
 #pragma GCC unroll 4
     for (int r = 0; r < 4; ++r, yr += ldy) {
       if (V == 4)
@@ -1063,7 +1088,7 @@ rq_tile(int32_t kq, size_t np4, int32_t i, const int8_t *col, const int8_t *wq,
         vst1_s8(yr, vget_low_s8(b[r]));
     }
   } else {
-    store_rows(yr, ldy, b, rows, n - i < 4 * V ? n - i : 4 * V);
+    store_rows4(yr, ldy, b[0], b[1], b[2], b[3], rows, m - i < 4 * V ? m - i : 4 * V);
   }
 }
 
@@ -1073,15 +1098,18 @@ DOT int32_t ert_qgemm_rq_s8__dot(int32_t kq, int32_t np, const int8_t *col, cons
   const size_t np4 = (size_t)np * 4u;
   const int32x4_t bv[4] = {vdupq_n_s32(bias[0]), vdupq_n_s32(bias[1]), vdupq_n_s32(bias[2]),
                            vdupq_n_s32(bias[3])};
-  const int32x4_t mv[4] = {vdupq_n_s32(mult[0]), vdupq_n_s32(mult[1]), vdupq_n_s32(mult[2]),
-                           vdupq_n_s32(mult[3])};
+  const int32x4_t mv = vld1q_s32(mult); /* lane r: channel r's */
   const int32x4_t sh = vdupq_n_s32(31 - q[0]);
   const int16x8_t z = vdupq_n_s16((int16_t)q[1]);
   const int8x16_t lo = vdupq_n_s8((int8_t)q[2]), hi = vdupq_n_s8((int8_t)q[3]);
+  const int clo = q[2] > -128, chi = q[3] < 127;
+  const int32_t whole = rows == 4 ? n : 0;
+  const int32_t end = (np < n + 15 ? np : n + 15) & ~15; /* tiles of 16 from i < n, by np */
   int32_t i = 0;
-  for (; i + 16 <= np && i < n; i += 16)
-    rq_tile(kq, np4, i, col, wq, bv, mv, sh, z, lo, hi, y, ldy, n, rows, 4);
-  if (i + 8 <= np && i < n) rq_tile(kq, np4, i, col, wq, bv, mv, sh, z, lo, hi, y, ldy, n, rows, 2), i += 8;
+  for (; i < end; i += 16)
+    rq_tile(kq, np4, i, col, wq, bv, mv, sh, z, lo, hi, clo, chi, y, ldy, whole, n, rows, 4);
+  if (i + 8 <= np && i < n)
+    rq_tile(kq, np4, i, col, wq, bv, mv, sh, z, lo, hi, clo, chi, y, ldy, whole, n, rows, 2), i += 8;
   return i < n ? i : n;
 }
 
