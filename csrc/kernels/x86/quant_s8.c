@@ -312,6 +312,18 @@ ERT_AVX2_INLINE __m256i rq8_pack(__m256i a, __m256i b, __m256i c, __m256i d, __m
   return _mm256_min_epi8(_mm256_max_epi8(_mm256_packs_epi16(ab, cd), lo8), hi8);
 }
 
+/* A depthwise step's 16 output bytes to y: all 16 when n is 16 or the plane has room past
+ * the row's end (the next row overwrites them), else its first n through a buffer. */
+ERT_AVX2_INLINE void store_step(int8_t *y, __m128i out, int32_t n, int room) {
+  if (n == 16 || room) {
+    _mm_storeu_si128((__m128i *)(void *)y, out);
+  } else {
+    int8_t tmp[16];
+    _mm_storeu_si128((__m128i *)(void *)tmp, out);
+    memcpy(y, tmp, (size_t)n);
+  }
+}
+
 /* dw3_s8: 16 outputs of a row per step. The window sum is bias - x_zp * sum w plus the
  * raw products, by madd on int16 pairs: a row's two first taps (w0, w1) against the
  * pairs (x[c], x[c+1]) of the widened run starting at an output's first column, the
@@ -373,15 +385,8 @@ ERT_AVX2_INLINE void dw3_plane(int8_t *y, const int8_t *x, ptrdiff_t ld, const i
       }
       const __m256i b =
           _mm256_permutevar8x32_epi32(rq8_pack(v0, v1, v0, v1, zp16, lo8, hi8), order);
-      const __m128i out = _mm256_castsi256_si128(b);
-      const int32_t n = ow - ox < 16 ? ow - ox : 16;
-      if (n == 16 || (size_t)oy * (size_t)ow + (size_t)ox + 16u <= total) {
-        _mm_storeu_si128((__m128i *)(void *)(yr + ox), out);
-      } else {
-        int8_t tmp[16];
-        _mm_storeu_si128((__m128i *)(void *)tmp, out);
-        memcpy(yr + ox, tmp, (size_t)n);
-      }
+      store_step(yr + ox, _mm256_castsi256_si128(b), ow - ox < 16 ? ow - ox : 16,
+                 (size_t)oy * (size_t)ow + (size_t)ox + 16u <= total);
     }
   }
 }
@@ -763,15 +768,8 @@ ERT_VNNI_INLINE void dw3_plane_vnni(int8_t *y, const int8_t *x, ptrdiff_t ld, co
       const __m256i v1 = narrow ? v0 : rq8_apply(&rq, a1, m, s31);
       const __m256i b =
           _mm256_permutevar8x32_epi32(rq8_pack(v0, v1, v0, v1, zp16, lo8, hi8), order);
-      const __m128i out = _mm256_castsi256_si128(b);
-      const int32_t n = ow - ox < 16 ? ow - ox : 16;
-      if (n == 16 || (size_t)oy * (size_t)ow + (size_t)ox + 16u <= total) {
-        _mm_storeu_si128((__m128i *)(void *)(yr + ox), out);
-      } else {
-        int8_t tmp[16];
-        _mm_storeu_si128((__m128i *)(void *)tmp, out);
-        memcpy(yr + ox, tmp, (size_t)n);
-      }
+      store_step(yr + ox, _mm256_castsi256_si128(b), ow - ox < 16 ? ow - ox : 16,
+                 (size_t)oy * (size_t)ow + (size_t)ox + 16u <= total);
     }
   }
 }
