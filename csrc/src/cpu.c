@@ -41,6 +41,19 @@ static int x86_avx2_fma(void) {
   return (b & bit_AVX2) != 0;
 }
 
+/* AVX512F usable (CPUID leaf 7), the OS saving the opmask and zmm state too (XCR0 bits
+ * 5 to 7): the 512-bit SGEMM block. Called only after x86_avx2_fma. */
+static int x86_avx512f(void) {
+  unsigned a, b, c, d;
+  if (__get_cpuid_max(0, NULL) < 7) return 0;
+  __cpuid_count(7, 0, a, b, c, d);
+  if ((b & (1u << 16)) == 0) return 0;
+  unsigned xlo, xhi;
+  __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
+  (void)xhi;
+  return (xlo & 0xE6u) == 0xE6u;
+}
+
 /* AVX512F, AVX512VL and AVX512_VNNI usable (CPUID leaf 7), the OS saving the opmask and
  * zmm state too (XCR0 bits 5 to 7): the 256-bit vpdpbusd of the int8 kernels. Called
  * only after x86_avx2_fma (which checked OSXSAVE, so XGETBV exists). */
@@ -147,6 +160,7 @@ void ert_cpu_select(void) {
     k.dw3_s8 = ert_dw3_s8__avx2;
     k.taps_s8 = ert_taps_s8__avx2;
     k.quantize_s8 = ert_quantize_s8__avx2;
+    if (x86_avx512f()) k.sgemm_block = ert_sgemm_block_f32__avx512; /* 16 x 16 tiles */
     if (x86_avx512_vnni()) { /* four products per 32-bit lane */
       k.qgemm_rq_s8 = ert_qgemm_rq_s8__vnni;
       k.dw3_s8 = ert_dw3_s8__vnni;

@@ -160,6 +160,14 @@ typedef struct ert_kernels {
    *               (a NaN sum stays NaN), b = bias ? bias[o] : 0, X(i, r, q) = x[i*h*w +
    *               r*w + q] inside the image, 0 outside; reads only the image's floats. */
 #if defined(ERT_X86_KERNELS) /* x86-64 only: the boards' table stays as it was */
+  /*   sgemm_block C(i, j) = sum over k < kc of a[i*lda + k] * B(k, j) for i < m, j < n
+   *               (m, n, kc >= 1), B(k, j) = b[(j / 16)*ps + k*ldb + j % 16]: B's rows in
+   *               place (ps = 16, ldb their step) or packed 16-column panels (ps = 16*kc,
+   *               ldb = 16); stored into C(i, j) = c[i*ldc + j] as ert_sgemm_store says
+   *               (bias[i]). Reads and writes no column past n. AVX-512F only. */
+  void (*sgemm_block)(int32_t m, int32_t n, int32_t kc, const float *a, ptrdiff_t lda,
+                      const float *b, ptrdiff_t ldb, ptrdiff_t ps, float *c,
+                      const ert_sgemm_store *st);
   void (*conv3s2)(float *y, const float *x, const float *wt, const float *bias,
                   const ert_conv3s2_geom *g, int32_t oy0, int32_t oy1);
 #endif
@@ -309,6 +317,11 @@ void ert_sgemm_rows6_ld_f32__avx2(int32_t kc, const float *const *rows, const fl
                                   ptrdiff_t ldb, float *c, const ert_sgemm_store *st);
 void ert_sgemm_rows6_n8_f32__avx2(int32_t kc, const float *const *rows, const float *b, float *c,
                                   const ert_sgemm_store *st);
+/* AVX-512F (csrc/kernels/x86/sgemm_avx512.c): called only when CPUID reports AVX512F and
+ * the OS saves the zmm and opmask state. */
+void ert_sgemm_block_f32__avx512(int32_t m, int32_t n, int32_t kc, const float *a, ptrdiff_t lda,
+                                 const float *b, ptrdiff_t ldb, ptrdiff_t ps, float *c,
+                                 const ert_sgemm_store *st);
 void ert_dot_rows_f32__avx2(const float *x, const float *r, ptrdiff_t ld, int32_t k, int32_t n,
                             float *out);
 void ert_conv2d_dw3_f32__avx2(float *y, const float *x, const float *zero, const float *k,

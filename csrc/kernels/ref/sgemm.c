@@ -378,7 +378,10 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
        96) or B's rows are (n <= 64), where the packed panels measured faster
        (MobileNetV2's first expansion and projections over 112x112 and 56x56 maps, every
        1x1 convolution over 7x7 maps) */
-    const int b_direct = opt && !g->im2col && g->csb == 1 && ert_cpu.sgemm_rows_ld &&
+    /* the AVX-512 block kernel: whole blocks, B's rows read in place whenever they are
+       contiguous (its masked last column tile needs no padded panel), else packed */
+    const int blk = ert_cpu.sgemm_block != NULL, blk_direct = blk && !g->im2col && g->csb == 1;
+    const int b_direct = !blk && opt && !g->im2col && g->csb == 1 && ert_cpu.sgemm_rows_ld &&
                          (!opt6 || ert_cpu.sgemm_rows6_ld) && (g->m > 32 || g->k > 96) &&
                          g->k > 24 && g->n > 64;
 #else
@@ -389,6 +392,8 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
     if (g->im2col)
       pack_b_im2col(g->im2col, b, k0, kc, j0, nlen, bp);
 #if defined(ERT_X86_KERNELS)
+    else if (blk_direct) { /* nothing to pack */
+    }
     else if (nfull < nlen) /* only the partial panel when the full ones are read in place */
       pack_b_matrix(g, b, k0, kc, j0 + nfull, nlen - nfull, bp);
 #else
@@ -410,6 +415,21 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
       if (!in_place) pack_a(g, a, i0, mlen, k0, kc, ap);
       /* the row pointers of the block, rows past the end repeating the last one, set once
        * for all its column panels (per tile they cost ~10 instructions per row) */
+#if defined(ERT_X86_KERNELS)
+      if (blk) {
+        st.bias = bias ? bias + i0 : NULL;
+        if (blk_direct)
+          ert_cpu.sgemm_block(mlen, nlen, kc, arows, lda, b + (ptrdiff_t)k0 * g->rsb + j0, g->rsb,
+                              NR, c + (ptrdiff_t)i0 * g->ldc + j0, &st);
+        else
+          ert_cpu.sgemm_block(mlen, nlen, kc, arows, lda, bp, NR, (ptrdiff_t)NR * kc,
+                              c + (ptrdiff_t)i0 * g->ldc + j0, &st);
+        if (last && !act_inline(g->act))
+          for (int32_t i = 0; i < mlen; ++i)
+            finish_row(g->act, c + (ptrdiff_t)(i0 + i) * g->ldc + j0, nlen);
+        continue;
+      }
+#endif
       const float *rowp[ROWP_MAX + 6];
       const int pre = mlen <= ROWP_MAX;
       if (pre)

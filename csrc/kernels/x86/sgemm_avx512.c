@@ -1,0 +1,217 @@
+/* sgemm_avx512.c (AVX-512F): the SGEMM block kernel sgemm_block, contract in src/cpu.h
+ * (the reference is the blocked driver's micro_rows and store_tile in ref/sgemm.c).
+ *
+ * Tiles of up to 16 rows by 16 columns: one zmm accumulator per row (32 zmm registers
+ * leave room for all 16), one load of B's row per k and one multiply-add per row with
+ * A's value broadcast from memory. A column tile past n is masked (loads, stores), so B
+ * may be read in place, a partial panel needs no packing and nothing past column n is
+ * read or written. Called only where src/cpu.c found AVX512F and the OS saving the zmm
+ * and opmask state. */
+#if defined(ERT_X86_KERNELS) && defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#include "cpu.h"
+
+/* the deepest block the driver passes (ref/sgemm.h: ERT_SGEMM_KC) */
+#define ERT_SGEMM_BLOCK_KC 256
+
+#define ERT_AVX512 __attribute__((target("avx2,fma,avx512f")))
+#define ERT_AVX512_INLINE static inline __attribute__((target("avx2,fma,avx512f"), always_inline))
+
+/* The store's clamp-like activations, the formulas and NaN behaviour of ert_act8
+ * (x86_avx2.h) on 16 lanes. */
+typedef struct act16 {
+  int kind;
+  __m512 a, b;
+} act16;
+
+ERT_AVX512_INLINE act16 act16_of(const ert_act_params *act) {
+  act16 r;
+  r.kind = act != NULL ? (int)act->kind : ERT_ACT_NONE;
+  r.a = _mm512_set1_ps(act != NULL ? act->a : 0.0f);
+  r.b = _mm512_set1_ps(act != NULL ? act->b : 0.0f);
+  return r;
+}
+
+ERT_AVX512_INLINE __m512 act16_apply(const act16 *act, __m512 v) {
+  const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
+  switch (act->kind) {
+    case ERT_ACT_RELU: /* v > 0 ? v : 0 */
+      return _mm512_max_ps(v, zero);
+    case ERT_ACT_CLIP: /* t = v < a ? a : v; t > b ? b : t */
+      return _mm512_min_ps(act->b, _mm512_max_ps(act->a, v));
+    case ERT_ACT_HARD_SIGMOID: {
+      const __m512 t = _mm512_fmadd_ps(act->a, v, act->b);
+      return _mm512_min_ps(one, _mm512_max_ps(zero, t));
+    }
+    case ERT_ACT_HARD_SWISH: {
+      const __m512 t = _mm512_add_ps(_mm512_div_ps(v, _mm512_set1_ps(6.0f)), _mm512_set1_ps(0.5f));
+      return _mm512_mul_ps(v, _mm512_min_ps(one, _mm512_max_ps(zero, t)));
+    }
+    case ERT_ACT_LEAKY_RELU: /* v < 0 ? a v : v */
+      return _mm512_mask_mul_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), act->a, v);
+    default:
+      return v;
+  }
+}
+
+/* One tile of R rows (constant after inlining) and 16 columns (full) or the columns of
+ * mask: the rows of A at a + i*lda, B's rows ldb apart from b. */
+ERT_AVX512_INLINE void tile(const int R, const int full, int32_t kc, const float *a, ptrdiff_t lda,
+                            const float *b, ptrdiff_t ldb, float *c, const ert_sgemm_store *st,
+                            const act16 *act, __mmask16 mask) {
+  __m512 acc[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i) acc[i] = _mm512_setzero_ps();
+  /* rows 4q + r at base q plus r*lda: four base pointers and three offsets, so that every
+     load is one addressing mode */
+  const float *q0 = a, *q1 = R > 4 ? a + 4 * lda : a, *q2 = R > 8 ? a + 8 * lda : a;
+  const float *q3 = R > 12 ? a + 12 * lda : a;
+  const ptrdiff_t l1 = lda, l2 = 2 * lda, l3 = 3 * lda;
+  for (int32_t k = 0; k < kc; ++k, b += ldb) {
+    const __m512 bv = full ? _mm512_loadu_ps(b) : _mm512_maskz_loadu_ps(mask, b);
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+      const float *q = (i >> 2) == 0 ? q0 : (i >> 2) == 1 ? q1 : (i >> 2) == 2 ? q2 : q3;
+      const ptrdiff_t o = (i & 3) == 0 ? 0 : (i & 3) == 1 ? l1 : (i & 3) == 2 ? l2 : l3;
+      acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(q[o]), bv, acc[i]);
+    }
+    ++q0, ++q1, ++q2, ++q3;
+  }
+  const __m512 alpha = _mm512_set1_ps(st->alpha);
+  const ptrdiff_t ldc = st->ldc;
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i) {
+    float *ci = c + i * ldc;
+    const __m512 base = st->init ? _mm512_set1_ps(st->bias != NULL ? st->bias[i] : 0.0f)
+                        : full   ? _mm512_loadu_ps(ci)
+                                 : _mm512_maskz_loadu_ps(mask, ci);
+    const __m512 v = act16_apply(act, _mm512_fmadd_ps(acc[i], alpha, base));
+    if (full)
+      _mm512_storeu_ps(ci, v);
+    else
+      _mm512_mask_storeu_ps(ci, mask, v);
+  }
+}
+
+#define TILE_FN(R)                                                                            \
+  ERT_AVX512 static void tile##R(int32_t kc, const float *a, ptrdiff_t lda, const float *b,   \
+                                 ptrdiff_t ldb, float *c, const ert_sgemm_store *st,          \
+                                 const act16 *act, __mmask16 mask) {                          \
+    if (mask == 0xFFFF)                                                                       \
+      tile(R, 1, kc, a, lda, b, ldb, c, st, act, mask);                                       \
+    else                                                                                      \
+      tile(R, 0, kc, a, lda, b, ldb, c, st, act, mask);                                       \
+  }
+TILE_FN(1)
+TILE_FN(2)
+TILE_FN(3)
+TILE_FN(4)
+TILE_FN(5)
+TILE_FN(6)
+TILE_FN(7)
+TILE_FN(8)
+TILE_FN(9)
+TILE_FN(10)
+TILE_FN(11)
+TILE_FN(12)
+TILE_FN(13)
+TILE_FN(14)
+TILE_FN(15)
+TILE_FN(16)
+
+typedef void (*tile_fn)(int32_t, const float *, ptrdiff_t, const float *, ptrdiff_t, float *,
+                        const ert_sgemm_store *, const act16 *, __mmask16);
+
+/* Lane i of the result: the sum of v[i]'s 16 lanes (a transposing tree of adds). */
+ERT_AVX512_INLINE __m512 hsum16(const __m512 *v) {
+  __m512 p[8], u[4];
+  for (int i = 0; i < 8; ++i) /* per 128-bit lane: (x, y, x, y) partial sums of v[2i], v[2i+1] */
+    p[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]),
+                         _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+  for (int i = 0; i < 4; ++i) /* per 128-bit lane: the sums of rows 4i..4i+3 over that lane */
+    u[i] = _mm512_add_ps(_mm512_shuffle_ps(p[2 * i], p[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(p[2 * i], p[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512 w0 = _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                  _mm512_shuffle_f32x4(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512 w1 = _mm512_add_ps(_mm512_shuffle_f32x4(u[2], u[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                                  _mm512_shuffle_f32x4(u[2], u[3], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(w0, w1, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_f32x4(w0, w1, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* The last r < 16 columns as dot products, cheaper than a mostly masked tile when r is
+ * small: column j of B gathered into col (kc floats, zeros up to a multiple of 16), then
+ * for each 16 rows (rows past m repeat row m - 1, results dropped) 16 accumulators over
+ * k, reduced at once by hsum16; the store as the tiles' (bias, alpha, C, act). */
+ERT_AVX512 static void dot_cols(int32_t m, int32_t r, int32_t kc, const float *a, ptrdiff_t lda,
+                                const float *b, ptrdiff_t ldb, float *c,
+                                const ert_sgemm_store *st, const act16 *act) {
+  float col[ERT_SGEMM_BLOCK_KC + 16] __attribute__((aligned(64)));
+  const int32_t kr = kc & 15, k16 = kc - kr;
+  const __mmask16 km = (__mmask16)((1u << kr) - 1u);
+  const __m512 alpha = _mm512_set1_ps(st->alpha);
+  for (int32_t j = 0; j < r; ++j) {
+    for (int32_t k = 0; k < kc; ++k) col[k] = b[(ptrdiff_t)k * ldb + j];
+    for (int32_t k = kc; k < k16 + 16; ++k) col[k] = 0.0f;
+    for (int32_t i0 = 0; i0 < m; i0 += 16) {
+      const float *rows[16];
+      for (int i = 0; i < 16; ++i) rows[i] = a + (ptrdiff_t)(i0 + i < m ? i0 + i : m - 1) * lda;
+      __m512 acc[16];
+      for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
+      for (int32_t k = 0; k < k16; k += 16) {
+        const __m512 x = _mm512_load_ps(col + k);
+        for (int i = 0; i < 16; ++i) acc[i] = _mm512_fmadd_ps(_mm512_loadu_ps(rows[i] + k), x, acc[i]);
+      }
+      if (kr != 0) {
+        const __m512 x = _mm512_load_ps(col + k16);
+        for (int i = 0; i < 16; ++i)
+          acc[i] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(km, rows[i] + k16), x, acc[i]);
+      }
+      const int32_t n = m - i0 < 16 ? m - i0 : 16;
+      const __mmask16 rm = (__mmask16)((1u << n) - 1u);
+      float out[16] __attribute__((aligned(64)));
+      float *cj = c + (ptrdiff_t)i0 * st->ldc + j;
+      __m512 base;
+      if (st->init) {
+        base = st->bias != NULL ? _mm512_maskz_loadu_ps(rm, st->bias + i0) : _mm512_setzero_ps();
+      } else {
+        for (int32_t i = 0; i < n; ++i) out[i] = cj[(ptrdiff_t)i * st->ldc];
+        base = _mm512_maskz_load_ps(rm, out);
+      }
+      _mm512_store_ps(out, act16_apply(act, _mm512_fmadd_ps(hsum16(acc), alpha, base)));
+      for (int32_t i = 0; i < n; ++i) cj[(ptrdiff_t)i * st->ldc] = out[i];
+    }
+  }
+}
+
+/* Row tiles outer, column tiles inner: a tile's rows of A (16 x kc floats) stay in L1
+ * across the columns; the caller keeps the columns few enough for B's block to stay in
+ * L2 across the row tiles. A last partial column tile of few columns goes to dot_cols. */
+ERT_AVX512 void ert_sgemm_block_f32__avx512(int32_t m, int32_t n, int32_t kc, const float *a,
+                                            ptrdiff_t lda, const float *b, ptrdiff_t ldb,
+                                            ptrdiff_t ps, float *c, const ert_sgemm_store *st) {
+  static const tile_fn tiles[17] = {NULL,   tile1,  tile2,  tile3,  tile4,  tile5,
+                                    tile6,  tile7,  tile8,  tile9,  tile10, tile11,
+                                    tile12, tile13, tile14, tile15, tile16};
+  const act16 act = act16_of(st->act);
+  const int32_t r = n & 15;
+  /* dot products for the last r columns when they cost less than a 16-column tile */
+  const int dots = r != 0 && kc <= ERT_SGEMM_BLOCK_KC && r * (kc + 64) < 16 * kc;
+  const int32_t nt = dots ? n - r : n;
+  ert_sgemm_store s = *st;
+  for (int32_t i0 = 0; i0 < m; i0 += 16) {
+    const int32_t rows = m - i0 < 16 ? m - i0 : 16;
+    const tile_fn fn = tiles[rows];
+    s.bias = st->bias != NULL ? st->bias + i0 : NULL;
+    const float *ai = a + (ptrdiff_t)i0 * lda;
+    float *ci = c + (ptrdiff_t)i0 * st->ldc;
+    for (int32_t j0 = 0, t = 0; j0 < nt; j0 += 16, ++t) {
+      const __mmask16 mask = nt - j0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (nt - j0)) - 1u);
+      fn(kc, ai, lda, b + (ptrdiff_t)t * ps, ldb, ci + j0, &s, &act, mask);
+    }
+  }
+  if (dots) dot_cols(m, r, kc, a, lda, b + (ptrdiff_t)(nt / 16) * ps, ldb, c + nt, st, &act);
+}
+
+#endif
