@@ -338,6 +338,9 @@ typedef struct blocked_job {
 } blocked_job;
 
 enum { ROWP_MAX = 256 }; /* row pointers a task keeps per row block */
+#if defined(ERT_X86_KERNELS)
+enum { ERT_SGEMM_DEEP_KC = 1024 }; /* see kstep in run_task */
+#endif
 
 /* The whole task is one function compiled per target (see ERT_SIMD_CLONES), so that the
  * micro-kernel, packing and epilogue are inlined and vectorized together. */
@@ -366,8 +369,18 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
   float *c = NULL;
   g->locate(g->ctx, p, &a, &b, &c, &bias);
   float tile[6 * NR];
-  for (int32_t k0 = 0; k0 < g->k; k0 += KC) {
-    const int32_t kc = min_i32(KC, g->k - k0);
+#if defined(ERT_X86_KERNELS)
+  /* the AVX-512 block kernel with A's and B's rows in place needs no scratch: depth
+     blocks up to ERT_SGEMM_DEEP_KC then (one pass over C instead of several) */
+  const int32_t kstep = ert_cpu.sgemm_block != NULL && !g->im2col && g->csb == 1 && g->csa == 1 &&
+                                g->k <= ERT_SGEMM_DEEP_KC
+                            ? g->k
+                            : KC;
+#else
+  const int32_t kstep = KC;
+#endif
+  for (int32_t k0 = 0; k0 < g->k; k0 += kstep) {
+    const int32_t kc = min_i32(kstep, g->k - k0);
     const int first = k0 == 0, last = k0 + kc >= g->k;
     /* the optimized tiles of cpu.h store whole tiles into C themselves */
     const ert_sgemm_rows_fn opt = ert_cpu.sgemm_rows, opt6 = opt ? ert_cpu.sgemm_rows6 : NULL;

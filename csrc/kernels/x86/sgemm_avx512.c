@@ -12,8 +12,8 @@
 
 #include "cpu.h"
 
-/* the deepest block the driver passes (ref/sgemm.h: ERT_SGEMM_KC) */
-#define ERT_SGEMM_BLOCK_KC 256
+/* the deepest block dot_cols takes (its column buffer) */
+#define DOT_KC_MAX 1024
 
 #define ERT_AVX512 __attribute__((target("avx2,fma,avx512f")))
 #define ERT_AVX512_INLINE static inline __attribute__((target("avx2,fma,avx512f"), always_inline))
@@ -58,8 +58,9 @@ ERT_AVX512_INLINE __m512 act16_apply(const act16 *act, __m512 v) {
 /* One tile of R rows (constant after inlining) and 16 columns (full) or the columns of
  * mask: the rows of A at a + i*lda, B's rows ldb apart from b. */
 ERT_AVX512_INLINE void tile(const int R, const int full, int32_t kc, const float *a, ptrdiff_t lda,
-                            const float *b, ptrdiff_t ldb, float *c, const ert_sgemm_store *st,
-                            const act16 *act, __mmask16 mask) {
+                            const float *b, ptrdiff_t ldb, ptrdiff_t ps, float *c,
+                            const ert_sgemm_store *st, const act16 *act, __mmask16 mask,
+                            const float *pf) {
   __m512 acc[16];
 #pragma GCC unroll 16
   for (int i = 0; i < R; ++i) acc[i] = _mm512_setzero_ps();
@@ -70,6 +71,9 @@ ERT_AVX512_INLINE void tile(const int R, const int full, int32_t kc, const float
   const ptrdiff_t l1 = lda, l2 = 2 * lda, l3 = 3 * lda;
   for (int32_t k = 0; k < kc; ++k, b += ldb) {
     const __m512 bv = full ? _mm512_loadu_ps(b) : _mm512_maskz_loadu_ps(mask, b);
+    _mm_prefetch((const char *)(b + ps), _MM_HINT_T0); /* the next column tile's row k */
+    /* one line of the next row tile's A per k: row k % 16, columns from k & ~15 */
+    _mm_prefetch((const char *)(pf + (k & 15) * lda + (k & ~15)), _MM_HINT_T0);
 #pragma GCC unroll 16
     for (int i = 0; i < R; ++i) {
       const float *q = (i >> 2) == 0 ? q0 : (i >> 2) == 1 ? q1 : (i >> 2) == 2 ? q2 : q3;
@@ -96,12 +100,13 @@ ERT_AVX512_INLINE void tile(const int R, const int full, int32_t kc, const float
 
 #define TILE_FN(R)                                                                            \
   ERT_AVX512 static void tile##R(int32_t kc, const float *a, ptrdiff_t lda, const float *b,   \
-                                 ptrdiff_t ldb, float *c, const ert_sgemm_store *st,          \
-                                 const act16 *act, __mmask16 mask) {                          \
+                                 ptrdiff_t ldb, ptrdiff_t ps, float *c,                       \
+                                 const ert_sgemm_store *st, const act16 *act,                 \
+                                 __mmask16 mask, const float *pf) {                           \
     if (mask == 0xFFFF)                                                                       \
-      tile(R, 1, kc, a, lda, b, ldb, c, st, act, mask);                                       \
+      tile(R, 1, kc, a, lda, b, ldb, ps, c, st, act, mask, pf);                               \
     else                                                                                      \
-      tile(R, 0, kc, a, lda, b, ldb, c, st, act, mask);                                       \
+      tile(R, 0, kc, a, lda, b, ldb, ps, c, st, act, mask, pf);                               \
   }
 TILE_FN(1)
 TILE_FN(2)
@@ -120,8 +125,9 @@ TILE_FN(14)
 TILE_FN(15)
 TILE_FN(16)
 
-typedef void (*tile_fn)(int32_t, const float *, ptrdiff_t, const float *, ptrdiff_t, float *,
-                        const ert_sgemm_store *, const act16 *, __mmask16);
+typedef void (*tile_fn)(int32_t, const float *, ptrdiff_t, const float *, ptrdiff_t, ptrdiff_t,
+                        float *, const ert_sgemm_store *, const act16 *, __mmask16,
+                        const float *);
 
 /* Lane i of the result: the sum of v[i]'s 16 lanes (a transposing tree of adds). */
 ERT_AVX512_INLINE __m512 hsum16(const __m512 *v) {
@@ -147,7 +153,7 @@ ERT_AVX512_INLINE __m512 hsum16(const __m512 *v) {
 ERT_AVX512 static void dot_cols(int32_t m, int32_t r, int32_t kc, const float *a, ptrdiff_t lda,
                                 const float *b, ptrdiff_t ldb, float *c,
                                 const ert_sgemm_store *st, const act16 *act) {
-  float col[ERT_SGEMM_BLOCK_KC + 16] __attribute__((aligned(64)));
+  float col[DOT_KC_MAX + 16] __attribute__((aligned(64)));
   const int32_t kr = kc & 15, k16 = kc - kr;
   const __mmask16 km = (__mmask16)((1u << kr) - 1u);
   const __m512 alpha = _mm512_set1_ps(st->alpha);
@@ -197,7 +203,7 @@ ERT_AVX512 void ert_sgemm_block_f32__avx512(int32_t m, int32_t n, int32_t kc, co
   const act16 act = act16_of(st->act);
   const int32_t r = n & 15;
   /* dot products for the last r columns when they cost less than a 16-column tile */
-  const int dots = r != 0 && kc <= ERT_SGEMM_BLOCK_KC && r * (kc + 64) < 16 * kc;
+  const int dots = r != 0 && kc <= DOT_KC_MAX && r * (kc + 64) < 16 * kc;
   const int32_t nt = dots ? n - r : n;
   ert_sgemm_store s = *st;
   for (int32_t i0 = 0; i0 < m; i0 += 16) {
@@ -208,7 +214,9 @@ ERT_AVX512 void ert_sgemm_block_f32__avx512(int32_t m, int32_t n, int32_t kc, co
     float *ci = c + (ptrdiff_t)i0 * st->ldc;
     for (int32_t j0 = 0, t = 0; j0 < nt; j0 += 16, ++t) {
       const __mmask16 mask = nt - j0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (nt - j0)) - 1u);
-      fn(kc, ai, lda, b + (ptrdiff_t)t * ps, ldb, ci + j0, &s, &act, mask);
+      /* the first column tile prefetches the next row tile's A (the last its own rows) */
+      const float *pf = t == 0 && i0 + 16 < m ? ai + 16 * lda : ai;
+      fn(kc, ai, lda, b + (ptrdiff_t)t * ps, ldb, ps, ci + j0, &s, &act, mask, pf);
     }
   }
   if (dots) dot_cols(m, r, kc, a, lda, b + (ptrdiff_t)(nt / 16) * ps, ldb, c + nt, st, &act);
