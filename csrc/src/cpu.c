@@ -160,7 +160,10 @@ void ert_cpu_select(void) {
     k.dw3_s8 = ert_dw3_s8__avx2;
     k.taps_s8 = ert_taps_s8__avx2;
     k.quantize_s8 = ert_quantize_s8__avx2;
-    if (x86_avx512f()) k.sgemm_block = ert_sgemm_block_f32__avx512; /* 16 x 16 tiles */
+    if (x86_avx512f()) { /* 16 x 16 tiles; dot products sixteen rows at a time */
+      k.sgemm_block = ert_sgemm_block_f32__avx512;
+      k.dot_rows = ert_dot_rows_f32__avx512;
+    }
     if (x86_avx512_vnni()) { /* four products per 32-bit lane */
       k.qgemm_rq_s8 = ert_qgemm_rq_s8__vnni;
       k.dw3_s8 = ert_dw3_s8__vnni;

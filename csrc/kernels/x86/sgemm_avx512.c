@@ -146,34 +146,42 @@ ERT_AVX512_INLINE __m512 hsum16(const __m512 *v) {
                        _mm512_shuffle_f32x4(w0, w1, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
+/* Lane i: the dot product of x[0..k) with rows[i][0..k) (k % 16 by masked loads, nothing
+ * read past k); pf: prefetch each row that many floats ahead (0: none). */
+ERT_AVX512_INLINE __m512 dot16(const float *const *rows, const float *x, int32_t k, const int pf) {
+  const int32_t kr = k & 15, k16 = k - kr;
+  __m512 acc[16];
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
+  for (int32_t t = 0; t < k16; t += 16) {
+    const __m512 xv = _mm512_loadu_ps(x + t);
+    for (int i = 0; i < 16; ++i) {
+      if (pf) _mm_prefetch((const char *)(rows[i] + t + pf), _MM_HINT_T0);
+      acc[i] = _mm512_fmadd_ps(_mm512_loadu_ps(rows[i] + t), xv, acc[i]);
+    }
+  }
+  if (kr != 0) {
+    const __mmask16 km = (__mmask16)((1u << kr) - 1u);
+    const __m512 xv = _mm512_maskz_loadu_ps(km, x + k16);
+    for (int i = 0; i < 16; ++i)
+      acc[i] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(km, rows[i] + k16), xv, acc[i]);
+  }
+  return hsum16(acc);
+}
+
 /* The last r < 16 columns as dot products, cheaper than a mostly masked tile when r is
- * small: column j of B gathered into col (kc floats, zeros up to a multiple of 16), then
- * for each 16 rows (rows past m repeat row m - 1, results dropped) 16 accumulators over
- * k, reduced at once by hsum16; the store as the tiles' (bias, alpha, C, act). */
+ * small: column j of B gathered into col (kc floats), then for each 16 rows (rows past m
+ * repeat row m - 1, results dropped) dot16; the store as the tiles' (bias, alpha, C, act). */
 ERT_AVX512 static void dot_cols(int32_t m, int32_t r, int32_t kc, const float *a, ptrdiff_t lda,
                                 const float *b, ptrdiff_t ldb, float *c,
                                 const ert_sgemm_store *st, const act16 *act) {
-  float col[DOT_KC_MAX + 16] __attribute__((aligned(64)));
-  const int32_t kr = kc & 15, k16 = kc - kr;
-  const __mmask16 km = (__mmask16)((1u << kr) - 1u);
+  float col[DOT_KC_MAX];
   const __m512 alpha = _mm512_set1_ps(st->alpha);
   for (int32_t j = 0; j < r; ++j) {
     for (int32_t k = 0; k < kc; ++k) col[k] = b[(ptrdiff_t)k * ldb + j];
-    for (int32_t k = kc; k < k16 + 16; ++k) col[k] = 0.0f;
     for (int32_t i0 = 0; i0 < m; i0 += 16) {
       const float *rows[16];
       for (int i = 0; i < 16; ++i) rows[i] = a + (ptrdiff_t)(i0 + i < m ? i0 + i : m - 1) * lda;
-      __m512 acc[16];
-      for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
-      for (int32_t k = 0; k < k16; k += 16) {
-        const __m512 x = _mm512_load_ps(col + k);
-        for (int i = 0; i < 16; ++i) acc[i] = _mm512_fmadd_ps(_mm512_loadu_ps(rows[i] + k), x, acc[i]);
-      }
-      if (kr != 0) {
-        const __m512 x = _mm512_load_ps(col + k16);
-        for (int i = 0; i < 16; ++i)
-          acc[i] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(km, rows[i] + k16), x, acc[i]);
-      }
+      const __m512 sum = dot16(rows, col, kc, 0);
       const int32_t n = m - i0 < 16 ? m - i0 : 16;
       const __mmask16 rm = (__mmask16)((1u << n) - 1u);
       float out[16] __attribute__((aligned(64)));
@@ -185,9 +193,22 @@ ERT_AVX512 static void dot_cols(int32_t m, int32_t r, int32_t kc, const float *a
         for (int32_t i = 0; i < n; ++i) out[i] = cj[(ptrdiff_t)i * st->ldc];
         base = _mm512_maskz_load_ps(rm, out);
       }
-      _mm512_store_ps(out, act16_apply(act, _mm512_fmadd_ps(hsum16(acc), alpha, base)));
+      _mm512_store_ps(out, act16_apply(act, _mm512_fmadd_ps(sum, alpha, base)));
       for (int32_t i = 0; i < n; ++i) cj[(ptrdiff_t)i * st->ldc] = out[i];
     }
+  }
+}
+
+/* dot_rows (cpu.h): sixteen rows at a time, each prefetched 512 bytes ahead (long rows
+ * of a matrix-vector product stream from memory). */
+ERT_AVX512 void ert_dot_rows_f32__avx512(const float *x, const float *r, ptrdiff_t ld, int32_t k,
+                                         int32_t n, float *out) {
+  for (int32_t j0 = 0; j0 < n; j0 += 16) {
+    const float *rows[16];
+    for (int i = 0; i < 16; ++i) rows[i] = r + (ptrdiff_t)(j0 + i < n ? j0 + i : n - 1) * ld;
+    const __m512 sum = dot16(rows, x, k, 128);
+    const int32_t len = n - j0 < 16 ? n - j0 : 16;
+    _mm512_mask_storeu_ps(out + j0, (__mmask16)((1u << len) - 1u), sum);
   }
 }
 
