@@ -19,8 +19,10 @@ runs them in turn, --block inferences of each at a time (plus one untimed, as on
 pool threads spin for a while after a run and would take the next engine's cores), until
 each has --runs timed inferences on the same input; so a change of load on the machine
 hits all of them alike. Medians are reported,
-with ratios edgert / onnxruntime at the same precision, and with two or more thread counts
-the scaling of each engine (its median at the first count / at each other).
+with ratios edgert / onnxruntime at the same precision, then the fastest run of each (min),
+and with two or more thread counts the scaling of each engine (its time at the first count
+/ at each other) of the medians and of the mins: on a shared machine other jobs move the
+medians, most of all at two threads, while the mins show what each engine reaches.
 
 --models adds cached models of tools/models.py (python tools/fetch_models.py), float32:
 each converted as tools/bench.py does (models.convert_kwargs) and timed in the same
@@ -304,22 +306,35 @@ def main() -> int:
                   + f"  {med['edgert fp32'] / med['onnxruntime fp32']:>10.2f}"
                   + f"  {med['edgert int8'] / med['onnxruntime int8']:>10.2f}"
                   + f"  {med['edgert int8'] / med['edgert fp32']:>16.2f}", flush=True)
+        # the fastest run of each engine: what the machine allows when nothing else runs
+        # (medians move with other jobs on a shared machine, most of all at 2 threads)
+        print(f"\nmin ms of the same {a.runs} runs")
+        print(f"{'threads':>7}  " + "  ".join(f"{e:>16}" for e in ENGINES) + "  fp32 ratio  int8 ratio")
+        for t, res in out["timing"].items():
+            lo = {e: res[e]["min_ms"] for e in ENGINES}
+            print(f"{t:>7}  " + "  ".join(f"{lo[e]:>16.2f}" for e in ENGINES)
+                  + f"  {lo['edgert fp32'] / lo['onnxruntime fp32']:>10.2f}"
+                  + f"  {lo['edgert int8'] / lo['onnxruntime int8']:>10.2f}")
         if names:
-            print("\nfloat32 models, same runs: median ms, ratio = edgert / onnxruntime")
-            print(f"{'model':>12}  {'threads':>7}  {'edgert':>8}  {'onnxruntime':>11}  {'ratio':>5}")
+            print("\nfloat32 models, same runs: median and min ms, ratio = edgert / onnxruntime")
+            print(f"{'model':>12}  {'threads':>7}  {'edgert':>8}  {'onnxruntime':>11}  {'ratio':>5}"
+                  f"  {'min edgert':>10}  {'min ort':>8}  {'ratio':>5}")
             for name in ["mobilenetv2", *names]:
                 e, o = ("edgert fp32", "onnxruntime fp32") if name == "mobilenetv2" else (f"edgert {name}",
                                                                                             f"onnxruntime {name}")
                 for t, res in out["timing"].items():
                     em, om = res[e]["median_ms"], res[o]["median_ms"]
-                    print(f"{name:>12}  {t:>7}  {em:>8.2f}  {om:>11.2f}  {em / om:>5.2f}")
+                    el, ol = res[e]["min_ms"], res[o]["min_ms"]
+                    print(f"{name:>12}  {t:>7}  {em:>8.2f}  {om:>11.2f}  {em / om:>5.2f}"
+                          f"  {el:>10.2f}  {ol:>8.2f}  {el / ol:>5.2f}")
         counts = list(out["timing"])
         if len(counts) > 1:
             t0 = counts[0]
-            print(f"\nthread scaling: median at {t0} thread(s) / median at N")
+            print(f"\nthread scaling: at {t0} thread(s) / at N, of the medians and (in brackets) of the mins")
             for eng in out["timing"][t0]:
-                cells = "  ".join(f"{t}: {out['timing'][t0][eng]['median_ms'] / out['timing'][t][eng]['median_ms']:.2f}x"
-                                  for t in counts[1:])
+                r0 = out["timing"][t0][eng]
+                cells = "  ".join(f"{t}: {r0['median_ms'] / out['timing'][t][eng]['median_ms']:.2f}x"
+                                  f" ({r0['min_ms'] / out['timing'][t][eng]['min_ms']:.2f}x)" for t in counts[1:])
                 print(f"{eng:>24}  {cells}")
         load = os.getloadavg()
         out["loadavg_after"] = load
