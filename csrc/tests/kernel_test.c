@@ -1381,15 +1381,12 @@ static void run_sgemm(int32_t m, int32_t n, int32_t k, int a_t, const float *a, 
   ert_sgemm_run(&g, scratch, NULL);
 }
 
-static void test_sgemm_driver(const ert_kernels *opt) {
-  if (opt->sgemm_rows == NULL) return;
-  static const int32_t ms[] = {2, 3, 4, 5, 6, 7, 8, 12, 17, 32, 64, 65};
-  static const int32_t ns[] = {2, 15, 16, 17, 20, 33, 49, 128, 129};
-  static const int32_t ks[] = {1, 3, 16, 255, 256, 257};
+static void test_sgemm_driver_on(const ert_kernels *opt, const int32_t *ms, size_t nms,
+                                 const int32_t *ns, size_t nns, const int32_t *ks, size_t nks) {
   unsigned seed = 3;
-  for (size_t im = 0; im < sizeof ms / sizeof ms[0]; ++im)
-    for (size_t in = 0; in < sizeof ns / sizeof ns[0]; ++in)
-      for (size_t ik = 0; ik < sizeof ks / sizeof ks[0]; ++ik)
+  for (size_t im = 0; im < nms; ++im)
+    for (size_t in = 0; in < nns; ++in)
+      for (size_t ik = 0; ik < nks; ++ik)
         for (int mode = 0; mode < 5; ++mode) {
           const int a_t = mode == 1, variant = mode < 2 ? 0 : mode - 1;
           if (variant && (ik % 2 == 0 || im % 2 == 0)) continue; /* a subset suffices */
@@ -1415,6 +1412,90 @@ static void test_sgemm_driver(const ert_kernels *opt) {
           free(a), free(b), free(bias), free(c0), free(c1), free(scratch);
         }
 }
+
+static void test_sgemm_driver(const ert_kernels *opt) {
+  if (opt->sgemm_rows == NULL) return;
+  static const int32_t ms[] = {2, 3, 4, 5, 6, 7, 8, 12, 17, 32, 64, 65};
+  static const int32_t ns[] = {2, 15, 16, 17, 20, 33, 49, 128, 129};
+  static const int32_t ks[] = {1, 3, 16, 255, 256, 257};
+  test_sgemm_driver_on(opt, ms, sizeof ms / sizeof ms[0], ns, sizeof ns / sizeof ns[0], ks,
+                       sizeof ks / sizeof ks[0]);
+#if defined(ERT_X86_KERNELS)
+  if (opt->sgemm_block != NULL) { /* depth blocks past 256 in one pass (A, B in place) */
+    static const int32_t dm[] = {5, 16, 40}, dn[] = {3, 17, 49, 130}, dk[] = {300, 1024, 1100};
+    test_sgemm_driver_on(opt, dm, 3, dn, 4, dk, 3);
+  }
+#endif
+}
+
+#if defined(ERT_X86_KERNELS)
+/* sgemm_block against its contract: row counts around the 16-row tile, column counts
+ * around the 16-column tile and the dot-product tail, depths around 16 and past 256; B's
+ * rows in place (ending at an inaccessible page right after column n of the last row) or
+ * packed panels; A's last row and C's last row end at inaccessible pages too; every store
+ * mode; C's columns past n must stay untouched. */
+static void test_sgemm_block(const ert_kernels *opt) {
+  if (opt->sgemm_block == NULL) return;
+  static const int32_t ms[] = {1, 2, 3, 4, 5, 7, 8, 12, 15, 16, 17, 24, 33};
+  static const int32_t ns[] = {1, 2, 3, 4, 5, 8, 15, 16, 17, 20, 31, 33, 49};
+  static const int32_t kcs[] = {1, 5, 16, 17, 24, 160, 300};
+  const ert_act_params acts[] = {{ERT_ACT_HARD_SWISH, 0, 0}, {ERT_ACT_RELU, 0, 0},
+                                 {ERT_ACT_CLIP, -0.5f, 0.5f}, {ERT_ACT_HARD_SIGMOID, 0.2f, 0.5f},
+                                 {ERT_ACT_LEAKY_RELU, 0.1f, 0}};
+  unsigned seed = 11;
+  int idx = 0;
+  for (size_t im = 0; im < sizeof ms / sizeof ms[0]; ++im)
+    for (size_t in = 0; in < sizeof ns / sizeof ns[0]; ++in)
+      for (size_t ik = 0; ik < sizeof kcs / sizeof kcs[0]; ++ik)
+        for (int packed = 0; packed < 2; ++packed, ++idx) {
+          const int32_t m = ms[im], n = ns[in], kc = kcs[ik];
+          const int mode = idx % 8;
+          const ptrdiff_t lda = kc + (m % 2), ldc = n + 3;
+          const int32_t np = (n + 15) / 16;
+          const ptrdiff_t ldb = packed ? 16 : n + (kc % 3), ps = packed ? 16 * (ptrdiff_t)kc : 16;
+          const size_t na = (size_t)((m - 1) * lda + kc), nc = (size_t)((m - 1) * ldc + n);
+          const size_t nb = packed ? (size_t)(np * 16 * kc) : (size_t)((kc - 1) * ldb + n);
+          float *a = guarded(na), *b = guarded(nb), *c = guarded(nc);
+          float *c0 = malloc(sizeof(float) * nc), *bias = malloc(sizeof(float) * (size_t)m);
+          for (size_t i = 0; i < na; ++i) a[i] = frand(&seed);
+          for (size_t i = 0; i < nb; ++i) b[i] = frand(&seed);
+          for (int32_t i = 0; i < m; ++i) bias[i] = frand(&seed);
+          for (size_t i = 0; i < nc; ++i) c[i] = c0[i] = mode == 0 ? NAN : frand(&seed);
+          ert_sgemm_store st = {ldc, NULL, NULL, 1.0f, 1};
+          if (mode >= 2) {
+            st.init = mode % 3 != 0;
+            st.bias = mode % 2 ? bias : NULL;
+            st.alpha = mode >= 4 ? 0.5f : 1.0f;
+            st.act = &acts[(mode + (int)ik) % 5];
+          }
+          opt->sgemm_block(m, n, kc, a, lda, b, ldb, ps, c, &st);
+          char ctx[96];
+          snprintf(ctx, sizeof ctx, "m=%d n=%d kc=%d packed=%d mode=%d", (int)m, (int)n, (int)kc,
+                   packed, mode);
+          for (int32_t i = 0; i < m; ++i) {
+            for (int32_t j = 0; j < n; ++j) {
+              double r = 0.0, scale = 0.0;
+              for (int32_t k = 0; k < kc; ++k) {
+                const double p = (double)a[i * lda + k] * b[(j / 16) * ps + k * ldb + j % 16];
+                r += p;
+                scale += fabs(p);
+              }
+              const double base = st.init ? (st.bias ? st.bias[i] : 0.0) : c0[i * ldc + j];
+              const float want = ref_act(st.act, (float)(st.alpha * r + base));
+              expect_close("sgemm_block", c[i * ldc + j], want,
+                           2.0 * (fabs(st.alpha) * scale + fabs(base)), ctx);
+            }
+            for (int32_t j = n; j < ldc && i < m - 1; ++j) {
+              ++checks;
+              if (memcmp(&c[i * ldc + j], &c0[i * ldc + j], sizeof(float)) != 0 && failures++ < 20)
+                fprintf(stderr, "FAIL sgemm_block %s: wrote column %d\n", ctx, (int)j);
+            }
+          }
+          unguard(a, na), unguard(b, nb), unguard(c, nc);
+          free(c0), free(bias);
+        }
+}
+#endif
 
 int main(int argc, char **argv) {
   const char *expect = NULL;
@@ -1443,6 +1524,16 @@ int main(int argc, char **argv) {
   test_dw(opt.dw5_s2, 5, 2, "dw5_s2");
   test_dw_direct(&opt);
   test_sgemm_driver(&opt);
+#if defined(ERT_X86_KERNELS)
+  test_sgemm_block(&opt);
+  if (opt.sgemm_block != NULL) { /* the AVX2 ones as well (CPUs without AVX-512) */
+    ert_kernels avx2 = opt;
+    avx2.sgemm_block = NULL;
+    avx2.dot_rows = ert_dot_rows_f32__avx2;
+    test_sgemm_driver(&avx2);
+    test_dot_rows(&avx2);
+  }
+#endif
   test_act(&opt);
   test_binary(&opt);
   test_softmax(&opt);
