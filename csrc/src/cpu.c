@@ -163,6 +163,7 @@ void ert_cpu_select(void) {
     if (x86_avx512f()) { /* 16 x 16 tiles; dot products sixteen rows at a time */
       k.sgemm_block = ert_sgemm_block_f32__avx512;
       k.dot_rows = ert_dot_rows_f32__avx512;
+      k.dw3 = ert_conv2d_dw3_f32__avx512; /* images of 16 columns or fewer; wider: AVX2 */
     }
     if (x86_avx512_vnni()) { /* four products per 32-bit lane */
       k.qgemm_rq_s8 = ert_qgemm_rq_s8__vnni;

@@ -322,6 +322,8 @@ void ert_sgemm_rows6_n8_f32__avx2(int32_t kc, const float *const *rows, const fl
 void ert_sgemm_block_f32__avx512(int32_t m, int32_t n, int32_t kc, const float *a, ptrdiff_t lda,
                                  const float *b, ptrdiff_t ldb, ptrdiff_t ps, float *c,
                                  const ert_sgemm_store *st);
+void ert_conv2d_dw3_f32__avx512(float *y, const float *x, const float *zero, const float *k,
+                                float bias, const ert_dw3_geom *g);
 void ert_dot_rows_f32__avx512(const float *x, const float *r, ptrdiff_t ld, int32_t k, int32_t n,
                               float *out);
 void ert_dot_rows_f32__avx2(const float *x, const float *r, ptrdiff_t ld, int32_t k, int32_t n,

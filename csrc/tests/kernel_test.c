@@ -1530,8 +1530,10 @@ int main(int argc, char **argv) {
     ert_kernels avx2 = opt;
     avx2.sgemm_block = NULL;
     avx2.dot_rows = ert_dot_rows_f32__avx2;
+    avx2.dw3 = ert_conv2d_dw3_f32__avx2;
     test_sgemm_driver(&avx2);
     test_dot_rows(&avx2);
+    test_dw3(&avx2);
   }
 #endif
   test_act(&opt);
