@@ -333,7 +333,8 @@ typedef struct blocked_job {
   int32_t mc, nc;
   size_t nnb, nparts, ntasks, nslots;
 #if defined(ERT_X86_KERNELS)
-  int even; /* pieces of near-equal work (run_blocked) */
+  int even;   /* pieces of near-equal work (run_blocked) */
+  int direct; /* A and B read in place by ert_cpu.sgemm_block: no scratch used */
 #endif
 } blocked_job;
 
@@ -357,12 +358,15 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
   int32_t m1 = min_i32((int32_t)((part + 1) * nmb / jb->nparts) * jb->mc, g->m);
 #if defined(ERT_X86_KERNELS)
   if (jb->even) { /* the column blocks share the panels out evenly (none over nc columns),
-                     the row parts the rows in fours */
-    const size_t np = (size_t)((g->n + NR - 1) / NR), cb = r / jb->nparts, mq = (size_t)((g->m + 3) / 4);
+                     the row parts the rows in fours (eights for the block kernel, whose
+                     tiles of 4 rows or fewer run at half its rate) */
+    const int32_t unit = jb->direct ? 8 : 4;
+    const size_t np = (size_t)((g->n + NR - 1) / NR), cb = r / jb->nparts;
+    const size_t mq = (size_t)((g->m + unit - 1) / unit);
     j0 = (int32_t)(cb * np / jb->nnb) * NR;
     nlen = min_i32((int32_t)((cb + 1) * np / jb->nnb) * NR, g->n) - j0;
-    m0 = (int32_t)(part * mq / jb->nparts) * 4;
-    m1 = min_i32((int32_t)((part + 1) * mq / jb->nparts) * 4, g->m);
+    m0 = (int32_t)(part * mq / jb->nparts) * unit;
+    m1 = min_i32((int32_t)((part + 1) * mq / jb->nparts) * unit, g->m);
   }
 #endif
   const float *a = NULL, *b = NULL, *bias = NULL;
@@ -513,8 +517,16 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
 
 static void blocked_worker(void *arg, size_t begin, size_t end) {
   const blocked_job *jb = arg;
+#if defined(ERT_X86_KERNELS)
+  float *ap = NULL, *bp = NULL; /* more pieces than slots when no scratch is used */
+  if (!jb->direct) {
+    ap = (float *)(void *)(jb->scratch + begin * jb->slot_bytes);
+    bp = (float *)(void *)(jb->scratch + begin * jb->slot_bytes + jb->a_bytes);
+  }
+#else
   float *ap = (float *)(void *)(jb->scratch + begin * jb->slot_bytes);
   float *bp = (float *)(void *)(jb->scratch + begin * jb->slot_bytes + jb->a_bytes);
+#endif
   const size_t t0 = begin * jb->ntasks / jb->nslots, t1 = end * jb->ntasks / jb->nslots;
   for (size_t t = t0; t < t1; ++t) run_task(jb, t, ap, bp);
 }
@@ -536,24 +548,32 @@ static void run_blocked(const ert_sgemm *g, void *scratch, ert_exec *ex) {
      (see run_task); one thread takes the fewest blocks and row parts (each part packs its
      B panels again) */
   jb.even = ert_exec_threads(ex) > 1;
+  /* A and B in place for the AVX-512 block kernel (as run_task's kstep): no scratch, so
+     twice as many pieces as slots at two threads or more (a preempted thread then holds
+     up less of the job) */
+  jb.direct = ert_cpu.sgemm_block != NULL && !g->im2col && g->csb == 1 && g->csa == 1 &&
+              g->k <= ERT_SGEMM_DEEP_KC;
+  const size_t slots = jb.even && jb.direct ? 2 * ERT_SGEMM_SLOTS : ERT_SGEMM_SLOTS;
   if (jb.even) {
     const size_t np = (size_t)((g->n + NR - 1) / NR);
-    if (g->batch * jb.nnb > ERT_SGEMM_SLOTS)
-      for (size_t x = jb.nnb; x <= np && x < jb.nnb + ERT_SGEMM_SLOTS; ++x)
-        if (g->batch * x % ERT_SGEMM_SLOTS == 0) {
+    if (g->batch * jb.nnb > slots)
+      for (size_t x = jb.nnb; x <= np && x < jb.nnb + slots; ++x)
+        if (g->batch * x % slots == 0) {
           jb.nnb = x;
           break;
         }
-    nmb = (size_t)((g->m + 3) / 4);
+    nmb = jb.direct ? (size_t)((g->m + 7) / 8) : (size_t)((g->m + 3) / 4);
   } else { /* one thread: row parts only to keep them within ROWP_MAX rows */
     nmb = (size_t)((g->m + ROWP_MAX - 1) / ROWP_MAX);
   }
+#else
+  const size_t slots = ERT_SGEMM_SLOTS;
 #endif
   const size_t cols = g->batch * jb.nnb;
-  jb.nparts = cols >= ERT_SGEMM_SLOTS ? 1 : (ERT_SGEMM_SLOTS + cols - 1) / cols;
+  jb.nparts = cols >= slots ? 1 : (slots + cols - 1) / cols;
   if (jb.nparts > nmb) jb.nparts = nmb;
   jb.ntasks = cols * jb.nparts;
-  jb.nslots = jb.ntasks < ERT_SGEMM_SLOTS ? jb.ntasks : ERT_SGEMM_SLOTS;
+  jb.nslots = jb.ntasks < slots ? jb.ntasks : slots;
   ert_parallel_for(ex, jb.nslots, blocked_worker, &jb);
 }
 
