@@ -359,7 +359,7 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
 #if defined(ERT_X86_KERNELS)
   if (jb->even) { /* the column blocks share the panels out evenly (none over nc columns),
                      the row parts the rows in fours (eights for the block kernel, whose
-                     tiles of 4 rows or fewer run at half its rate) */
+                     4-row tiles run about 10 % slower than its 8- to 16-row ones) */
     const int32_t unit = jb->direct ? 8 : 4;
     const size_t np = (size_t)((g->n + NR - 1) / NR), cb = r / jb->nparts;
     const size_t mq = (size_t)((g->m + unit - 1) / unit);
