@@ -6,8 +6,10 @@
  * `make NEON=1`) and the kernel reports the feature (getauxval(AT_HWCAP)); setting the
  * environment variable EDGERT_FORCE_REF=1 before the library loads keeps them NULL.
  * On x86-64 the AVX2 + FMA entries (ERT_X86_KERNELS, csrc/kernels/x86) are filled in
- * when CPUID reports both and the OS saves the ymm registers (XGETBV); the same
- * variable keeps them NULL too.
+ * when CPUID reports both and the OS saves the ymm registers (XGETBV), a few of them
+ * replaced by AVX-512F (sgemm_block, dot_rows, dw3) or AVX-512 VNNI versions when CPUID
+ * reports those and the OS saves the zmm and opmask state; the same variable keeps them
+ * NULL too.
  *
  * Contracts (each NEON kernel is tested against them by csrc/tests/kernel_test.c):
  *   sgemm_rows  r[i][j] = sum over k < kc of rows[i][k] * b[k*16 + j], i < 4, j < 16 (A
