@@ -71,9 +71,12 @@ ERT_AVX512_INLINE void tile(const int R, const int full, int32_t kc, const float
   const ptrdiff_t l1 = lda, l2 = 2 * lda, l3 = 3 * lda;
   for (int32_t k = 0; k < kc; ++k, b += ldb) {
     const __m512 bv = full ? _mm512_loadu_ps(b) : _mm512_maskz_loadu_ps(mask, b);
-    _mm_prefetch((const char *)(b + ps), _MM_HINT_T0); /* the next column tile's row k */
-    /* one line of the next row tile's A per k: row k % 16, columns from k & ~15 */
-    _mm_prefetch((const char *)(pf + (k & 15) * lda + (k & ~15)), _MM_HINT_T0);
+    /* the next column tile's row k, and one line of the next row tile's A per k (row
+       k % 16, columns from k & ~15); addresses past the matrices are only prefetched
+       (formed as integers: no pointer leaves its array) */
+    _mm_prefetch((const char *)((uintptr_t)b + (uintptr_t)ps * sizeof(float)), _MM_HINT_T0);
+    _mm_prefetch((const char *)((uintptr_t)pf + (uintptr_t)((k & 15) * lda + (k & ~15)) * sizeof(float)),
+                 _MM_HINT_T0);
 #pragma GCC unroll 16
     for (int i = 0; i < R; ++i) {
       const float *q = (i >> 2) == 0 ? q0 : (i >> 2) == 1 ? q1 : (i >> 2) == 2 ? q2 : q3;
@@ -155,7 +158,9 @@ ERT_AVX512_INLINE __m512 dot16(const float *const *rows, const float *x, int32_t
   for (int32_t t = 0; t < k16; t += 16) {
     const __m512 xv = _mm512_loadu_ps(x + t);
     for (int i = 0; i < 16; ++i) {
-      if (pf) _mm_prefetch((const char *)(rows[i] + t + pf), _MM_HINT_T0);
+      if (pf)
+        _mm_prefetch((const char *)((uintptr_t)rows[i] + (uintptr_t)(t + pf) * sizeof(float)),
+                     _MM_HINT_T0);
       acc[i] = _mm512_fmadd_ps(_mm512_loadu_ps(rows[i] + t), xv, acc[i]);
     }
   }
@@ -224,7 +229,7 @@ ERT_AVX512 void ert_sgemm_block_f32__avx512(int32_t m, int32_t n, int32_t kc, co
   const act16 act = act16_of(st->act);
   const int32_t r = n & 15;
   /* dot products for the last r columns when they cost less than a 16-column tile */
-  const int dots = r != 0 && kc <= DOT_KC_MAX && r * (kc + 64) < 16 * kc;
+  const int dots = r != 0 && kc <= DOT_KC_MAX && r * (kc + 64) < 16 * kc; /* kc <= 1024 */
   const int32_t nt = dots ? n - r : n;
   ert_sgemm_store s = *st;
   for (int32_t i0 = 0; i0 < m; i0 += 16) {
