@@ -430,10 +430,8 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
       const float *arows = in_place ? a + (ptrdiff_t)i0 * g->rsa + k0 : ap;
       const ptrdiff_t lda = in_place ? g->rsa : kc;
       if (!in_place) pack_a(g, a, i0, mlen, k0, kc, ap);
-      /* the row pointers of the block, rows past the end repeating the last one, set once
-       * for all its column panels (per tile they cost ~10 instructions per row) */
 #if defined(ERT_X86_KERNELS)
-      if (blk) {
+      if (blk) { /* the whole block in one call */
         st.bias = bias ? bias + i0 : NULL;
         if (blk_direct)
           ert_cpu.sgemm_block(mlen, nlen, kc, arows, lda, b + (ptrdiff_t)k0 * g->rsb + j0, g->rsb,
@@ -447,6 +445,8 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
         continue;
       }
 #endif
+      /* the row pointers of the block, rows past the end repeating the last one, set once
+       * for all its column panels (per tile they cost ~10 instructions per row) */
       const float *rowp[ROWP_MAX + 6];
       const int pre = mlen <= ROWP_MAX;
       if (pre)
