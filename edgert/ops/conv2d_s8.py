@@ -28,7 +28,11 @@ conv2d (int8)
              see dwc_rows in the C kernel; the aarch64 kernels use it, the others the
              copy). Otherwise SLOTS slots of
              align64(min(PB, OH*OW) * K * 2) + align64(MR * K * 2) bytes (an int16
-             im2col block of PB pixels and MR weight rows widened to int16).
+             im2col block of PB pixels and MR weight rows widened to int16), and when
+             OH*OW > PB after them align64(group * ceil(M/group/MR) * (16 * ceil(K/4) +
+             32)) bytes: the SIMD kernels' weights, packed once per run (groups of MR
+             channels in quads of taps, with their biases and multipliers). A file
+             converted without that part runs the same, packing per block of pixels.
 """
 from __future__ import annotations
 
@@ -136,7 +140,11 @@ def scratch(node, graph) -> int:
             need = max(need, SLOTS * ((band + 63) // 64 * 64))
         return need
     pb = min(PB, g["oh"] * g["ow"])
-    return SLOTS * ((pb * g["k"] * 2 + 63) // 64 * 64 + (MR * g["k"] * 2 + 63) // 64 * 64)
+    need = SLOTS * ((pb * g["k"] * 2 + 63) // 64 * 64 + (MR * g["k"] * 2 + 63) // 64 * 64)
+    if g["oh"] * g["ow"] > PB:  # the packed weights of every group of MR channels (packed_scratch in the C)
+        packed = g["group"] * -(-g["mg"] // MR) * (-(-g["k"] // 4) * 16 + 32)
+        need += (packed + 63) // 64 * 64
+    return need
 
 
 def conv_acc(x: np.ndarray, w: np.ndarray, group: int, strides, dilations, pads) -> np.ndarray:

@@ -72,6 +72,17 @@ static size_t im2col_scratch(const geom *g) {
   return (size_t)S8_SLOTS * (col_bytes(g) + align64((size_t)S8_MR * (size_t)g->k * 2u));
 }
 
+/* After the slots, for maps of more than S8_PB pixels (several blocks): the packed
+ * weights of every group of S8_MR channels, each followed by its 4 biases and 4
+ * multipliers (pack_bytes apart), packed once per run instead of once per block. A file
+ * converted before has no room for them (its node packs per block). edgert/ops/conv2d_s8.py
+ * mirrors this. */
+static size_t pack_bytes(const geom *g) { return (size_t)(g->k + 3) / 4u * 16u + 32u; }
+static size_t packed_scratch(const geom *g) {
+  if ((int64_t)g->oh * g->ow <= S8_PB) return 0;
+  return align64((size_t)g->group * (((size_t)g->mg + S8_MR - 1) / S8_MR) * pack_bytes(g));
+}
+
 /* Rows and columns of the input the windows reach, from (-pt, -pl). */
 static int64_t dw_rows(const geom *g) {
   return (int64_t)(g->oh - 1) * g->sh + (int64_t)(g->kh - 1) * g->dh + 1;
@@ -210,6 +221,7 @@ typedef struct job {
   int simd;     /* im2col blocks by the SIMD entries (block_q) */
   int w_no_min; /* W has no -128 (opdata[0]) */
   int dw3;      /* depthwise planes by ert_cpu.dw3_s8 (dw3_usable) */
+  int8_t *packed; /* block_q: the groups' packed weights (packed_scratch), or NULL */
 #if defined(ERT_X86_KERNELS)
   size_t msplit; /* tasks per block of pixels: its output channels in that many parts */
 #endif
@@ -690,6 +702,31 @@ static void block_v(const job *j, size_t n, size_t grp, int32_t p0, int32_t pb, 
   }
 }
 
+/* Channels oc0 .. oc0 + mr of group grp: the packed weights at wq, then (qgemm_s8's)
+ * bias and mult, 0 past mr. */
+static void pack_group(const job *j, size_t oc0, int32_t mr, int8_t *wq) {
+  const geom *g = j->g;
+  const size_t k = (size_t)g->k;
+  int32_t wsum[S8_MR], *bias = (int32_t *)(void *)(wq + pack_bytes(g) - 32u), *mult = bias + S8_MR;
+  ert_cpu.pack_w_s8(wq, wsum, j->w + oc0 * k, k, mr, g->k);
+  const int32_t *qp = j->qp + 2 * oc0;
+  for (int32_t r = 0; r < S8_MR; r++)
+    bias[r] = r < mr ? qp[2 * r] - g->xzp * wsum[r] : 0, mult[r] = r < mr ? qp[2 * r + 1] : 0;
+}
+
+/* Tasks s of n: their share of the groups of S8_MR channels into j->packed. */
+static void pack_task(void *arg, size_t begin, size_t end) {
+  const job *j = (const job *)arg;
+  const geom *g = j->g;
+  const size_t per = ((size_t)g->mg + S8_MR - 1) / S8_MR, groups = (size_t)g->group * per;
+  for (size_t s = begin; s < end; s++)
+    for (size_t i = s * groups / j->nslots; i < (s + 1) * groups / j->nslots; i++) {
+      const int32_t m0 = (int32_t)(i % per) * S8_MR;
+      pack_group(j, i / per * (size_t)g->mg + (size_t)m0, g->mg - m0 < S8_MR ? g->mg - m0 : S8_MR,
+                 j->packed + i * pack_bytes(g));
+    }
+}
+
 static void block_q(const job *j, size_t t, int8_t *col, int8_t *wq) {
   const geom *g = j->g;
 #if defined(ERT_X86_KERNELS) /* task t: part t % msplit of block t / msplit's channels */
@@ -700,7 +737,7 @@ static void block_q(const job *j, size_t t, int8_t *col, int8_t *wq) {
   const size_t n = t / per_image, grp = (t % per_image) / j->blocks, b = t % j->blocks;
   const int32_t p_total = g->oh * g->ow, p0 = (int32_t)b * j->pbs;
   const int32_t pb = p_total - p0 < j->pbs ? p_total - p0 : j->pbs;
-  const size_t plane = (size_t)g->h * (size_t)g->w, k = (size_t)g->k;
+  const size_t plane = (size_t)g->h * (size_t)g->w;
   if (pb < 4 && ert_cpu.gemv_s8 != NULL) {
 #if defined(ERT_X86_KERNELS)
     if (part != 0) return; /* the whole block in part 0 */
@@ -711,7 +748,7 @@ static void block_q(const job *j, size_t t, int8_t *col, int8_t *wq) {
   const int32_t kq = (g->k + 3) / 4, np8 = (pb + 7) & ~7;
   const int32_t np = (size_t)kq * 4u * (size_t)np8 <= col_bytes(g) ? np8 : pb;
   gather_q(g, j->x + (n * (size_t)g->c + grp * (size_t)g->cg) * plane, p0, pb, np, col);
-  const int32_t xzp = g->xzp, q[4] = {g->shift, g->yzp, g->lo, g->hi};
+  const int32_t q[4] = {g->shift, g->yzp, g->lo, g->hi};
   const int rq = ert_cpu.qgemm_rq_s8 != NULL && g->shift > 31 &&
                  (j->w_no_min || ert_cpu.qgemm_s8_p == NULL); /* qgemm_s8_p: no sdot */
 #if defined(ERT_X86_KERNELS)
@@ -724,19 +761,21 @@ static void block_q(const job *j, size_t t, int8_t *col, int8_t *wq) {
 #endif
     const int32_t mr = g->mg - m0 < S8_MR ? g->mg - m0 : S8_MR;
     const size_t oc0 = grp * (size_t)g->mg + (size_t)m0;
-    const int32_t *qp = j->qp + 2 * oc0;
-    int32_t wsum[S8_MR], bias[S8_MR] = {0, 0, 0, 0}, mult[S8_MR] = {0, 0, 0, 0};
-    ert_cpu.pack_w_s8(wq, wsum, j->w + oc0 * k, k, mr, g->k);
-    for (int32_t r = 0; r < mr; r++) bias[r] = qp[2 * r] - xzp * wsum[r], mult[r] = qp[2 * r + 1];
+    const int8_t *w = wq;
+    if (j->packed != NULL)
+      w = j->packed + (grp * (((size_t)g->mg + S8_MR - 1) / S8_MR) + (size_t)m0 / S8_MR) * pack_bytes(g);
+    else
+      pack_group(j, oc0, mr, wq);
+    const int32_t *bias = (const int32_t *)(const void *)(w + pack_bytes(g) - 32u), *mult = bias + S8_MR;
     int8_t *y0 = j->y + (n * (size_t)g->m + oc0) * (size_t)p_total + (size_t)p0;
     int32_t done = 0; /* pixels requantized by qgemm_rq_s8 */
     if (rq) {
-      done = ert_cpu.qgemm_rq_s8(kq, np, col, wq, bias, mult, q, y0, (size_t)p_total, pb, mr);
+      done = ert_cpu.qgemm_rq_s8(kq, np, col, w, bias, mult, q, y0, (size_t)p_total, pb, mr);
       if (done == pb) continue;
     }
     int32_t acc[S8_MR][2 * S8_PB + 1];
     (j->w_no_min && ert_cpu.qgemm_s8_p != NULL ? ert_cpu.qgemm_s8_p : ert_cpu.qgemm_s8)(
-        kq, np, col, wq, bias, &acc[0][0], 2 * S8_PB + 1);
+        kq, np, col, w, bias, &acc[0][0], 2 * S8_PB + 1);
     for (int32_t r = 0; r < mr; r++)
       ert_requant_row(acc[r] + done, (size_t)(pb - done), mult[r], g->shift, g->yzp, g->lo, g->hi,
                       y0 + (size_t)r * (size_t)p_total + (size_t)done);
@@ -796,6 +835,14 @@ void ert_conv2d_s8__ref(const ert_node *node, ert_exec *ex) {
   j.pbs = j.simd && (size_t)(g.k + 3) / 4u * 8u * S8_PB <= col_bytes(&g) ? 2 * S8_PB : S8_PB;
   j.blocks = ((size_t)g.oh * (size_t)g.ow + (size_t)j.pbs - 1) / (size_t)j.pbs;
   j.tasks = (size_t)g.n * (size_t)g.group * j.blocks;
+  j.packed = NULL;
+  if (j.simd && packed_scratch(&g) > 0 &&
+      node->scratch_bytes >= im2col_scratch(&g) + packed_scratch(&g)) {
+    j.packed = (int8_t *)node->scratch + im2col_scratch(&g);
+    const size_t groups = (size_t)g.group * (((size_t)g.mg + S8_MR - 1) / S8_MR);
+    j.nslots = groups < S8_SLOTS ? groups : S8_SLOTS;
+    ert_parallel_for(ex, j.nslots, pack_task, &j);
+  }
 #if defined(ERT_X86_KERNELS)
   /* A single block (maps of 64 pixels or fewer): its output channels in two parts of
    * whole S8_MR groups, each gathering the block itself, so that two threads share the
