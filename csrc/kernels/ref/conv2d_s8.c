@@ -72,15 +72,32 @@ static size_t im2col_scratch(const geom *g) {
   return (size_t)S8_SLOTS * (col_bytes(g) + align64((size_t)S8_MR * (size_t)g->k * 2u));
 }
 
-/* After the slots, for maps of more than S8_PB pixels (several blocks): the packed
- * weights of every group of S8_MR channels, each followed by its 4 biases and 4
- * multipliers (pack_bytes apart), packed once per run instead of once per block. A file
- * converted before has no room for them (its node packs per block). edgert/ops/conv2d_s8.py
- * mirrors this. */
+/* The SIMD path's layout for maps of more than S8_PB pixels (several blocks): slots
+ * whose im2col part also holds the int8 quads of ext_pixels pixels (at least
+ * S8_QCOL / 4 quads of taps a block when k is small: fewer blocks, so fewer calls per
+ * group of channels), then the packed weights of every group of S8_MR channels, each
+ * followed by its 4 biases and 4 multipliers (pack_bytes apart), packed once per run
+ * instead of once per block. A file converted before has the plain slots only
+ * (scratch_bytes < ext_scratch): its nodes take blocks of 2 * S8_PB pixels (S8_PB when
+ * k is not a multiple of 4) and pack per block. edgert/ops/conv2d_s8.py mirrors this. */
+enum { S8_QCOL = 16384 };
 static size_t pack_bytes(const geom *g) { return (size_t)(g->k + 3) / 4u * 16u + 32u; }
-static size_t packed_scratch(const geom *g) {
-  if ((int64_t)g->oh * g->ow <= S8_PB) return 0;
-  return align64((size_t)g->group * (((size_t)g->mg + S8_MR - 1) / S8_MR) * pack_bytes(g));
+static int ext_layout(const geom *g) { return (int64_t)g->oh * g->ow > S8_PB; }
+static int32_t ext_pixels(const geom *g) {
+  const int32_t base = g->k % 4 ? S8_PB : 2 * S8_PB, q = S8_QCOL / ((g->k + 3) / 4 * 4) & ~15;
+  return q > base ? q : base;
+}
+static size_t ext_col(const geom *g) {
+  const int64_t p = (int64_t)g->oh * g->ow, pb = p < ext_pixels(g) ? p : ext_pixels(g);
+  const size_t q = (size_t)(g->k + 3) / 4u * 4u * (size_t)((pb + 7) & ~7);
+  return q > col_bytes(g) ? align64(q) : col_bytes(g);
+}
+static size_t ext_slot(const geom *g) {
+  return ext_col(g) + align64((size_t)S8_MR * (size_t)g->k * 2u);
+}
+static size_t ext_scratch(const geom *g) {
+  return (size_t)S8_SLOTS * ext_slot(g) +
+         align64((size_t)g->group * (((size_t)g->mg + S8_MR - 1) / S8_MR) * pack_bytes(g));
 }
 
 /* Rows and columns of the input the windows reach, from (-pt, -pl). */
@@ -221,7 +238,9 @@ typedef struct job {
   int simd;     /* im2col blocks by the SIMD entries (block_q) */
   int w_no_min; /* W has no -128 (opdata[0]) */
   int dw3;      /* depthwise planes by ert_cpu.dw3_s8 (dw3_usable) */
-  int8_t *packed; /* block_q: the groups' packed weights (packed_scratch), or NULL */
+  int8_t *packed; /* block_q: the groups' packed weights (ext_scratch), or NULL */
+  size_t col;     /* bytes of a slot's im2col part */
+  int rq;         /* block_q: blocks requantized by ert_cpu.qgemm_rq_s8 */
 #if defined(ERT_X86_KERNELS)
   size_t msplit; /* tasks per block of pixels: its output channels in that many parts */
 #endif
@@ -746,13 +765,13 @@ static void block_q(const job *j, size_t t, int8_t *col, int8_t *wq) {
     return;
   }
   const int32_t kq = (g->k + 3) / 4, np8 = (pb + 7) & ~7;
-  const int32_t np = (size_t)kq * 4u * (size_t)np8 <= col_bytes(g) ? np8 : pb;
+  const int32_t np = (size_t)kq * 4u * (size_t)np8 <= j->col ? np8 : pb;
   gather_q(g, j->x + (n * (size_t)g->c + grp * (size_t)g->cg) * plane, p0, pb, np, col);
   const int32_t q[4] = {g->shift, g->yzp, g->lo, g->hi};
-  const int rq = ert_cpu.qgemm_rq_s8 != NULL && g->shift > 31 &&
-                 (j->w_no_min || ert_cpu.qgemm_s8_p == NULL); /* qgemm_s8_p: no sdot */
+  const int rq = j->rq;
+  const size_t mgroups = ((size_t)g->mg + S8_MR - 1) / S8_MR, pbytes = pack_bytes(g);
+  const int8_t *pk = j->packed != NULL ? j->packed + grp * mgroups * pbytes : NULL;
 #if defined(ERT_X86_KERNELS)
-  const size_t mgroups = ((size_t)g->mg + S8_MR - 1) / S8_MR;
   const int32_t m_end = (int32_t)((part + 1) * mgroups / parts) * S8_MR;
   for (int32_t m0 = (int32_t)(part * mgroups / parts) * S8_MR; m0 < m_end && m0 < g->mg;
        m0 += S8_MR) {
@@ -762,11 +781,11 @@ static void block_q(const job *j, size_t t, int8_t *col, int8_t *wq) {
     const int32_t mr = g->mg - m0 < S8_MR ? g->mg - m0 : S8_MR;
     const size_t oc0 = grp * (size_t)g->mg + (size_t)m0;
     const int8_t *w = wq;
-    if (j->packed != NULL)
-      w = j->packed + (grp * (((size_t)g->mg + S8_MR - 1) / S8_MR) + (size_t)m0 / S8_MR) * pack_bytes(g);
+    if (pk != NULL)
+      w = pk + (size_t)m0 / S8_MR * pbytes;
     else
       pack_group(j, oc0, mr, wq);
-    const int32_t *bias = (const int32_t *)(const void *)(w + pack_bytes(g) - 32u), *mult = bias + S8_MR;
+    const int32_t *bias = (const int32_t *)(const void *)(w + pbytes - 32u), *mult = bias + S8_MR;
     int8_t *y0 = j->y + (n * (size_t)g->m + oc0) * (size_t)p_total + (size_t)p0;
     int32_t done = 0; /* pixels requantized by qgemm_rq_s8 */
     if (rq) {
@@ -787,7 +806,7 @@ static void im2col_task(void *arg, size_t begin, size_t end) {
   for (size_t s = begin; s < end; s++) {
     char *slot = j->scratch + s * j->slot_bytes;
     int16_t *col = (int16_t *)(void *)slot;
-    int16_t *wbuf = (int16_t *)(void *)(slot + col_bytes(j->g));
+    int16_t *wbuf = (int16_t *)(void *)(slot + j->col);
     const size_t t0 = s * j->tasks / j->nslots, t1 = (s + 1) * j->tasks / j->nslots;
     for (size_t t = t0; t < t1; t++) {
       if (j->simd)
@@ -829,20 +848,26 @@ void ert_conv2d_s8__ref(const ert_node *node, ert_exec *ex) {
   }
   j.scratch = (char *)node->scratch;
   j.slot_bytes = im2col_scratch(&g) / S8_SLOTS;
+  j.col = col_bytes(&g);
   /* The int8 quads of a block take ceil(k/4)*4 bytes per pixel, the int16 block 2k: when k
    * is a multiple of 4, twice as many pixels fit in the slot (fewer weight packings). */
   j.simd = ert_cpu.qgemm_s8 != NULL && ert_cpu.quads_s8 != NULL && ert_cpu.pack_w_s8 != NULL;
-  j.pbs = j.simd && (size_t)(g.k + 3) / 4u * 8u * S8_PB <= col_bytes(&g) ? 2 * S8_PB : S8_PB;
-  j.blocks = ((size_t)g.oh * (size_t)g.ow + (size_t)j.pbs - 1) / (size_t)j.pbs;
-  j.tasks = (size_t)g.n * (size_t)g.group * j.blocks;
+  j.pbs = j.simd && (size_t)(g.k + 3) / 4u * 8u * S8_PB <= j.col ? 2 * S8_PB : S8_PB;
+  j.rq = ert_cpu.qgemm_rq_s8 != NULL && g.shift > 31 &&
+         (j.w_no_min || ert_cpu.qgemm_s8_p == NULL); /* qgemm_s8_p: no sdot */
   j.packed = NULL;
-  if (j.simd && packed_scratch(&g) > 0 &&
-      node->scratch_bytes >= im2col_scratch(&g) + packed_scratch(&g)) {
-    j.packed = (int8_t *)node->scratch + im2col_scratch(&g);
+  if (j.simd && ext_layout(&g) && node->scratch_bytes >= ext_scratch(&g)) {
+    j.slot_bytes = ext_slot(&g);
+    j.col = ext_col(&g);
+    if (j.rq) /* (the int32 path's accumulators hold 2 * S8_PB + 1 pixels) */
+      j.pbs = ext_pixels(&g);
+    j.packed = (int8_t *)node->scratch + S8_SLOTS * j.slot_bytes;
     const size_t groups = (size_t)g.group * (((size_t)g.mg + S8_MR - 1) / S8_MR);
     j.nslots = groups < S8_SLOTS ? groups : S8_SLOTS;
     ert_parallel_for(ex, j.nslots, pack_task, &j);
   }
+  j.blocks = ((size_t)g.oh * (size_t)g.ow + (size_t)j.pbs - 1) / (size_t)j.pbs;
+  j.tasks = (size_t)g.n * (size_t)g.group * j.blocks;
 #if defined(ERT_X86_KERNELS)
   /* A single block (maps of 64 pixels or fewer): its output channels in two parts of
    * whole S8_MR groups, each gathering the block itself, so that two threads share the
