@@ -367,20 +367,11 @@ void ert_pack_w_s8__neon(int8_t *wq, int32_t *wsum, const int8_t *w, size_t ld, 
     }
     s = hsum4(rs0, rs1, rs2, rs3);
   }
-  const int32_t q0 = q; /* quads below q0 are summed in s */
-  for (; rows == 4 && 4 * q + 4 <= k; ++q) { /* whole quads: one word of each row */
-    int32_t v[4];
-    for (int r = 0; r < 4; ++r) memcpy(&v[r], w + (size_t)r * ld + 4 * q, 4);
-    vst1q_s32((int32_t *)(void *)(wq + 16 * q), vld1q_s32(v));
-  }
-  for (; q < kq; ++q)
+  for (int32_t t = q; t < kq; ++t) /* the rest bytewise: once per layer */
     for (int r = 0; r < 4; ++r)
       for (int j = 0; j < 4; ++j)
-        wq[16 * q + 4 * r + j] = r < rows && 4 * q + j < k ? w[(size_t)r * ld + (size_t)(4 * q + j)] : 0;
-  for (q = q0; q < kq; ++q) { /* lane r: sum of channel r's bytes */
-    const int16x8_t h = vpaddlq_s8(vld1q_s8(wq + 16 * q));
-    s = vaddq_s32(s, vpaddlq_s16(h));
-  }
+        wq[16 * t + 4 * r + j] = r < rows && 4 * t + j < k ? w[(size_t)r * ld + (size_t)(4 * t + j)] : 0;
+  for (; q < kq; ++q) s = vpadalq_s16(s, vpaddlq_s8(vld1q_s8(wq + 16 * q))); /* lane r: channel r's */
   vst1q_s32(wsum, s);
 }
 
@@ -1104,14 +1095,9 @@ DOT int32_t ert_qgemm_rq_s8__dot(int32_t kq, int32_t np, const int8_t *col, cons
             : "v0", "v1", "v2", "v3", "v4", "v5", "memory", "cc");
     const int32x4_t a[4][4] = {{a00, a10, a20, a30}, {a01, a11, a21, a31},
                                {a02, a12, a22, a32}, {a03, a13, a23, a33}}; /* [r][v] */
-    int8x16_t b[4]; /* all four channels; rows of them stored */
+    int8x16_t b[4]; /* all four channels (of a half tile the low halves); rows stored */
 #pragma GCC unroll 4
-    for (int r = 0; r < 4; ++r) {
-      if (half)
-        RQ16(b[r], a[r][0], a[r][1], a[r][0], a[r][1], r);
-      else
-        RQ16(b[r], a[r][0], a[r][1], a[r][2], a[r][3], r);
-    }
+    for (int r = 0; r < 4; ++r) RQ16(b[r], a[r][0], a[r][1], a[r][2], a[r][3], r);
     if (clo) /* lo = -128 and hi = 127 clamp nothing */
 #pragma GCC unroll 4
       for (int r = 0; r < 4; ++r) b[r] = vmaxq_s8(b[r], lo);

@@ -73,7 +73,7 @@ static size_t im2col_scratch(const geom *g) {
 }
 
 /* The SIMD path's layout for maps of more than S8_PB pixels (several blocks): slots
- * whose im2col part also holds the int8 quads of ext_pixels pixels (at least
+ * whose im2col part also holds the int8 quads of a block of pixels (at least
  * S8_QCOL / 4 quads of taps a block when k is small: fewer blocks, so fewer calls per
  * group of channels), then the packed weights of every group of S8_MR channels, each
  * followed by its 4 biases and 4 multipliers (pack_bytes apart), packed once per run
@@ -81,22 +81,21 @@ static size_t im2col_scratch(const geom *g) {
  * (scratch_bytes < ext_scratch): its nodes take blocks of 2 * S8_PB pixels (S8_PB when
  * k is not a multiple of 4) and pack per block. edgert/ops/conv2d_s8.py mirrors this. */
 enum { S8_QCOL = 16384 };
+#if defined(ERT_NEON_KERNELS) || defined(ERT_X86_KERNELS)
+#define S8_EXT 1
+#else
+#define S8_EXT 0 /* (no SIMD entries: the layout is never used) */
+#endif
 static size_t pack_bytes(const geom *g) { return (size_t)(g->k + 3) / 4u * 16u + 32u; }
-static int ext_layout(const geom *g) { return (int64_t)g->oh * g->ow > S8_PB; }
-static int32_t ext_pixels(const geom *g) {
-  const int32_t base = g->k % 4 ? S8_PB : 2 * S8_PB, q = S8_QCOL / ((g->k + 3) / 4 * 4) & ~15;
-  return q > base ? q : base;
-}
-static size_t ext_col(const geom *g) {
-  const int64_t p = (int64_t)g->oh * g->ow, pb = p < ext_pixels(g) ? p : ext_pixels(g);
-  const size_t q = (size_t)(g->k + 3) / 4u * 4u * (size_t)((pb + 7) & ~7);
-  return q > col_bytes(g) ? align64(q) : col_bytes(g);
-}
-static size_t ext_slot(const geom *g) {
-  return ext_col(g) + align64((size_t)S8_MR * (size_t)g->k * 2u);
-}
-static size_t ext_scratch(const geom *g) {
-  return (size_t)S8_SLOTS * ext_slot(g) +
+/* The layout's bytes; *pixels: pixels a block, *col: bytes of a slot's im2col part. */
+static size_t ext_scratch(const geom *g, int32_t *pixels, size_t *col) {
+  const int32_t kq4 = (g->k + 3) / 4 * 4, base = g->k % 4 ? S8_PB : 2 * S8_PB;
+  const int32_t q = S8_QCOL / kq4 & ~15, px = q > base ? q : base;
+  const int64_t p = (int64_t)g->oh * g->ow;
+  const size_t quads = (size_t)kq4 * (size_t)(((p < px ? p : px) + 7) & ~7);
+  *pixels = px;
+  *col = quads > col_bytes(g) ? align64(quads) : col_bytes(g);
+  return (size_t)S8_SLOTS * (*col + align64((size_t)S8_MR * (size_t)g->k * 2u)) +
          align64((size_t)g->group * (((size_t)g->mg + S8_MR - 1) / S8_MR) * pack_bytes(g));
 }
 
@@ -721,11 +720,12 @@ static void block_v(const job *j, size_t n, size_t grp, int32_t p0, int32_t pb, 
   }
 }
 
-/* Channels oc0 .. oc0 + mr of group grp: the packed weights at wq, then (qgemm_s8's)
- * bias and mult, 0 past mr. */
-static void pack_group(const job *j, size_t oc0, int32_t mr, int8_t *wq) {
+/* Channels m0 .. m0 + 3 of group grp (those below mg): the packed weights at wq, then
+ * (qgemm_s8's) bias and mult, 0 past mg. */
+static void pack_group(const job *j, size_t grp, int32_t m0, int8_t *wq) {
   const geom *g = j->g;
-  const size_t k = (size_t)g->k;
+  const size_t k = (size_t)g->k, oc0 = grp * (size_t)g->mg + (size_t)m0;
+  const int32_t mr = g->mg - m0 < S8_MR ? g->mg - m0 : S8_MR;
   int32_t wsum[S8_MR], *bias = (int32_t *)(void *)(wq + pack_bytes(g) - 32u), *mult = bias + S8_MR;
   ert_cpu.pack_w_s8(wq, wsum, j->w + oc0 * k, k, mr, g->k);
   const int32_t *qp = j->qp + 2 * oc0;
@@ -733,17 +733,12 @@ static void pack_group(const job *j, size_t oc0, int32_t mr, int8_t *wq) {
     bias[r] = r < mr ? qp[2 * r] - g->xzp * wsum[r] : 0, mult[r] = r < mr ? qp[2 * r + 1] : 0;
 }
 
-/* Tasks s of n: their share of the groups of S8_MR channels into j->packed. */
+/* Groups i of S8_MR channels into j->packed. */
 static void pack_task(void *arg, size_t begin, size_t end) {
   const job *j = (const job *)arg;
-  const geom *g = j->g;
-  const size_t per = ((size_t)g->mg + S8_MR - 1) / S8_MR, groups = (size_t)g->group * per;
-  for (size_t s = begin; s < end; s++)
-    for (size_t i = s * groups / j->nslots; i < (s + 1) * groups / j->nslots; i++) {
-      const int32_t m0 = (int32_t)(i % per) * S8_MR;
-      pack_group(j, i / per * (size_t)g->mg + (size_t)m0, g->mg - m0 < S8_MR ? g->mg - m0 : S8_MR,
-                 j->packed + i * pack_bytes(g));
-    }
+  const size_t per = ((size_t)j->g->mg + S8_MR - 1) / S8_MR;
+  for (size_t i = begin; i < end; i++)
+    pack_group(j, i / per, (int32_t)(i % per) * S8_MR, j->packed + i * pack_bytes(j->g));
 }
 
 static void block_q(const job *j, size_t t, int8_t *col, int8_t *wq) {
@@ -784,7 +779,7 @@ static void block_q(const job *j, size_t t, int8_t *col, int8_t *wq) {
     if (pk != NULL)
       w = pk + (size_t)m0 / S8_MR * pbytes;
     else
-      pack_group(j, oc0, mr, wq);
+      pack_group(j, grp, m0, wq);
     const int32_t *bias = (const int32_t *)(const void *)(w + pbytes - 32u), *mult = bias + S8_MR;
     int8_t *y0 = j->y + (n * (size_t)g->m + oc0) * (size_t)p_total + (size_t)p0;
     int32_t done = 0; /* pixels requantized by qgemm_rq_s8 */
@@ -856,15 +851,16 @@ void ert_conv2d_s8__ref(const ert_node *node, ert_exec *ex) {
   j.rq = ert_cpu.qgemm_rq_s8 != NULL && g.shift > 31 &&
          (j.w_no_min || ert_cpu.qgemm_s8_p == NULL); /* qgemm_s8_p: no sdot */
   j.packed = NULL;
-  if (j.simd && ext_layout(&g) && node->scratch_bytes >= ext_scratch(&g)) {
-    j.slot_bytes = ext_slot(&g);
-    j.col = ext_col(&g);
+  int32_t px;
+  size_t col;
+  if (S8_EXT && j.simd && (int64_t)g.oh * g.ow > S8_PB &&
+      node->scratch_bytes >= ext_scratch(&g, &px, &col)) {
+    j.slot_bytes = col + align64((size_t)S8_MR * (size_t)g.k * 2u);
+    j.col = col;
     if (j.rq) /* (the int32 path's accumulators hold 2 * S8_PB + 1 pixels) */
-      j.pbs = ext_pixels(&g);
+      j.pbs = px;
     j.packed = (int8_t *)node->scratch + S8_SLOTS * j.slot_bytes;
-    const size_t groups = (size_t)g.group * (((size_t)g.mg + S8_MR - 1) / S8_MR);
-    j.nslots = groups < S8_SLOTS ? groups : S8_SLOTS;
-    ert_parallel_for(ex, j.nslots, pack_task, &j);
+    ert_parallel_for(ex, (size_t)g.group * (((size_t)g.mg + S8_MR - 1) / S8_MR), pack_task, &j);
   }
   j.blocks = ((size_t)g.oh * (size_t)g.ow + (size_t)j.pbs - 1) / (size_t)j.pbs;
   j.tasks = (size_t)g.n * (size_t)g.group * j.blocks;
