@@ -376,21 +376,25 @@ void ert_pack_w_s8__neon(int8_t *wq, int32_t *wsum, const int8_t *w, size_t ld, 
 }
 
 /* Whole quads of rows 16 pixels per step, the last step ending at n (rewriting some: the
- * same bytes); a last partial quad, rows under 16 pixels and the pixels n .. np bytewise. */
+ * same bytes), after zeros over the last 8 pixels to np (np - n <= 8; the steps rewrite
+ * those they reach); a last partial quad, rows under 16 pixels and blocks padded by more
+ * than 8 pixels bytewise. */
 void ert_quads_s8__neon(int8_t *dst, const int8_t *src, size_t ld, int32_t k, int32_t n,
                         int32_t np) {
   for (int32_t t = 0; t < k; t += 4, src += 4 * ld, dst += (size_t)np * 4u) {
     int32_t i = 0;
-    if (t + 4 <= k && n >= 16) {
-      for (int32_t o = 0;; o += 16) {
-        if (o + 16 > n) o = n - 16;
+    if (t + 4 <= k && n >= 16 && np - n <= 8) {
+      vst1q_s8(dst + 4 * (size_t)np - 32, vdupq_n_s8(0)), vst1q_s8(dst + 4 * (size_t)np - 16, vdupq_n_s8(0));
+      for (size_t o = 0;; o += 16) {
+        if (o + 16 > (size_t)n) o = (size_t)n - 16;
+        const int8_t *p = src + o;
         int8x16x4_t v;
-        v.val[0] = vld1q_s8(src + o), v.val[1] = vld1q_s8(src + ld + o);
-        v.val[2] = vld1q_s8(src + 2 * ld + o), v.val[3] = vld1q_s8(src + 3 * ld + o);
+        v.val[0] = vld1q_s8(p), v.val[1] = vld1q_s8(p + ld);
+        v.val[2] = vld1q_s8(p + 2 * ld), v.val[3] = vld1q_s8(p + 3 * ld);
         vst4q_s8(dst + 4 * o, v);
-        if (o + 16 >= n) break;
+        if (o + 16 >= (size_t)n) break;
       }
-      i = n;
+      i = np;
     }
     for (; i < np; ++i)
       for (int32_t j = 0; j < 4; ++j)
