@@ -1032,7 +1032,8 @@ DOT void ert_qgemm_s8__dot(int32_t kq, int32_t np, const int8_t *col, const int8
  * channel r) in v(16 + 4v + r), started from bias[r] by ld4r; per quad one ld1 of the
  * pixels' V registers (post-incremented by np4) and 4V sdot by lane of the quad's
  * weights; two quads per loop step (one ldp of their weights), an odd count entering at
- * the second. V = 4 (16 pixels), or 2 (8 pixels, the half tile) when half. */
+ * the second. V = 4 (16 pixels), or for the last pixels 2 (8, a half tile) or 1 (4,
+ * when no more are left). */
 #define SD4(X, W, A0, A1, A2, A3)                                                       \
   "sdot " A0 ".4s, " X ".16b, " W ".4b[0]\n\t"                                            \
   "sdot " A1 ".4s, " X ".16b, " W ".4b[1]\n\t"                                            \
@@ -1045,6 +1046,7 @@ DOT void ert_qgemm_s8__dot(int32_t kq, int32_t np, const int8_t *col, const int8
 #define SD8(W)                                                                           \
   "ld1 {v0.16b, v1.16b}, [%[c]], %[st]\n\t"                                              \
   SD4("v0", W, "v16", "v17", "v18", "v19") SD4("v1", W, "v20", "v21", "v22", "v23")
+#define SDQ(W) "ld1 {v0.16b}, [%[c]], %[st]\n\t" SD4("v0", W, "v16", "v17", "v18", "v19")
 
 DOT int32_t ert_qgemm_rq_s8__dot(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
                               const int32_t *bias, const int32_t *mult, const int32_t *q,
@@ -1059,8 +1061,9 @@ DOT int32_t ert_qgemm_rq_s8__dot(int32_t kq, int32_t np, const int8_t *col, cons
   const int32_t end = (np < n + 15 ? np : n + 15) & ~15; /* tiles of 16 from i < n, by np */
   int32_t i = 0;
   for (;; i += 16) {
-    const int half = i >= end;
-    if (half && (i + 8 > np || i >= n)) break;
+    /* width 16, or the last tile's: 4 when n - i <= 4, else 8 */
+    const int32_t width = i < end ? 16 : n - i <= 4 ? 4 : 8;
+    if (width < 16 && (i + width > np || i >= n)) break;
     const int8_t *c = col + (size_t)i * 4u, *w = wq;
     size_t steps = (size_t)(kq + 1) / 2u;
     register int32x4_t a00 __asm__("v16"), a01 __asm__("v17"), a02 __asm__("v18"), a03 __asm__("v19");
@@ -1068,8 +1071,9 @@ DOT int32_t ert_qgemm_rq_s8__dot(int32_t kq, int32_t np, const int8_t *col, cons
     register int32x4_t a20 __asm__("v24"), a21 __asm__("v25"), a22 __asm__("v26"), a23 __asm__("v27");
     register int32x4_t a30 __asm__("v28"), a31 __asm__("v29"), a32 __asm__("v30"), a33 __asm__("v31");
     __asm__("ld4r {v16.4s, v17.4s, v18.4s, v19.4s}, [%[b]]\n\t"
+            "tbnz %w[h], #2, 10f\n\t"
             "ld4r {v20.4s, v21.4s, v22.4s, v23.4s}, [%[b]]\n\t"
-            "cbnz %w[h], 5f\n\t"
+            "tbnz %w[h], #3, 5f\n\t"
             "ld4r {v24.4s, v25.4s, v26.4s, v27.4s}, [%[b]]\n\t"
             "ld4r {v28.4s, v29.4s, v30.4s, v31.4s}, [%[b]]\n\t"
             "tbnz %w[kq], #0, 4f\n"
@@ -1091,15 +1095,25 @@ DOT int32_t ert_qgemm_rq_s8__dot(int32_t kq, int32_t np, const int8_t *col, cons
             "7:\n\t"
             "ldr q5, [%[w]], #16\n\t"
             "b 8b\n"
+            "10:\n\t"
+            "tbnz %w[kq], #0, 12f\n"
+            "11:\n\t"
+            "ldp q4, q5, [%[w]], #32\n\t" SDQ("v4") "13:\n\t" SDQ("v5")
+            "subs %[n], %[n], #1\n\t"
+            "b.ne 11b\n\t"
+            "b 9f\n"
+            "12:\n\t"
+            "ldr q5, [%[w]], #16\n\t"
+            "b 13b\n"
             "9:\n"
             : [c] "+r"(c), [w] "+r"(w), [n] "+r"(steps), "=w"(a00), "=w"(a01), "=w"(a02),
               "=w"(a03), "=w"(a10), "=w"(a11), "=w"(a12), "=w"(a13), "=w"(a20), "=w"(a21),
               "=w"(a22), "=w"(a23), "=w"(a30), "=w"(a31), "=w"(a32), "=w"(a33)
-            : [st] "r"(np4), [b] "r"(bias), [h] "r"(half), [kq] "r"(kq)
+            : [st] "r"(np4), [b] "r"(bias), [h] "r"(width), [kq] "r"(kq)
             : "v0", "v1", "v2", "v3", "v4", "v5", "memory", "cc");
     const int32x4_t a[4][4] = {{a00, a10, a20, a30}, {a01, a11, a21, a31},
                                {a02, a12, a22, a32}, {a03, a13, a23, a33}}; /* [r][v] */
-    int8x16_t b[4]; /* all four channels (of a half tile the low halves); rows stored */
+    int8x16_t b[4]; /* all four channels (of a narrower tile the first bytes); rows stored */
 #pragma GCC unroll 4
     for (int r = 0; r < 4; ++r) RQ16(b[r], a[r][0], a[r][1], a[r][2], a[r][3], r);
     if (clo) /* lo = -128 and hi = 127 clamp nothing */
@@ -1109,20 +1123,21 @@ DOT int32_t ert_qgemm_rq_s8__dot(int32_t kq, int32_t np, const int8_t *col, cons
 #pragma GCC unroll 4
       for (int r = 0; r < 4; ++r) b[r] = vminq_s8(b[r], hi);
     int8_t *yr = y + (size_t)i;
-    const int32_t width = half ? 8 : 16;
     if (i + width <= whole) { /* whole: 0 when rows < 4 */
 #pragma GCC unroll 4
       for (int r = 0; r < 4; ++r, yr += ldy) {
-        if (half)
+        if (width == 16)
+          vst1q_s8(yr, b[r]);
+        else if (width == 8)
           vst1_s8(yr, vget_low_s8(b[r]));
         else
-          vst1q_s8(yr, b[r]);
+          vst1q_lane_s32((int32_t *)(void *)yr, vreinterpretq_s32_s8(b[r]), 0);
       }
     } else {
       store_rows4(yr, ldy, b[0], b[1], b[2], b[3], rows, n - i < width ? n - i : width);
     }
-    if (half) {
-      i += 8;
+    if (width < 16) {
+      i += width;
       break;
     }
   }
@@ -1130,6 +1145,7 @@ DOT int32_t ert_qgemm_rq_s8__dot(int32_t kq, int32_t np, const int8_t *col, cons
 }
 #undef SD4
 #undef SD8
+#undef SDQ
 #undef SD16
 
 /* sum (a - azp) b = sum a b - azp sum b: both sums by sdot (sum b against ones). The
