@@ -595,6 +595,57 @@ def test_int8_model_under_qemu(board, cpu, model, workdir, real_model):
             f"{board}/{cpu} {name}: {int(np.sum(got != want))} of {got.size} values differ"
 
 
+_host_layouts: dict[str, tuple] = {}
+
+
+def _older_conv_s8_scratch(current):
+    """conv2d_s8's scratch before the SIMD layout (no packed weights, blocks of 64-128
+    pixels), as files converted before it hold; the depthwise nodes' from `current`."""
+    from edgert.ops import conv2d_s8
+
+    def scratch(node, graph):
+        g = conv2d_s8.geometry(node, graph)
+        if g["cg"] == 1:
+            return current(node, graph)
+        k, al = g["k"], (lambda n: (n + 63) // 64 * 64)
+        return conv2d_s8.SLOTS * (al(min(conv2d_s8.PB, g["oh"] * g["ow"]) * k * 2) + al(conv2d_s8.MR * k * 2))
+    return scratch
+
+
+@pytest.mark.parametrize("board,cpu", [("rpi4", "cortex-a72"), ("rpi5", "cortex-a76")], ids=["a72-neon", "a76-sdot"])
+def test_int8_older_conv_layout_under_qemu(board, cpu, workdir, monkeypatch):
+    """An int8 MobileNetV2 written with the smaller conv2d scratch of files converted before
+    the SIMD layout (weights packed once per run, larger blocks for small K) loads and runs
+    its older path on the board, giving the bytes the current file gives on the host."""
+    from edgert.ops import conv2d_s8
+    from tools import mobilenetv2
+
+    if not _host_layouts:
+        onnx_path, calib_path = mobilenetv2.write(workdir / "mnv2-layout", seed=0, n_calib=2)
+        calib = dict(np.load(calib_path))
+        feeds = {"input": mobilenetv2.images(1, seed=3)}
+        new = edgert.convert(str(onnx_path), None, quantize="int8", calibration=calib)
+        with monkeypatch.context() as m:
+            m.setattr(conv2d_s8, "scratch", _older_conv_s8_scratch(conv2d_s8.scratch))
+            old = edgert.convert(str(onnx_path), None, quantize="int8", calibration=calib)
+        smaller = [(a["scratch"][1], b["scratch"][1]) for a, b in zip(efmt.read(old)["nodes"], efmt.read(new)["nodes"])
+                   if a["scratch"][1] != b["scratch"][1]]
+        assert smaller and all(a < b for a, b in smaller)  # the file really has the older layout
+        _host_layouts["new"] = _write_case(workdir / "mnv2-layout-new", new, feeds)
+        _host_layouts["old"] = _write_case(workdir / "mnv2-layout-old", old, feeds)
+    (_, _, want), (path, inputs, ref) = _host_layouts["new"], _host_layouts["old"]
+    for name in want:  # the host too runs both layouts to the same bytes
+        assert ref[name].tobytes() == want[name].tobytes(), name
+    exe = built(board) / "bin" / "edgert-run"
+    out = workdir / f"mnv2-layout-old-{board}-{cpu}"
+    out.mkdir(exist_ok=True)
+    r = run_on(board, [str(exe), str(path), "--output-dir", str(out), "--input", f"input={inputs['input']}"], cpu=cpu)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for name, w in want.items():
+        got = np.load(out / (re.sub(r"[^A-Za-z0-9._-]", "_", name) + ".npy"))
+        assert got.tobytes() == w.tobytes(), f"{board}/{cpu} {name}: {int(np.sum(got != w))} values differ"
+
+
 _host_bounded: dict[int, tuple] = {}
 
 

@@ -258,8 +258,9 @@ typedef struct ert_kernels {
   /*   qgemm_rq_s8 qgemm_s8's accumulators, requantized: y[r*ldy + i] = clamp(q[1] +
    *               requant(acc[r][i], mult[r], q[0]), q[2], q[3]) for r < rows (<= 4),
    *               i < d, shift q[0] > 31 (bias and mult: 4 entries); returns d <= n, the
-   *               pixels done: min(n, np - np % 8) with sdot and on x86-64, n when
-   *               np >= 16 (else 0) without sdot; y untouched past d. When qgemm_s8_p is
+   *               pixels done: min(n, np - np % 8) on x86-64, at least that with sdot
+   *               (its last tile may be 4 pixels wide), n when np >= 16 (else 0)
+   *               without sdot; y untouched past d. When qgemm_s8_p is
    *               set (no sdot), for weights in [-127, 127] only, as qgemm_s8_p; aarch64
    *               and x86-64 only. */
   int32_t (*qgemm_rq_s8)(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,

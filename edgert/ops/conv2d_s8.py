@@ -28,7 +28,15 @@ conv2d (int8)
              see dwc_rows in the C kernel; the aarch64 kernels use it, the others the
              copy). Otherwise SLOTS slots of
              align64(min(PB, OH*OW) * K * 2) + align64(MR * K * 2) bytes (an int16
-             im2col block of PB pixels and MR weight rows widened to int16).
+             im2col block of PB pixels and MR weight rows widened to int16); when
+             OH*OW > PB the im2col part is at least align64(4*ceil(K/4) * P8) bytes, P8
+             the block's pixels rounded up to 8 (the block: min(OH*OW, max(PB, or 2*PB
+             when K % 4 == 0, QCOL / (4*ceil(K/4)) rounded down to 16)) pixels), and the
+             slots are followed by align64(group * ceil(M/group/MR) * (16 * ceil(K/4) +
+             32)) bytes: for the SIMD kernels, blocks of int8 quads and the weights packed
+             once per run (groups of MR channels in quads of taps, with their biases and
+             multipliers). A file converted without them runs the same (blocks of 64 or
+             128 pixels, packing per block).
 """
 from __future__ import annotations
 
@@ -41,6 +49,7 @@ from ..quant.fixedpoint import requant, saturate
 S8 = np.dtype(np.int8)
 I32 = np.dtype(np.int32)
 PB, MR, SLOTS, DW_PAD_MAX = 64, 4, 4, 1 << 20
+QCOL = 16384  # bytes of int8 quads a block of the SIMD layout holds at least (S8_QCOL)
 DWC_BUDGET, DWC_SLACK = 32768, 320
 TERM_MAX = 255 * 128  # largest |(x - x_zp) * w|
 
@@ -135,8 +144,20 @@ def scratch(node, graph) -> int:
             band = 16 * (((r - 1) * s + k) * cols + r * g["ow"]) + DWC_SLACK
             need = max(need, SLOTS * ((band + 63) // 64 * 64))
         return need
-    pb = min(PB, g["oh"] * g["ow"])
-    return SLOTS * ((pb * g["k"] * 2 + 63) // 64 * 64 + (MR * g["k"] * 2 + 63) // 64 * 64)
+    p, k = g["oh"] * g["ow"], g["k"]
+    col, wrows = _al64(min(PB, p) * k * 2), _al64(MR * k * 2)
+    if p <= PB:
+        return SLOTS * (col + wrows)
+    # the SIMD layout (ext_scratch in the C): slots that also hold a block of int8 quads,
+    # then the packed weights of every group of MR channels
+    kq4 = -(-k // 4) * 4
+    pixels = min(p, max(PB if k % 4 else 2 * PB, QCOL // kq4 // 16 * 16))
+    col = max(col, _al64(kq4 * -(-pixels // 8) * 8))
+    return SLOTS * (col + wrows) + _al64(g["group"] * -(-g["mg"] // MR) * (kq4 * 4 + 32))
+
+
+def _al64(n: int) -> int:
+    return (n + 63) // 64 * 64
 
 
 def conv_acc(x: np.ndarray, w: np.ndarray, group: int, strides, dilations, pads) -> np.ndarray:

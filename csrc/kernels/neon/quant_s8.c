@@ -367,39 +367,34 @@ void ert_pack_w_s8__neon(int8_t *wq, int32_t *wsum, const int8_t *w, size_t ld, 
     }
     s = hsum4(rs0, rs1, rs2, rs3);
   }
-  const int32_t q0 = q; /* quads below q0 are summed in s */
-  for (; rows == 4 && 4 * q + 4 <= k; ++q) { /* whole quads: one word of each row */
-    int32_t v[4];
-    for (int r = 0; r < 4; ++r) memcpy(&v[r], w + (size_t)r * ld + 4 * q, 4);
-    vst1q_s32((int32_t *)(void *)(wq + 16 * q), vld1q_s32(v));
-  }
-  for (; q < kq; ++q)
+  for (int32_t t = q; t < kq; ++t) /* the rest bytewise: once per layer */
     for (int r = 0; r < 4; ++r)
       for (int j = 0; j < 4; ++j)
-        wq[16 * q + 4 * r + j] = r < rows && 4 * q + j < k ? w[(size_t)r * ld + (size_t)(4 * q + j)] : 0;
-  for (q = q0; q < kq; ++q) { /* lane r: sum of channel r's bytes */
-    const int16x8_t h = vpaddlq_s8(vld1q_s8(wq + 16 * q));
-    s = vaddq_s32(s, vpaddlq_s16(h));
-  }
+        wq[16 * t + 4 * r + j] = r < rows && 4 * t + j < k ? w[(size_t)r * ld + (size_t)(4 * t + j)] : 0;
+  for (; q < kq; ++q) s = vpadalq_s16(s, vpaddlq_s8(vld1q_s8(wq + 16 * q))); /* lane r: channel r's */
   vst1q_s32(wsum, s);
 }
 
 /* Whole quads of rows 16 pixels per step, the last step ending at n (rewriting some: the
- * same bytes); a last partial quad, rows under 16 pixels and the pixels n .. np bytewise. */
+ * same bytes), after zeros over the last 8 pixels to np (np - n <= 8; the steps rewrite
+ * those they reach); a last partial quad, rows under 16 pixels and blocks padded by more
+ * than 8 pixels bytewise. */
 void ert_quads_s8__neon(int8_t *dst, const int8_t *src, size_t ld, int32_t k, int32_t n,
                         int32_t np) {
   for (int32_t t = 0; t < k; t += 4, src += 4 * ld, dst += (size_t)np * 4u) {
     int32_t i = 0;
-    if (t + 4 <= k && n >= 16) {
-      for (int32_t o = 0;; o += 16) {
-        if (o + 16 > n) o = n - 16;
+    if (t + 4 <= k && n >= 16 && np - n <= 8) {
+      vst1q_s8(dst + 4 * (size_t)np - 32, vdupq_n_s8(0)), vst1q_s8(dst + 4 * (size_t)np - 16, vdupq_n_s8(0));
+      for (size_t o = 0;; o += 16) {
+        if (o + 16 > (size_t)n) o = (size_t)n - 16;
+        const int8_t *p = src + o;
         int8x16x4_t v;
-        v.val[0] = vld1q_s8(src + o), v.val[1] = vld1q_s8(src + ld + o);
-        v.val[2] = vld1q_s8(src + 2 * ld + o), v.val[3] = vld1q_s8(src + 3 * ld + o);
+        v.val[0] = vld1q_s8(p), v.val[1] = vld1q_s8(p + ld);
+        v.val[2] = vld1q_s8(p + 2 * ld), v.val[3] = vld1q_s8(p + 3 * ld);
         vst4q_s8(dst + 4 * o, v);
-        if (o + 16 >= n) break;
+        if (o + 16 >= (size_t)n) break;
       }
-      i = n;
+      i = np;
     }
     for (; i < np; ++i)
       for (int32_t j = 0; j < 4; ++j)
@@ -1033,71 +1028,30 @@ DOT void ert_qgemm_s8__dot(int32_t kq, int32_t np, const int8_t *col, const int8
     out = vcombine_s8(vqmovn_s16(l_), vqmovn_s16(h_));                                  \
   } while (0)
 
-/* V vectors of 4 pixels from i (V = 4 or 2), all four channels; stored whole when they
- * end by n (0 when rows < 4), else rows < rows, pixels < m. */
-static inline __attribute__((always_inline, target("arch=armv8.2-a+dotprod"))) void
-rq_tile(int32_t kq, size_t np4, int32_t i, const int8_t *col, const int8_t *wq,
-        const int32x4_t *bv, int32x4_t mv, int32x4_t sh, int16x8_t z, int8x16_t lo,
-        int8x16_t hi, int clo, int chi, int8_t *y, size_t ldy, int32_t n, int32_t m, int32_t rows,
-        const int V) {
-  int32x4_t a[16];
-#pragma GCC unroll 16
-  for (int v = 0; v < 4 * V; ++v) a[v] = bv[v % 4];
-  const int8_t *c = col + (size_t)i * 4u, *wk = wq, *wend = wq + 16 * kq; /* kq >= 1 */
-  do { /* the pixels' quads by one LD1 of V registers */
-    const int8x16_t w = vld1q_s8(wk);
-    int8x16_t xs[4];
-    if (V == 4) {
-      const int8x16x4_t t = vld1q_s8_x4(c);
-      xs[0] = t.val[0], xs[1] = t.val[1], xs[2] = t.val[2], xs[3] = t.val[3];
-    } else {
-      const int8x16x2_t t = vld1q_s8_x2(c);
-      xs[0] = t.val[0], xs[1] = t.val[1];
-    }
-#pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) {
-      const int8x16_t x = xs[v];
-      a[4 * v + 0] = vdotq_laneq_s32(a[4 * v + 0], x, w, 0);
-      a[4 * v + 1] = vdotq_laneq_s32(a[4 * v + 1], x, w, 1);
-      a[4 * v + 2] = vdotq_laneq_s32(a[4 * v + 2], x, w, 2);
-      a[4 * v + 3] = vdotq_laneq_s32(a[4 * v + 3], x, w, 3);
-    }
-    c += np4, wk += 16;
-  } while (wk != wend);
-  int8x16_t b[4]; /* all four channels; rows of them stored */
-#pragma GCC unroll 4
-  for (int r = 0; r < 4; ++r) {
-    if (V == 4)
-      RQ16(b[r], a[r], a[4 + r], a[8 + r], a[12 + r], r);
-    else
-      RQ16(b[r], a[r], a[4 + r], a[r], a[4 + r], r);
-  }
-  if (clo) /* lo = -128 and hi = 127 clamp nothing */
-#pragma GCC unroll 4
-    for (int r = 0; r < 4; ++r) b[r] = vmaxq_s8(b[r], lo);
-  if (chi)
-#pragma GCC unroll 4
-    for (int r = 0; r < 4; ++r) b[r] = vminq_s8(b[r], hi);
-  int8_t *yr = y + (size_t)i;
-  if (i + 4 * V <= n) { /* n: 0 when rows < 4 */
-#pragma GCC unroll 4
-    for (int r = 0; r < 4; ++r, yr += ldy) {
-      if (V == 4)
-        vst1q_s8(yr, b[r]);
-      else
-        vst1_s8(yr, vget_low_s8(b[r]));
-    }
-  } else {
-    store_rows4(yr, ldy, b[0], b[1], b[2], b[3], rows, m - i < 4 * V ? m - i : 4 * V);
-  }
-}
+/* The tiles of qgemm_rq_s8 in assembly: accumulator [v][r] (pixels 4v .. 4v+3 from i,
+ * channel r) in v(16 + 4v + r), started from bias[r] by ld4r; per quad one ld1 of the
+ * pixels' V registers (post-incremented by np4) and 4V sdot by lane of the quad's
+ * weights; two quads per loop step (one ldp of their weights), an odd count entering at
+ * the second. V = 4 (16 pixels), or for the last pixels 2 (8, a half tile) or 1 (4,
+ * when no more are left). */
+#define SD4(X, W, A0, A1, A2, A3)                                                       \
+  "sdot " A0 ".4s, " X ".16b, " W ".4b[0]\n\t"                                            \
+  "sdot " A1 ".4s, " X ".16b, " W ".4b[1]\n\t"                                            \
+  "sdot " A2 ".4s, " X ".16b, " W ".4b[2]\n\t"                                            \
+  "sdot " A3 ".4s, " X ".16b, " W ".4b[3]\n\t"
+#define SD16(W)                                                                          \
+  "ld1 {v0.16b, v1.16b, v2.16b, v3.16b}, [%[c]], %[st]\n\t"                              \
+  SD4("v0", W, "v16", "v17", "v18", "v19") SD4("v1", W, "v20", "v21", "v22", "v23")      \
+  SD4("v2", W, "v24", "v25", "v26", "v27") SD4("v3", W, "v28", "v29", "v30", "v31")
+#define SD8(W)                                                                           \
+  "ld1 {v0.16b, v1.16b}, [%[c]], %[st]\n\t"                                              \
+  SD4("v0", W, "v16", "v17", "v18", "v19") SD4("v1", W, "v20", "v21", "v22", "v23")
+#define SDQ(W) "ld1 {v0.16b}, [%[c]], %[st]\n\t" SD4("v0", W, "v16", "v17", "v18", "v19")
 
 DOT int32_t ert_qgemm_rq_s8__dot(int32_t kq, int32_t np, const int8_t *col, const int8_t *wq,
                               const int32_t *bias, const int32_t *mult, const int32_t *q,
                               int8_t *y, size_t ldy, int32_t n, int32_t rows) {
   const size_t np4 = (size_t)np * 4u;
-  const int32x4_t bv[4] = {vdupq_n_s32(bias[0]), vdupq_n_s32(bias[1]), vdupq_n_s32(bias[2]),
-                           vdupq_n_s32(bias[3])};
   const int32x4_t mv = vld1q_s32(mult); /* lane r: channel r's */
   const int32x4_t sh = vdupq_n_s32(31 - q[0]);
   const int16x8_t z = vdupq_n_s16((int16_t)q[1]);
@@ -1106,12 +1060,93 @@ DOT int32_t ert_qgemm_rq_s8__dot(int32_t kq, int32_t np, const int8_t *col, cons
   const int32_t whole = rows == 4 ? n : 0;
   const int32_t end = (np < n + 15 ? np : n + 15) & ~15; /* tiles of 16 from i < n, by np */
   int32_t i = 0;
-  for (; i < end; i += 16)
-    rq_tile(kq, np4, i, col, wq, bv, mv, sh, z, lo, hi, clo, chi, y, ldy, whole, n, rows, 4);
-  if (i + 8 <= np && i < n)
-    rq_tile(kq, np4, i, col, wq, bv, mv, sh, z, lo, hi, clo, chi, y, ldy, whole, n, rows, 2), i += 8;
+  for (;; i += 16) {
+    /* width 16, or the last tile's: 4 when n - i <= 4, else 8 */
+    const int32_t width = i < end ? 16 : n - i <= 4 ? 4 : 8;
+    if (width < 16 && (i + width > np || i >= n)) break;
+    const int8_t *c = col + (size_t)i * 4u, *w = wq;
+    size_t steps = (size_t)(kq + 1) / 2u;
+    register int32x4_t a00 __asm__("v16"), a01 __asm__("v17"), a02 __asm__("v18"), a03 __asm__("v19");
+    register int32x4_t a10 __asm__("v20"), a11 __asm__("v21"), a12 __asm__("v22"), a13 __asm__("v23");
+    register int32x4_t a20 __asm__("v24"), a21 __asm__("v25"), a22 __asm__("v26"), a23 __asm__("v27");
+    register int32x4_t a30 __asm__("v28"), a31 __asm__("v29"), a32 __asm__("v30"), a33 __asm__("v31");
+    __asm__("ld4r {v16.4s, v17.4s, v18.4s, v19.4s}, [%[b]]\n\t"
+            "tbnz %w[h], #2, 10f\n\t"
+            "ld4r {v20.4s, v21.4s, v22.4s, v23.4s}, [%[b]]\n\t"
+            "tbnz %w[h], #3, 5f\n\t"
+            "ld4r {v24.4s, v25.4s, v26.4s, v27.4s}, [%[b]]\n\t"
+            "ld4r {v28.4s, v29.4s, v30.4s, v31.4s}, [%[b]]\n\t"
+            "tbnz %w[kq], #0, 4f\n"
+            "1:\n\t"
+            "ldp q4, q5, [%[w]], #32\n\t" SD16("v4") "3:\n\t" SD16("v5")
+            "subs %[n], %[n], #1\n\t"
+            "b.ne 1b\n\t"
+            "b 9f\n"
+            "4:\n\t"
+            "ldr q5, [%[w]], #16\n\t"
+            "b 3b\n"
+            "5:\n\t"
+            "tbnz %w[kq], #0, 7f\n"
+            "6:\n\t"
+            "ldp q4, q5, [%[w]], #32\n\t" SD8("v4") "8:\n\t" SD8("v5")
+            "subs %[n], %[n], #1\n\t"
+            "b.ne 6b\n\t"
+            "b 9f\n"
+            "7:\n\t"
+            "ldr q5, [%[w]], #16\n\t"
+            "b 8b\n"
+            "10:\n\t"
+            "tbnz %w[kq], #0, 12f\n"
+            "11:\n\t"
+            "ldp q4, q5, [%[w]], #32\n\t" SDQ("v4") "13:\n\t" SDQ("v5")
+            "subs %[n], %[n], #1\n\t"
+            "b.ne 11b\n\t"
+            "b 9f\n"
+            "12:\n\t"
+            "ldr q5, [%[w]], #16\n\t"
+            "b 13b\n"
+            "9:\n"
+            : [c] "+r"(c), [w] "+r"(w), [n] "+r"(steps), "=w"(a00), "=w"(a01), "=w"(a02),
+              "=w"(a03), "=w"(a10), "=w"(a11), "=w"(a12), "=w"(a13), "=w"(a20), "=w"(a21),
+              "=w"(a22), "=w"(a23), "=w"(a30), "=w"(a31), "=w"(a32), "=w"(a33)
+            : [st] "r"(np4), [b] "r"(bias), [h] "r"(width), [kq] "r"(kq)
+            : "v0", "v1", "v2", "v3", "v4", "v5", "memory", "cc");
+    const int32x4_t a[4][4] = {{a00, a10, a20, a30}, {a01, a11, a21, a31},
+                               {a02, a12, a22, a32}, {a03, a13, a23, a33}}; /* [r][v] */
+    int8x16_t b[4]; /* all four channels (of a narrower tile the first bytes); rows stored */
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) RQ16(b[r], a[r][0], a[r][1], a[r][2], a[r][3], r);
+    if (clo) /* lo = -128 and hi = 127 clamp nothing */
+#pragma GCC unroll 4
+      for (int r = 0; r < 4; ++r) b[r] = vmaxq_s8(b[r], lo);
+    if (chi)
+#pragma GCC unroll 4
+      for (int r = 0; r < 4; ++r) b[r] = vminq_s8(b[r], hi);
+    int8_t *yr = y + (size_t)i;
+    if (i + width <= whole) { /* whole: 0 when rows < 4 */
+#pragma GCC unroll 4
+      for (int r = 0; r < 4; ++r, yr += ldy) {
+        if (width == 16)
+          vst1q_s8(yr, b[r]);
+        else if (width == 8)
+          vst1_s8(yr, vget_low_s8(b[r]));
+        else
+          vst1q_lane_s32((int32_t *)(void *)yr, vreinterpretq_s32_s8(b[r]), 0);
+      }
+    } else {
+      store_rows4(yr, ldy, b[0], b[1], b[2], b[3], rows, n - i < width ? n - i : width);
+    }
+    if (width < 16) {
+      i += width;
+      break;
+    }
+  }
   return i < n ? i : n;
 }
+#undef SD4
+#undef SD8
+#undef SDQ
+#undef SD16
 
 /* sum (a - azp) b = sum a b - azp sum b: both sums by sdot (sum b against ones). The
  * last k % 16 elements (k >= 16): the 16 bytes ending at k with the lanes already counted

@@ -72,6 +72,33 @@ static size_t im2col_scratch(const geom *g) {
   return (size_t)S8_SLOTS * (col_bytes(g) + align64((size_t)S8_MR * (size_t)g->k * 2u));
 }
 
+/* The SIMD path's layout for maps of more than S8_PB pixels (several blocks): slots
+ * whose im2col part also holds the int8 quads of a block of pixels (at least
+ * S8_QCOL / 4 quads of taps a block when k is small: fewer blocks, so fewer calls per
+ * group of channels), then the packed weights of every group of S8_MR channels, each
+ * followed by its 4 biases and 4 multipliers (pack_bytes apart), packed once per run
+ * instead of once per block. A file converted before has the plain slots only
+ * (scratch_bytes < ext_scratch): its nodes take blocks of 2 * S8_PB pixels (S8_PB when
+ * k is not a multiple of 4) and pack per block. edgert/ops/conv2d_s8.py mirrors this. */
+enum { S8_QCOL = 16384 };
+#if defined(ERT_NEON_KERNELS) || defined(ERT_X86_KERNELS)
+#define S8_EXT 1
+#else
+#define S8_EXT 0 /* (no SIMD entries: the layout is never used) */
+#endif
+static size_t pack_bytes(const geom *g) { return (size_t)(g->k + 3) / 4u * 16u + 32u; }
+/* The layout's bytes; *pixels: pixels a block, *col: bytes of a slot's im2col part. */
+static size_t ext_scratch(const geom *g, int32_t *pixels, size_t *col) {
+  const int32_t kq4 = (g->k + 3) / 4 * 4, base = g->k % 4 ? S8_PB : 2 * S8_PB;
+  const int32_t q = S8_QCOL / kq4 & ~15, px = q > base ? q : base;
+  const int64_t p = (int64_t)g->oh * g->ow;
+  const size_t quads = (size_t)kq4 * (size_t)(((p < px ? p : px) + 7) & ~7);
+  *pixels = px;
+  *col = quads > col_bytes(g) ? align64(quads) : col_bytes(g);
+  return (size_t)S8_SLOTS * (*col + align64((size_t)S8_MR * (size_t)g->k * 2u)) +
+         align64((size_t)g->group * (((size_t)g->mg + S8_MR - 1) / S8_MR) * pack_bytes(g));
+}
+
 /* Rows and columns of the input the windows reach, from (-pt, -pl). */
 static int64_t dw_rows(const geom *g) {
   return (int64_t)(g->oh - 1) * g->sh + (int64_t)(g->kh - 1) * g->dh + 1;
@@ -210,6 +237,9 @@ typedef struct job {
   int simd;     /* im2col blocks by the SIMD entries (block_q) */
   int w_no_min; /* W has no -128 (opdata[0]) */
   int dw3;      /* depthwise planes by ert_cpu.dw3_s8 (dw3_usable) */
+  int8_t *packed; /* block_q: the groups' packed weights (ext_scratch), or NULL */
+  size_t col;     /* bytes of a slot's im2col part */
+  int rq;         /* block_q: blocks requantized by ert_cpu.qgemm_rq_s8 */
 #if defined(ERT_X86_KERNELS)
   size_t msplit; /* tasks per block of pixels: its output channels in that many parts */
 #endif
@@ -690,6 +720,27 @@ static void block_v(const job *j, size_t n, size_t grp, int32_t p0, int32_t pb, 
   }
 }
 
+/* Channels m0 .. m0 + 3 of group grp (those below mg): the packed weights at wq, then
+ * (qgemm_s8's) bias and mult, 0 past mg. */
+static void pack_group(const job *j, size_t grp, int32_t m0, int8_t *wq) {
+  const geom *g = j->g;
+  const size_t k = (size_t)g->k, oc0 = grp * (size_t)g->mg + (size_t)m0;
+  const int32_t mr = g->mg - m0 < S8_MR ? g->mg - m0 : S8_MR;
+  int32_t wsum[S8_MR], *bias = (int32_t *)(void *)(wq + pack_bytes(g) - 32u), *mult = bias + S8_MR;
+  ert_cpu.pack_w_s8(wq, wsum, j->w + oc0 * k, k, mr, g->k);
+  const int32_t *qp = j->qp + 2 * oc0;
+  for (int32_t r = 0; r < S8_MR; r++)
+    bias[r] = r < mr ? qp[2 * r] - g->xzp * wsum[r] : 0, mult[r] = r < mr ? qp[2 * r + 1] : 0;
+}
+
+/* Groups i of S8_MR channels into j->packed. */
+static void pack_task(void *arg, size_t begin, size_t end) {
+  const job *j = (const job *)arg;
+  const size_t per = ((size_t)j->g->mg + S8_MR - 1) / S8_MR;
+  for (size_t i = begin; i < end; i++)
+    pack_group(j, i / per, (int32_t)(i % per) * S8_MR, j->packed + i * pack_bytes(j->g));
+}
+
 static void block_q(const job *j, size_t t, int8_t *col, int8_t *wq) {
   const geom *g = j->g;
 #if defined(ERT_X86_KERNELS) /* task t: part t % msplit of block t / msplit's channels */
@@ -700,7 +751,7 @@ static void block_q(const job *j, size_t t, int8_t *col, int8_t *wq) {
   const size_t n = t / per_image, grp = (t % per_image) / j->blocks, b = t % j->blocks;
   const int32_t p_total = g->oh * g->ow, p0 = (int32_t)b * j->pbs;
   const int32_t pb = p_total - p0 < j->pbs ? p_total - p0 : j->pbs;
-  const size_t plane = (size_t)g->h * (size_t)g->w, k = (size_t)g->k;
+  const size_t plane = (size_t)g->h * (size_t)g->w;
   if (pb < 4 && ert_cpu.gemv_s8 != NULL) {
 #if defined(ERT_X86_KERNELS)
     if (part != 0) return; /* the whole block in part 0 */
@@ -709,13 +760,13 @@ static void block_q(const job *j, size_t t, int8_t *col, int8_t *wq) {
     return;
   }
   const int32_t kq = (g->k + 3) / 4, np8 = (pb + 7) & ~7;
-  const int32_t np = (size_t)kq * 4u * (size_t)np8 <= col_bytes(g) ? np8 : pb;
+  const int32_t np = (size_t)kq * 4u * (size_t)np8 <= j->col ? np8 : pb;
   gather_q(g, j->x + (n * (size_t)g->c + grp * (size_t)g->cg) * plane, p0, pb, np, col);
-  const int32_t xzp = g->xzp, q[4] = {g->shift, g->yzp, g->lo, g->hi};
-  const int rq = ert_cpu.qgemm_rq_s8 != NULL && g->shift > 31 &&
-                 (j->w_no_min || ert_cpu.qgemm_s8_p == NULL); /* qgemm_s8_p: no sdot */
+  const int32_t q[4] = {g->shift, g->yzp, g->lo, g->hi};
+  const int rq = j->rq;
+  const size_t mgroups = ((size_t)g->mg + S8_MR - 1) / S8_MR, pbytes = pack_bytes(g);
+  const int8_t *pk = j->packed != NULL ? j->packed + grp * mgroups * pbytes : NULL;
 #if defined(ERT_X86_KERNELS)
-  const size_t mgroups = ((size_t)g->mg + S8_MR - 1) / S8_MR;
   const int32_t m_end = (int32_t)((part + 1) * mgroups / parts) * S8_MR;
   for (int32_t m0 = (int32_t)(part * mgroups / parts) * S8_MR; m0 < m_end && m0 < g->mg;
        m0 += S8_MR) {
@@ -724,19 +775,21 @@ static void block_q(const job *j, size_t t, int8_t *col, int8_t *wq) {
 #endif
     const int32_t mr = g->mg - m0 < S8_MR ? g->mg - m0 : S8_MR;
     const size_t oc0 = grp * (size_t)g->mg + (size_t)m0;
-    const int32_t *qp = j->qp + 2 * oc0;
-    int32_t wsum[S8_MR], bias[S8_MR] = {0, 0, 0, 0}, mult[S8_MR] = {0, 0, 0, 0};
-    ert_cpu.pack_w_s8(wq, wsum, j->w + oc0 * k, k, mr, g->k);
-    for (int32_t r = 0; r < mr; r++) bias[r] = qp[2 * r] - xzp * wsum[r], mult[r] = qp[2 * r + 1];
+    const int8_t *w = wq;
+    if (pk != NULL)
+      w = pk + (size_t)m0 / S8_MR * pbytes;
+    else
+      pack_group(j, grp, m0, wq);
+    const int32_t *bias = (const int32_t *)(const void *)(w + pbytes - 32u), *mult = bias + S8_MR;
     int8_t *y0 = j->y + (n * (size_t)g->m + oc0) * (size_t)p_total + (size_t)p0;
     int32_t done = 0; /* pixels requantized by qgemm_rq_s8 */
     if (rq) {
-      done = ert_cpu.qgemm_rq_s8(kq, np, col, wq, bias, mult, q, y0, (size_t)p_total, pb, mr);
+      done = ert_cpu.qgemm_rq_s8(kq, np, col, w, bias, mult, q, y0, (size_t)p_total, pb, mr);
       if (done == pb) continue;
     }
     int32_t acc[S8_MR][2 * S8_PB + 1];
     (j->w_no_min && ert_cpu.qgemm_s8_p != NULL ? ert_cpu.qgemm_s8_p : ert_cpu.qgemm_s8)(
-        kq, np, col, wq, bias, &acc[0][0], 2 * S8_PB + 1);
+        kq, np, col, w, bias, &acc[0][0], 2 * S8_PB + 1);
     for (int32_t r = 0; r < mr; r++)
       ert_requant_row(acc[r] + done, (size_t)(pb - done), mult[r], g->shift, g->yzp, g->lo, g->hi,
                       y0 + (size_t)r * (size_t)p_total + (size_t)done);
@@ -748,7 +801,7 @@ static void im2col_task(void *arg, size_t begin, size_t end) {
   for (size_t s = begin; s < end; s++) {
     char *slot = j->scratch + s * j->slot_bytes;
     int16_t *col = (int16_t *)(void *)slot;
-    int16_t *wbuf = (int16_t *)(void *)(slot + col_bytes(j->g));
+    int16_t *wbuf = (int16_t *)(void *)(slot + j->col);
     const size_t t0 = s * j->tasks / j->nslots, t1 = (s + 1) * j->tasks / j->nslots;
     for (size_t t = t0; t < t1; t++) {
       if (j->simd)
@@ -790,10 +843,25 @@ void ert_conv2d_s8__ref(const ert_node *node, ert_exec *ex) {
   }
   j.scratch = (char *)node->scratch;
   j.slot_bytes = im2col_scratch(&g) / S8_SLOTS;
+  j.col = col_bytes(&g);
   /* The int8 quads of a block take ceil(k/4)*4 bytes per pixel, the int16 block 2k: when k
    * is a multiple of 4, twice as many pixels fit in the slot (fewer weight packings). */
   j.simd = ert_cpu.qgemm_s8 != NULL && ert_cpu.quads_s8 != NULL && ert_cpu.pack_w_s8 != NULL;
-  j.pbs = j.simd && (size_t)(g.k + 3) / 4u * 8u * S8_PB <= col_bytes(&g) ? 2 * S8_PB : S8_PB;
+  j.pbs = j.simd && (size_t)(g.k + 3) / 4u * 8u * S8_PB <= j.col ? 2 * S8_PB : S8_PB;
+  j.rq = ert_cpu.qgemm_rq_s8 != NULL && g.shift > 31 &&
+         (j.w_no_min || ert_cpu.qgemm_s8_p == NULL); /* qgemm_s8_p: no sdot */
+  j.packed = NULL;
+  int32_t px;
+  size_t col;
+  if (S8_EXT && j.simd && (int64_t)g.oh * g.ow > S8_PB &&
+      node->scratch_bytes >= ext_scratch(&g, &px, &col)) {
+    j.slot_bytes = col + align64((size_t)S8_MR * (size_t)g.k * 2u);
+    j.col = col;
+    if (j.rq) /* (the int32 path's accumulators hold 2 * S8_PB + 1 pixels) */
+      j.pbs = px;
+    j.packed = (int8_t *)node->scratch + S8_SLOTS * j.slot_bytes;
+    ert_parallel_for(ex, (size_t)g.group * (((size_t)g.mg + S8_MR - 1) / S8_MR), pack_task, &j);
+  }
   j.blocks = ((size_t)g.oh * (size_t)g.ow + (size_t)j.pbs - 1) / (size_t)j.pbs;
   j.tasks = (size_t)g.n * (size_t)g.group * j.blocks;
 #if defined(ERT_X86_KERNELS)
