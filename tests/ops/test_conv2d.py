@@ -65,6 +65,11 @@ CASES = [
     (1, 5, 5, 3, 7, (2, 2), (1, 1), (2, 2), (0, 0, 0, 0), 1),      # dilated, 3x1 outputs
     (1, 9, 2, 2, 11, (3, 3), (1, 1), (1, 1), (1, 1, 0, 0), 1),     # padding inside the window, 1x1
     (1, 300, 2, 3, 5, (2, 3), (1, 1), (1, 1), (0, 0, 0, 1), 1),    # K > one depth block, 1x2
+    # output rows of whole 16-column panels (packed panel by panel): depth blocks starting
+    # inside a window, taps partly outside at both edges, dilations, stride 2 down
+    (1, 96, 10, 32, 24, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1),
+    (1, 3, 6, 32, 4, (3, 3), (1, 1), (1, 2), (1, 3, 1, 1), 1),
+    (2, 5, 7, 16, 9, (3, 5), (2, 1), (2, 1), (2, 2, 1, 2), 1),
 ]
 
 

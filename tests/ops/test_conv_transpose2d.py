@@ -42,6 +42,10 @@ CASES = [
     (1, 2, 3, 3, 5, (1, 1), (3, 3), (1, 1), (0, 0, 0, 0), (2, 1), 1),
     (1, 33, 7, 9, 33, (2, 2), (2, 2), (1, 1), (0, 0, 0, 0), (0, 0), 1),
     (1, 8, 60, 50, 16, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), (0, 0), 1),  # several row chunks
+    # windows tiling the output (kernel == stride): output padding cropped by the end pads,
+    # groups and batch, several row chunks
+    (2, 4, 5, 7, 3, (2, 3), (2, 3), (1, 1), (0, 0, 1, 1), (1, 1), 2),
+    (1, 4, 70, 64, 8, (2, 2), (2, 2), (1, 1), (0, 0, 0, 0), (0, 0), 1),
 ]
 
 
@@ -78,6 +82,14 @@ def test_runtime_weights_threads_and_activation():
     nodes = [helper.make_node("ConvTranspose", ["x", "w"], ["t"], strides=[2, 2]),
              helper.make_node("Relu", ["t"], ["y"])]
     model = make_model(nodes, {"x": x}, ["y"], {"w": w}, opset=17)
+    assert [n.op for n in build_graph(model).nodes] == ["conv_transpose2d"]
+    _check(model, {"x": x})
+    # kernel == stride (every output written once), bias and a fused sigmoid
+    w2 = rng.standard_normal((8, 3, 2, 2)).astype(np.float32)
+    nodes = [helper.make_node("ConvTranspose", ["x", "w", "b"], ["t"], strides=[2, 2]),
+             helper.make_node("Sigmoid", ["t"], ["y"])]
+    model = make_model(nodes, {"x": x}, ["y"], {"w": w2, "b": rng.standard_normal(3).astype(np.float32)},
+                       opset=17)
     assert [n.op for n in build_graph(model).nodes] == ["conv_transpose2d"]
     _check(model, {"x": x})
 

@@ -3,7 +3,9 @@
  *
  * Y starts as the bias. Then per batch item, group and chunk of input rows, the GEMM
  * col[Mg*kH*kW, rows*W] = W_g^T X_g[:, rows] fills the column buffer (scratch) and
- * col2im adds each column entry into the output pixel it lands on. */
+ * col2im adds each column entry into the output pixel it lands on. When the windows tile
+ * the output (kernel == stride, no dilation or padding) every output pixel gets one
+ * entry, and col2im writes it with the bias (no bias pass first). */
 #include "sgemm.h"
 #include "window.h"
 
@@ -18,6 +20,7 @@ typedef struct ct_geom {
   int32_t group, cg, mg;
   int32_t kh, kw, sh, sw, dh, dw, pt, pl;
   int32_t rows;          /* input rows per chunk */
+  int tiled;             /* windows tile the output (kernel == stride, no dilation, pads) */
   ert_act_params act;
 } ct_geom;
 
@@ -40,6 +43,8 @@ static void read_geom(const ert_node *node, ct_geom *g) {
   g->cg = g->c / g->group;
   g->mg = node->in[1]->shape[1];
   g->rows = chunk_rows((int64_t)g->mg * g->kh * g->kw, g->h, g->w);
+  g->tiled = g->kh == g->sh && g->kw == g->sw && g->dh == 1 && g->dw == 1 && g->pt == 0 &&
+             g->pl == 0 && g->oh == g->h * g->sh && g->ow == g->w * g->sw;
   g->act.kind = ert_pi(node, P_ACT);
   g->act.a = ert_pf(node, P_ACT + 1);
   g->act.b = ert_pf(node, P_ACT + 2);
@@ -148,6 +153,8 @@ static void col2im_worker(void *arg, size_t begin, size_t end) {
   const size_t ncols = (size_t)j->nrows * g->w;
   for (size_t mm = begin; mm < end; ++mm) {
     float *yp = j->y + ((size_t)j->n * g->m + (size_t)j->grp * g->mg + mm) * (size_t)g->oh * g->ow;
+    /* windows tiling the output: every output once, written with the bias */
+    const float bv = g->tiled && j->bias ? j->bias[(size_t)j->grp * g->mg + mm] : 0.0f;
     for (int32_t ky = 0; ky < g->kh; ++ky) {
       for (int32_t kx = 0; kx < g->kw; ++kx) {
         const float *cr = j->col + ((mm * g->kh + (size_t)ky) * g->kw + (size_t)kx) * ncols;
@@ -159,7 +166,9 @@ static void col2im_worker(void *arg, size_t begin, size_t end) {
           if (oy < 0 || oy >= g->oh) continue;
           float *yr = yp + (size_t)oy * g->ow;
           const float *cc = cr + (size_t)r * g->w;
-          if (g->sw == 1) {
+          if (g->tiled) {
+            for (int32_t ix = ix_lo; ix < ix_hi; ++ix) yr[ix * g->sw + xoff] = cc[ix] + bv;
+          } else if (g->sw == 1) {
             for (int32_t ix = ix_lo; ix < ix_hi; ++ix) yr[ix + xoff] += cc[ix];
           } else {
             for (int32_t ix = ix_lo; ix < ix_hi; ++ix) yr[ix * g->sw + xoff] += cc[ix];
@@ -200,7 +209,7 @@ void ert_conv_transpose2d_eval(const ert_node *node, ert_exec *ex) {
   float *y = node->out[0]->data;
   const size_t planes = (size_t)g.n * g.m;
   init_job ij = {&g, bias, y, 0};
-  ert_parallel_for(ex, planes, plane_worker, &ij);
+  if (!g.tiled) ert_parallel_for(ex, planes, plane_worker, &ij);
 
   const int32_t rows_k = g.mg * g.kh * g.kw;
   const size_t col_bytes = align64((size_t)rows_k * (size_t)g.rows * g.w * sizeof(float));

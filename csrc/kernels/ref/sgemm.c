@@ -248,18 +248,73 @@ ERT_INLINE void col_range(const ert_im2col *ic, int32_t kx, int32_t *lo, int32_t
   *hi = (int32_t)(h < ic->out_w ? h : ic->out_w);
 }
 
-/* B as im2col of the image at x: rows [k0, k0+kc), columns [j0, j0+nlen). */
+/* B as im2col of the image at x, rows [k0, k0+kc), columns [j0, j0+nlen), when every
+ * panel lies within one output row (j0 and out_w multiples of NR; stride 1 across,
+ * kh <= 32, kw <= 16; lo_kx, hi_kx per col_range), panel by panel: row k of a panel is
+ * one run of NR floats where its taps are all inside the image, else zeros and the part
+ * that is inside. */
+ERT_COLD static void pack_panels(const ert_im2col *ic, const float *x,
+                                                  int32_t k0, int32_t kc, int32_t j0,
+                                                  int32_t nlen, const int32_t *lo_kx,
+                                                  const int32_t *hi_kx, float *d) {
+  const int32_t kh = ic->kh, kw = ic->kw, dw = ic->dw, khw = kh * kw;
+  const ptrdiff_t rstep = (ptrdiff_t)ic->dh * ic->width;
+  const ptrdiff_t plane = (ptrdiff_t)ic->height * ic->width;
+  for (int32_t j = j0; j < j0 + nlen; j += NR) {
+    const int32_t oy0 = j / ic->out_w, ox0 = j % ic->out_w;
+    uint32_t rows = 0, cols = 0; /* bit ky: window row ky inside; bit kx: column kx inside */
+    for (int32_t ky = 0; ky < kh; ++ky)
+      rows |= (uint32_t)((uint32_t)(oy0 * ic->sh + ky * ic->dh - ic->pad_top) <
+                         (uint32_t)ic->height) << ky;
+    for (int32_t kx = 0; kx < kw; ++kx)
+      cols |= (uint32_t)(lo_kx[kx] <= ox0 && ox0 + NR <= hi_kx[kx]) << kx;
+    int32_t c = k0 / khw, ky = k0 % khw / kw, kx = k0 % khw % kw;
+    /* x + o: tap (c, ky, kx) of the panel's first column */
+    ptrdiff_t o = c * plane + (ptrdiff_t)(oy0 * ic->sh - ic->pad_top) * ic->width + ky * rstep +
+                  ox0 - ic->pad_left + kx * dw;
+    for (int32_t k = 0; k < kc; ++k, d += NR) {
+      if (rows >> ky & cols >> kx & 1u) {
+        memcpy(d, x + o, NR * sizeof(float));
+      } else {
+        /* zeros, then columns [a, b) of the panel, those inside the image */
+        int32_t a = lo_kx[kx] - ox0, b = hi_kx[kx] - ox0;
+        a = a > 0 ? a : 0;
+        b = (rows >> ky & 1u) == 0 ? 0 : b < NR ? b : NR;
+        memset(d, 0, NR * sizeof(float));
+        if (a < b) memcpy(d + a, x + o + a, (size_t)(b - a) * sizeof(float));
+      }
+      o += dw;
+      if (++kx == kw) {
+        kx = 0;
+        o += rstep - (ptrdiff_t)kw * dw;
+        if (++ky == kh) {
+          ky = 0;
+          o += plane - kh * rstep;
+        }
+      }
+    }
+  }
+}
+
+/* B as im2col of the image at x: rows [k0, k0+kc), columns [j0, j0+nlen) (j0 a multiple
+ * of NR). With stride 1 across and output rows of whole panels (every panel then lies
+ * within one output row) panel by panel (pack_panels); otherwise row by row (k), by
+ * segments of one output row each, through a line of nlen floats scattered into the
+ * panels. */
 ERT_INLINE void pack_b_im2col(const ert_im2col *ic, const float *x, int32_t k0, int32_t kc,
-                              int32_t j0,
-                          int32_t nlen, float *dst) {
+                              int32_t j0, int32_t nlen, float *dst) {
   const int32_t khw = ic->kh * ic->kw;
   const size_t plane = (size_t)ic->height * (size_t)ic->width;
-  const int32_t oy0 = j0 / ic->out_w, ox0 = j0 % ic->out_w;
-  float line[ERT_SGEMM_NC];
   enum { KX_CACHE = 16 };
   int32_t lo_kx[KX_CACHE], hi_kx[KX_CACHE]; /* output columns whose tap kx is inside */
   for (int32_t kx = 0; kx < ic->kw && kx < KX_CACHE; ++kx)
     col_range(ic, kx, &lo_kx[kx], &hi_kx[kx]);
+  if (ic->sw == 1 && ic->out_w % NR == 0 && ic->kw <= KX_CACHE && ic->kh <= 32) {
+    pack_panels(ic, x, k0, kc, j0, nlen, lo_kx, hi_kx, dst);
+    return;
+  }
+  const int32_t oy0 = j0 / ic->out_w, ox0 = j0 % ic->out_w;
+  float line[ERT_SGEMM_NC];
   int32_t c = k0 / khw, r = k0 % khw;
   int32_t ky = r / ic->kw, kx = r % ic->kw;
   for (int32_t k = 0; k < kc; ++k) {
