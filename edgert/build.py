@@ -242,7 +242,10 @@ def build(target_name: str, out: str | os.PathLike, wheel: bool = True, jobs: in
         (out / sub).mkdir(parents=True, exist_ok=True)
     strip = target.tool("strip")
     so, ar, run = out / "lib" / "libedgert.so", out / "lib" / "libedgert.a", out / "bin" / "edgert-run"
-    subprocess.run([strip, "--strip-unneeded", "-o", str(so), str(bdir / "libedgert.so")], check=True)
+    # --strip-unneeded and the compiler's version note (.comment), as distributions strip
+    # their shared libraries
+    subprocess.run([strip, "--strip-unneeded", "--remove-section=.comment", "-o", str(so),
+                    str(bdir / "libedgert.so")], check=True)
     shutil.copyfile(bdir / "libedgert.a", ar)
     subprocess.run([strip, "-o", str(run), str(bdir / "bin" / "edgert-run")], check=True)
     header = out / "include" / "edgert.h"

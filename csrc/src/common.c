@@ -177,14 +177,17 @@ edgert_status ert_check_dtype(const ert_node *n, ert_err *err, const ert_tensor 
   return EDGERT_OK;
 }
 
-/* Writes "[2, 3, 4]" into buf. */
+/* Writes "[2, 3, 4]" into buf (size >= 2). */
 static const char *shape_str(const ert_tensor *t, char *buf, size_t size) {
-  size_t used = 0;
-  buf[0] = '\0';
-  used += (size_t)snprintf(buf, size, "[");
+  size_t used = 1; /* size >= 2 */
+  buf[0] = '[';
+  buf[1] = '\0';
   for (int32_t i = 0; i < t->ndim && i < EDGERT_MAX_DIMS && used < size; i++)
     used += (size_t)snprintf(buf + used, size - used, i ? ", %d" : "%d", (int)t->shape[i]);
-  if (used < size) snprintf(buf + used, size - used, "]");
+  if (used + 1 < size) {
+    buf[used] = ']';
+    buf[used + 1] = '\0';
+  }
   return buf;
 }
 

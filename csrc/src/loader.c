@@ -851,9 +851,10 @@ edgert_status edgert_model_load_file(const char *path, edgert_model **out, char 
   errno = 0;
   size_t got = len > 0 ? fread(buf, 1, len, f) : 0;
   int code = ferror(f) ? errno : 0;
-  int extra = (got == len) ? fgetc(f) : EOF;
+  uint8_t past; /* a byte after the size fstat gave: the file grew while being read */
+  size_t extra = (got == len) ? fread(&past, 1, 1, f) : 0;
   fclose(f);
-  if (got != len || extra != EOF) {
+  if (got != len || extra != 0) {
     ert_free(buf);
     return ert_fail(&e, EDGERT_ERR_IO, "cannot read '%s': %s", path,
                     code ? strerror(code) : "file changed size while reading");

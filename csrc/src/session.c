@@ -353,7 +353,9 @@ edgert_status edgert_session_create(edgert_model *model, const edgert_session_op
   return EDGERT_OK;
 }
 
-static edgert_status sess_fail(edgert_session *s, edgert_status st, const char *what) {
+/* Not inlined: one call with the message, not a copy of it at each caller. */
+__attribute__((noinline)) static edgert_status sess_fail(edgert_session *s, edgert_status st,
+                                                        const char *what) {
   snprintf(s->error, sizeof s->error, "%s", what);
   return st;
 }
