@@ -44,6 +44,7 @@ import numpy as np
 
 from . import OpUnsupported
 from .binary import act_kind
+from .gemm import align64
 from ..quant.fixedpoint import requant, saturate
 
 S8 = np.dtype(np.int8)
@@ -145,19 +146,15 @@ def scratch(node, graph) -> int:
             need = max(need, SLOTS * ((band + 63) // 64 * 64))
         return need
     p, k = g["oh"] * g["ow"], g["k"]
-    col, wrows = _al64(min(PB, p) * k * 2), _al64(MR * k * 2)
+    col, wrows = align64(min(PB, p) * k * 2), align64(MR * k * 2)
     if p <= PB:
         return SLOTS * (col + wrows)
     # the SIMD layout (ext_scratch in the C): slots that also hold a block of int8 quads,
     # then the packed weights of every group of MR channels
     kq4 = -(-k // 4) * 4
     pixels = min(p, max(PB if k % 4 else 2 * PB, QCOL // kq4 // 16 * 16))
-    col = max(col, _al64(kq4 * -(-pixels // 8) * 8))
-    return SLOTS * (col + wrows) + _al64(g["group"] * -(-g["mg"] // MR) * (kq4 * 4 + 32))
-
-
-def _al64(n: int) -> int:
-    return (n + 63) // 64 * 64
+    col = max(col, align64(kq4 * -(-pixels // 8) * 8))
+    return SLOTS * (col + wrows) + align64(g["group"] * -(-g["mg"] // MR) * (kq4 * 4 + 32))
 
 
 def conv_acc(x: np.ndarray, w: np.ndarray, group: int, strides, dilations, pads) -> np.ndarray:

@@ -35,7 +35,7 @@ def _round_up(x: int, m: int) -> int:
     return (x + m - 1) // m * m
 
 
-def _align64(x: int) -> int:
+def align64(x: int) -> int:
     return _round_up(x, 64)
 
 
@@ -48,7 +48,7 @@ def sgemm_scratch_bytes(m: int, n: int, k: int, im2col: bool) -> int:
     kc = min(k, SGEMM_KC)
     mc = _round_up(min(m, SGEMM_MC), SGEMM_MR)
     nc = _round_up(min(n, SGEMM_NC), SGEMM_NR)
-    return SGEMM_SLOTS * (_align64(mc * kc * 4) + _align64(kc * nc * 4))
+    return SGEMM_SLOTS * (align64(mc * kc * 4) + align64(kc * nc * 4))
 
 
 def gemm_s8():

@@ -431,10 +431,7 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
 #if defined(ERT_X86_KERNELS)
   /* the AVX-512 block kernel with A's and B's rows in place needs no scratch: depth
      blocks up to ERT_SGEMM_DEEP_KC then (one pass over C instead of several) */
-  const int32_t kstep = ert_cpu.sgemm_block != NULL && !g->im2col && g->csb == 1 && g->csa == 1 &&
-                                g->k <= ERT_SGEMM_DEEP_KC
-                            ? g->k
-                            : KC;
+  const int32_t kstep = jb->direct ? g->k : KC;
 #else
   const int32_t kstep = KC;
 #endif
@@ -603,7 +600,7 @@ static void run_blocked(const ert_sgemm *g, void *scratch, ert_exec *ex) {
      (see run_task); one thread takes the fewest blocks and row parts (each part packs its
      B panels again) */
   jb.even = ert_exec_threads(ex) > 1;
-  /* A and B in place for the AVX-512 block kernel (as run_task's kstep): no scratch, so
+  /* A and B in place for the AVX-512 block kernel (run_task's kstep): no scratch, so
      twice as many pieces as slots at two threads or more (a preempted thread then holds
      up less of the job) */
   jb.direct = ert_cpu.sgemm_block != NULL && !g->im2col && g->csb == 1 && g->csa == 1 &&
