@@ -237,13 +237,14 @@ static edgert_status check_sections(loader *L, uint64_t table_off, uint32_t n_se
   return EDGERT_OK;
 }
 
-/* True when s[0..n) is well-formed UTF-8 (no overlong forms, surrogates or code points
- * above U+10FFFF), so every binding can decode names strictly. */
+/* True when s[0..n) is well-formed UTF-8 without NUL bytes (no overlong forms, surrogates
+ * or code points above U+10FFFF), so every binding can decode names strictly. */
 static bool valid_utf8(const uint8_t *s, size_t n) {
   size_t i = 0;
   while (i < n) {
     uint8_t c = s[i];
     if (c < 0x80) {
+      if (c == 0) return false;
       i++;
       continue;
     }
@@ -273,7 +274,7 @@ static bool valid_utf8(const uint8_t *s, size_t n) {
 static edgert_status get_string(loader *L, uint32_t off, uint32_t len, const char **out,
                                 const char *what, uint32_t index) {
   if (!in_range(off, (uint64_t)len + 1, L->strings_size) || L->strings[off + len] != 0 ||
-      memchr(L->strings + off, 0, len) != NULL || !valid_utf8(L->strings + off, len))
+      !valid_utf8(L->strings + off, len))
     return ert_fail(L->err, EDGERT_ERR_FORMAT, "%s %u: name (offset %u, length %u) is not a valid string",
                     what, (unsigned)index, (unsigned)off, (unsigned)len);
   *out = (const char *)L->strings + off;

@@ -54,7 +54,7 @@ static float row_f32(rop op, const float *x, size_t n, size_t stride) {
   case R_LOG_SUM:
     for (k = 0; k < end; k += stride) acc += x[k];
     if (op == R_MEAN) return (float)(acc / (double)n); /* NaN when n == 0 */
-    if (op == R_LOG_SUM) return (float)log(acc);
+    if (op == R_LOG_SUM) return logf((float)acc);
     return (float)acc;
   case R_L1:
     for (k = 0; k < end; k += stride) acc += fabs((double)x[k]);
@@ -91,8 +91,8 @@ static float row_f32(rop op, const float *x, size_t n, size_t stride) {
     for (k = 0; k < end; k += stride)
       if (x[k] > m || x[k] != x[k]) m = x[k];
     if (isinf(m) || m != m) return m;
-    for (k = 0; k < end; k += stride) acc += exp((double)(x[k] - m));
-    return m + (float)log(acc);
+    for (k = 0; k < end; k += stride) acc += expf(x[k] - m);
+    return m + logf((float)acc);
   }
   }
   return 0.0f;
@@ -172,7 +172,7 @@ static float row_f32_contig(rop op, const float *x, size_t n) {
     }
     double acc = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
     if (op == R_MEAN) return (float)(acc / (double)n);
-    if (op == R_LOG_SUM) return (float)log(acc);
+    if (op == R_LOG_SUM) return logf((float)acc);
     if (op == R_L2) return (float)sqrt(acc);
     return (float)acc;
   }
