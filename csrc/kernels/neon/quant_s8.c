@@ -189,7 +189,10 @@ static inline __attribute__((always_inline)) void qgemm_p_tile(int32_t kq, int32
  * bias[r] (ld4r): v = 0, 1 the even pixels 0-6 and 8-14 of channel r, v = 2, 3 the odd
  * ones (zipped back in order when stored). Two quads per loop step, 52 instructions per
  * quad (256 multiply-adds). Tiles at i = 0, 16, ..; the last 8 pixels (np = i + 8) as a
- * half tile (ld4 of 32 bytes, the v = 1, 3 accumulators unused); otherwise, when np is not
+ * half tile (ld4 of 32 bytes, the v = 1, 3 accumulators unused), or with q and at most 4
+ * of them left (n - i <= 4), as a quarter tile (ld2 of 16 bytes: taps 0-1 and 2-3 of
+ * pixels 0-3 in order, one accumulator per channel, split into even and odd after the
+ * loop); otherwise, when np is not
  * a multiple of 16, a last tile at np - 16 (recomputing some pixels: the same values);
  * while i < n; np >= 16. Without q, the sums go to int32 out[r*ld + i]; with q
  * (qgemm_rq_s8: shift q[0] > 31, mult), requantized to int8 out[r*ld + i] for r < rows,
@@ -209,7 +212,8 @@ static __attribute__((noinline)) void qgemm_p16(int32_t kq, int32_t np, const in
     rq_v.lo = vdupq_n_s8((int8_t)q[2]), rq_v.hi = vdupq_n_s8((int8_t)q[3]);
   }
   for (int32_t i = 0;; i += 16) {
-    const int half = i + 8 == np; /* the last 8 pixels */
+    /* the last 8 pixels: a half tile, or when requantizing at most 4 of them, a quarter */
+    const int half = i + 8 == np ? 1 + (q != NULL && n - i <= 4) : 0;
     if (i + 16 > np && !half) i = np - 16;
     const int8_t *c0 = col + 4 * (size_t)i, *w = wq;
     size_t nq = half ? (size_t)kq : (size_t)(kq + 1) / 2u; /* two quads per full step */
@@ -243,16 +247,38 @@ static __attribute__((noinline)) void qgemm_p16(int32_t kq, int32_t np, const in
   "smlal  v13.8h, v3.8b, " W23 ".8b\n\t"                                                   \
   "sadalp " A0 ".4s, v12.8h\n\t"                                                           \
   "sadalp " A1 ".4s, v13.8h\n\t"
+#define P4_CH(W01, W23, A) /* pixels 0-3 of channel r, in order (ld2: taps 0-1, 2-3) */ \
+  "smull  v12.8h, v0.8b, " W01 ".8b\n\t"                                                   \
+  "smlal  v12.8h, v1.8b, " W23 ".8b\n\t"                                                   \
+  "sadalp " A ".4s, v12.8h\n\t"
     __asm__(
         "ld4r {v16.4s, v17.4s, v18.4s, v19.4s}, [%[b]]\n\t"
         "ld4r {v20.4s, v21.4s, v22.4s, v23.4s}, [%[b]]\n\t"
         "ld4r {v24.4s, v25.4s, v26.4s, v27.4s}, [%[b]]\n\t"
         "ld4r {v28.4s, v29.4s, v30.4s, v31.4s}, [%[b]]\n\t"
-        "cbnz %w[h], 2f\n\t"
+        "cbnz %w[h], 5f\n\t"
         "tbnz %w[kq], #0, 4f\n"
         "1:\n\t" P16_Q "4:\n\t" P16_Q
         "subs %[n], %[n], #1\n\t"
         "b.ne 1b\n\t"
+        "b 3f\n"
+        "5:\n\t"
+        "tbz %w[h], #1, 2f\n"
+        "6:\n\t"
+        "ld2 {v0.4h, v1.4h}, [%[c0]], %[st]\n\t"
+        "ld4r {v4.8h, v5.8h, v6.8h, v7.8h}, [%[w]], #8\n\t"
+        "ld4r {v8.8h, v9.8h, v10.8h, v11.8h}, [%[w]], #8\n\t"
+        P4_CH("v4", "v5", "v16") P4_CH("v6", "v7", "v17") P4_CH("v8", "v9", "v18") P4_CH("v10", "v11", "v19")
+        "subs %[n], %[n], #1\n\t"
+        "b.ne 6b\n\t"
+        "uzp2 v24.4s, v16.4s, v16.4s\n\t" /* pixels 0-3 in order: even and odd as above */
+        "uzp2 v25.4s, v17.4s, v17.4s\n\t"
+        "uzp2 v26.4s, v18.4s, v18.4s\n\t"
+        "uzp2 v27.4s, v19.4s, v19.4s\n\t"
+        "uzp1 v16.4s, v16.4s, v16.4s\n\t"
+        "uzp1 v17.4s, v17.4s, v17.4s\n\t"
+        "uzp1 v18.4s, v18.4s, v18.4s\n\t"
+        "uzp1 v19.4s, v19.4s, v19.4s\n\t"
         "b 3f\n"
         "2:\n\t"
         "ld4 {v0.4h, v1.4h, v2.4h, v3.4h}, [%[c0]], %[st]\n\t"
@@ -272,6 +298,7 @@ static __attribute__((noinline)) void qgemm_p16(int32_t kq, int32_t np, const in
 #undef P16_CH
 #undef P16_Q
 #undef P8_CH
+#undef P4_CH
     const int32x4_t acc[4][4] = {{a00, a10, a20, a30}, {a01, a11, a21, a31},
                                  {a02, a12, a22, a32}, {a03, a13, a23, a33}};
     if (q == NULL) {
