@@ -874,43 +874,116 @@ typedef struct dwc_k {
 
 /* The outputs of rows oy < R (ow each, stride s) from the band's padded copy (cols
  * pixels a row) into out, 16 bytes a pixel, of 3x3 windows or (k5) 5x5. A function of
- * its own, so that the 3x3 taps and the requantization's constants stay in registers
- * (5x5 taps: a loop over the window's rows, its taps loaded). */
+ * its own, so that the taps and the requantization's constants stay in registers. 3x3
+ * in assembly: per pixel one ld1 of the three pixels of each window row (48 bytes, for
+ * stride 1 and 2 alike), DWC_PAIR's products and widening adds, the bias from one ld1 and
+ * requant_row's shift >= 31 steps (rq8_hi; sqrdmulh for shift 31, whose srshl is by 0):
+ * 64 instructions per pixel of 16 channels. 5x5: a loop over the window's rows, its taps
+ * loaded. */
 static __attribute__((noinline)) void dwc_band(int8_t *out, const int8_t *in, int32_t R, int32_t ow,
                                                int32_t s, int32_t cols, const dwc_k *k, int k5) {
-  const int8x16_t w0 = k->w[0], w1 = k->w[1], w2 = k->w[2], w3 = k->w[3], w4 = k->w[4];
-  const int8x16_t w5 = k->w[5], w6 = k->w[6], w7 = k->w[7], w8 = k->w[8];
+  const size_t rs = (size_t)cols * 16u, ps = 16u * (size_t)s;
+  if (!k5) {
+    const int8_t *p0, *p1, *p2;
+    size_t cnt, rows = (size_t)R;
+    /* v0-v8 taps, v9-v12 sh z lo hi, v13-v16 multipliers, v17-v20 sums, v21-v26 two window
+     * rows, v27-v28 products */
+#define DWC_AP(XA, WA, XB, WB)                                                             \
+  "smull  v27.8h, " XA ".8b, " WA ".8b\n\t"                                                \
+  "smull2 v28.8h, " XA ".16b, " WA ".16b\n\t"                                              \
+  "smlal  v27.8h, " XB ".8b, " WB ".8b\n\t"                                                \
+  "smlal2 v28.8h, " XB ".16b, " WB ".16b\n\t"                                              \
+  "saddw  v17.4s, v17.4s, v27.4h\n\t"                                                      \
+  "saddw2 v18.4s, v18.4s, v27.8h\n\t"                                                      \
+  "saddw  v19.4s, v19.4s, v28.4h\n\t"                                                      \
+  "saddw2 v20.4s, v20.4s, v28.8h\n\t"
+    __asm__ volatile(
+        "ld1 {v0.16b, v1.16b, v2.16b, v3.16b}, [%[kw]], #64\n\t"
+        "ld1 {v4.16b, v5.16b, v6.16b, v7.16b}, [%[kw]], #64\n\t"
+        "ld1 {v8.16b}, [%[kw]]\n\t"
+        "ld1 {v9.16b, v10.16b, v11.16b, v12.16b}, [%[kc]]\n\t"
+        "ld1 {v13.4s, v14.4s, v15.4s, v16.4s}, [%[km]]\n"
+        "0:\n\t"
+        "mov %[p0], %[in]\n\t"
+        "add %[p1], %[in], %[rs]\n\t"
+        "add %[p2], %[p1], %[rs]\n\t"
+        "add %[in], %[in], %[srs]\n\t"
+        "mov %[cnt], %[ow]\n"
+        "1:\n\t"
+        "ld1 {v17.4s, v18.4s, v19.4s, v20.4s}, [%[kb]]\n\t"
+        "ld1 {v21.16b, v22.16b, v23.16b}, [%[p0]], %[ps]\n\t"
+        "ld1 {v24.16b, v25.16b, v26.16b}, [%[p1]], %[ps]\n\t"
+        DWC_AP("v21", "v0", "v22", "v1") DWC_AP("v23", "v2", "v24", "v3")
+        DWC_AP("v25", "v4", "v26", "v5")
+        "ld1 {v21.16b, v22.16b, v23.16b}, [%[p2]], %[ps]\n\t"
+        DWC_AP("v21", "v6", "v22", "v7")
+        "smull  v27.8h, v23.8b, v8.8b\n\t"
+        "smull2 v28.8h, v23.16b, v8.16b\n\t"
+        "saddw  v17.4s, v17.4s, v27.4h\n\t"
+        "saddw2 v18.4s, v18.4s, v27.8h\n\t"
+        "saddw  v19.4s, v19.4s, v28.4h\n\t"
+        "saddw2 v20.4s, v20.4s, v28.8h\n\t"
+        "cbnz %w[is31], 4f\n\t"
+        "sqdmulh v17.4s, v17.4s, v13.4s\n\t"
+        "sqdmulh v18.4s, v18.4s, v14.4s\n\t"
+        "sqdmulh v19.4s, v19.4s, v15.4s\n\t"
+        "sqdmulh v20.4s, v20.4s, v16.4s\n"
+        "3:\n\t"
+        "srshl v17.4s, v17.4s, v9.4s\n\t"
+        "srshl v18.4s, v18.4s, v9.4s\n\t"
+        "srshl v19.4s, v19.4s, v9.4s\n\t"
+        "srshl v20.4s, v20.4s, v9.4s\n\t"
+        "sqxtn  v17.4h, v17.4s\n\t"
+        "sqxtn2 v17.8h, v18.4s\n\t"
+        "sqxtn  v19.4h, v19.4s\n\t"
+        "sqxtn2 v19.8h, v20.4s\n\t"
+        "sqadd v17.8h, v17.8h, v10.8h\n\t"
+        "sqadd v19.8h, v19.8h, v10.8h\n\t"
+        "sqxtn  v17.8b, v17.8h\n\t"
+        "sqxtn2 v17.16b, v19.8h\n\t"
+        "smax v17.16b, v17.16b, v11.16b\n\t"
+        "smin v17.16b, v17.16b, v12.16b\n\t"
+        "st1 {v17.16b}, [%[o]], #16\n\t"
+        "subs %[cnt], %[cnt], #1\n\t"
+        "b.ne 1b\n\t"
+        "subs %[rows], %[rows], #1\n\t"
+        "b.ne 0b\n\t"
+        "b 5f\n"
+        "4:\n\t"
+        "sqrdmulh v17.4s, v17.4s, v13.4s\n\t"
+        "sqrdmulh v18.4s, v18.4s, v14.4s\n\t"
+        "sqrdmulh v19.4s, v19.4s, v15.4s\n\t"
+        "sqrdmulh v20.4s, v20.4s, v16.4s\n\t"
+        "b 3b\n"
+        "5:\n"
+        : [o] "+r"(out), [in] "+r"(in), [rows] "+r"(rows), [kw] "+r"(k), [p0] "=&r"(p0),
+          [p1] "=&r"(p1), [p2] "=&r"(p2), [cnt] "=&r"(cnt)
+        : [rs] "r"(rs), [ps] "r"(ps), [srs] "r"(rs * (size_t)s), [ow] "r"((size_t)ow),
+          [kb] "r"(&k->b), [km] "r"(&k->m), [kc] "r"(&k->sh), [is31] "r"(k->is31)
+        : "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12",
+          "v13", "v14", "v15", "v16", "v17", "v18", "v19", "v20", "v21", "v22", "v23", "v24",
+          "v25", "v26", "v27", "v28", "memory", "cc");
+#undef DWC_AP
+    return;
+  }
   const int32x4_t shv = k->sh;
   const int16x8_t zo = k->z;
   const int8x16_t vlo = k->lo, vhi = k->hi;
   const int is31 = k->is31;
-  const size_t rs = (size_t)cols * 16u, ps = 16u * (size_t)s;
   for (int32_t oy = 0; oy < R; ++oy) {
     const int8_t *p0 = in + (size_t)(oy * s) * rs;
     for (int32_t ox = 0; ox < ow; ++ox, out += 16, p0 += ps) {
-      const int8_t *p1 = p0 + rs, *p2 = p1 + rs;
       int32x4x4_t acc = vld1q_s32_x4((const int32_t *)(const void *)&k->b);
       int32x4_t a0 = acc.val[0], a1 = acc.val[1], a2 = acc.val[2], a3 = acc.val[3];
-      if (k5) {
-        const int8_t *p = p0;
-        const int8x16_t *wr = k->w;
+      const int8_t *p = p0;
+      const int8x16_t *wr = k->w;
 #pragma GCC unroll 1
-        for (int ky = 0; ky < 5; ++ky, p += rs, wr += 5) {
-          const int8x16_t x0 = vld1q_s8(p), x1 = vld1q_s8(p + 16), x2 = vld1q_s8(p + 32);
-          const int8x16_t x3 = vld1q_s8(p + 48), x4 = vld1q_s8(p + 64);
-          DWC_PAIR(x0, wr[0], x1, wr[1]);
-          DWC_PAIR(x2, wr[2], x3, wr[3]);
-          DWC_ONE(x4, wr[4]);
-        }
-      } else {
-        const int8x16_t x0 = vld1q_s8(p0), x1 = vld1q_s8(p0 + 16), x2 = vld1q_s8(p0 + 32);
-        const int8x16_t x3 = vld1q_s8(p1), x4 = vld1q_s8(p1 + 16), x5 = vld1q_s8(p1 + 32);
-        const int8x16_t x6 = vld1q_s8(p2), x7 = vld1q_s8(p2 + 16), x8 = vld1q_s8(p2 + 32);
-        DWC_PAIR(x0, w0, x1, w1);
-        DWC_PAIR(x2, w2, x3, w3);
-        DWC_PAIR(x4, w4, x5, w5);
-        DWC_PAIR(x6, w6, x7, w7);
-        DWC_ONE(x8, w8);
+      for (int ky = 0; ky < 5; ++ky, p += rs, wr += 5) {
+        const int8x16_t x0 = vld1q_s8(p), x1 = vld1q_s8(p + 16), x2 = vld1q_s8(p + 32);
+        const int8x16_t x3 = vld1q_s8(p + 48), x4 = vld1q_s8(p + 64);
+        DWC_PAIR(x0, wr[0], x1, wr[1]);
+        DWC_PAIR(x2, wr[2], x3, wr[3]);
+        DWC_ONE(x4, wr[4]);
       }
       /* requant_row's shift >= 31 steps (rq8_hi), a multiplier per channel */
       const int32x4x4_t m = vld1q_s32_x4((const int32_t *)(const void *)&k->m);
