@@ -206,10 +206,16 @@ static __attribute__((noinline)) void qgemm_p16(int32_t kq, int32_t np, const in
     int32x4_t m, sh;
     int16x8_t z;
     int8x16_t lo, hi;
+    size_t ld, ld4; /* the row stride and 4 ld - 16 */
+    int32_t clo, chi; /* lo > -128, hi < 127 (else the int8 narrowing clamps) */
   } rq_v, *rq = &rq_v; /* reloaded per tile (the tile uses every register) */
+  /* whole tiles (16 pixels of 4 rows, i + 16 <= n), requantized and stored in the assembly */
+  size_t nt = 0;
   if (q != NULL) {
     rq_v.m = vld1q_s32(mult), rq_v.sh = vdupq_n_s32(31 - q[0]), rq_v.z = vdupq_n_s16((int16_t)q[1]);
     rq_v.lo = vdupq_n_s8((int8_t)q[2]), rq_v.hi = vdupq_n_s8((int8_t)q[3]);
+    rq_v.ld = ld, rq_v.ld4 = 4 * ld - 16, rq_v.clo = q[2] > -128, rq_v.chi = q[3] < 127;
+    nt = rows == 4 ? (size_t)n / 16u : 0;
   }
   for (int32_t i = 0;; i += 16) {
     /* the last 8 pixels: a half tile, or when requantizing at most 4 of them, a quarter */
@@ -251,7 +257,39 @@ static __attribute__((noinline)) void qgemm_p16(int32_t kq, int32_t np, const in
   "smull  v12.8h, v0.8b, " W01 ".8b\n\t"                                                   \
   "smlal  v12.8h, v1.8b, " W23 ".8b\n\t"                                                   \
   "sadalp " A ".4s, v12.8h\n\t"
+/* channel R of a whole tile: requant_row's shift > 31 steps (rq8_hi) on the even pixels
+ * (v16+R, v20+R) into E and the odd ones (v24+R, v28+R) into O, int8 in their low halves */
+#define RQ_CH(R, A0, A1, A2, A3, E, O)                                                     \
+  "sqdmulh " A0 ".4s, " A0 ".4s, v0.s[" R "]\n\t"                                          \
+  "sqdmulh " A1 ".4s, " A1 ".4s, v0.s[" R "]\n\t"                                          \
+  "sqdmulh " A2 ".4s, " A2 ".4s, v0.s[" R "]\n\t"                                          \
+  "sqdmulh " A3 ".4s, " A3 ".4s, v0.s[" R "]\n\t"                                          \
+  "srshl " A0 ".4s, " A0 ".4s, v1.4s\n\t"                                                  \
+  "srshl " A1 ".4s, " A1 ".4s, v1.4s\n\t"                                                  \
+  "srshl " A2 ".4s, " A2 ".4s, v1.4s\n\t"                                                  \
+  "srshl " A3 ".4s, " A3 ".4s, v1.4s\n\t"                                                  \
+  "sqxtn  " E ".4h, " A0 ".4s\n\t"                                                         \
+  "sqxtn2 " E ".8h, " A1 ".4s\n\t"                                                         \
+  "sqxtn  " O ".4h, " A2 ".4s\n\t"                                                         \
+  "sqxtn2 " O ".8h, " A3 ".4s\n\t"                                                         \
+  "sqadd " E ".8h, " E ".8h, v2.8h\n\t"                                                    \
+  "sqadd " O ".8h, " O ".8h, v2.8h\n\t"                                                    \
+  "sqxtn " E ".8b, " E ".8h\n\t"                                                           \
+  "sqxtn " O ".8b, " O ".8h\n\t"
+#define CLAMP8(OP, V) /* the 8 registers of RQ_CH's results against V */                 \
+  OP " v5.8b, v5.8b, " V ".8b\n\t" OP " v6.8b, v6.8b, " V ".8b\n\t"                        \
+  OP " v7.8b, v7.8b, " V ".8b\n\t" OP " v8.8b, v8.8b, " V ".8b\n\t"                        \
+  OP " v9.8b, v9.8b, " V ".8b\n\t" OP " v10.8b, v10.8b, " V ".8b\n\t"                      \
+  OP " v11.8b, v11.8b, " V ".8b\n\t" OP " v12.8b, v12.8b, " V ".8b\n\t"
+    /* With nt > 0 (only at i = 0), nt whole tiles from i, each requantized and stored by
+     * st2 (which interleaves the even and odd pixels back in order); x9-x14: the loop
+     * state (tile start, rows pointer, steps, tiles, clamp flags). */
     __asm__(
+        "mov x9, %[c0]\n\t"
+        "mov x10, %[y]\n\t"
+        "mov x11, %[n]\n\t"
+        "mov x12, %[nt]\n"
+        "10:\n\t"
         "ld4r {v16.4s, v17.4s, v18.4s, v19.4s}, [%[b]]\n\t"
         "ld4r {v20.4s, v21.4s, v22.4s, v23.4s}, [%[b]]\n\t"
         "ld4r {v24.4s, v25.4s, v26.4s, v27.4s}, [%[b]]\n\t"
@@ -261,7 +299,29 @@ static __attribute__((noinline)) void qgemm_p16(int32_t kq, int32_t np, const in
         "1:\n\t" P16_Q "4:\n\t" P16_Q
         "subs %[n], %[n], #1\n\t"
         "b.ne 1b\n\t"
-        "b 3f\n"
+        "cbz x12, 9f\n\t"
+        "ld1 {v0.4s, v1.4s, v2.4s, v3.4s}, [%[rq]]\n\t"
+        "ldr q4, [%[rq], #64]\n\t"
+        "ldp x13, x14, [%[rq], #80]\n\t"
+        RQ_CH("0", "v16", "v20", "v24", "v28", "v5", "v6")
+        RQ_CH("1", "v17", "v21", "v25", "v29", "v7", "v8")
+        RQ_CH("2", "v18", "v22", "v26", "v30", "v9", "v10")
+        RQ_CH("3", "v19", "v23", "v27", "v31", "v11", "v12")
+        "ldp w15, w16, [%[rq], #96]\n\t"
+        "cbz w15, 11f\n\t" CLAMP8("smax", "v3") "11:\n\t"
+        "cbz w16, 12f\n\t" CLAMP8("smin", "v4") "12:\n\t"
+        "st2 {v5.8b, v6.8b}, [x10], x13\n\t"
+        "st2 {v7.8b, v8.8b}, [x10], x13\n\t"
+        "st2 {v9.8b, v10.8b}, [x10], x13\n\t"
+        "st2 {v11.8b, v12.8b}, [x10], x13\n\t"
+        "sub x10, x10, x14\n\t"
+        "add x9, x9, #64\n\t"
+        "mov %[c0], x9\n\t"
+        "sub %[w], %[w], %w[kq], uxtw #4\n\t"
+        "mov %[n], x11\n\t"
+        "subs x12, x12, #1\n\t"
+        "b.ne 10b\n\t"
+        "b 9f\n"
         "5:\n\t"
         "tbz %w[h], #1, 2f\n"
         "6:\n\t"
@@ -279,7 +339,7 @@ static __attribute__((noinline)) void qgemm_p16(int32_t kq, int32_t np, const in
         "uzp1 v17.4s, v17.4s, v17.4s\n\t"
         "uzp1 v18.4s, v18.4s, v18.4s\n\t"
         "uzp1 v19.4s, v19.4s, v19.4s\n\t"
-        "b 3f\n"
+        "b 9f\n"
         "2:\n\t"
         "ld4 {v0.4h, v1.4h, v2.4h, v3.4h}, [%[c0]], %[st]\n\t"
         "ld4r {v4.8h, v5.8h, v6.8h, v7.8h}, [%[w]], #8\n\t"
@@ -288,17 +348,25 @@ static __attribute__((noinline)) void qgemm_p16(int32_t kq, int32_t np, const in
         P8_CH("v8", "v9", "v18", "v26") P8_CH("v10", "v11", "v19", "v27")
         "subs %[n], %[n], #1\n\t"
         "b.ne 2b\n"
-        "3:\n"
+        "9:\n"
         : [c0] "+r"(c0), [w] "+r"(w), [n] "+r"(nq), "=w"(a00), "=w"(a01),
           "=w"(a02), "=w"(a03), "=w"(a10), "=w"(a11), "=w"(a12), "=w"(a13), "=w"(a20),
           "=w"(a21), "=w"(a22), "=w"(a23), "=w"(a30), "=w"(a31), "=w"(a32), "=w"(a33)
-        : [st] "r"(np4), [b] "r"(bias), [h] "r"(half), [kq] "r"(kq)
+        : [st] "r"(np4), [b] "r"(bias), [h] "r"(half), [kq] "r"(kq), [rq] "r"(rq),
+          [y] "r"(out), [nt] "r"(nt)
         : "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12",
-          "v13", "v14", "v15", "memory", "cc");
+          "v13", "v14", "v15", "x9", "x10", "x11", "x12", "x13", "x14", "x15", "x16", "memory", "cc");
 #undef P16_CH
 #undef P16_Q
 #undef P8_CH
 #undef P4_CH
+#undef RQ_CH
+#undef CLAMP8
+    if (nt > 0) { /* tiles 0 .. nt - 1 done */
+      i = 16 * (int32_t)nt - 16, nt = 0;
+      if (i + 16 >= n) return;
+      continue;
+    }
     const int32x4_t acc[4][4] = {{a00, a10, a20, a30}, {a01, a11, a21, a31},
                                  {a02, a12, a22, a32}, {a03, a13, a23, a33}};
     if (q == NULL) {
@@ -324,13 +392,8 @@ static __attribute__((noinline)) void qgemm_p16(int32_t kq, int32_t np, const in
         y[r] = vminq_s8(vmaxq_s8(vzip1q_s8(vcombine_s8(vqmovn_s16(RQH(acc[r][0], acc[r][1], r)), vdup_n_s8(0)),
                                            vcombine_s8(vqmovn_s16(RQH(acc[r][2], acc[r][3], r)), vdup_n_s8(0))),
                                  lo), hi);
-      int8_t *yr = (int8_t *)out + i;
-      if (rows == 4 && i + 16 <= n && !half) {
-        vst1q_s8(yr, y[0]), vst1q_s8(yr + ld, y[1]);
-        vst1q_s8(yr + 2 * ld, y[2]), vst1q_s8(yr + 3 * ld, y[3]);
-      } else {
-        store_rows(yr, ld, y, rows, n - i < 16 ? n - i : 16);
-      }
+      /* the partial tiles (whole ones are stored above) */
+      store_rows((int8_t *)out + i, ld, y, rows, n - i < 16 ? n - i : 16);
 #undef RQH
     }
     if (i + 16 >= np || i + 16 >= n) return; /* (a half tile ends at np) */
