@@ -209,13 +209,16 @@ static __attribute__((noinline)) void qgemm_p16(int32_t kq, int32_t np, const in
     size_t ld, ld4; /* the row stride and 4 ld - 16 */
     int32_t clo, chi; /* lo > -128, hi < 127 (else the int8 narrowing clamps) */
   } rq_v, *rq = &rq_v; /* reloaded per tile (the tile uses every register) */
-  /* whole tiles (16 pixels of 4 rows, i + 16 <= n), requantized and stored in the assembly */
-  size_t nt = 0;
+  /* whole tiles (16 pixels of 4 rows, i + 16 <= n) are requantized and stored by the
+   * assembly; the others requantized into t, then stored row by row */
+  size_t whole = 0;
+  int8x16_t t[4];
   if (q != NULL) {
     rq_v.m = vld1q_s32(mult), rq_v.sh = vdupq_n_s32(31 - q[0]), rq_v.z = vdupq_n_s16((int16_t)q[1]);
     rq_v.lo = vdupq_n_s8((int8_t)q[2]), rq_v.hi = vdupq_n_s8((int8_t)q[3]);
-    rq_v.ld = ld, rq_v.ld4 = 4 * ld - 16, rq_v.clo = q[2] > -128, rq_v.chi = q[3] < 127;
-    nt = rows == 4 ? (size_t)n / 16u : 0;
+    rq_v.clo = q[2] > -128, rq_v.chi = q[3] < 127;
+    whole = rows == 4 ? (size_t)n / 16u : 0;
+    rq_v.ld = whole ? ld : 16, rq_v.ld4 = whole ? 4 * ld - 16 : 48;
   }
   for (int32_t i = 0;; i += 16) {
     /* the last 8 pixels: a half tile, or when requantizing at most 4 of them, a quarter */
@@ -281,10 +284,11 @@ static __attribute__((noinline)) void qgemm_p16(int32_t kq, int32_t np, const in
   OP " v7.8b, v7.8b, " V ".8b\n\t" OP " v8.8b, v8.8b, " V ".8b\n\t"                        \
   OP " v9.8b, v9.8b, " V ".8b\n\t" OP " v10.8b, v10.8b, " V ".8b\n\t"                      \
   OP " v11.8b, v11.8b, " V ".8b\n\t" OP " v12.8b, v12.8b, " V ".8b\n\t"
-    /* With nt > 0 (only at i = 0), nt whole tiles from i, each requantized and stored by
-     * st2 (which interleaves the even and odd pixels back in order); x9-x14: the loop
-     * state (tile start, rows pointer, steps, tiles, clamp flags). */
-    __asm__(
+    /* With nt > 0, nt tiles from i, each requantized and stored by st2 (which interleaves
+     * the even and odd pixels back in order) to rows of rq->ld bytes from y; x9-x16: the
+     * loop state (tile start, rows pointer, steps, tiles, strides, clamp flags). */
+    const size_t nt = whole ? whole : q != NULL;
+    __asm__ volatile( /* volatile: it stores (GCC drops a plain asm whose outputs go unused) */
         "mov x9, %[c0]\n\t"
         "mov x10, %[y]\n\t"
         "mov x11, %[n]\n\t"
@@ -298,7 +302,8 @@ static __attribute__((noinline)) void qgemm_p16(int32_t kq, int32_t np, const in
         "tbnz %w[kq], #0, 4f\n"
         "1:\n\t" P16_Q "4:\n\t" P16_Q
         "subs %[n], %[n], #1\n\t"
-        "b.ne 1b\n\t"
+        "b.ne 1b\n"
+        "3:\n\t"
         "cbz x12, 9f\n\t"
         "ld1 {v0.4s, v1.4s, v2.4s, v3.4s}, [%[rq]]\n\t"
         "ldr q4, [%[rq], #64]\n\t"
@@ -339,7 +344,7 @@ static __attribute__((noinline)) void qgemm_p16(int32_t kq, int32_t np, const in
         "uzp1 v17.4s, v17.4s, v17.4s\n\t"
         "uzp1 v18.4s, v18.4s, v18.4s\n\t"
         "uzp1 v19.4s, v19.4s, v19.4s\n\t"
-        "b 9f\n"
+        "b 3b\n"
         "2:\n\t"
         "ld4 {v0.4h, v1.4h, v2.4h, v3.4h}, [%[c0]], %[st]\n\t"
         "ld4r {v4.8h, v5.8h, v6.8h, v7.8h}, [%[w]], #8\n\t"
@@ -347,13 +352,14 @@ static __attribute__((noinline)) void qgemm_p16(int32_t kq, int32_t np, const in
         P8_CH("v4", "v5", "v16", "v24") P8_CH("v6", "v7", "v17", "v25")
         P8_CH("v8", "v9", "v18", "v26") P8_CH("v10", "v11", "v19", "v27")
         "subs %[n], %[n], #1\n\t"
-        "b.ne 2b\n"
+        "b.ne 2b\n\t"
+        "b 3b\n"
         "9:\n"
         : [c0] "+r"(c0), [w] "+r"(w), [n] "+r"(nq), "=w"(a00), "=w"(a01),
           "=w"(a02), "=w"(a03), "=w"(a10), "=w"(a11), "=w"(a12), "=w"(a13), "=w"(a20),
           "=w"(a21), "=w"(a22), "=w"(a23), "=w"(a30), "=w"(a31), "=w"(a32), "=w"(a33)
         : [st] "r"(np4), [b] "r"(bias), [h] "r"(half), [kq] "r"(kq), [rq] "r"(rq),
-          [y] "r"(out), [nt] "r"(nt)
+          [y] "r"(whole ? out : (void *)t), [nt] "r"(nt)
         : "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12",
           "v13", "v14", "v15", "x9", "x10", "x11", "x12", "x13", "x14", "x15", "x16", "memory", "cc");
 #undef P16_CH
@@ -362,14 +368,16 @@ static __attribute__((noinline)) void qgemm_p16(int32_t kq, int32_t np, const in
 #undef P4_CH
 #undef RQ_CH
 #undef CLAMP8
-    if (nt > 0) { /* tiles 0 .. nt - 1 done */
-      i = 16 * (int32_t)nt - 16, nt = 0;
+    if (whole) { /* tiles 0 .. whole - 1 done */
+      i = 16 * (int32_t)whole - 16, whole = 0, rq_v.ld = 16, rq_v.ld4 = 48;
       if (i + 16 >= n) return;
       continue;
     }
-    const int32x4_t acc[4][4] = {{a00, a10, a20, a30}, {a01, a11, a21, a31},
-                                 {a02, a12, a22, a32}, {a03, a13, a23, a33}};
-    if (q == NULL) {
+    if (q != NULL) {
+      store_rows((int8_t *)out + i, ld, t, rows, n - i < 16 ? n - i : 16);
+    } else {
+      const int32x4_t acc[4][4] = {{a00, a10, a20, a30}, {a01, a11, a21, a31},
+                                   {a02, a12, a22, a32}, {a03, a13, a23, a33}};
 #pragma GCC unroll 4
       for (int r = 0; r < 4; ++r)
 #pragma GCC unroll 4
@@ -378,23 +386,6 @@ static __attribute__((noinline)) void qgemm_p16(int32_t kq, int32_t np, const in
           if (v < 2 || !half)
             vst1q_s32((int32_t *)out + (size_t)r * ld + i + 4 * v, v % 2 ? vzip2q_s32(e, o) : vzip1q_s32(e, o));
         }
-    } else {
-      int32x4_t m = rq->m, sh = rq->sh;
-      int16x8_t z = rq->z;
-      int8x16_t lo = rq->lo, hi = rq->hi;
-      __asm__("" : "+w"(m), "+w"(sh), "+w"(z), "+w"(lo), "+w"(hi)); /* loaded once per tile */
-#define RQH(a, b, r) /* channel r's eight int16 of qgemm_rq_s8 before the int8 steps */    \
-  vqaddq_s16(vcombine_s16(vqmovn_s32(vrshlq_s32(vqdmulhq_laneq_s32(a, m, r), sh)),          \
-                          vqmovn_s32(vrshlq_s32(vqdmulhq_laneq_s32(b, m, r), sh))), z)
-      int8x16_t y[4]; /* channel r's 16 bytes (all four; rows of them stored) */
-#pragma GCC unroll 4
-      for (int r = 0; r < 4; ++r)
-        y[r] = vminq_s8(vmaxq_s8(vzip1q_s8(vcombine_s8(vqmovn_s16(RQH(acc[r][0], acc[r][1], r)), vdup_n_s8(0)),
-                                           vcombine_s8(vqmovn_s16(RQH(acc[r][2], acc[r][3], r)), vdup_n_s8(0))),
-                                 lo), hi);
-      /* the partial tiles (whole ones are stored above) */
-      store_rows((int8_t *)out + i, ld, y, rows, n - i < 16 ? n - i : 16);
-#undef RQH
     }
     if (i + 16 >= np || i + 16 >= n) return; /* (a half tile ends at np) */
   }
