@@ -292,7 +292,9 @@ static __attribute__((noinline)) void qgemm_p16(int32_t kq, int32_t np, const in
         "mov x9, %[c0]\n\t"
         "mov x10, %[y]\n\t"
         "mov x11, %[n]\n\t"
-        "mov x12, %[nt]\n"
+        "mov x12, %[nt]\n\t"
+        "ldp x13, x14, [%[rq], #80]\n\t"
+        "ldp w15, w16, [%[rq], #96]\n"
         "10:\n\t"
         "ld4r {v16.4s, v17.4s, v18.4s, v19.4s}, [%[b]]\n\t"
         "ld4r {v20.4s, v21.4s, v22.4s, v23.4s}, [%[b]]\n\t"
@@ -307,12 +309,10 @@ static __attribute__((noinline)) void qgemm_p16(int32_t kq, int32_t np, const in
         "cbz x12, 9f\n\t"
         "ld1 {v0.4s, v1.4s, v2.4s, v3.4s}, [%[rq]]\n\t"
         "ldr q4, [%[rq], #64]\n\t"
-        "ldp x13, x14, [%[rq], #80]\n\t"
         RQ_CH("0", "v16", "v20", "v24", "v28", "v5", "v6")
         RQ_CH("1", "v17", "v21", "v25", "v29", "v7", "v8")
         RQ_CH("2", "v18", "v22", "v26", "v30", "v9", "v10")
         RQ_CH("3", "v19", "v23", "v27", "v31", "v11", "v12")
-        "ldp w15, w16, [%[rq], #96]\n\t"
         "cbz w15, 11f\n\t" CLAMP8("smax", "v3") "11:\n\t"
         "cbz w16, 12f\n\t" CLAMP8("smin", "v4") "12:\n\t"
         "st2 {v5.8b, v6.8b}, [x10], x13\n\t"
@@ -630,26 +630,39 @@ static int32_t gemv_col(int32_t k, int32_t i0, const int8_t *a, int32_t azp, con
   return s;
 }
 
+/* sum (a - azp) b = sum a b - azp sum b over 16 elements a step: the int8 products by
+ * smull (exact in int16) added pairwise into int32 (sadalp), the sum of b likewise;
+ * the last k % 16 elements by gemv_col. */
+#define GEMV_COL(s, u, bc)                                                              \
+  do {                                                                                  \
+    const int8x16_t y_ = vld1q_s8(bc + i);                                              \
+    s = vpadalq_s16(vpadalq_s16(s, vmull_s8(vget_low_s8(x), vget_low_s8(y_))),            \
+                    vmull_s8(vget_high_s8(x), vget_high_s8(y_)));                       \
+    u = vpadalq_s8(u, y_);                                                              \
+  } while (0)
+
 void ert_gemv_s8__neon(int32_t k, int32_t n, const int8_t *a, int32_t azp, const int8_t *b,
                        int32_t *acc) {
-  const int8x8_t z = vdup_n_s8((int8_t)azp);
   const size_t ks = (size_t)k;
   int32_t c = 0;
   for (; c + 4 <= n; c += 4) {
     const int8_t *b0 = b + (size_t)c * ks, *b1 = b0 + ks, *b2 = b1 + ks, *b3 = b2 + ks;
     int32x4_t s0 = vdupq_n_s32(0), s1 = s0, s2 = s0, s3 = s0;
+    int16x8_t u0 = vdupq_n_s16(0), u1 = u0, u2 = u0, u3 = u0; /* |lane| <= 256 per step */
+    int32x4_t v0 = s0, v1 = s0, v2 = s0, v3 = s0;
     int32_t i = 0;
-    for (; i + 8 <= k; i += 8) {
-      const int16x8_t x = vsubl_s8(vld1_s8(a + i), z);
-      const int16x4_t xl = vget_low_s16(x), xh = vget_high_s16(x);
-      const int16x8_t y0 = vmovl_s8(vld1_s8(b0 + i)), y1 = vmovl_s8(vld1_s8(b1 + i));
-      const int16x8_t y2 = vmovl_s8(vld1_s8(b2 + i)), y3 = vmovl_s8(vld1_s8(b3 + i));
-      s0 = vmlal_s16(vmlal_s16(s0, xl, vget_low_s16(y0)), xh, vget_high_s16(y0));
-      s1 = vmlal_s16(vmlal_s16(s1, xl, vget_low_s16(y1)), xh, vget_high_s16(y1));
-      s2 = vmlal_s16(vmlal_s16(s2, xl, vget_low_s16(y2)), xh, vget_high_s16(y2));
-      s3 = vmlal_s16(vmlal_s16(s3, xl, vget_low_s16(y3)), xh, vget_high_s16(y3));
+    while (i + 16 <= k) {
+      for (int32_t e = i + 16 * 127 < k ? i + 16 * 127 : k; i + 16 <= e; i += 16) {
+        const int8x16_t x = vld1q_s8(a + i);
+        GEMV_COL(s0, u0, b0);
+        GEMV_COL(s1, u1, b1);
+        GEMV_COL(s2, u2, b2);
+        GEMV_COL(s3, u3, b3);
+      }
+      v0 = vpadalq_s16(v0, u0), v1 = vpadalq_s16(v1, u1), v2 = vpadalq_s16(v2, u2), v3 = vpadalq_s16(v3, u3);
+      u0 = u1 = u2 = u3 = vdupq_n_s16(0);
     }
-    int32x4_t r = hsum4(s0, s1, s2, s3);
+    int32x4_t r = vmlsq_n_s32(hsum4(s0, s1, s2, s3), hsum4(v0, v1, v2, v3), azp);
     if (i < k) {
       const int32_t t[4] = {gemv_col(k, i, a, azp, b0), gemv_col(k, i, a, azp, b1),
                             gemv_col(k, i, a, azp, b2), gemv_col(k, i, a, azp, b3)};
@@ -659,6 +672,7 @@ void ert_gemv_s8__neon(int32_t k, int32_t n, const int8_t *a, int32_t azp, const
   }
   for (; c < n; ++c) acc[c] = gemv_col(k, 0, a, azp, b + (size_t)c * ks);
 }
+#undef GEMV_COL
 
 /* clamp(zp + requant(a, mult, shift), lo, hi) for four lanes: the exact 64-bit product,
  * then SRSHL by -shift, which adds 2^(shift-1) and shifts right arithmetically without
