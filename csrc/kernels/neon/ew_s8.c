@@ -176,13 +176,10 @@ void ert_quantize_s8__neon(const float *x, int8_t *y, size_t n, float s, float z
     const int32x4_t b = vcvtnq_s32_f32(vdivq_f32(vld1q_f32(x + i + 4), vs));
     vst1_s8(y + i, vqmovn_s16(vqaddq_s16(vqmovn_high_s32(vqmovn_s32(a), b), vz)));
   }
-  for (; i < n; ++i) {
-    float v = x[i] / s;
-    v = v > 4194304.0f ? 4194304.0f : (v < -4194304.0f ? -4194304.0f : v);
-    v = (v + 12582912.0f) - 12582912.0f;
-    v = v == v ? v + z : z;
-    v = v < -128.0f ? -128.0f : (v > 127.0f ? 127.0f : v);
-    y[i] = (int8_t)(int32_t)v;
+  for (; i < n; ++i) { /* the same steps on one value (|r| > 256 ends beyond int8 too) */
+    int32_t r = vcvtns_s32_f32(x[i] / s);
+    r = (r < -256 ? -256 : r > 256 ? 256 : r) + (int32_t)z;
+    y[i] = (int8_t)(r < -128 ? -128 : r > 127 ? 127 : r);
   }
 }
 #endif
