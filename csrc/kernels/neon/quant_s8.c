@@ -187,16 +187,16 @@ static inline __attribute__((always_inline)) void qgemm_p_tile(int32_t kq, int32
  * two neighbouring int16 lanes (|x| <= 128, |w| <= 127: each within 32512), and sadalp adds
  * them into that pixel's int32 lane. Accumulator [r][v] in v(16 + 4v + r), starting from
  * bias[r] (ld4r): v = 0, 1 the even pixels 0-6 and 8-14 of channel r, v = 2, 3 the odd
- * ones (zipped back in order when stored). Two quads per loop step, 52 instructions per
- * quad (256 multiply-adds). Tiles at i = 0, 16, ..; the last 8 pixels (np = i + 8) as a
- * half tile (ld4 of 32 bytes, the v = 1, 3 accumulators unused), or with q and at most 4
- * of them left (n - i <= 4), as a quarter tile (ld2 of 16 bytes: taps 0-1 and 2-3 of
- * pixels 0-3 in order, one accumulator per channel, split into even and odd after the
- * loop); otherwise, when np is not
- * a multiple of 16, a last tile at np - 16 (recomputing some pixels: the same values);
- * while i < n; np >= 16. Without q, the sums go to int32 out[r*ld + i]; with q
- * (qgemm_rq_s8: shift q[0] > 31, mult), requantized to int8 out[r*ld + i] for r < rows,
- * i < n. */
+ * ones (back in order when stored: zips for int32, st2 for int8). Two quads per loop
+ * step, 52 instructions per quad (256 multiply-adds). Tiles at i = 0, 16, ..; the last 8
+ * pixels (np = i + 8) as a half tile (ld4 of 32 bytes, the v = 1, 3 accumulators unused),
+ * or with q and at most 4 of them left (n - i <= 4), as a quarter tile (ld2 of 16 bytes:
+ * taps 0-1 and 2-3 of pixels 0-3 in order, one accumulator per channel, split into even
+ * and odd after the loop); otherwise, when np is not a multiple of 16, a last tile at
+ * np - 16 (recomputing some pixels: the same values); while i < n; np >= 16. Without q,
+ * the sums go to int32 out[r*ld + i]; with q (qgemm_rq_s8: shift q[0] > 31, mult),
+ * requantized to int8 out[r*ld + i] for r < rows, i < n: in the assembly, whole tiles
+ * straight to out, the others to a stack tile first. */
 static __attribute__((noinline)) void qgemm_p16(int32_t kq, int32_t np, const int8_t *col,
                                                 const int8_t *wq, const int32_t *bias,
                                                 const int32_t *mult, const int32_t *q, void *out,
@@ -208,7 +208,7 @@ static __attribute__((noinline)) void qgemm_p16(int32_t kq, int32_t np, const in
     int8x16_t lo, hi;
     size_t ld, ld4; /* the row stride and 4 ld - 16 */
     int32_t clo, chi; /* lo > -128, hi < 127 (else the int8 narrowing clamps) */
-  } rq_v, *rq = &rq_v; /* reloaded per tile (the tile uses every register) */
+  } rq_v, *rq = &rq_v; /* the vectors reloaded per tile (the loop uses every register) */
   /* whole tiles (16 pixels of 4 rows, i + 16 <= n) are requantized and stored by the
    * assembly; the others requantized into t, then stored row by row */
   size_t whole = 0;
