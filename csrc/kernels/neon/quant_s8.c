@@ -632,7 +632,7 @@ static int32_t gemv_col(int32_t k, int32_t i0, const int8_t *a, int32_t azp, con
 
 /* sum (a - azp) b = sum a b - azp sum b over 16 elements a step: the int8 products by
  * smull (exact in int16) added pairwise into int32 (sadalp), the sum of b likewise;
- * the last k % 16 elements by gemv_col. */
+ * then 8 more, and the last k % 8 elements by gemv_col. */
 #define GEMV_COL(s, u, bc)                                                              \
   do {                                                                                  \
     const int8x16_t y_ = vld1q_s8(bc + i);                                              \
@@ -661,6 +661,15 @@ void ert_gemv_s8__neon(int32_t k, int32_t n, const int8_t *a, int32_t azp, const
       }
       v0 = vpadalq_s16(v0, u0), v1 = vpadalq_s16(v1, u1), v2 = vpadalq_s16(v2, u2), v3 = vpadalq_s16(v3, u3);
       u0 = u1 = u2 = u3 = vdupq_n_s16(0);
+    }
+    if (i + 8 <= k) { /* 8 more: the products and b widened to int16 */
+      const int8x8_t x = vld1_s8(a + i);
+      const int8x8_t y0 = vld1_s8(b0 + i), y1 = vld1_s8(b1 + i), y2 = vld1_s8(b2 + i), y3 = vld1_s8(b3 + i);
+      s0 = vpadalq_s16(s0, vmull_s8(x, y0)), v0 = vpadalq_s16(v0, vmovl_s8(y0));
+      s1 = vpadalq_s16(s1, vmull_s8(x, y1)), v1 = vpadalq_s16(v1, vmovl_s8(y1));
+      s2 = vpadalq_s16(s2, vmull_s8(x, y2)), v2 = vpadalq_s16(v2, vmovl_s8(y2));
+      s3 = vpadalq_s16(s3, vmull_s8(x, y3)), v3 = vpadalq_s16(v3, vmovl_s8(y3));
+      i += 8;
     }
     int32x4_t r = vmlsq_n_s32(hsum4(s0, s1, s2, s3), hsum4(v0, v1, v2, v3), azp);
     if (i < k) {
