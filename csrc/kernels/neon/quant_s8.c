@@ -652,6 +652,31 @@ void ert_gemv_s8__neon(int32_t k, int32_t n, const int8_t *a, int32_t azp, const
     int32x4_t v0 = s0, v1 = s0, v2 = s0, v3 = s0;
     int32_t i = 0;
     while (i + 16 <= k) {
+#if defined(__aarch64__) /* the loop in assembly: GCC's copied accumulators every step */
+      const int32_t e = (k - i) / 16 < 127 ? (k - i) / 16 : 127;
+      const int8_t *pa = a + i, *q0 = b0 + i, *q1 = b1 + i, *q2 = b2 + i, *q3 = b3 + i;
+      size_t steps = (size_t)e;
+#define GEMV_ASM(Q, S, U)                                                                 \
+  "ld1 {v25.16b}, [%[" Q "]], #16\n\t"                                                    \
+  "smull v26.8h, v24.8b, v25.8b\n\t"                                                     \
+  "smull2 v27.8h, v24.16b, v25.16b\n\t"                                                  \
+  "sadalp %[" S "].4s, v26.8h\n\t"                                                        \
+  "sadalp %[" S "].4s, v27.8h\n\t"                                                        \
+  "sadalp %[" U "].8h, v25.16b\n\t"
+      __asm__("1:\n\t"
+              "ld1 {v24.16b}, [%[pa]], #16\n\t"
+              GEMV_ASM("q0", "s0", "u0") GEMV_ASM("q1", "s1", "u1")
+              GEMV_ASM("q2", "s2", "u2") GEMV_ASM("q3", "s3", "u3")
+              "subs %[n], %[n], #1\n\t"
+              "b.ne 1b\n"
+              : [n] "+r"(steps), [pa] "+r"(pa), [q0] "+r"(q0), [q1] "+r"(q1), [q2] "+r"(q2),
+                [q3] "+r"(q3), [s0] "+w"(s0), [s1] "+w"(s1), [s2] "+w"(s2), [s3] "+w"(s3),
+                [u0] "+w"(u0), [u1] "+w"(u1), [u2] "+w"(u2), [u3] "+w"(u3)
+              :
+              : "v24", "v25", "v26", "v27", "memory", "cc");
+#undef GEMV_ASM
+      i += 16 * e;
+#else
       for (int32_t e = i + 16 * 127 < k ? i + 16 * 127 : k; i + 16 <= e; i += 16) {
         const int8x16_t x = vld1q_s8(a + i);
         GEMV_COL(s0, u0, b0);
@@ -659,6 +684,7 @@ void ert_gemv_s8__neon(int32_t k, int32_t n, const int8_t *a, int32_t azp, const
         GEMV_COL(s2, u2, b2);
         GEMV_COL(s3, u3, b3);
       }
+#endif
       v0 = vpadalq_s16(v0, u0), v1 = vpadalq_s16(v1, u1), v2 = vpadalq_s16(v2, u2), v3 = vpadalq_s16(v3, u3);
       u0 = u1 = u2 = u3 = vdupq_n_s16(0);
     }
