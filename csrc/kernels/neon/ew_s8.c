@@ -161,36 +161,25 @@ void ert_dequantize_s8__neon(const int8_t *x, float *y, size_t n, float s, float
 }
 
 #if defined(__aarch64__)
-/* quantize_one of ref/quantize.c on four lanes, step for step: the division (IEEE, as
- * the scalar one), the clamp to +-2^22 that keeps NaN (FMIN/FMAX would not: compare and
- * select instead), round to nearest even by adding and subtracting 1.5 * 2^23, NaN to z,
- * and the clamp to [-128, 127]; the result is an integer, converted exactly. */
-static inline int32x4_t quant4(float32x4_t x, float32x4_t s, float32x4_t z) {
-  const float32x4_t big = vdupq_n_f32(4194304.0f), nbig = vdupq_n_f32(-4194304.0f);
-  const float32x4_t magic = vdupq_n_f32(12582912.0f);
-  float32x4_t v = vdivq_f32(x, s);
-  v = vbslq_f32(vcgtq_f32(v, big), big, vbslq_f32(vcltq_f32(v, nbig), nbig, v));
-  v = vsubq_f32(vaddq_f32(v, magic), magic);
-  v = vbslq_f32(vceqq_f32(v, v), vaddq_f32(v, z), z);
-  v = vminq_f32(vmaxq_f32(v, vdupq_n_f32(-128.0f)), vdupq_n_f32(127.0f));
-  return vcvtq_s32_f32(v);
-}
-
+/* quantize_one of ref/quantize.c, eight lanes at a time, for z an integer in [-128, 127]
+ * (the int8 zero point): the same IEEE division, then FCVTNS rounds to nearest even as
+ * the scalar 1.5 * 2^23 steps do (NaN to 0, so z after adding it; values beyond int32
+ * saturate); the saturating narrowings to int16, the saturating add of z and the
+ * narrowing to int8 are monotonic and exact on values that end inside [-128, 127], so
+ * they give the scalar clamps' result. */
 void ert_quantize_s8__neon(const float *x, int8_t *y, size_t n, float s, float z) {
-  const float32x4_t vs = vdupq_n_f32(s), vz = vdupq_n_f32(z);
+  const float32x4_t vs = vdupq_n_f32(s);
+  const int16x8_t vz = vdupq_n_s16((int16_t)z);
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const int16x8_t h = vcombine_s16(vmovn_s32(quant4(vld1q_f32(x + i), vs, vz)),
-                                     vmovn_s32(quant4(vld1q_f32(x + i + 4), vs, vz)));
-    vst1_s8(y + i, vmovn_s16(h));
+    const int32x4_t a = vcvtnq_s32_f32(vdivq_f32(vld1q_f32(x + i), vs));
+    const int32x4_t b = vcvtnq_s32_f32(vdivq_f32(vld1q_f32(x + i + 4), vs));
+    vst1_s8(y + i, vqmovn_s16(vqaddq_s16(vqmovn_high_s32(vqmovn_s32(a), b), vz)));
   }
-  for (; i < n; ++i) {
-    float v = x[i] / s;
-    v = v > 4194304.0f ? 4194304.0f : (v < -4194304.0f ? -4194304.0f : v);
-    v = (v + 12582912.0f) - 12582912.0f;
-    v = v == v ? v + z : z;
-    v = v < -128.0f ? -128.0f : (v > 127.0f ? 127.0f : v);
-    y[i] = (int8_t)(int32_t)v;
+  for (; i < n; ++i) { /* the same steps on one value (|r| > 256 ends beyond int8 too) */
+    int32_t r = vcvtns_s32_f32(x[i] / s);
+    r = (r < -256 ? -256 : r > 256 ? 256 : r) + (int32_t)z;
+    y[i] = (int8_t)(r < -128 ? -128 : r > 127 ? 127 : r);
   }
 }
 #endif

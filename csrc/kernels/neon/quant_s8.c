@@ -187,13 +187,16 @@ static inline __attribute__((always_inline)) void qgemm_p_tile(int32_t kq, int32
  * two neighbouring int16 lanes (|x| <= 128, |w| <= 127: each within 32512), and sadalp adds
  * them into that pixel's int32 lane. Accumulator [r][v] in v(16 + 4v + r), starting from
  * bias[r] (ld4r): v = 0, 1 the even pixels 0-6 and 8-14 of channel r, v = 2, 3 the odd
- * ones (zipped back in order when stored). Two quads per loop step, 52 instructions per
- * quad (256 multiply-adds). Tiles at i = 0, 16, ..; the last 8 pixels (np = i + 8) as a
- * half tile (ld4 of 32 bytes, the v = 1, 3 accumulators unused); otherwise, when np is not
- * a multiple of 16, a last tile at np - 16 (recomputing some pixels: the same values);
- * while i < n; np >= 16. Without q, the sums go to int32 out[r*ld + i]; with q
- * (qgemm_rq_s8: shift q[0] > 31, mult), requantized to int8 out[r*ld + i] for r < rows,
- * i < n. */
+ * ones (back in order when stored: zips for int32, st2 for int8). Two quads per loop
+ * step, 52 instructions per quad (256 multiply-adds). Tiles at i = 0, 16, ..; the last 8
+ * pixels (np = i + 8) as a half tile (ld4 of 32 bytes, the v = 1, 3 accumulators unused),
+ * or with q and at most 4 of them left (n - i <= 4), as a quarter tile (ld2 of 16 bytes:
+ * taps 0-1 and 2-3 of pixels 0-3 in order, one accumulator per channel, split into even
+ * and odd after the loop); otherwise, when np is not a multiple of 16, a last tile at
+ * np - 16 (recomputing some pixels: the same values); while i < n; np >= 16. Without q,
+ * the sums go to int32 out[r*ld + i]; with q (qgemm_rq_s8: shift q[0] > 31, mult),
+ * requantized to int8 out[r*ld + i] for r < rows, i < n: in the assembly, whole tiles
+ * straight to out, the others to a stack tile first. */
 static __attribute__((noinline)) void qgemm_p16(int32_t kq, int32_t np, const int8_t *col,
                                                 const int8_t *wq, const int32_t *bias,
                                                 const int32_t *mult, const int32_t *q, void *out,
@@ -203,13 +206,23 @@ static __attribute__((noinline)) void qgemm_p16(int32_t kq, int32_t np, const in
     int32x4_t m, sh;
     int16x8_t z;
     int8x16_t lo, hi;
-  } rq_v, *rq = &rq_v; /* reloaded per tile (the tile uses every register) */
+    size_t ld, ld4; /* the row stride and 4 ld - 16 */
+    int32_t clo, chi; /* lo > -128, hi < 127 (else the int8 narrowing clamps) */
+  } rq_v, *rq = &rq_v; /* the vectors reloaded per tile (the loop uses every register) */
+  /* whole tiles (16 pixels of 4 rows, i + 16 <= n) are requantized and stored by the
+   * assembly; the others requantized into t, then stored row by row */
+  size_t whole = 0;
+  int8x16_t t[4];
   if (q != NULL) {
     rq_v.m = vld1q_s32(mult), rq_v.sh = vdupq_n_s32(31 - q[0]), rq_v.z = vdupq_n_s16((int16_t)q[1]);
     rq_v.lo = vdupq_n_s8((int8_t)q[2]), rq_v.hi = vdupq_n_s8((int8_t)q[3]);
+    rq_v.clo = q[2] > -128, rq_v.chi = q[3] < 127;
+    whole = rows == 4 ? (size_t)n / 16u : 0;
+    rq_v.ld = whole ? ld : 16, rq_v.ld4 = whole ? 4 * ld - 16 : 48;
   }
   for (int32_t i = 0;; i += 16) {
-    const int half = i + 8 == np; /* the last 8 pixels */
+    /* the last 8 pixels: a half tile, or when requantizing at most 4 of them, a quarter */
+    const int half = i + 8 == np ? 1 + (q != NULL && n - i <= 4) : 0;
     if (i + 16 > np && !half) i = np - 16;
     const int8_t *c0 = col + 4 * (size_t)i, *w = wq;
     size_t nq = half ? (size_t)kq : (size_t)(kq + 1) / 2u; /* two quads per full step */
@@ -243,17 +256,95 @@ static __attribute__((noinline)) void qgemm_p16(int32_t kq, int32_t np, const in
   "smlal  v13.8h, v3.8b, " W23 ".8b\n\t"                                                   \
   "sadalp " A0 ".4s, v12.8h\n\t"                                                           \
   "sadalp " A1 ".4s, v13.8h\n\t"
-    __asm__(
+#define P4_CH(W01, W23, A) /* pixels 0-3 of channel r, in order (ld2: taps 0-1, 2-3) */ \
+  "smull  v12.8h, v0.8b, " W01 ".8b\n\t"                                                   \
+  "smlal  v12.8h, v1.8b, " W23 ".8b\n\t"                                                   \
+  "sadalp " A ".4s, v12.8h\n\t"
+/* channel R of a whole tile: requant_row's shift > 31 steps (rq8_hi) on the even pixels
+ * (v16+R, v20+R) into E and the odd ones (v24+R, v28+R) into O, int8 in their low halves */
+#define RQ_CH(R, A0, A1, A2, A3, E, O)                                                     \
+  "sqdmulh " A0 ".4s, " A0 ".4s, v0.s[" R "]\n\t"                                          \
+  "sqdmulh " A1 ".4s, " A1 ".4s, v0.s[" R "]\n\t"                                          \
+  "sqdmulh " A2 ".4s, " A2 ".4s, v0.s[" R "]\n\t"                                          \
+  "sqdmulh " A3 ".4s, " A3 ".4s, v0.s[" R "]\n\t"                                          \
+  "srshl " A0 ".4s, " A0 ".4s, v1.4s\n\t"                                                  \
+  "srshl " A1 ".4s, " A1 ".4s, v1.4s\n\t"                                                  \
+  "srshl " A2 ".4s, " A2 ".4s, v1.4s\n\t"                                                  \
+  "srshl " A3 ".4s, " A3 ".4s, v1.4s\n\t"                                                  \
+  "sqxtn  " E ".4h, " A0 ".4s\n\t"                                                         \
+  "sqxtn2 " E ".8h, " A1 ".4s\n\t"                                                         \
+  "sqxtn  " O ".4h, " A2 ".4s\n\t"                                                         \
+  "sqxtn2 " O ".8h, " A3 ".4s\n\t"                                                         \
+  "sqadd " E ".8h, " E ".8h, v2.8h\n\t"                                                    \
+  "sqadd " O ".8h, " O ".8h, v2.8h\n\t"                                                    \
+  "sqxtn " E ".8b, " E ".8h\n\t"                                                           \
+  "sqxtn " O ".8b, " O ".8h\n\t"
+#define CLAMP8(OP, V) /* the 8 registers of RQ_CH's results against V */                 \
+  OP " v5.8b, v5.8b, " V ".8b\n\t" OP " v6.8b, v6.8b, " V ".8b\n\t"                        \
+  OP " v7.8b, v7.8b, " V ".8b\n\t" OP " v8.8b, v8.8b, " V ".8b\n\t"                        \
+  OP " v9.8b, v9.8b, " V ".8b\n\t" OP " v10.8b, v10.8b, " V ".8b\n\t"                      \
+  OP " v11.8b, v11.8b, " V ".8b\n\t" OP " v12.8b, v12.8b, " V ".8b\n\t"
+    /* With nt > 0, nt tiles from i, each requantized and stored by st2 (which interleaves
+     * the even and odd pixels back in order) to rows of rq->ld bytes from y; x9-x16: the
+     * loop state (tile start, rows pointer, steps, tiles, strides, clamp flags). */
+    const size_t nt = whole ? whole : q != NULL;
+    __asm__ volatile( /* volatile: it stores (GCC drops a plain asm whose outputs go unused) */
+        "mov x9, %[c0]\n\t"
+        "mov x10, %[y]\n\t"
+        "mov x11, %[n]\n\t"
+        "mov x12, %[nt]\n\t"
+        "ldp x13, x14, [%[rq], #80]\n\t"
+        "ldp w15, w16, [%[rq], #96]\n"
+        "10:\n\t"
         "ld4r {v16.4s, v17.4s, v18.4s, v19.4s}, [%[b]]\n\t"
         "ld4r {v20.4s, v21.4s, v22.4s, v23.4s}, [%[b]]\n\t"
         "ld4r {v24.4s, v25.4s, v26.4s, v27.4s}, [%[b]]\n\t"
         "ld4r {v28.4s, v29.4s, v30.4s, v31.4s}, [%[b]]\n\t"
-        "cbnz %w[h], 2f\n\t"
+        "cbnz %w[h], 5f\n\t"
         "tbnz %w[kq], #0, 4f\n"
         "1:\n\t" P16_Q "4:\n\t" P16_Q
         "subs %[n], %[n], #1\n\t"
-        "b.ne 1b\n\t"
-        "b 3f\n"
+        "b.ne 1b\n"
+        "3:\n\t"
+        "cbz x12, 9f\n\t"
+        "ld1 {v0.4s, v1.4s, v2.4s, v3.4s}, [%[rq]]\n\t"
+        "ldr q4, [%[rq], #64]\n\t"
+        RQ_CH("0", "v16", "v20", "v24", "v28", "v5", "v6")
+        RQ_CH("1", "v17", "v21", "v25", "v29", "v7", "v8")
+        RQ_CH("2", "v18", "v22", "v26", "v30", "v9", "v10")
+        RQ_CH("3", "v19", "v23", "v27", "v31", "v11", "v12")
+        "cbz w15, 11f\n\t" CLAMP8("smax", "v3") "11:\n\t"
+        "cbz w16, 12f\n\t" CLAMP8("smin", "v4") "12:\n\t"
+        "st2 {v5.8b, v6.8b}, [x10], x13\n\t"
+        "st2 {v7.8b, v8.8b}, [x10], x13\n\t"
+        "st2 {v9.8b, v10.8b}, [x10], x13\n\t"
+        "st2 {v11.8b, v12.8b}, [x10], x13\n\t"
+        "sub x10, x10, x14\n\t"
+        "add x9, x9, #64\n\t"
+        "mov %[c0], x9\n\t"
+        "sub %[w], %[w], %w[kq], uxtw #4\n\t"
+        "mov %[n], x11\n\t"
+        "subs x12, x12, #1\n\t"
+        "b.ne 10b\n\t"
+        "b 9f\n"
+        "5:\n\t"
+        "tbz %w[h], #1, 2f\n"
+        "6:\n\t"
+        "ld2 {v0.4h, v1.4h}, [%[c0]], %[st]\n\t"
+        "ld4r {v4.8h, v5.8h, v6.8h, v7.8h}, [%[w]], #8\n\t"
+        "ld4r {v8.8h, v9.8h, v10.8h, v11.8h}, [%[w]], #8\n\t"
+        P4_CH("v4", "v5", "v16") P4_CH("v6", "v7", "v17") P4_CH("v8", "v9", "v18") P4_CH("v10", "v11", "v19")
+        "subs %[n], %[n], #1\n\t"
+        "b.ne 6b\n\t"
+        "uzp2 v24.4s, v16.4s, v16.4s\n\t" /* pixels 0-3 in order: even and odd as above */
+        "uzp2 v25.4s, v17.4s, v17.4s\n\t"
+        "uzp2 v26.4s, v18.4s, v18.4s\n\t"
+        "uzp2 v27.4s, v19.4s, v19.4s\n\t"
+        "uzp1 v16.4s, v16.4s, v16.4s\n\t"
+        "uzp1 v17.4s, v17.4s, v17.4s\n\t"
+        "uzp1 v18.4s, v18.4s, v18.4s\n\t"
+        "uzp1 v19.4s, v19.4s, v19.4s\n\t"
+        "b 3b\n"
         "2:\n\t"
         "ld4 {v0.4h, v1.4h, v2.4h, v3.4h}, [%[c0]], %[st]\n\t"
         "ld4r {v4.8h, v5.8h, v6.8h, v7.8h}, [%[w]], #8\n\t"
@@ -261,20 +352,32 @@ static __attribute__((noinline)) void qgemm_p16(int32_t kq, int32_t np, const in
         P8_CH("v4", "v5", "v16", "v24") P8_CH("v6", "v7", "v17", "v25")
         P8_CH("v8", "v9", "v18", "v26") P8_CH("v10", "v11", "v19", "v27")
         "subs %[n], %[n], #1\n\t"
-        "b.ne 2b\n"
-        "3:\n"
+        "b.ne 2b\n\t"
+        "b 3b\n"
+        "9:\n"
         : [c0] "+r"(c0), [w] "+r"(w), [n] "+r"(nq), "=w"(a00), "=w"(a01),
           "=w"(a02), "=w"(a03), "=w"(a10), "=w"(a11), "=w"(a12), "=w"(a13), "=w"(a20),
           "=w"(a21), "=w"(a22), "=w"(a23), "=w"(a30), "=w"(a31), "=w"(a32), "=w"(a33)
-        : [st] "r"(np4), [b] "r"(bias), [h] "r"(half), [kq] "r"(kq)
+        : [st] "r"(np4), [b] "r"(bias), [h] "r"(half), [kq] "r"(kq), [rq] "r"(rq),
+          [y] "r"(whole ? out : (void *)t), [nt] "r"(nt)
         : "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12",
-          "v13", "v14", "v15", "memory", "cc");
+          "v13", "v14", "v15", "x9", "x10", "x11", "x12", "x13", "x14", "x15", "x16", "memory", "cc");
 #undef P16_CH
 #undef P16_Q
 #undef P8_CH
-    const int32x4_t acc[4][4] = {{a00, a10, a20, a30}, {a01, a11, a21, a31},
-                                 {a02, a12, a22, a32}, {a03, a13, a23, a33}};
-    if (q == NULL) {
+#undef P4_CH
+#undef RQ_CH
+#undef CLAMP8
+    if (whole) { /* tiles 0 .. whole - 1 done */
+      i = 16 * (int32_t)whole - 16, whole = 0, rq_v.ld = 16, rq_v.ld4 = 48;
+      if (i + 16 >= n) return;
+      continue;
+    }
+    if (q != NULL) {
+      store_rows((int8_t *)out + i, ld, t, rows, n - i < 16 ? n - i : 16);
+    } else {
+      const int32x4_t acc[4][4] = {{a00, a10, a20, a30}, {a01, a11, a21, a31},
+                                   {a02, a12, a22, a32}, {a03, a13, a23, a33}};
 #pragma GCC unroll 4
       for (int r = 0; r < 4; ++r)
 #pragma GCC unroll 4
@@ -283,28 +386,6 @@ static __attribute__((noinline)) void qgemm_p16(int32_t kq, int32_t np, const in
           if (v < 2 || !half)
             vst1q_s32((int32_t *)out + (size_t)r * ld + i + 4 * v, v % 2 ? vzip2q_s32(e, o) : vzip1q_s32(e, o));
         }
-    } else {
-      int32x4_t m = rq->m, sh = rq->sh;
-      int16x8_t z = rq->z;
-      int8x16_t lo = rq->lo, hi = rq->hi;
-      __asm__("" : "+w"(m), "+w"(sh), "+w"(z), "+w"(lo), "+w"(hi)); /* loaded once per tile */
-#define RQH(a, b, r) /* channel r's eight int16 of qgemm_rq_s8 before the int8 steps */    \
-  vqaddq_s16(vcombine_s16(vqmovn_s32(vrshlq_s32(vqdmulhq_laneq_s32(a, m, r), sh)),          \
-                          vqmovn_s32(vrshlq_s32(vqdmulhq_laneq_s32(b, m, r), sh))), z)
-      int8x16_t y[4]; /* channel r's 16 bytes (all four; rows of them stored) */
-#pragma GCC unroll 4
-      for (int r = 0; r < 4; ++r)
-        y[r] = vminq_s8(vmaxq_s8(vzip1q_s8(vcombine_s8(vqmovn_s16(RQH(acc[r][0], acc[r][1], r)), vdup_n_s8(0)),
-                                           vcombine_s8(vqmovn_s16(RQH(acc[r][2], acc[r][3], r)), vdup_n_s8(0))),
-                                 lo), hi);
-      int8_t *yr = (int8_t *)out + i;
-      if (rows == 4 && i + 16 <= n && !half) {
-        vst1q_s8(yr, y[0]), vst1q_s8(yr + ld, y[1]);
-        vst1q_s8(yr + 2 * ld, y[2]), vst1q_s8(yr + 3 * ld, y[3]);
-      } else {
-        store_rows(yr, ld, y, rows, n - i < 16 ? n - i : 16);
-      }
-#undef RQH
     }
     if (i + 16 >= np || i + 16 >= n) return; /* (a half tile ends at np) */
   }
@@ -549,26 +630,74 @@ static int32_t gemv_col(int32_t k, int32_t i0, const int8_t *a, int32_t azp, con
   return s;
 }
 
+/* sum (a - azp) b = sum a b - azp sum b over 16 elements a step: the int8 products by
+ * smull (exact in int16) added pairwise into int32 (sadalp), the sum of b likewise;
+ * then 8 more, and the last k % 8 elements by gemv_col. */
+#define GEMV_COL(s, u, bc)                                                              \
+  do {                                                                                  \
+    const int8x16_t y_ = vld1q_s8(bc + i);                                              \
+    s = vpadalq_s16(vpadalq_s16(s, vmull_s8(vget_low_s8(x), vget_low_s8(y_))),            \
+                    vmull_s8(vget_high_s8(x), vget_high_s8(y_)));                       \
+    u = vpadalq_s8(u, y_);                                                              \
+  } while (0)
+
 void ert_gemv_s8__neon(int32_t k, int32_t n, const int8_t *a, int32_t azp, const int8_t *b,
                        int32_t *acc) {
-  const int8x8_t z = vdup_n_s8((int8_t)azp);
   const size_t ks = (size_t)k;
   int32_t c = 0;
   for (; c + 4 <= n; c += 4) {
     const int8_t *b0 = b + (size_t)c * ks, *b1 = b0 + ks, *b2 = b1 + ks, *b3 = b2 + ks;
     int32x4_t s0 = vdupq_n_s32(0), s1 = s0, s2 = s0, s3 = s0;
+    int16x8_t u0 = vdupq_n_s16(0), u1 = u0, u2 = u0, u3 = u0; /* |lane| <= 256 per step */
+    int32x4_t v0 = s0, v1 = s0, v2 = s0, v3 = s0;
     int32_t i = 0;
-    for (; i + 8 <= k; i += 8) {
-      const int16x8_t x = vsubl_s8(vld1_s8(a + i), z);
-      const int16x4_t xl = vget_low_s16(x), xh = vget_high_s16(x);
-      const int16x8_t y0 = vmovl_s8(vld1_s8(b0 + i)), y1 = vmovl_s8(vld1_s8(b1 + i));
-      const int16x8_t y2 = vmovl_s8(vld1_s8(b2 + i)), y3 = vmovl_s8(vld1_s8(b3 + i));
-      s0 = vmlal_s16(vmlal_s16(s0, xl, vget_low_s16(y0)), xh, vget_high_s16(y0));
-      s1 = vmlal_s16(vmlal_s16(s1, xl, vget_low_s16(y1)), xh, vget_high_s16(y1));
-      s2 = vmlal_s16(vmlal_s16(s2, xl, vget_low_s16(y2)), xh, vget_high_s16(y2));
-      s3 = vmlal_s16(vmlal_s16(s3, xl, vget_low_s16(y3)), xh, vget_high_s16(y3));
+    while (i + 16 <= k) {
+#if defined(__aarch64__) /* the loop in assembly: GCC's copied accumulators every step */
+      const int32_t e = (k - i) / 16 < 127 ? (k - i) / 16 : 127;
+      const int8_t *pa = a + i, *q0 = b0 + i, *q1 = b1 + i, *q2 = b2 + i, *q3 = b3 + i;
+      size_t steps = (size_t)e;
+#define GEMV_ASM(Q, S, U)                                                                 \
+  "ld1 {v25.16b}, [%[" Q "]], #16\n\t"                                                    \
+  "smull v26.8h, v24.8b, v25.8b\n\t"                                                     \
+  "smull2 v27.8h, v24.16b, v25.16b\n\t"                                                  \
+  "sadalp %[" S "].4s, v26.8h\n\t"                                                        \
+  "sadalp %[" S "].4s, v27.8h\n\t"                                                        \
+  "sadalp %[" U "].8h, v25.16b\n\t"
+      __asm__("1:\n\t"
+              "ld1 {v24.16b}, [%[pa]], #16\n\t"
+              GEMV_ASM("q0", "s0", "u0") GEMV_ASM("q1", "s1", "u1")
+              GEMV_ASM("q2", "s2", "u2") GEMV_ASM("q3", "s3", "u3")
+              "subs %[n], %[n], #1\n\t"
+              "b.ne 1b\n"
+              : [n] "+r"(steps), [pa] "+r"(pa), [q0] "+r"(q0), [q1] "+r"(q1), [q2] "+r"(q2),
+                [q3] "+r"(q3), [s0] "+w"(s0), [s1] "+w"(s1), [s2] "+w"(s2), [s3] "+w"(s3),
+                [u0] "+w"(u0), [u1] "+w"(u1), [u2] "+w"(u2), [u3] "+w"(u3)
+              :
+              : "v24", "v25", "v26", "v27", "memory", "cc");
+#undef GEMV_ASM
+      i += 16 * e;
+#else
+      for (int32_t e = i + 16 * 127 < k ? i + 16 * 127 : k; i + 16 <= e; i += 16) {
+        const int8x16_t x = vld1q_s8(a + i);
+        GEMV_COL(s0, u0, b0);
+        GEMV_COL(s1, u1, b1);
+        GEMV_COL(s2, u2, b2);
+        GEMV_COL(s3, u3, b3);
+      }
+#endif
+      v0 = vpadalq_s16(v0, u0), v1 = vpadalq_s16(v1, u1), v2 = vpadalq_s16(v2, u2), v3 = vpadalq_s16(v3, u3);
+      u0 = u1 = u2 = u3 = vdupq_n_s16(0);
     }
-    int32x4_t r = hsum4(s0, s1, s2, s3);
+    if (i + 8 <= k) { /* 8 more: the products and b widened to int16 */
+      const int8x8_t x = vld1_s8(a + i);
+      const int8x8_t y0 = vld1_s8(b0 + i), y1 = vld1_s8(b1 + i), y2 = vld1_s8(b2 + i), y3 = vld1_s8(b3 + i);
+      s0 = vpadalq_s16(s0, vmull_s8(x, y0)), v0 = vpadalq_s16(v0, vmovl_s8(y0));
+      s1 = vpadalq_s16(s1, vmull_s8(x, y1)), v1 = vpadalq_s16(v1, vmovl_s8(y1));
+      s2 = vpadalq_s16(s2, vmull_s8(x, y2)), v2 = vpadalq_s16(v2, vmovl_s8(y2));
+      s3 = vpadalq_s16(s3, vmull_s8(x, y3)), v3 = vpadalq_s16(v3, vmovl_s8(y3));
+      i += 8;
+    }
+    int32x4_t r = vmlsq_n_s32(hsum4(s0, s1, s2, s3), hsum4(v0, v1, v2, v3), azp);
     if (i < k) {
       const int32_t t[4] = {gemv_col(k, i, a, azp, b0), gemv_col(k, i, a, azp, b1),
                             gemv_col(k, i, a, azp, b2), gemv_col(k, i, a, azp, b3)};
@@ -578,6 +707,7 @@ void ert_gemv_s8__neon(int32_t k, int32_t n, const int8_t *a, int32_t azp, const
   }
   for (; c < n; ++c) acc[c] = gemv_col(k, 0, a, azp, b + (size_t)c * ks);
 }
+#undef GEMV_COL
 
 /* clamp(zp + requant(a, mult, shift), lo, hi) for four lanes: the exact 64-bit product,
  * then SRSHL by -shift, which adds 2^(shift-1) and shifts right arithmetically without
@@ -847,43 +977,116 @@ typedef struct dwc_k {
 
 /* The outputs of rows oy < R (ow each, stride s) from the band's padded copy (cols
  * pixels a row) into out, 16 bytes a pixel, of 3x3 windows or (k5) 5x5. A function of
- * its own, so that the 3x3 taps and the requantization's constants stay in registers
- * (5x5 taps: a loop over the window's rows, its taps loaded). */
+ * its own, so that the taps and the requantization's constants stay in registers. 3x3
+ * in assembly: per pixel one ld1 of the three pixels of each window row (48 bytes, for
+ * stride 1 and 2 alike), DWC_PAIR's products and widening adds, the bias from one ld1 and
+ * requant_row's shift >= 31 steps (rq8_hi; sqrdmulh for shift 31, whose srshl is by 0):
+ * 64 instructions per pixel of 16 channels. 5x5: a loop over the window's rows, its taps
+ * loaded. */
 static __attribute__((noinline)) void dwc_band(int8_t *out, const int8_t *in, int32_t R, int32_t ow,
                                                int32_t s, int32_t cols, const dwc_k *k, int k5) {
-  const int8x16_t w0 = k->w[0], w1 = k->w[1], w2 = k->w[2], w3 = k->w[3], w4 = k->w[4];
-  const int8x16_t w5 = k->w[5], w6 = k->w[6], w7 = k->w[7], w8 = k->w[8];
+  const size_t rs = (size_t)cols * 16u, ps = 16u * (size_t)s;
+  if (!k5) {
+    const int8_t *p0, *p1, *p2;
+    size_t cnt, rows = (size_t)R;
+    /* v0-v8 taps, v9-v12 sh z lo hi, v13-v16 multipliers, v17-v20 sums, v21-v26 two window
+     * rows, v27-v28 products */
+#define DWC_AP(XA, WA, XB, WB)                                                             \
+  "smull  v27.8h, " XA ".8b, " WA ".8b\n\t"                                                \
+  "smull2 v28.8h, " XA ".16b, " WA ".16b\n\t"                                              \
+  "smlal  v27.8h, " XB ".8b, " WB ".8b\n\t"                                                \
+  "smlal2 v28.8h, " XB ".16b, " WB ".16b\n\t"                                              \
+  "saddw  v17.4s, v17.4s, v27.4h\n\t"                                                      \
+  "saddw2 v18.4s, v18.4s, v27.8h\n\t"                                                      \
+  "saddw  v19.4s, v19.4s, v28.4h\n\t"                                                      \
+  "saddw2 v20.4s, v20.4s, v28.8h\n\t"
+    __asm__ volatile(
+        "ld1 {v0.16b, v1.16b, v2.16b, v3.16b}, [%[kw]], #64\n\t"
+        "ld1 {v4.16b, v5.16b, v6.16b, v7.16b}, [%[kw]], #64\n\t"
+        "ld1 {v8.16b}, [%[kw]]\n\t"
+        "ld1 {v9.16b, v10.16b, v11.16b, v12.16b}, [%[kc]]\n\t"
+        "ld1 {v13.4s, v14.4s, v15.4s, v16.4s}, [%[km]]\n"
+        "0:\n\t"
+        "mov %[p0], %[in]\n\t"
+        "add %[p1], %[in], %[rs]\n\t"
+        "add %[p2], %[p1], %[rs]\n\t"
+        "add %[in], %[in], %[srs]\n\t"
+        "mov %[cnt], %[ow]\n"
+        "1:\n\t"
+        "ld1 {v17.4s, v18.4s, v19.4s, v20.4s}, [%[kb]]\n\t"
+        "ld1 {v21.16b, v22.16b, v23.16b}, [%[p0]], %[ps]\n\t"
+        "ld1 {v24.16b, v25.16b, v26.16b}, [%[p1]], %[ps]\n\t"
+        DWC_AP("v21", "v0", "v22", "v1") DWC_AP("v23", "v2", "v24", "v3")
+        DWC_AP("v25", "v4", "v26", "v5")
+        "ld1 {v21.16b, v22.16b, v23.16b}, [%[p2]], %[ps]\n\t"
+        DWC_AP("v21", "v6", "v22", "v7")
+        "smull  v27.8h, v23.8b, v8.8b\n\t"
+        "smull2 v28.8h, v23.16b, v8.16b\n\t"
+        "saddw  v17.4s, v17.4s, v27.4h\n\t"
+        "saddw2 v18.4s, v18.4s, v27.8h\n\t"
+        "saddw  v19.4s, v19.4s, v28.4h\n\t"
+        "saddw2 v20.4s, v20.4s, v28.8h\n\t"
+        "cbnz %w[is31], 4f\n\t"
+        "sqdmulh v17.4s, v17.4s, v13.4s\n\t"
+        "sqdmulh v18.4s, v18.4s, v14.4s\n\t"
+        "sqdmulh v19.4s, v19.4s, v15.4s\n\t"
+        "sqdmulh v20.4s, v20.4s, v16.4s\n"
+        "3:\n\t"
+        "srshl v17.4s, v17.4s, v9.4s\n\t"
+        "srshl v18.4s, v18.4s, v9.4s\n\t"
+        "srshl v19.4s, v19.4s, v9.4s\n\t"
+        "srshl v20.4s, v20.4s, v9.4s\n\t"
+        "sqxtn  v17.4h, v17.4s\n\t"
+        "sqxtn2 v17.8h, v18.4s\n\t"
+        "sqxtn  v19.4h, v19.4s\n\t"
+        "sqxtn2 v19.8h, v20.4s\n\t"
+        "sqadd v17.8h, v17.8h, v10.8h\n\t"
+        "sqadd v19.8h, v19.8h, v10.8h\n\t"
+        "sqxtn  v17.8b, v17.8h\n\t"
+        "sqxtn2 v17.16b, v19.8h\n\t"
+        "smax v17.16b, v17.16b, v11.16b\n\t"
+        "smin v17.16b, v17.16b, v12.16b\n\t"
+        "st1 {v17.16b}, [%[o]], #16\n\t"
+        "subs %[cnt], %[cnt], #1\n\t"
+        "b.ne 1b\n\t"
+        "subs %[rows], %[rows], #1\n\t"
+        "b.ne 0b\n\t"
+        "b 5f\n"
+        "4:\n\t"
+        "sqrdmulh v17.4s, v17.4s, v13.4s\n\t"
+        "sqrdmulh v18.4s, v18.4s, v14.4s\n\t"
+        "sqrdmulh v19.4s, v19.4s, v15.4s\n\t"
+        "sqrdmulh v20.4s, v20.4s, v16.4s\n\t"
+        "b 3b\n"
+        "5:\n"
+        : [o] "+r"(out), [in] "+r"(in), [rows] "+r"(rows), [kw] "+r"(k), [p0] "=&r"(p0),
+          [p1] "=&r"(p1), [p2] "=&r"(p2), [cnt] "=&r"(cnt)
+        : [rs] "r"(rs), [ps] "r"(ps), [srs] "r"(rs * (size_t)s), [ow] "r"((size_t)ow),
+          [kb] "r"(&k->b), [km] "r"(&k->m), [kc] "r"(&k->sh), [is31] "r"(k->is31)
+        : "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12",
+          "v13", "v14", "v15", "v16", "v17", "v18", "v19", "v20", "v21", "v22", "v23", "v24",
+          "v25", "v26", "v27", "v28", "memory", "cc");
+#undef DWC_AP
+    return;
+  }
   const int32x4_t shv = k->sh;
   const int16x8_t zo = k->z;
   const int8x16_t vlo = k->lo, vhi = k->hi;
   const int is31 = k->is31;
-  const size_t rs = (size_t)cols * 16u, ps = 16u * (size_t)s;
   for (int32_t oy = 0; oy < R; ++oy) {
     const int8_t *p0 = in + (size_t)(oy * s) * rs;
     for (int32_t ox = 0; ox < ow; ++ox, out += 16, p0 += ps) {
-      const int8_t *p1 = p0 + rs, *p2 = p1 + rs;
       int32x4x4_t acc = vld1q_s32_x4((const int32_t *)(const void *)&k->b);
       int32x4_t a0 = acc.val[0], a1 = acc.val[1], a2 = acc.val[2], a3 = acc.val[3];
-      if (k5) {
-        const int8_t *p = p0;
-        const int8x16_t *wr = k->w;
+      const int8_t *p = p0;
+      const int8x16_t *wr = k->w;
 #pragma GCC unroll 1
-        for (int ky = 0; ky < 5; ++ky, p += rs, wr += 5) {
-          const int8x16_t x0 = vld1q_s8(p), x1 = vld1q_s8(p + 16), x2 = vld1q_s8(p + 32);
-          const int8x16_t x3 = vld1q_s8(p + 48), x4 = vld1q_s8(p + 64);
-          DWC_PAIR(x0, wr[0], x1, wr[1]);
-          DWC_PAIR(x2, wr[2], x3, wr[3]);
-          DWC_ONE(x4, wr[4]);
-        }
-      } else {
-        const int8x16_t x0 = vld1q_s8(p0), x1 = vld1q_s8(p0 + 16), x2 = vld1q_s8(p0 + 32);
-        const int8x16_t x3 = vld1q_s8(p1), x4 = vld1q_s8(p1 + 16), x5 = vld1q_s8(p1 + 32);
-        const int8x16_t x6 = vld1q_s8(p2), x7 = vld1q_s8(p2 + 16), x8 = vld1q_s8(p2 + 32);
-        DWC_PAIR(x0, w0, x1, w1);
-        DWC_PAIR(x2, w2, x3, w3);
-        DWC_PAIR(x4, w4, x5, w5);
-        DWC_PAIR(x6, w6, x7, w7);
-        DWC_ONE(x8, w8);
+      for (int ky = 0; ky < 5; ++ky, p += rs, wr += 5) {
+        const int8x16_t x0 = vld1q_s8(p), x1 = vld1q_s8(p + 16), x2 = vld1q_s8(p + 32);
+        const int8x16_t x3 = vld1q_s8(p + 48), x4 = vld1q_s8(p + 64);
+        DWC_PAIR(x0, wr[0], x1, wr[1]);
+        DWC_PAIR(x2, wr[2], x3, wr[3]);
+        DWC_ONE(x4, wr[4]);
       }
       /* requant_row's shift >= 31 steps (rq8_hi), a multiplier per channel */
       const int32x4x4_t m = vld1q_s32_x4((const int32_t *)(const void *)&k->m);
