@@ -170,3 +170,51 @@ def test_digits_int8_bit_exact(tmp_path):
              _case(tmp_path, "digits-int8", edgert.convert(str(src), None, quantize="int8", calibration=calib),
                    x, True)]
     _compare(tmp_path, cases)
+
+
+# Depthwise 3x3 layers that the dw3 kernels take (AVX-512 for w <= 16, AVX2 wider), run by
+# the worker pool's shares (src/session.c) at one to four threads. (channels, h, w,
+# stride, pads t/l/b/r, activation): padding rows above and below the image or none, fewer
+# planes than pieces, and the activations fused (Clip) or run after (HardSwish).
+_DW_CASES = [
+    (5, 13, 11, 1, (1, 1, 1, 1), "Clip"),
+    (3, 12, 12, 2, (1, 1, 1, 1), "Relu"),
+    (4, 40, 20, 1, (1, 1, 1, 1), "HardSwish"),
+    (6, 41, 33, 2, (1, 1, 1, 1), None),
+    (2, 30, 9, 1, (0, 1, 0, 1), "Clip"),
+    (3, 22, 14, 1, (2, 1, 0, 1), None),
+    (2, 4, 60, 1, (0, 1, 0, 1), "Clip"),
+]
+
+
+@needs_avx2
+@pytest.mark.parametrize("case", _DW_CASES, ids=lambda c: "c%d_%dx%d_s%d_p%s_%s" % (c[:4] + ("".join(map(str, c[4])), c[5])))
+def test_depthwise_across_threads(case):
+    """Every thread count gives the one-thread result bit for bit (each plane is one piece
+    of work, whichever thread runs it), and that result is onnxruntime's."""
+    from onnx import helper
+
+    from tests.helpers import make_model, run_ort
+
+    c, h, w, stride, pads, act = case
+    rng = np.random.default_rng(c * 1000 + h * 10 + w)
+    x = rng.standard_normal((1, c, h, w), dtype=np.float32)
+    inits = {"W": rng.standard_normal((c, 1, 3, 3), dtype=np.float32),
+             "B": rng.standard_normal(c).astype(np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "W", "B"], ["y" if act is None else "c"], group=c,
+                              kernel_shape=[3, 3], strides=[stride, stride], pads=list(pads))]
+    if act == "Clip":
+        inits.update(lo=np.float32(0), hi=np.float32(6))
+        nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["y"]))
+    elif act is not None:
+        nodes.append(helper.make_node(act, ["c"], ["y"]))
+    model = make_model(nodes, {"x": x}, ["y"], inits)
+    want = run_ort(model, {"x": x})[0]
+    data = edgert.convert(model, None)
+    # all sessions open at once: no arena is a freed one still holding another's output
+    sessions = {t: edgert.Session(data, threads=t) for t in (1, 2, 3, 4)}
+    one = sessions[1].run(None, {"x": x})[0]
+    np.testing.assert_allclose(one, want, rtol=1e-5, atol=1e-5)
+    for threads in (2, 3, 4):
+        got = sessions[threads].run(None, {"x": x})[0]
+        np.testing.assert_array_equal(got, one, err_msg=f"threads={threads}")
