@@ -135,6 +135,16 @@ static void test_sgemm_rows(ert_sgemm_rows_fn fn, int R, int cols, const char *n
   test_sgemm_rows_b(fn, NULL, R, cols, name);
 }
 
+/* sgemm_rows6_taps as an sgemm_rows6_ld: kc split into three taps (two, or one, when kc
+ * does not divide), the taps' B rows found through off. */
+static ert_sgemm_taps_fn taps_fn;
+static void taps_as_ld(int32_t kc, const float *const *rows, const float *b, ptrdiff_t ldb,
+                       float *c, const ert_sgemm_store *st) {
+  const int32_t nt = kc % 3 == 0 ? 3 : kc % 2 == 0 ? 2 : 1;
+  const ptrdiff_t off[3] = {0, kc / nt * ldb, 2 * (kc / nt) * ldb};
+  taps_fn(kc / nt, rows, b, c, st, ldb, nt, off);
+}
+
 /* Planes of 1 to 3 rows, every width the contract allows up to 40, window rows 1 or 2
  * pitches apart; the plane is one guarded buffer ending at the last tap. */
 static void test_dw(ert_dw_plane_fn fn, int K, int32_t stride, const char *name) {
@@ -1514,6 +1524,8 @@ int main(int argc, char **argv) {
   test_sgemm_rows(opt.sgemm_rows6_n8, 6, 8, "sgemm_rows6_n8");
   test_sgemm_rows_b(NULL, opt.sgemm_rows_ld, 4, 16, "sgemm_rows_ld");
   test_sgemm_rows_b(NULL, opt.sgemm_rows6_ld, 6, 16, "sgemm_rows6_ld");
+  taps_fn = opt.sgemm_rows6_taps;
+  test_sgemm_rows_b(NULL, taps_fn ? taps_as_ld : NULL, 6, 16, "sgemm_rows6_taps");
   test_dw(opt.dw3_s1, 3, 1, "dw3_s1");
   test_dw(opt.dw3_s2, 3, 2, "dw3_s2");
   test_dw3(&opt);

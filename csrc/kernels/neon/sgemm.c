@@ -87,10 +87,13 @@ void ert_sgemm_rows_f32__neon(int32_t kc, const float *const *rows, const float 
   if (st->act != NULL) ert_act_rows_f32__neon(st->act, c, ldc, 4, 16);
 }
 
-/* The 6x16 tile: 24 accumulators in v8..v31, A in v0..v5 (four k per load), B in v6, v7
- * (half a k step per paired load). The operands are the row array, b and kc (the
- * accumulators use up GCC's operand limit), so the assembly loads the row pointers into
- * x9..x14 itself. */
+/* The 6x16 tile over taps (sgemm_rows6_taps): 24 accumulators in v8..v31, A in v0..v5
+ * (four k per load), B in v6, v7 (half a k step per load: the first half's load steps 32
+ * bytes, the second's on to the next B row, x6 = 4 ldb - 32 bytes, so a packed panel and
+ * rows in place cost the same). Per tap (x5 walks off, w7 counts), x15 = b + off[t]
+ * and kc steps; A's rows run on across the taps. The operands are the row array, b, kc, ldb, ntaps and off (with the
+ * accumulators, GCC's limit of 30), so the assembly loads the row pointers into x9..x14
+ * itself. */
 #define FMLA6(A, L)                                                                        \
   "ldp q6, q7, [x15], #32\n\t"                                                             \
   "fmla v8.4s, v6.4s, " A "0.s[" L "]\n\tfmla v9.4s, v7.4s, " A "0.s[" L "]\n\t"          \
@@ -99,7 +102,7 @@ void ert_sgemm_rows_f32__neon(int32_t kc, const float *const *rows, const float 
   "fmla v20.4s, v6.4s, " A "3.s[" L "]\n\tfmla v21.4s, v7.4s, " A "3.s[" L "]\n\t"        \
   "fmla v24.4s, v6.4s, " A "4.s[" L "]\n\tfmla v25.4s, v7.4s, " A "4.s[" L "]\n\t"        \
   "fmla v28.4s, v6.4s, " A "5.s[" L "]\n\tfmla v29.4s, v7.4s, " A "5.s[" L "]\n\t"        \
-  "ldp q6, q7, [x15], #32\n\t"                                                             \
+  "ld1 {v6.4s, v7.4s}, [x15], x6\n\t"                                                     \
   "fmla v10.4s, v6.4s, " A "0.s[" L "]\n\tfmla v11.4s, v7.4s, " A "0.s[" L "]\n\t"        \
   "fmla v14.4s, v6.4s, " A "1.s[" L "]\n\tfmla v15.4s, v7.4s, " A "1.s[" L "]\n\t"        \
   "fmla v18.4s, v6.4s, " A "2.s[" L "]\n\tfmla v19.4s, v7.4s, " A "2.s[" L "]\n\t"        \
@@ -110,8 +113,9 @@ void ert_sgemm_rows_f32__neon(int32_t kc, const float *const *rows, const float 
   "movi v" a ".4s, #0\n\tmovi v" b ".4s, #0\n\tmovi v" c ".4s, #0\n\tmovi v" d ".4s, #0\n\t" \
   "movi v" e ".4s, #0\n\tmovi v" f ".4s, #0\n\tmovi v" g ".4s, #0\n\tmovi v" h ".4s, #0\n\t"
 
-void ert_sgemm_rows6_f32__neon(int32_t kc, const float *const *rows, const float *b, float *c,
-                               const ert_sgemm_store *st) {
+void ert_sgemm_rows6_taps_f32__neon(int32_t kc, const float *const *rows, const float *b,
+                                    float *c, const ert_sgemm_store *st, ptrdiff_t ldb,
+                                    int32_t ntaps, const ptrdiff_t *off) {
   register float32x4_t c00 __asm__("v8"), c01 __asm__("v9"), c02 __asm__("v10");
   register float32x4_t c03 __asm__("v11"), c10 __asm__("v12"), c11 __asm__("v13");
   register float32x4_t c12 __asm__("v14"), c13 __asm__("v15"), c20 __asm__("v16");
@@ -125,7 +129,13 @@ void ert_sgemm_rows6_f32__neon(int32_t kc, const float *const *rows, const float
       ZERO8("16", "17", "18", "19", "20", "21", "22", "23")
       ZERO8("24", "25", "26", "27", "28", "29", "30", "31")
       "ldp x9, x10, [%[rows]]\n\tldp x11, x12, [%[rows], #16]\n\tldp x13, x14, [%[rows], #32]\n\t"
-      "mov x15, %[b]\n\t"
+      "lsl x6, %[ldb], #2\n\t"
+      "sub x6, x6, #32\n\t"
+      "mov x5, %[off]\n\t"
+      "mov w7, %w[nt]\n"
+      "5:\n\t"
+      "ldr x15, [x5], #8\n\t"
+      "add x15, %[b], x15, lsl #2\n\t"
       "lsr x16, %[kc], #2\n\t"
       "and x17, %[kc], #3\n\t"
       "cbz x16, 2f\n"
@@ -143,14 +153,17 @@ void ert_sgemm_rows6_f32__neon(int32_t kc, const float *const *rows, const float
       FMLA6("v", "0")
       "subs x17, x17, #1\n\t"
       "b.ne 3b\n"
-      "4:\n"
+      "4:\n\t"
+      "subs w7, w7, #1\n\t"
+      "b.ne 5b\n"
       : "=&w"(c00), "=&w"(c01), "=&w"(c02), "=&w"(c03), "=&w"(c10), "=&w"(c11), "=&w"(c12),
         "=&w"(c13), "=&w"(c20), "=&w"(c21), "=&w"(c22), "=&w"(c23), "=&w"(c30), "=&w"(c31),
         "=&w"(c32), "=&w"(c33), "=&w"(c40), "=&w"(c41), "=&w"(c42), "=&w"(c43), "=&w"(c50),
         "=&w"(c51), "=&w"(c52), "=&w"(c53)
-      : [rows] "r"(rows), [b] "r"(b), [kc] "r"((uint64_t)(uint32_t)kc)
-      : "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "x9", "x10", "x11", "x12", "x13",
-        "x14", "x15", "x16", "x17", "cc", "memory");
+      : [rows] "r"(rows), [b] "r"(b), [kc] "r"((uint64_t)(uint32_t)kc), [ldb] "r"(ldb),
+        [nt] "r"(ntaps), [off] "r"(off)
+      : "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "x5", "x6", "x7", "x9", "x10", "x11", "x12",
+        "x13", "x14", "x15", "x16", "x17", "cc", "memory");
   const float32x4_t alpha = vdupq_n_f32(st->alpha);
   const ptrdiff_t ldc = st->ldc;
   float *p0 = c, *p1 = c + ldc, *p2 = p1 + ldc, *p3 = p2 + ldc, *p4 = p3 + ldc, *p5 = p4 + ldc;
@@ -199,6 +212,13 @@ void ert_sgemm_rows6_f32__neon(int32_t kc, const float *const *rows, const float
     PUT(p5, c50, LD), PUT(p5 + 4, c51, LD), PUT(p5 + 8, c52, LD), PUT(p5 + 12, c53, LD);
   }
   if (st->act != NULL) ert_act_rows_f32__neon(st->act, c, ldc, 6, 16);
+}
+
+/* sgemm_rows6: one tap over a packed panel */
+void ert_sgemm_rows6_f32__neon(int32_t kc, const float *const *rows, const float *b, float *c,
+                               const ert_sgemm_store *st) {
+  static const ptrdiff_t zero = 0;
+  ert_sgemm_rows6_taps_f32__neon(kc, rows, b, c, st, 16, 1, &zero);
 }
 
 #else /* 32-bit ARM: 16 q registers, so the tile is done as two 4x8 halves */

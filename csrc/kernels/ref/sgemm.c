@@ -3,6 +3,11 @@
 
 #include "cpu.h"
 
+/* The tap-major convolution panels (taps_panels) where cpu.h has the kernel for them. */
+#if defined(ERT_NEON_KERNELS) && defined(__aarch64__)
+#define ERT_SGEMM_TAPS 1
+#endif
+
 #define MR ERT_SGEMM_MR
 #define NR ERT_SGEMM_NR
 #define KC ERT_SGEMM_KC
@@ -377,6 +382,54 @@ ERT_COLD static void narrow_panel(const float *panel, int32_t kc, const float *a
 }
 #endif
 
+#if defined(ERT_SGEMM_TAPS)
+/* A convolution's panels by ert_cpu.sgemm_rows6_taps (run_blocked decides when: im2col B,
+ * stride 1 and no dilation across, output rows of whole panels, at most TAPS_MAX taps, one
+ * problem, A's rows contiguous, an activation the tile applies). A panel whose windows all lie inside the image reads B in
+ * place: its taps' rows are a plane apart from the tap's first, so the tile runs over the
+ * taps with A tap-major (at, packed once per run by pack_taps: column t*C + c of row i is
+ * A(i, c*taps + t)). The other panels (edge columns and rows) are packed whole by
+ * pack_panels into pb and run as one tap with A in place. All rows (M a multiple of 6, at
+ * most ERT_SGEMM_MC: one row part) of columns [j0, j0 + nlen), in 6-row tiles. */
+enum { TAPS_MAX = 9 };
+
+ERT_COLD static void pack_taps(const ert_sgemm *g, const float *a, float *at) {
+  const int32_t nt = g->im2col->kh * g->im2col->kw, ch = g->im2col->channels;
+  for (int32_t i = 0; i < g->m; ++i, a += g->rsa)
+    for (int32_t t = 0; t < nt; ++t)
+      for (int32_t c = 0; c < ch; ++c) *at++ = a[c * nt + t];
+}
+
+ERT_COLD static void taps_panels(const ert_sgemm *g, const float *a, const float *b, float *c,
+                                 const float *bias, int32_t j0, int32_t nlen,
+                                 const float *at, float *pb) {
+  const ert_im2col *ic = g->im2col;
+  const int32_t kh = ic->kh, kw = ic->kw, nt = kh * kw;
+  const ptrdiff_t plane = (ptrdiff_t)ic->height * ic->width;
+  ptrdiff_t off[TAPS_MAX];
+  int32_t lo[TAPS_MAX], hi[TAPS_MAX];
+  for (int32_t t = 0; t < nt; ++t) off[t] = (ptrdiff_t)(t / kw) * ic->dh * ic->width + t % kw;
+  for (int32_t kx = 0; kx < kw; ++kx) col_range(ic, kx, &lo[kx], &hi[kx]);
+  static const ptrdiff_t zero = 0;
+  ert_sgemm_store st = {g->ldc, NULL, g->act, g->alpha, !g->accumulate};
+  for (int32_t j = j0; j < j0 + nlen; j += NR) {
+    const int32_t iy = j / ic->out_w * ic->sh - ic->pad_top, ix = j % ic->out_w - ic->pad_left;
+    const int in = iy >= 0 && iy + (kh - 1) * ic->dh < ic->height && ix >= 0 &&
+                   ix + NR + kw - 1 <= ic->width;
+    if (!in) pack_panels(ic, b, 0, g->k, j, NR, lo, hi, pb);
+    const float *bb = in ? b + (ptrdiff_t)iy * ic->width + ix : pb, *ar = in ? at : a;
+    const ptrdiff_t lda = in ? g->k : g->rsa;
+    for (int32_t i = 0; i < g->m; i += 6) {
+      const float *rows[6];
+      for (int32_t r = 0; r < 6; ++r) rows[r] = ar + (ptrdiff_t)(i + r) * lda;
+      st.bias = bias ? bias + i : NULL;
+      ert_cpu.sgemm_rows6_taps(in ? ic->channels : g->k, rows, bb, c + (ptrdiff_t)i * g->ldc + j,
+                               &st, in ? plane : NR, in ? nt : 1, in ? off : &zero);
+    }
+  }
+}
+#endif
+
 /* Tasks are (problem, column block of nc columns, part of the rows). A task packs each
  * depth block of its B columns once and runs all its row blocks over it, packing their
  * A blocks in turn; rows are split into parts only when there are fewer column blocks
@@ -387,6 +440,9 @@ typedef struct blocked_job {
   size_t slot_bytes, a_bytes;
   int32_t mc, nc;
   size_t nnb, nparts, ntasks, nslots;
+#if defined(ERT_SGEMM_TAPS)
+  int taps; /* taps_panels: A tap-major at the scratch's start, a B panel per slot after it */
+#endif
 #if defined(ERT_X86_KERNELS)
   int even;   /* pieces of near-equal work (run_blocked) */
   int direct; /* A and B read in place by ert_cpu.sgemm_block: no scratch used */
@@ -427,6 +483,12 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
   const float *a = NULL, *b = NULL, *bias = NULL;
   float *c = NULL;
   g->locate(g->ctx, p, &a, &b, &c, &bias);
+#if defined(ERT_SGEMM_TAPS)
+  if (jb->taps) {
+    taps_panels(g, a, b, c, bias, j0, nlen, ap, bp);
+    return;
+  }
+#endif
   float tile[6 * NR];
 #if defined(ERT_X86_KERNELS)
   /* the AVX-512 block kernel with A's and B's rows in place needs no scratch: depth
@@ -579,6 +641,12 @@ static void blocked_worker(void *arg, size_t begin, size_t end) {
   float *ap = (float *)(void *)(jb->scratch + begin * jb->slot_bytes);
   float *bp = (float *)(void *)(jb->scratch + begin * jb->slot_bytes + jb->a_bytes);
 #endif
+#if defined(ERT_SGEMM_TAPS)
+  if (jb->taps) { /* the shared tap-major A, this slot's panel after it */
+    ap = (float *)(void *)jb->scratch;
+    bp = ap + (size_t)(jb->g->m + (int32_t)begin * NR) * (size_t)jb->g->k;
+  }
+#endif
   const size_t t0 = begin * jb->ntasks / jb->nslots, t1 = end * jb->ntasks / jb->nslots;
   for (size_t t = t0; t < t1; ++t) run_task(jb, t, ap, bp);
 }
@@ -620,6 +688,19 @@ static void run_blocked(const ert_sgemm *g, void *scratch, ert_exec *ex) {
   }
 #else
   const size_t slots = ERT_SGEMM_SLOTS;
+#endif
+#if defined(ERT_SGEMM_TAPS)
+  const ert_im2col *ic = g->im2col;
+  jb.taps = ic != NULL && ert_cpu.sgemm_rows6_taps != NULL && ic->sw == 1 && ic->dw == 1 &&
+            ic->out_w % NR == 0 && ic->kh * ic->kw <= TAPS_MAX && g->csa == 1 && g->batch == 1 &&
+            g->m % 6 == 0 && g->m <= ERT_SGEMM_MC && act_inline(g->act) &&
+            (size_t)(g->m + slots * NR) * (size_t)g->k * sizeof(float) <= slots * jb.slot_bytes;
+  if (jb.taps) {
+    const float *a = NULL, *b = NULL, *bias = NULL;
+    float *c = NULL;
+    g->locate(g->ctx, 0, &a, &b, &c, &bias);
+    pack_taps(g, a, scratch);
+  }
 #endif
   const size_t cols = g->batch * jb.nnb;
   jb.nparts = cols >= slots ? 1 : (slots + cols - 1) / cols;
