@@ -39,7 +39,7 @@ static inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * 
 /* ---- scratch layout -------------------------------------------------------------- */
 
 /* Bytes of one slot: packed A block then packed B block, each 64-aligned. */
-static size_t slot_bytes(int64_t m, int64_t n, int64_t k) {
+ERT_INLINE size_t slot_bytes(int64_t m, int64_t n, int64_t k) {
   const int64_t kc = min_i64(k, KC);
   const int64_t mc = round_up(min_i64(m, ERT_SGEMM_MC), MR);
   const int64_t nc = round_up(min_i64(n, ERT_SGEMM_NC), NR);
@@ -253,6 +253,7 @@ ERT_INLINE void col_range(const ert_im2col *ic, int32_t kx, int32_t *lo, int32_t
   *hi = (int32_t)(h < ic->out_w ? h : ic->out_w);
 }
 
+#if !defined(ERT_SGEMM_TAPS) /* there the tap-major tile reads these convolutions' B */
 /* B as im2col of the image at x, rows [k0, k0+kc), columns [j0, j0+nlen), when every
  * panel lies within one output row (j0 and out_w multiples of NR; stride 1 across,
  * kh <= 32, kw <= 16; lo_kx, hi_kx per col_range), panel by panel: row k of a panel is
@@ -300,6 +301,7 @@ ERT_COLD static void pack_panels(const ert_im2col *ic, const float *x,
     }
   }
 }
+#endif
 
 /* B as im2col of the image at x: rows [k0, k0+kc), columns [j0, j0+nlen) (j0 a multiple
  * of NR). With stride 1 across and output rows of whole panels (every panel then lies
@@ -314,10 +316,12 @@ ERT_INLINE void pack_b_im2col(const ert_im2col *ic, const float *x, int32_t k0, 
   int32_t lo_kx[KX_CACHE], hi_kx[KX_CACHE]; /* output columns whose tap kx is inside */
   for (int32_t kx = 0; kx < ic->kw && kx < KX_CACHE; ++kx)
     col_range(ic, kx, &lo_kx[kx], &hi_kx[kx]);
+#if !defined(ERT_SGEMM_TAPS)
   if (ic->sw == 1 && ic->out_w % NR == 0 && ic->kw <= KX_CACHE && ic->kh <= 32) {
     pack_panels(ic, x, k0, kc, j0, nlen, lo_kx, hi_kx, dst);
     return;
   }
+#endif
   const int32_t oy0 = j0 / ic->out_w, ox0 = j0 % ic->out_w;
   float line[ERT_SGEMM_NC];
   int32_t c = k0 / khw, r = k0 % khw;
@@ -383,50 +387,37 @@ ERT_COLD static void narrow_panel(const float *panel, int32_t kc, const float *a
 #endif
 
 #if defined(ERT_SGEMM_TAPS)
-/* A convolution's panels by ert_cpu.sgemm_rows6_taps (run_blocked decides when: im2col B,
- * stride 1 and no dilation across, output rows of whole panels, at most TAPS_MAX taps, one
- * problem, A's rows contiguous, an activation the tile applies). A panel whose windows all lie inside the image reads B in
- * place: its taps' rows are a plane apart from the tap's first, so the tile runs over the
- * taps with A tap-major (at, packed once per run by pack_taps: column t*C + c of row i is
- * A(i, c*taps + t)). The other panels (edge columns and rows) are packed whole by
- * pack_panels into pb and run as one tap with A in place. All rows (M a multiple of 6, at
- * most ERT_SGEMM_MC: one row part) of columns [j0, j0 + nlen), in 6-row tiles. */
-enum { TAPS_MAX = 9 };
+/* Convolutions by ert_cpu.sgemm_rows6_taps, with A tap-major (column t*C + c of row i is
+ * A(i, c*taps + t), packed once per run by taps_setup at the scratch's start). Within a tap
+ * the B rows of a panel are a plane apart (channel c's window row ky, column kx), so the
+ * tile runs over the taps reading B in place where the panel's windows lie inside the
+ * image; for the other panels (edge columns and rows) taps_panel copies the panel's window
+ * rows, NR + kw - 1 floats each (zeros outside the image), into pb, and the tile runs over
+ * the taps there. */
+enum { TAPS_MAX = 25 };
 
-ERT_COLD static void pack_taps(const ert_sgemm *g, const float *a, float *at) {
-  const int32_t nt = g->im2col->kh * g->im2col->kw, ch = g->im2col->channels;
+/* Whether a problem takes the tap-major tile: im2col B, stride 1 and no dilation across,
+ * output rows of whole panels, at most TAPS_MAX taps, one problem, A's rows contiguous, A
+ * and NR*K floats per slot within the scratch. If so packs A. */
+ERT_COLD static int taps_setup(const ert_sgemm *g, size_t bytes, float *at,
+                               ptrdiff_t (*off)[TAPS_MAX]) {
+  const ert_im2col *ic = g->im2col;
+  if (ic == NULL || ert_cpu.sgemm_rows6_taps == NULL || ic->sw != 1 || ic->dw != 1 ||
+      ic->out_w % NR != 0 || ic->kh * ic->kw > TAPS_MAX || g->csa != 1 || g->batch != 1 ||
+      (size_t)(g->m + ERT_SGEMM_SLOTS * NR) * (size_t)g->k * sizeof(float) > bytes)
+    return 0;
+  const float *a = NULL, *b = NULL, *bias = NULL;
+  float *c = NULL;
+  g->locate(g->ctx, 0, &a, &b, &c, &bias);
+  const int32_t kw = ic->kw, nt = ic->kh * kw;
+  for (int32_t t = 0; t < nt; ++t) {
+    off[0][t] = (ptrdiff_t)(t / kw) * ic->dh * ic->width + t % kw;
+    off[1][t] = (ptrdiff_t)(t / kw) * (NR + kw - 1) + t % kw;
+  }
   for (int32_t i = 0; i < g->m; ++i, a += g->rsa)
     for (int32_t t = 0; t < nt; ++t)
-      for (int32_t c = 0; c < ch; ++c) *at++ = a[c * nt + t];
-}
-
-ERT_COLD static void taps_panels(const ert_sgemm *g, const float *a, const float *b, float *c,
-                                 const float *bias, int32_t j0, int32_t nlen,
-                                 const float *at, float *pb) {
-  const ert_im2col *ic = g->im2col;
-  const int32_t kh = ic->kh, kw = ic->kw, nt = kh * kw;
-  const ptrdiff_t plane = (ptrdiff_t)ic->height * ic->width;
-  ptrdiff_t off[TAPS_MAX];
-  int32_t lo[TAPS_MAX], hi[TAPS_MAX];
-  for (int32_t t = 0; t < nt; ++t) off[t] = (ptrdiff_t)(t / kw) * ic->dh * ic->width + t % kw;
-  for (int32_t kx = 0; kx < kw; ++kx) col_range(ic, kx, &lo[kx], &hi[kx]);
-  static const ptrdiff_t zero = 0;
-  ert_sgemm_store st = {g->ldc, NULL, g->act, g->alpha, !g->accumulate};
-  for (int32_t j = j0; j < j0 + nlen; j += NR) {
-    const int32_t iy = j / ic->out_w * ic->sh - ic->pad_top, ix = j % ic->out_w - ic->pad_left;
-    const int in = iy >= 0 && iy + (kh - 1) * ic->dh < ic->height && ix >= 0 &&
-                   ix + NR + kw - 1 <= ic->width;
-    if (!in) pack_panels(ic, b, 0, g->k, j, NR, lo, hi, pb);
-    const float *bb = in ? b + (ptrdiff_t)iy * ic->width + ix : pb, *ar = in ? at : a;
-    const ptrdiff_t lda = in ? g->k : g->rsa;
-    for (int32_t i = 0; i < g->m; i += 6) {
-      const float *rows[6];
-      for (int32_t r = 0; r < 6; ++r) rows[r] = ar + (ptrdiff_t)(i + r) * lda;
-      st.bias = bias ? bias + i : NULL;
-      ert_cpu.sgemm_rows6_taps(in ? ic->channels : g->k, rows, bb, c + (ptrdiff_t)i * g->ldc + j,
-                               &st, in ? plane : NR, in ? nt : 1, in ? off : &zero);
-    }
-  }
+      for (int32_t ch = 0; ch < ic->channels; ++ch) *at++ = a[ch * nt + t];
+  return 1;
 }
 #endif
 
@@ -441,7 +432,8 @@ typedef struct blocked_job {
   int32_t mc, nc;
   size_t nnb, nparts, ntasks, nslots;
 #if defined(ERT_SGEMM_TAPS)
-  int taps; /* taps_panels: A tap-major at the scratch's start, a B panel per slot after it */
+  int taps;               /* the tap-major tile: A at the scratch's start, a panel per slot */
+  ptrdiff_t off[2][TAPS_MAX]; /* tap t's first B row from the panel's: image, copied rows */
 #endif
 #if defined(ERT_X86_KERNELS)
   int even;   /* pieces of near-equal work (run_blocked) */
@@ -452,6 +444,34 @@ typedef struct blocked_job {
 enum { ROWP_MAX = 256 }; /* row pointers a task keeps per row block */
 #if defined(ERT_X86_KERNELS)
 enum { ERT_SGEMM_DEEP_KC = 1024 }; /* see kstep in run_task */
+#endif
+
+#if defined(ERT_SGEMM_TAPS)
+/* Panel j's B for the tap-major tile: in place, or its window rows copied into pb; *ldb
+ * and *off the step between channels and the taps' offsets (jb->off[0] in the image, [1]
+ * in pb). */
+ERT_COLD static const float *taps_panel(const blocked_job *jb, const float *x, int32_t j,
+                                        float *pb, ptrdiff_t *ldb, const ptrdiff_t **off) {
+  const ert_im2col *ic = jb->g->im2col;
+  const int32_t kh = ic->kh, w = ic->width, sr = NR + ic->kw - 1;
+  const int32_t iy = j / ic->out_w * ic->sh - ic->pad_top, ix = j % ic->out_w - ic->pad_left;
+  const ptrdiff_t plane = (ptrdiff_t)ic->height * w;
+  if (iy >= 0 && iy + (kh - 1) * ic->dh < ic->height && ix >= 0 && ix + sr <= w) {
+    *ldb = plane, *off = jb->off[0];
+    return x + (ptrdiff_t)iy * w + ix;
+  }
+  const int32_t lo = ix < 0 ? -ix : 0, hi = w - ix < sr ? w - ix : sr; /* inside: [lo, hi) */
+  float *d = pb;
+  for (int32_t ch = 0; ch < ic->channels; ++ch)
+    for (int32_t ky = 0; ky < kh; ++ky, d += sr) {
+      const int32_t y = iy + ky * ic->dh;
+      memset(d, 0, (size_t)sr * sizeof(float));
+      if ((uint32_t)y < (uint32_t)ic->height && lo < hi)
+        memcpy(d + lo, x + ch * plane + (ptrdiff_t)y * w + ix + lo, (size_t)(hi - lo) * sizeof(float));
+    }
+  *ldb = (ptrdiff_t)kh * sr, *off = jb->off[1];
+  return pb;
+}
 #endif
 
 /* The whole task is one function compiled per target (see ERT_SIMD_CLONES), so that the
@@ -483,11 +503,12 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
   const float *a = NULL, *b = NULL, *bias = NULL;
   float *c = NULL;
   g->locate(g->ctx, p, &a, &b, &c, &bias);
+  ptrdiff_t rsa = g->rsa;
 #if defined(ERT_SGEMM_TAPS)
-  if (jb->taps) {
-    taps_panels(g, a, b, c, bias, j0, nlen, ap, bp);
-    return;
-  }
+  const int taps = jb->taps;
+  if (taps) a = ap, rsa = g->k;
+#else
+  const int taps = 0;
 #endif
   float tile[6 * NR];
 #if defined(ERT_X86_KERNELS)
@@ -495,7 +516,7 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
      blocks up to ERT_SGEMM_DEEP_KC then (one pass over C instead of several) */
   const int32_t kstep = jb->direct ? g->k : KC;
 #else
-  const int32_t kstep = KC;
+  const int32_t kstep = taps ? g->k : KC; /* the tap-major tile: one pass */
 #endif
   for (int32_t k0 = 0; k0 < g->k; k0 += kstep) {
     const int32_t kc = min_i32(kstep, g->k - k0);
@@ -520,7 +541,9 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
     const int b_direct = 0;
 #endif
     const int32_t nfull = b_direct ? nlen / NR * NR : 0; /* columns read in place */
-    if (g->im2col)
+    if (taps) { /* panel by panel below */
+    }
+    else if (g->im2col)
       pack_b_im2col(g->im2col, b, k0, kc, j0, nlen, bp);
 #if defined(ERT_X86_KERNELS)
     else if (blk_direct) { /* nothing to pack */
@@ -541,8 +564,8 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
     const int32_t mstep = in_place && m1 > m0 ? m1 - m0 : jb->mc;
     for (int32_t i0 = m0; i0 < m1; i0 += mstep) {
       const int32_t mlen = min_i32(mstep, m1 - i0);
-      const float *arows = in_place ? a + (ptrdiff_t)i0 * g->rsa + k0 : ap;
-      const ptrdiff_t lda = in_place ? g->rsa : kc;
+      const float *arows = in_place ? a + (ptrdiff_t)i0 * rsa + k0 : ap;
+      const ptrdiff_t lda = in_place ? rsa : kc;
       if (!in_place) pack_a(g, a, i0, mlen, k0, kc, ap);
 #if defined(ERT_X86_KERNELS)
       if (blk) { /* the whole block in one call */
@@ -573,11 +596,17 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
           n6 = t;
           break;
         }
+      if (taps) n6 = (mlen + 5) / 6; /* the tap-major tile has 6 rows only */
       for (int32_t jr = 0; jr < nlen; jr += NR) {
         const int32_t nr = min_i32(NR, nlen - jr);
         /* this panel: B's rows in place, or packed (the panels past nfull) */
         const int inpl = jr < nfull;
         const float *bpan = inpl ? b + (ptrdiff_t)k0 * g->rsb + j0 + jr : bp + (size_t)(jr - nfull) * kc;
+#if defined(ERT_SGEMM_TAPS)
+        ptrdiff_t ldb = NR;
+        const ptrdiff_t *off = NULL;
+        if (taps) bpan = taps_panel(jb, b, j0 + jr, bp, &ldb, &off);
+#endif
 #if defined(ERT_NEON_KERNELS) || defined(ERT_X86_KERNELS) /* the builds with cpu.h kernels */
         if (nr <= NARROW_N && opt != NULL && ert_cpu.dot_rows != NULL) {
           st.bias = bias ? bias + i0 : NULL;
@@ -598,6 +627,15 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
               rows_own[ii] = arows + (ptrdiff_t)(ir + (ii < mr ? ii : mr - 1)) * lda;
           float *ct = c + (ptrdiff_t)(i0 + ir) * g->ldc + j0 + jr;
           const ert_sgemm_rows_fn fn = step == 6 ? opt6 : opt;
+#if defined(ERT_SGEMM_TAPS)
+          if (taps) { /* 6-row tiles over the taps, a last partial one through the tile */
+            st.bias = bias ? bias + i0 + ir : NULL;
+            ert_cpu.sgemm_rows6_taps(g->im2col->channels, rows, bpan, mr == 6 ? ct : tile,
+                                     mr == 6 ? &st : &raw, ldb, g->im2col->kh * g->im2col->kw, off);
+            if (mr == 6) continue;
+          } else
+#endif
+          {
 #if defined(ERT_X86_KERNELS)
           if (inpl) { /* a full panel of B in place (nr == NR) */
             const int whole = fn != NULL && mr == step;
@@ -619,6 +657,7 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
             fn(kc, rows, bpan, tile, &raw);
           else
             micro_rows(kc, rows, bpan, tile);
+          }
           store_tile(g, tile, ct, mr, nr, bias ? bias + i0 + ir : NULL, first, last);
         }
       }
@@ -690,17 +729,7 @@ static void run_blocked(const ert_sgemm *g, void *scratch, ert_exec *ex) {
   const size_t slots = ERT_SGEMM_SLOTS;
 #endif
 #if defined(ERT_SGEMM_TAPS)
-  const ert_im2col *ic = g->im2col;
-  jb.taps = ic != NULL && ert_cpu.sgemm_rows6_taps != NULL && ic->sw == 1 && ic->dw == 1 &&
-            ic->out_w % NR == 0 && ic->kh * ic->kw <= TAPS_MAX && g->csa == 1 && g->batch == 1 &&
-            g->m % 6 == 0 && g->m <= ERT_SGEMM_MC && act_inline(g->act) &&
-            (size_t)(g->m + slots * NR) * (size_t)g->k * sizeof(float) <= slots * jb.slot_bytes;
-  if (jb.taps) {
-    const float *a = NULL, *b = NULL, *bias = NULL;
-    float *c = NULL;
-    g->locate(g->ctx, 0, &a, &b, &c, &bias);
-    pack_taps(g, a, scratch);
-  }
+  jb.taps = taps_setup(g, slots * jb.slot_bytes, scratch, jb.off);
 #endif
   const size_t cols = g->batch * jb.nnb;
   jb.nparts = cols >= slots ? 1 : (slots + cols - 1) / cols;
