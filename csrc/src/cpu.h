@@ -22,10 +22,11 @@
  *   sgemm_rows_ld, sgemm_rows6_ld  sgemm_rows and sgemm_rows6 with B read in place:
  *               b[k*ldb + j] instead of b[k*16 + j] (the full 16-column panels of a B
  *               matrix with contiguous rows, which then needs no packing).
- *   sgemm_rows6_taps  sgemm_rows6 over ntaps >= 1 taps of kc each, B read in place:
- *               r[i][j] = sum over t < ntaps, k < kc of rows[i][t*kc + k] *
- *               b[off[t] + k*ldb + j] (a convolution's B read straight from the image,
- *               a tap's rows a plane apart; sgemm_rows6 is one tap with ldb 16).
+ *   sgemm_rows6_taps  sgemm_rows6 over the kh x kw taps of a window (win = kh << 16 | kw,
+ *               both >= 1), kc steps each, B read in place: r[i][j] = sum over ky < kh,
+ *               kx < kw, k < kc of rows[i][(ky*kw + kx)*kc + k] *
+ *               b[ky*pitch + kx + k*ldb + j] (a convolution's B read straight from the
+ *               image, a tap's rows a plane apart; sgemm_rows6 is one tap with ldb 16).
  *   dwK_sS      y[oy*ow + i] = bias + sum over ky, kx < K of
  *               w[ky*K + kx] * x[oy*rs + ky*ts + i*S + kx] for oy < oh, i < ow (K = 3
  *               or 5, S = 1 with ow >= 4 or S = 2 with ow >= 5; K = 3 on x86-64 only,
@@ -91,8 +92,8 @@ typedef void (*ert_sgemm_rows_fn)(int32_t kc, const float *const *rows, const fl
 typedef void (*ert_sgemm_rows_ld_fn)(int32_t kc, const float *const *rows, const float *b,
                                      ptrdiff_t ldb, float *c, const ert_sgemm_store *st);
 typedef void (*ert_sgemm_taps_fn)(int32_t kc, const float *const *rows, const float *b, float *c,
-                                  const ert_sgemm_store *st, ptrdiff_t ldb, int32_t ntaps,
-                                  const ptrdiff_t *off);
+                                  const ert_sgemm_store *st, ptrdiff_t ldb, int32_t win,
+                                  ptrdiff_t pitch);
 typedef void (*ert_dw_plane_fn)(float *y, int32_t oh, int32_t ow, const float *x, ptrdiff_t rs,
                                 ptrdiff_t ts, const float *w, float bias);
 
@@ -295,7 +296,7 @@ void ert_sgemm_rows6_f32__neon(int32_t kc, const float *const *rows, const float
                                const ert_sgemm_store *st); /* aarch64 only */
 void ert_sgemm_rows6_taps_f32__neon(int32_t kc, const float *const *rows, const float *b,
                                     float *c, const ert_sgemm_store *st, ptrdiff_t ldb,
-                                    int32_t ntaps, const ptrdiff_t *off); /* aarch64 only */
+                                    int32_t win, ptrdiff_t pitch); /* aarch64 only */
 void ert_conv2d_dw3_f32__neon(float *y, const float *x, const float *zero, const float *k,
                               float bias, const ert_dw3_geom *g);
 void ert_conv2d_dw5s1_f32__neon(float *y, int32_t oh, int32_t ow, const float *x, ptrdiff_t rs,

@@ -135,14 +135,51 @@ static void test_sgemm_rows(ert_sgemm_rows_fn fn, int R, int cols, const char *n
   test_sgemm_rows_b(fn, NULL, R, cols, name);
 }
 
-/* sgemm_rows6_taps as an sgemm_rows6_ld: kc split into three taps (two, or one, when kc
- * does not divide), the taps' B rows found through off. */
+/* sgemm_rows6_taps as an sgemm_rows6_ld: kc split into three window rows (two, or one,
+ * when kc does not divide), pitch apart. */
 static ert_sgemm_taps_fn taps_fn;
 static void taps_as_ld(int32_t kc, const float *const *rows, const float *b, ptrdiff_t ldb,
                        float *c, const ert_sgemm_store *st) {
   const int32_t nt = kc % 3 == 0 ? 3 : kc % 2 == 0 ? 2 : 1;
-  const ptrdiff_t off[3] = {0, kc / nt * ldb, 2 * (kc / nt) * ldb};
-  taps_fn(kc / nt, rows, b, c, st, ldb, nt, off);
+  taps_fn(kc / nt, rows, b, c, st, ldb, nt << 16 | 1, kc / nt * ldb);
+}
+
+/* sgemm_rows6_taps over kh x kw windows (taps along a row one float apart) against the
+ * contract, B a plane of rows ldb apart, window rows pitch apart. */
+static void test_sgemm_taps(ert_sgemm_taps_fn fn) {
+  if (fn == NULL) return;
+  unsigned seed = 9;
+  static const int32_t shapes[][3] = {{3, 3, 5}, {1, 3, 4}, {3, 1, 7}, {2, 5, 8}, {5, 5, 1}};
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s) {
+    const int32_t kh = shapes[s][0], kw = shapes[s][1], kc = shapes[s][2];
+    const ptrdiff_t pitch = 23, ldb = kh * pitch + 3, span = (kc - 1) * ldb + (kh - 1) * pitch + kw - 1 + 16;
+    const int32_t kk = kh * kw * kc;
+    float *b = guarded((size_t)span);
+    for (ptrdiff_t i = 0; i < span; ++i) b[i] = frand(&seed);
+    const float *rows[6];
+    for (int i = 0; i < 6; ++i) {
+      float *r = guarded((size_t)kk);
+      for (int32_t k = 0; k < kk; ++k) r[k] = frand(&seed);
+      rows[i] = r;
+    }
+    float c[6 * 16];
+    const ert_sgemm_store st = {16, NULL, NULL, 1.0f, 1};
+    fn(kc, rows, b, c, &st, ldb, kh << 16 | kw, pitch);
+    char ctx[64];
+    snprintf(ctx, sizeof ctx, "kh=%d kw=%d kc=%d", (int)kh, (int)kw, (int)kc);
+    for (int i = 0; i < 6; ++i)
+      for (int j = 0; j < 16; ++j) {
+        double r = 0.0, scale = 0.0;
+        for (int32_t ky = 0; ky < kh; ++ky)
+          for (int32_t kx = 0; kx < kw; ++kx)
+            for (int32_t k = 0; k < kc; ++k) {
+              const double v = (double)rows[i][(ky * kw + kx) * kc + k] * b[ky * pitch + kx + k * ldb + j];
+              r += v;
+              scale += fabs(v);
+            }
+        expect_close("sgemm_rows6_taps", c[i * 16 + j], (float)r, 2.0 * scale, ctx);
+      }
+  }
 }
 
 /* Planes of 1 to 3 rows, every width the contract allows up to 40, window rows 1 or 2
@@ -1526,6 +1563,7 @@ int main(int argc, char **argv) {
   test_sgemm_rows_b(NULL, opt.sgemm_rows6_ld, 6, 16, "sgemm_rows6_ld");
   taps_fn = opt.sgemm_rows6_taps;
   test_sgemm_rows_b(NULL, taps_fn ? taps_as_ld : NULL, 6, 16, "sgemm_rows6_taps");
+  test_sgemm_taps(taps_fn);
   test_dw(opt.dw3_s1, 3, 1, "dw3_s1");
   test_dw(opt.dw3_s2, 3, 2, "dw3_s2");
   test_dw3(&opt);

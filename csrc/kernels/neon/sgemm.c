@@ -90,10 +90,10 @@ void ert_sgemm_rows_f32__neon(int32_t kc, const float *const *rows, const float 
 /* The 6x16 tile over taps (sgemm_rows6_taps): 24 accumulators in v8..v31, A in v0..v5
  * (four k per load), B in v6, v7 (half a k step per load: the first half's load steps 32
  * bytes, the second's on to the next B row, x6 = 4 ldb - 32 bytes, so a packed panel and
- * rows in place cost the same). Per tap (x5 walks off, w7 counts), x15 = b + off[t]
- * and kc steps; A's rows run on across the taps. The operands are the row array, b, kc, ldb, ntaps and off (with the
- * accumulators, GCC's limit of 30), so the assembly loads the row pointers into x9..x14
- * itself. */
+ * rows in place cost the same). Window rows from x4 (w7 counts them), taps along a row
+ * from x3 (w8 counts them), kc steps from x15 per tap; A's rows run on across the taps.
+ * The operands are the row array, b, kc, ldb, win and pitch (with the accumulators,
+ * GCC's limit of 30), so the assembly loads the row pointers into x9..x14 itself. */
 #define FMLA6(A, L)                                                                        \
   "ldp q6, q7, [x15], #32\n\t"                                                             \
   "fmla v8.4s, v6.4s, " A "0.s[" L "]\n\tfmla v9.4s, v7.4s, " A "0.s[" L "]\n\t"          \
@@ -115,7 +115,7 @@ void ert_sgemm_rows_f32__neon(int32_t kc, const float *const *rows, const float 
 
 void ert_sgemm_rows6_taps_f32__neon(int32_t kc, const float *const *rows, const float *b,
                                     float *c, const ert_sgemm_store *st, ptrdiff_t ldb,
-                                    int32_t ntaps, const ptrdiff_t *off) {
+                                    int32_t win, ptrdiff_t pitch) {
   register float32x4_t c00 __asm__("v8"), c01 __asm__("v9"), c02 __asm__("v10");
   register float32x4_t c03 __asm__("v11"), c10 __asm__("v12"), c11 __asm__("v13");
   register float32x4_t c12 __asm__("v14"), c13 __asm__("v15"), c20 __asm__("v16");
@@ -131,11 +131,14 @@ void ert_sgemm_rows6_taps_f32__neon(int32_t kc, const float *const *rows, const 
       "ldp x9, x10, [%[rows]]\n\tldp x11, x12, [%[rows], #16]\n\tldp x13, x14, [%[rows], #32]\n\t"
       "lsl x6, %[ldb], #2\n\t"
       "sub x6, x6, #32\n\t"
-      "mov x5, %[off]\n\t"
-      "mov w7, %w[nt]\n"
+      "lsl x5, %[pitch], #2\n\t"
+      "mov x4, %[b]\n\t"
+      "lsr w7, %w[win], #16\n"
       "5:\n\t"
-      "ldr x15, [x5], #8\n\t"
-      "add x15, %[b], x15, lsl #2\n\t"
+      "and w8, %w[win], #0xffff\n\t"
+      "mov x3, x4\n"
+      "6:\n\t"
+      "mov x15, x3\n\t"
       "lsr x16, %[kc], #2\n\t"
       "and x17, %[kc], #3\n\t"
       "cbz x16, 2f\n"
@@ -154,6 +157,10 @@ void ert_sgemm_rows6_taps_f32__neon(int32_t kc, const float *const *rows, const 
       "subs x17, x17, #1\n\t"
       "b.ne 3b\n"
       "4:\n\t"
+      "add x3, x3, #4\n\t"
+      "subs w8, w8, #1\n\t"
+      "b.ne 6b\n\t"
+      "add x4, x4, x5\n\t"
       "subs w7, w7, #1\n\t"
       "b.ne 5b\n"
       : "=&w"(c00), "=&w"(c01), "=&w"(c02), "=&w"(c03), "=&w"(c10), "=&w"(c11), "=&w"(c12),
@@ -161,8 +168,8 @@ void ert_sgemm_rows6_taps_f32__neon(int32_t kc, const float *const *rows, const 
         "=&w"(c32), "=&w"(c33), "=&w"(c40), "=&w"(c41), "=&w"(c42), "=&w"(c43), "=&w"(c50),
         "=&w"(c51), "=&w"(c52), "=&w"(c53)
       : [rows] "r"(rows), [b] "r"(b), [kc] "r"((uint64_t)(uint32_t)kc), [ldb] "r"(ldb),
-        [nt] "r"(ntaps), [off] "r"(off)
-      : "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "x5", "x6", "x7", "x9", "x10", "x11", "x12",
+        [win] "r"(win), [pitch] "r"(pitch)
+      : "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "x3", "x4", "x5", "x6", "x7", "x8", "x9", "x10", "x11", "x12",
         "x13", "x14", "x15", "x16", "x17", "cc", "memory");
   const float32x4_t alpha = vdupq_n_f32(st->alpha);
   const ptrdiff_t ldc = st->ldc;
@@ -217,8 +224,7 @@ void ert_sgemm_rows6_taps_f32__neon(int32_t kc, const float *const *rows, const 
 /* sgemm_rows6: one tap over a packed panel */
 void ert_sgemm_rows6_f32__neon(int32_t kc, const float *const *rows, const float *b, float *c,
                                const ert_sgemm_store *st) {
-  static const ptrdiff_t zero = 0;
-  ert_sgemm_rows6_taps_f32__neon(kc, rows, b, c, st, 16, 1, &zero);
+  ert_sgemm_rows6_taps_f32__neon(kc, rows, b, c, st, 16, 0x10001, 0);
 }
 
 #else /* 32-bit ARM: 16 q registers, so the tile is done as two 4x8 halves */

@@ -394,27 +394,20 @@ ERT_COLD static void narrow_panel(const float *panel, int32_t kc, const float *a
  * image; for the other panels (edge columns and rows) taps_panel copies the panel's window
  * rows, NR + kw - 1 floats each (zeros outside the image), into pb, and the tile runs over
  * the taps there. */
-enum { TAPS_MAX = 25 };
-
-/* Whether a problem takes the tap-major tile: im2col B, stride 1 and no dilation across,
- * output rows of whole panels, at most TAPS_MAX taps, one problem, A's rows contiguous, A
- * and NR*K floats per slot within the scratch. If so packs A. */
-ERT_COLD static int taps_setup(const ert_sgemm *g, size_t bytes, float *at,
-                               ptrdiff_t (*off)[TAPS_MAX]) {
+/* Whether a problem takes the tap-major tile: im2col B (conv2d's: A's rows contiguous, K
+ * apart), stride 1 and no dilation across, output rows of whole panels, one problem, A and
+ * NR*K floats per slot within the scratch. If so packs A. */
+ERT_COLD static int taps_setup(const ert_sgemm *g, size_t bytes, float *at) {
   const ert_im2col *ic = g->im2col;
   if (ic == NULL || ert_cpu.sgemm_rows6_taps == NULL || ic->sw != 1 || ic->dw != 1 ||
-      ic->out_w % NR != 0 || ic->kh * ic->kw > TAPS_MAX || g->csa != 1 || g->batch != 1 ||
+      ic->out_w % NR != 0 || g->batch != 1 ||
       (size_t)(g->m + ERT_SGEMM_SLOTS * NR) * (size_t)g->k * sizeof(float) > bytes)
     return 0;
   const float *a = NULL, *b = NULL, *bias = NULL;
   float *c = NULL;
   g->locate(g->ctx, 0, &a, &b, &c, &bias);
-  const int32_t kw = ic->kw, nt = ic->kh * kw;
-  for (int32_t t = 0; t < nt; ++t) {
-    off[0][t] = (ptrdiff_t)(t / kw) * ic->dh * ic->width + t % kw;
-    off[1][t] = (ptrdiff_t)(t / kw) * (NR + kw - 1) + t % kw;
-  }
-  for (int32_t i = 0; i < g->m; ++i, a += g->rsa)
+  const int32_t nt = ic->kh * ic->kw;
+  for (int32_t i = 0; i < g->m; ++i, a += g->k)
     for (int32_t t = 0; t < nt; ++t)
       for (int32_t ch = 0; ch < ic->channels; ++ch) *at++ = a[ch * nt + t];
   return 1;
@@ -433,7 +426,6 @@ typedef struct blocked_job {
   size_t nnb, nparts, ntasks, nslots;
 #if defined(ERT_SGEMM_TAPS)
   int taps;               /* the tap-major tile: A at the scratch's start, a panel per slot */
-  ptrdiff_t off[2][TAPS_MAX]; /* tap t's first B row from the panel's: image, copied rows */
 #endif
 #if defined(ERT_X86_KERNELS)
   int even;   /* pieces of near-equal work (run_blocked) */
@@ -448,16 +440,15 @@ enum { ERT_SGEMM_DEEP_KC = 1024 }; /* see kstep in run_task */
 
 #if defined(ERT_SGEMM_TAPS)
 /* Panel j's B for the tap-major tile: in place, or its window rows copied into pb; *ldb
- * and *off the step between channels and the taps' offsets (jb->off[0] in the image, [1]
- * in pb). */
+ * the step between channels, *pitch between window rows. */
 ERT_COLD static const float *taps_panel(const blocked_job *jb, const float *x, int32_t j,
-                                        float *pb, ptrdiff_t *ldb, const ptrdiff_t **off) {
+                                        float *pb, ptrdiff_t *ldb, ptrdiff_t *pitch) {
   const ert_im2col *ic = jb->g->im2col;
   const int32_t kh = ic->kh, w = ic->width, sr = NR + ic->kw - 1;
   const int32_t iy = j / ic->out_w * ic->sh - ic->pad_top, ix = j % ic->out_w - ic->pad_left;
   const ptrdiff_t plane = (ptrdiff_t)ic->height * w;
   if (iy >= 0 && iy + (kh - 1) * ic->dh < ic->height && ix >= 0 && ix + sr <= w) {
-    *ldb = plane, *off = jb->off[0];
+    *ldb = plane, *pitch = (ptrdiff_t)ic->dh * w;
     return x + (ptrdiff_t)iy * w + ix;
   }
   const int32_t lo = ix < 0 ? -ix : 0, hi = w - ix < sr ? w - ix : sr; /* inside: [lo, hi) */
@@ -469,7 +460,7 @@ ERT_COLD static const float *taps_panel(const blocked_job *jb, const float *x, i
       if ((uint32_t)y < (uint32_t)ic->height && lo < hi)
         memcpy(d + lo, x + ch * plane + (ptrdiff_t)y * w + ix + lo, (size_t)(hi - lo) * sizeof(float));
     }
-  *ldb = (ptrdiff_t)kh * sr, *off = jb->off[1];
+  *ldb = (ptrdiff_t)kh * sr, *pitch = sr;
   return pb;
 }
 #endif
@@ -503,10 +494,9 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
   const float *a = NULL, *b = NULL, *bias = NULL;
   float *c = NULL;
   g->locate(g->ctx, p, &a, &b, &c, &bias);
-  ptrdiff_t rsa = g->rsa;
 #if defined(ERT_SGEMM_TAPS)
   const int taps = jb->taps;
-  if (taps) a = ap, rsa = g->k;
+  if (taps) a = ap; /* tap-major, rows K = rsa apart as the weights' */
 #else
   const int taps = 0;
 #endif
@@ -564,8 +554,8 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
     const int32_t mstep = in_place && m1 > m0 ? m1 - m0 : jb->mc;
     for (int32_t i0 = m0; i0 < m1; i0 += mstep) {
       const int32_t mlen = min_i32(mstep, m1 - i0);
-      const float *arows = in_place ? a + (ptrdiff_t)i0 * rsa + k0 : ap;
-      const ptrdiff_t lda = in_place ? rsa : kc;
+      const float *arows = in_place ? a + (ptrdiff_t)i0 * g->rsa + k0 : ap;
+      const ptrdiff_t lda = in_place ? g->rsa : kc;
       if (!in_place) pack_a(g, a, i0, mlen, k0, kc, ap);
 #if defined(ERT_X86_KERNELS)
       if (blk) { /* the whole block in one call */
@@ -604,8 +594,8 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
         const float *bpan = inpl ? b + (ptrdiff_t)k0 * g->rsb + j0 + jr : bp + (size_t)(jr - nfull) * kc;
 #if defined(ERT_SGEMM_TAPS)
         ptrdiff_t ldb = NR;
-        const ptrdiff_t *off = NULL;
-        if (taps) bpan = taps_panel(jb, b, j0 + jr, bp, &ldb, &off);
+        ptrdiff_t pitch = 0;
+        if (taps) bpan = taps_panel(jb, b, j0 + jr, bp, &ldb, &pitch);
 #endif
 #if defined(ERT_NEON_KERNELS) || defined(ERT_X86_KERNELS) /* the builds with cpu.h kernels */
         if (nr <= NARROW_N && opt != NULL && ert_cpu.dot_rows != NULL) {
@@ -631,7 +621,8 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
           if (taps) { /* 6-row tiles over the taps, a last partial one through the tile */
             st.bias = bias ? bias + i0 + ir : NULL;
             ert_cpu.sgemm_rows6_taps(g->im2col->channels, rows, bpan, mr == 6 ? ct : tile,
-                                     mr == 6 ? &st : &raw, ldb, g->im2col->kh * g->im2col->kw, off);
+                                     mr == 6 ? &st : &raw, ldb, g->im2col->kh << 16 | g->im2col->kw,
+                                     pitch);
             if (mr == 6) continue;
           } else
 #endif
@@ -729,7 +720,7 @@ static void run_blocked(const ert_sgemm *g, void *scratch, ert_exec *ex) {
   const size_t slots = ERT_SGEMM_SLOTS;
 #endif
 #if defined(ERT_SGEMM_TAPS)
-  jb.taps = taps_setup(g, slots * jb.slot_bytes, scratch, jb.off);
+  jb.taps = taps_setup(g, slots * jb.slot_bytes, scratch);
 #endif
   const size_t cols = g->batch * jb.nnb;
   jb.nparts = cols >= slots ? 1 : (slots + cols - 1) / cols;
