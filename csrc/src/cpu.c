@@ -85,7 +85,6 @@ void ert_cpu_select(void) {
     k.sgemm_rows = ert_sgemm_rows_f32__neon;
 #if defined(__aarch64__)
     k.sgemm_rows6 = ert_sgemm_rows6_f32__neon;
-    k.sgemm_rows6_taps = ert_sgemm_rows6_taps_f32__neon;
 #endif
     k.dw3 = ert_conv2d_dw3_f32__neon;
     k.dw5_s1 = ert_conv2d_dw5s1_f32__neon;

@@ -15,18 +15,18 @@
  *   sgemm_rows  r[i][j] = sum over k < kc of rows[i][k] * b[k*16 + j], i < 4, j < 16 (A
  *               read in place from four row pointers, which may repeat; b a packed B
  *               panel, see ref/sgemm.c), stored into C as ert_sgemm_store says. kc >= 1.
- *   sgemm_rows6 the same for six rows (rows[0..6), i < 6).
+ *   sgemm_rows6 the same for six rows (rows[0..6), i < 6). On aarch64 NEON it also reads
+ *               B in place and over a window when st->bgap or st->taps is not 0: with
+ *               ldb = 16 + bgap/4 and taps = pitch << 32 | (kw-1) << 24 | (kh-1) << 8 |
+ *               (kw-1), r[i][j] = sum over ky < kh, kx < kw, k < kc of
+ *               rows[i][(ky*kw + kx)*kc + k] * b[ky*pitch + kx + k*ldb + j] (a
+ *               convolution's B read straight from the image, a tap's rows a plane apart).
  *   sgemm_rows6_n8 sgemm_rows6 for the first 8 columns only (j < 8; b is still a
  *               16-column panel), stored into C columns 0..7: the partial panels of 8
  *               columns or fewer.
  *   sgemm_rows_ld, sgemm_rows6_ld  sgemm_rows and sgemm_rows6 with B read in place:
  *               b[k*ldb + j] instead of b[k*16 + j] (the full 16-column panels of a B
  *               matrix with contiguous rows, which then needs no packing).
- *   sgemm_rows6_taps  sgemm_rows6 over the kh x kw taps of a window (win = kh << 16 | kw,
- *               both >= 1), kc steps each, B read in place: r[i][j] = sum over ky < kh,
- *               kx < kw, k < kc of rows[i][(ky*kw + kx)*kc + k] *
- *               b[ky*pitch + kx + k*ldb + j] (a convolution's B read straight from the
- *               image, a tap's rows a plane apart; sgemm_rows6 is one tap with ldb 16).
  *   dwK_sS      y[oy*ow + i] = bias + sum over ky, kx < K of
  *               w[ky*K + kx] * x[oy*rs + ky*ts + i*S + kx] for oy < oh, i < ow (K = 3
  *               or 5, S = 1 with ow >= 4 or S = 2 with ow >= 5; K = 3 on x86-64 only,
@@ -85,15 +85,16 @@ typedef struct ert_sgemm_store {
   const ert_act_params *act;
   float alpha;
   int init;
+  /* aarch64 NEON sgemm_rows6 only (0 elsewhere): bytes between a B row's 16 floats and
+   * the next row, and the window (see sgemm_rows6 above) */
+  ptrdiff_t bgap;
+  uint64_t taps;
 } ert_sgemm_store;
 
 typedef void (*ert_sgemm_rows_fn)(int32_t kc, const float *const *rows, const float *b, float *c,
                                   const ert_sgemm_store *st);
 typedef void (*ert_sgemm_rows_ld_fn)(int32_t kc, const float *const *rows, const float *b,
                                      ptrdiff_t ldb, float *c, const ert_sgemm_store *st);
-typedef void (*ert_sgemm_taps_fn)(int32_t kc, const float *const *rows, const float *b, float *c,
-                                  const ert_sgemm_store *st, ptrdiff_t ldb, int32_t win,
-                                  ptrdiff_t pitch);
 typedef void (*ert_dw_plane_fn)(float *y, int32_t oh, int32_t ow, const float *x, ptrdiff_t rs,
                                 ptrdiff_t ts, const float *w, float bias);
 
@@ -145,7 +146,6 @@ typedef struct ert_kernels {
   const char *isa;             /* "ref", "neon", "neon+dotprod" or "avx2": what was selected */
   ert_sgemm_rows_fn sgemm_rows, sgemm_rows6, sgemm_rows6_n8;
   ert_sgemm_rows_ld_fn sgemm_rows_ld, sgemm_rows6_ld;
-  ert_sgemm_taps_fn sgemm_rows6_taps;
   ert_dw_plane_fn dw3_s1, dw3_s2, dw5_s1, dw5_s2;
   ert_dw3_fn dw3;
   ert_act_fn act_apply;
@@ -294,9 +294,6 @@ void ert_sgemm_rows_f32__neon(int32_t kc, const float *const *rows, const float 
                               const ert_sgemm_store *st);
 void ert_sgemm_rows6_f32__neon(int32_t kc, const float *const *rows, const float *b, float *c,
                                const ert_sgemm_store *st); /* aarch64 only */
-void ert_sgemm_rows6_taps_f32__neon(int32_t kc, const float *const *rows, const float *b,
-                                    float *c, const ert_sgemm_store *st, ptrdiff_t ldb,
-                                    int32_t win, ptrdiff_t pitch); /* aarch64 only */
 void ert_conv2d_dw3_f32__neon(float *y, const float *x, const float *zero, const float *k,
                               float bias, const ert_dw3_geom *g);
 void ert_conv2d_dw5s1_f32__neon(float *y, int32_t oh, int32_t ow, const float *x, ptrdiff_t rs,

@@ -2,6 +2,7 @@
  * reference is micro_rows and store_tile in ref/sgemm.c): A read from four row pointers,
  * B from a packed panel, the result stored into C with bias, alpha and the clamp-like
  * activations. */
+#include <stddef.h>
 #include <string.h>
 
 #include "neon_f32.h"
@@ -87,13 +88,15 @@ void ert_sgemm_rows_f32__neon(int32_t kc, const float *const *rows, const float 
   if (st->act != NULL) ert_act_rows_f32__neon(st->act, c, ldc, 4, 16);
 }
 
-/* The 6x16 tile over taps (sgemm_rows6_taps): 24 accumulators in v8..v31, A in v0..v5
- * (four k per load), B in v6, v7 (half a k step per load: the first half's load steps 32
- * bytes, the second's on to the next B row, x6 = 4 ldb - 32 bytes, so a packed panel and
- * rows in place cost the same). Window rows from x4 (w7 counts them), taps along a row
- * from x3 (w8 counts them), kc steps from x15 per tap; A's rows run on across the taps.
- * The operands are the row array, b, kc, ldb, win and pitch (with the accumulators,
- * GCC's limit of 30), so the assembly loads the row pointers into x9..x14 itself. */
+/* The 6x16 tile: 24 accumulators in v8..v31, A in v0..v5 (four k per load), B in v6, v7
+ * (half a k step per load: the first half's load steps 32 bytes, the second's x6 = 32 +
+ * st->bgap on to the next B row, so a packed panel and rows in place cost the same). The
+ * window of st->taps (0: one tap) after each tap, in x7: x15 back to the tap's first row,
+ * then on to the next tap along the window row (low byte: taps left in the row) or to
+ * the next window row's first tap (bits 8-15: rows left; bits 24-31: kw - 1; bits 32-63:
+ * the pitch in floats); A's rows run on across the taps. The operands are the row array,
+ * b, kc and st (the accumulators use up most of GCC's operand limit), so the assembly
+ * loads the row pointers into x9..x14 itself. */
 #define FMLA6(A, L)                                                                        \
   "ldp q6, q7, [x15], #32\n\t"                                                             \
   "fmla v8.4s, v6.4s, " A "0.s[" L "]\n\tfmla v9.4s, v7.4s, " A "0.s[" L "]\n\t"          \
@@ -113,9 +116,11 @@ void ert_sgemm_rows_f32__neon(int32_t kc, const float *const *rows, const float 
   "movi v" a ".4s, #0\n\tmovi v" b ".4s, #0\n\tmovi v" c ".4s, #0\n\tmovi v" d ".4s, #0\n\t" \
   "movi v" e ".4s, #0\n\tmovi v" f ".4s, #0\n\tmovi v" g ".4s, #0\n\tmovi v" h ".4s, #0\n\t"
 
-void ert_sgemm_rows6_taps_f32__neon(int32_t kc, const float *const *rows, const float *b,
-                                    float *c, const ert_sgemm_store *st, ptrdiff_t ldb,
-                                    int32_t win, ptrdiff_t pitch) {
+_Static_assert(offsetof(ert_sgemm_store, bgap) == 32 && offsetof(ert_sgemm_store, taps) == 40,
+               "the tile's assembly reads st->bgap and st->taps with one ldp");
+
+void ert_sgemm_rows6_f32__neon(int32_t kc, const float *const *rows, const float *b, float *c,
+                               const ert_sgemm_store *st) {
   register float32x4_t c00 __asm__("v8"), c01 __asm__("v9"), c02 __asm__("v10");
   register float32x4_t c03 __asm__("v11"), c10 __asm__("v12"), c11 __asm__("v13");
   register float32x4_t c12 __asm__("v14"), c13 __asm__("v15"), c20 __asm__("v16");
@@ -129,16 +134,10 @@ void ert_sgemm_rows6_taps_f32__neon(int32_t kc, const float *const *rows, const 
       ZERO8("16", "17", "18", "19", "20", "21", "22", "23")
       ZERO8("24", "25", "26", "27", "28", "29", "30", "31")
       "ldp x9, x10, [%[rows]]\n\tldp x11, x12, [%[rows], #16]\n\tldp x13, x14, [%[rows], #32]\n\t"
-      "lsl x6, %[ldb], #2\n\t"
-      "sub x6, x6, #32\n\t"
-      "lsl x5, %[pitch], #2\n\t"
-      "mov x4, %[b]\n\t"
-      "lsr w7, %w[win], #16\n"
+      "ldp x6, x7, [%[st], #32]\n\t"
+      "add x6, x6, #32\n\t"
+      "mov x15, %[b]\n"
       "5:\n\t"
-      "and w8, %w[win], #0xffff\n\t"
-      "mov x3, x4\n"
-      "6:\n\t"
-      "mov x15, x3\n\t"
       "lsr x16, %[kc], #2\n\t"
       "and x17, %[kc], #3\n\t"
       "cbz x16, 2f\n"
@@ -157,19 +156,32 @@ void ert_sgemm_rows6_taps_f32__neon(int32_t kc, const float *const *rows, const 
       "subs x17, x17, #1\n\t"
       "b.ne 3b\n"
       "4:\n\t"
-      "add x3, x3, #4\n\t"
-      "subs w8, w8, #1\n\t"
-      "b.ne 6b\n\t"
-      "add x4, x4, x5\n\t"
-      "subs w7, w7, #1\n\t"
-      "b.ne 5b\n"
+      "cbz x7, 9f\n\t"
+      "add x8, x6, #32\n\t"
+      "mul x8, x8, %[kc]\n\t"
+      "sub x15, x15, x8\n\t"
+      "tst x7, #0xff\n\t"
+      "b.eq 6f\n\t"
+      "sub x7, x7, #1\n\t"
+      "add x15, x15, #4\n\t"
+      "b 5b\n"
+      "6:\n\t"
+      "tst x7, #0xff00\n\t"
+      "b.eq 9f\n\t"
+      "sub x7, x7, #0x100\n\t"
+      "ubfx x8, x7, #24, #8\n\t"
+      "orr x7, x7, x8\n\t"
+      "sub x15, x15, x8, lsl #2\n\t"
+      "lsr x8, x7, #32\n\t"
+      "add x15, x15, x8, lsl #2\n\t"
+      "b 5b\n"
+      "9:\n"
       : "=&w"(c00), "=&w"(c01), "=&w"(c02), "=&w"(c03), "=&w"(c10), "=&w"(c11), "=&w"(c12),
         "=&w"(c13), "=&w"(c20), "=&w"(c21), "=&w"(c22), "=&w"(c23), "=&w"(c30), "=&w"(c31),
         "=&w"(c32), "=&w"(c33), "=&w"(c40), "=&w"(c41), "=&w"(c42), "=&w"(c43), "=&w"(c50),
         "=&w"(c51), "=&w"(c52), "=&w"(c53)
-      : [rows] "r"(rows), [b] "r"(b), [kc] "r"((uint64_t)(uint32_t)kc), [ldb] "r"(ldb),
-        [win] "r"(win), [pitch] "r"(pitch)
-      : "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "x3", "x4", "x5", "x6", "x7", "x8", "x9", "x10", "x11", "x12",
+      : [rows] "r"(rows), [b] "r"(b), [kc] "r"((uint64_t)(uint32_t)kc), [st] "r"(st)
+      : "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "x6", "x7", "x8", "x9", "x10", "x11", "x12",
         "x13", "x14", "x15", "x16", "x17", "cc", "memory");
   const float32x4_t alpha = vdupq_n_f32(st->alpha);
   const ptrdiff_t ldc = st->ldc;
@@ -219,12 +231,6 @@ void ert_sgemm_rows6_taps_f32__neon(int32_t kc, const float *const *rows, const 
     PUT(p5, c50, LD), PUT(p5 + 4, c51, LD), PUT(p5 + 8, c52, LD), PUT(p5 + 12, c53, LD);
   }
   if (st->act != NULL) ert_act_rows_f32__neon(st->act, c, ldc, 6, 16);
-}
-
-/* sgemm_rows6: one tap over a packed panel */
-void ert_sgemm_rows6_f32__neon(int32_t kc, const float *const *rows, const float *b, float *c,
-                               const ert_sgemm_store *st) {
-  ert_sgemm_rows6_taps_f32__neon(kc, rows, b, c, st, 16, 0x10001, 0);
 }
 
 #else /* 32-bit ARM: 16 q registers, so the tile is done as two 4x8 halves */

@@ -399,7 +399,7 @@ ERT_COLD static void narrow_panel(const float *panel, int32_t kc, const float *a
  * NR*K floats per slot within the scratch. If so packs A. */
 ERT_COLD static int taps_setup(const ert_sgemm *g, size_t bytes, float *at) {
   const ert_im2col *ic = g->im2col;
-  if (ic == NULL || ert_cpu.sgemm_rows6_taps == NULL || ic->sw != 1 || ic->dw != 1 ||
+  if (ic == NULL || ert_cpu.sgemm_rows6 == NULL || ic->sw != 1 || ic->dw != 1 ||
       ic->out_w % NR != 0 || g->batch != 1 ||
       (size_t)(g->m + ERT_SGEMM_SLOTS * NR) * (size_t)g->k * sizeof(float) > bytes)
     return 0;
@@ -439,16 +439,18 @@ enum { ERT_SGEMM_DEEP_KC = 1024 }; /* see kstep in run_task */
 #endif
 
 #if defined(ERT_SGEMM_TAPS)
-/* Panel j's B for the tap-major tile: in place, or its window rows copied into pb; *ldb
- * the step between channels, *pitch between window rows. */
+/* Panel j's B for the tap-major tile: in place, or its window rows copied into pb; st's
+ * bgap and taps (see sgemm_rows6 in cpu.h) for it. */
 ERT_COLD static const float *taps_panel(const blocked_job *jb, const float *x, int32_t j,
-                                        float *pb, ptrdiff_t *ldb, ptrdiff_t *pitch) {
+                                        float *pb, ert_sgemm_store *st) {
   const ert_im2col *ic = jb->g->im2col;
   const int32_t kh = ic->kh, w = ic->width, sr = NR + ic->kw - 1;
   const int32_t iy = j / ic->out_w * ic->sh - ic->pad_top, ix = j % ic->out_w - ic->pad_left;
   const ptrdiff_t plane = (ptrdiff_t)ic->height * w;
   if (iy >= 0 && iy + (kh - 1) * ic->dh < ic->height && ix >= 0 && ix + sr <= w) {
-    *ldb = plane, *pitch = (ptrdiff_t)ic->dh * w;
+    st->bgap = (plane - NR) * (ptrdiff_t)sizeof(float);
+    st->taps = (uint64_t)ic->dh * (uint64_t)w << 32 | (uint64_t)(ic->kw - 1) * 0x1000001u |
+               (uint64_t)(kh - 1) << 8;
     return x + (ptrdiff_t)iy * w + ix;
   }
   const int32_t lo = ix < 0 ? -ix : 0, hi = w - ix < sr ? w - ix : sr; /* inside: [lo, hi) */
@@ -460,7 +462,8 @@ ERT_COLD static const float *taps_panel(const blocked_job *jb, const float *x, i
       if ((uint32_t)y < (uint32_t)ic->height && lo < hi)
         memcpy(d + lo, x + ch * plane + (ptrdiff_t)y * w + ix + lo, (size_t)(hi - lo) * sizeof(float));
     }
-  *ldb = (ptrdiff_t)kh * sr, *pitch = sr;
+  st->bgap = ((ptrdiff_t)kh * sr - NR) * (ptrdiff_t)sizeof(float);
+  st->taps = (uint64_t)sr << 32 | (uint64_t)(ic->kw - 1) * 0x1000001u | (uint64_t)(kh - 1) << 8;
   return pb;
 }
 #endif
@@ -545,9 +548,9 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
       pack_b_matrix(g, b, k0, kc, j0, nlen, bp);
 #endif
     ert_sgemm_store st = {g->ldc, NULL, last && act_inline(g->act) ? g->act : NULL, g->alpha,
-                          first && !g->accumulate};
+                          first && !g->accumulate, 0, 0};
     if (st.act != NULL && st.act->kind == ERT_ACT_NONE) st.act = NULL;
-    const ert_sgemm_store raw = {NR, NULL, NULL, 1.0f, 1};
+    ert_sgemm_store raw = {NR, NULL, NULL, 1.0f, 1, 0, 0};
     /* A rows in place (all rows of the part as one block), or packed row by row per
      * block of mc rows */
     const int in_place = g->csa == 1;
@@ -592,10 +595,12 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
         /* this panel: B's rows in place, or packed (the panels past nfull) */
         const int inpl = jr < nfull;
         const float *bpan = inpl ? b + (ptrdiff_t)k0 * g->rsb + j0 + jr : bp + (size_t)(jr - nfull) * kc;
+        const int32_t kt = taps ? g->im2col->channels : kc; /* the tile's steps per tap */
 #if defined(ERT_SGEMM_TAPS)
-        ptrdiff_t ldb = NR;
-        ptrdiff_t pitch = 0;
-        if (taps) bpan = taps_panel(jb, b, j0 + jr, bp, &ldb, &pitch);
+        if (taps) {
+          bpan = taps_panel(jb, b, j0 + jr, bp, &st);
+          raw.bgap = st.bgap, raw.taps = st.taps;
+        }
 #endif
 #if defined(ERT_NEON_KERNELS) || defined(ERT_X86_KERNELS) /* the builds with cpu.h kernels */
         if (nr <= NARROW_N && opt != NULL && ert_cpu.dot_rows != NULL) {
@@ -617,16 +622,6 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
               rows_own[ii] = arows + (ptrdiff_t)(ir + (ii < mr ? ii : mr - 1)) * lda;
           float *ct = c + (ptrdiff_t)(i0 + ir) * g->ldc + j0 + jr;
           const ert_sgemm_rows_fn fn = step == 6 ? opt6 : opt;
-#if defined(ERT_SGEMM_TAPS)
-          if (taps) { /* 6-row tiles over the taps, a last partial one through the tile */
-            st.bias = bias ? bias + i0 + ir : NULL;
-            ert_cpu.sgemm_rows6_taps(g->im2col->channels, rows, bpan, mr == 6 ? ct : tile,
-                                     mr == 6 ? &st : &raw, ldb, g->im2col->kh << 16 | g->im2col->kw,
-                                     pitch);
-            if (mr == 6) continue;
-          } else
-#endif
-          {
 #if defined(ERT_X86_KERNELS)
           if (inpl) { /* a full panel of B in place (nr == NR) */
             const int whole = fn != NULL && mr == step;
@@ -639,16 +634,15 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
 #endif
           if (fn != NULL && mr == step && nr == NR) {
             st.bias = bias ? bias + i0 + ir : NULL;
-            fn(kc, rows, bpan, ct, &st);
+            fn(kt, rows, bpan, ct, &st);
             continue;
           }
           if (half != NULL && nr <= NR / 2) /* six rows of 8 columns (rows past mr dropped) */
             half(kc, rows, bpan, tile, &raw);
           else if (fn != NULL)
-            fn(kc, rows, bpan, tile, &raw);
+            fn(kt, rows, bpan, tile, &raw);
           else
             micro_rows(kc, rows, bpan, tile);
-          }
           store_tile(g, tile, ct, mr, nr, bias ? bias + i0 + ir : NULL, first, last);
         }
       }
