@@ -1,7 +1,8 @@
-/* sgemm.c (NEON): the 4x16 SGEMM micro-kernel, contract in src/cpu.h (sgemm_rows; the
- * reference is micro_rows and store_tile in ref/sgemm.c): A read from four row pointers,
- * B from a packed panel, the result stored into C with bias, alpha and the clamp-like
- * activations. */
+/* sgemm.c (NEON): the 4x16 and 6x16 SGEMM micro-kernels, contracts in src/cpu.h
+ * (sgemm_rows, sgemm_rows6; the reference is micro_rows and store_tile in ref/sgemm.c): A
+ * read from four (six) row pointers, B from a packed panel (the aarch64 6x16 also in place
+ * over a convolution's window), the result stored into C with bias, alpha and the
+ * clamp-like activations. */
 #include <stddef.h>
 #include <string.h>
 

@@ -3,7 +3,8 @@
 
 #include "cpu.h"
 
-/* The tap-major convolution panels (taps_panels) where cpu.h has the kernel for them. */
+/* Convolutions with K tap-major (taps_setup, taps_panel) where cpu.h's 6-row tile reads B
+ * in place over a window (aarch64 NEON). */
 #if defined(ERT_NEON_KERNELS) && defined(__aarch64__)
 #define ERT_SGEMM_TAPS 1
 #endif
@@ -387,13 +388,15 @@ ERT_COLD static void narrow_panel(const float *panel, int32_t kc, const float *a
 #endif
 
 #if defined(ERT_SGEMM_TAPS)
-/* Convolutions by ert_cpu.sgemm_rows6_taps, with A tap-major (column t*C + c of row i is
- * A(i, c*taps + t), packed once per run by taps_setup at the scratch's start). Within a tap
- * the B rows of a panel are a plane apart (channel c's window row ky, column kx), so the
- * tile runs over the taps reading B in place where the panel's windows lie inside the
- * image; for the other panels (edge columns and rows) taps_panel copies the panel's window
- * rows, NR + kw - 1 floats each (zeros outside the image), into pb, and the tile runs over
- * the taps there. */
+/* Convolutions by ert_cpu.sgemm_rows6 over the window's taps (cpu.h), with A tap-major
+ * (column t*C + c of row i is A(i, c*taps + t), packed once per run by taps_setup at the
+ * scratch's start). Within a tap the B rows of a panel are a plane apart (channel c's
+ * window row ky, column kx), so the tile runs over the taps reading B in place where the
+ * panel's windows lie inside the image; for the other panels (edge columns and rows)
+ * taps_panel copies the panel's window rows, NR + kw - 1 floats each (zeros outside the
+ * image), into pb, and the tile runs over the taps there. Every tile has 6 rows (a last
+ * partial one through the tile buffer) and runs over all of K in one pass. */
+
 /* Whether a problem takes the tap-major tile: im2col B (conv2d's: A's rows contiguous, K
  * apart), stride 1 and no dilation across, output rows of whole panels, one problem, A and
  * NR*K floats per slot within the scratch. If so packs A. */
