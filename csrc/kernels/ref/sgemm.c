@@ -444,7 +444,7 @@ enum { ERT_SGEMM_DEEP_KC = 1024 }; /* see kstep in run_task */
 #if defined(ERT_SGEMM_TAPS)
 /* Panel j's B for the tap-major tile: in place, or its window rows copied into pb; st's
  * bgap and taps (see sgemm_rows6 in cpu.h) for it. */
-ERT_COLD static const float *taps_panel(const blocked_job *jb, const float *x, int32_t j,
+static __attribute__((noinline)) const float *taps_panel(const blocked_job *jb, const float *x, int32_t j,
                                         float *pb, ert_sgemm_store *st) {
   const ert_im2col *ic = jb->g->im2col;
   const int32_t kh = ic->kh, w = ic->width, sr = NR + ic->kw - 1;
@@ -461,6 +461,20 @@ ERT_COLD static const float *taps_panel(const blocked_job *jb, const float *x, i
   for (int32_t ch = 0; ch < ic->channels; ++ch)
     for (int32_t ky = 0; ky < kh; ++ky, d += sr) {
       const int32_t y = iy + ky * ic->dh;
+      if ((uint32_t)y < (uint32_t)ic->height && sr == NR + 2 && hi - lo > NR) {
+        /* 3 taps across, one column of padding at most: fixed sizes, copied inline */
+        const float *r = x + ch * plane + (ptrdiff_t)y * w + ix;
+        if (lo == 1) {
+          d[0] = 0.0f;
+          memcpy(d + 1, r + 1, (NR + 1) * sizeof(float));
+        } else if (hi == NR + 1) {
+          memcpy(d, r, (NR + 1) * sizeof(float));
+          d[NR + 1] = 0.0f;
+        } else {
+          memcpy(d, r, (NR + 2) * sizeof(float));
+        }
+        continue;
+      }
       memset(d, 0, (size_t)sr * sizeof(float));
       if ((uint32_t)y < (uint32_t)ic->height && lo < hi)
         memcpy(d + lo, x + ch * plane + (ptrdiff_t)y * w + ix + lo, (size_t)(hi - lo) * sizeof(float));
