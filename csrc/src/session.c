@@ -162,7 +162,7 @@ static void *worker_main(void *p) {
     run_pieces(ex, wa->id);
     if ((atomic_fetch_sub(&ex->job, 1) & JOB_MEMBERS) == 1) { /* the last member left */
       pthread_mutex_lock(&ex->mu);
-      pthread_cond_signal(&ex->done);
+      pthread_cond_broadcast(&ex->done); /* its one waiter, the caller (one import less) */
       pthread_mutex_unlock(&ex->mu);
     }
   }
