@@ -192,10 +192,16 @@ ERT_INLINE void scatter_line(const float *line, int32_t nlen, int32_t k, int32_t
   }
 }
 
-/* B (a strided matrix) rows [k0, k0+kc), columns [j0, j0+nlen) into NR-column panels. */
-ERT_INLINE void pack_b_matrix(const ert_sgemm *g, const float *b, int32_t k0, int32_t kc,
-                              int32_t j0,
-                          int32_t nlen, float *dst) {
+/* B (a strided matrix) rows [k0, k0+kc), columns [j0, j0+nlen) into NR-column panels.
+ * 32-bit ARM: out of line, where the 16-float copies get registers of their own (inlined
+ * into run_task, Thumb-2's 13 free registers made them go through the stack). */
+#if defined(__arm__)
+static __attribute__((noinline)) void pack_b_matrix(
+#else
+ERT_INLINE void pack_b_matrix(
+#endif
+    const ert_sgemm *g, const float *b, int32_t k0, int32_t kc, int32_t j0, int32_t nlen,
+    float *dst) {
   if (g->csb == 1) {
     for (int32_t k = 0; k < kc; ++k)
       scatter_line(b + (ptrdiff_t)(k0 + k) * g->rsb + j0, nlen, k, kc, dst);
