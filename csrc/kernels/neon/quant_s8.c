@@ -202,13 +202,15 @@ static __attribute__((noinline)) void qgemm_p16(int32_t kq, int32_t np, const in
                                                 const int32_t *mult, const int32_t *q, void *out,
                                                 size_t ld, int32_t n, int32_t rows) {
   const size_t np4 = (size_t)np * 4u;
-  struct {
+  struct p16_rq {
     int32x4_t m, sh;
     int16x8_t z;
     int8x16_t lo, hi;
     size_t ld, ld4; /* the row stride and 4 ld - 16 */
     int32_t clo, chi; /* lo > -128, hi < 127 (else the int8 narrowing clamps) */
   } rq_v, *rq = &rq_v; /* the vectors reloaded per tile (the loop uses every register) */
+  _Static_assert(offsetof(struct p16_rq, ld) == 80 && offsetof(struct p16_rq, clo) == 96,
+                 "the tile's assembly reads ld, ld4 and clo, chi with one ldp each");
   /* whole tiles (16 pixels of 4 rows, i + 16 <= n) are requantized and stored by the
    * assembly; the others requantized into t, then stored row by row */
   size_t whole = 0;

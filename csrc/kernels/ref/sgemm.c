@@ -450,8 +450,9 @@ enum { ERT_SGEMM_DEEP_KC = 1024 }; /* see kstep in run_task */
 #if defined(ERT_SGEMM_TAPS)
 /* Panel j's B for the tap-major tile: in place, or its window rows copied into pb; st's
  * bgap and taps (see sgemm_rows6 in cpu.h) for it. */
-static __attribute__((noinline)) const float *taps_panel(const blocked_job *jb, const float *x, int32_t j,
-                                        float *pb, ert_sgemm_store *st) {
+static __attribute__((noinline)) const float *taps_panel(const blocked_job *jb, const float *x,
+                                                         int32_t j, float *pb,
+                                                         ert_sgemm_store *st) {
   const ert_im2col *ic = jb->g->im2col;
   const int32_t kh = ic->kh, w = ic->width, sr = NR + ic->kw - 1;
   const int32_t iy = j / ic->out_w * ic->sh - ic->pad_top, ix = j % ic->out_w - ic->pad_left;
@@ -483,7 +484,8 @@ static __attribute__((noinline)) const float *taps_panel(const blocked_job *jb, 
       }
       memset(d, 0, (size_t)sr * sizeof(float));
       if ((uint32_t)y < (uint32_t)ic->height && lo < hi)
-        memcpy(d + lo, x + ch * plane + (ptrdiff_t)y * w + ix + lo, (size_t)(hi - lo) * sizeof(float));
+        memcpy(d + lo, x + ch * plane + (ptrdiff_t)y * w + ix + lo,
+               (size_t)(hi - lo) * sizeof(float));
     }
   st->bgap = ((ptrdiff_t)kh * sr - NR) * (ptrdiff_t)sizeof(float);
   st->taps = (uint64_t)sr << 32 | (uint64_t)(ic->kw - 1) * 0x1000001u | (uint64_t)(kh - 1) << 8;
@@ -558,8 +560,7 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
 #endif
     const int32_t nfull = b_direct ? nlen / NR * NR : 0; /* columns read in place */
     if (taps) { /* panel by panel below */
-    }
-    else if (g->im2col)
+    } else if (g->im2col)
       pack_b_im2col(g->im2col, b, k0, kc, j0, nlen, bp);
 #if defined(ERT_X86_KERNELS)
     else if (blk_direct) { /* nothing to pack */
