@@ -218,3 +218,48 @@ def test_depthwise_across_threads(case):
     for threads in (2, 3, 4):
         got = sessions[threads].run(None, {"x": x})[0]
         np.testing.assert_array_equal(got, one, err_msg=f"threads={threads}")
+
+
+# Inverted residual blocks (1x1 expansion, depthwise 3x3, 1x1 projection, residual Add)
+# over small images, where at two threads or more the SGEMM cuts by rows first (images of
+# up to 256 pixels, ERT_ROWS_SPLIT_MAX_N in src/internal.h) and the Add runs on every
+# thread by channels (at least 4096 elements): (channels, expansion, height, width).
+# 16x16 is the last size cut by rows, 17x17 the first cut by columns; 11x11 has a single
+# column block; 8x8 x 20 channels stays below the parallel Add.
+_BLOCK_CASES = [(64, 384, 14, 14), (24, 100, 16, 16), (24, 72, 17, 17), (96, 576, 7, 7),
+                (36, 216, 11, 11), (20, 60, 8, 8), (40, 132, 12, 20)]
+
+
+@needs_avx2
+@pytest.mark.parametrize("case", _BLOCK_CASES, ids=lambda c: "c%d_e%d_%dx%d" % c)
+def test_small_image_blocks_across_threads(case):
+    """Every thread count gives the one-thread result bit for bit, whichever way the
+    work is cut, and that result is onnxruntime's."""
+    from onnx import helper
+
+    from tests.helpers import make_model, run_ort
+
+    c, e, h, w = case
+    rng = np.random.default_rng(c * 100 + e + h)
+    x = rng.standard_normal((1, c, h, w), dtype=np.float32)
+    inits = {"W1": rng.standard_normal((e, c, 1, 1), dtype=np.float32) * 0.2,
+             "B1": rng.standard_normal(e).astype(np.float32),
+             "W2": rng.standard_normal((e, 1, 3, 3), dtype=np.float32),
+             "W3": rng.standard_normal((c, e, 1, 1), dtype=np.float32) * 0.1,
+             "lo": np.float32(0), "hi": np.float32(6)}
+    nodes = [helper.make_node("Conv", ["x", "W1", "B1"], ["a"], kernel_shape=[1, 1]),
+             helper.make_node("Clip", ["a", "lo", "hi"], ["b"]),
+             helper.make_node("Conv", ["b", "W2"], ["d"], group=e, kernel_shape=[3, 3],
+                              pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["d", "W3"], ["p"], kernel_shape=[1, 1]),
+             helper.make_node("Add", ["p", "x"], ["y"])]
+    model = make_model(nodes, {"x": x}, ["y"], inits)
+    want = run_ort(model, {"x": x})[0]
+    data = edgert.convert(model, None)
+    sessions = {t: edgert.Session(data, threads=t) for t in (1, 2, 3, 4)}
+    one = sessions[1].run(None, {"x": x})[0]
+    np.testing.assert_allclose(one, want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max()))
+    for threads in (2, 3, 4):
+        for _ in range(2):  # the second run over arenas the first one wrote
+            got = sessions[threads].run(None, {"x": x})[0]
+            np.testing.assert_array_equal(got, one, err_msg=f"threads={threads}")
