@@ -194,7 +194,7 @@ def test_depthwise_across_threads(case):
     of work, whichever thread runs it), and that result is onnxruntime's."""
     from onnx import helper
 
-    from tests.helpers import make_model, run_ort
+    from tests.helpers import make_model
 
     c, h, w, stride, pads, act = case
     rng = np.random.default_rng(c * 1000 + h * 10 + w)
@@ -209,15 +209,24 @@ def test_depthwise_across_threads(case):
     elif act is not None:
         nodes.append(helper.make_node(act, ["c"], ["y"]))
     model = make_model(nodes, {"x": x}, ["y"], inits)
+    _across_threads(model, x, atol=1e-5, rtol=1e-5, runs=1)
+
+
+def _across_threads(model, x, atol: float, rtol: float, runs: int) -> None:
+    """model's output for input "x" at one thread is onnxruntime's (within atol, rtol), and
+    at two to four threads the one-thread result bit for bit, `runs` times each."""
+    from tests.helpers import run_ort
+
     want = run_ort(model, {"x": x})[0]
     data = edgert.convert(model, None)
     # all sessions open at once: no arena is a freed one still holding another's output
     sessions = {t: edgert.Session(data, threads=t) for t in (1, 2, 3, 4)}
     one = sessions[1].run(None, {"x": x})[0]
-    np.testing.assert_allclose(one, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(one, want, rtol=rtol, atol=atol)
     for threads in (2, 3, 4):
-        got = sessions[threads].run(None, {"x": x})[0]
-        np.testing.assert_array_equal(got, one, err_msg=f"threads={threads}")
+        for _ in range(runs):
+            got = sessions[threads].run(None, {"x": x})[0]
+            np.testing.assert_array_equal(got, one, err_msg=f"threads={threads}")
 
 
 # Inverted residual blocks (1x1 expansion, depthwise 3x3, 1x1 projection, residual Add)
@@ -254,12 +263,6 @@ def test_small_image_blocks_across_threads(case):
              helper.make_node("Conv", ["d", "W3"], ["p"], kernel_shape=[1, 1]),
              helper.make_node("Add", ["p", "x"], ["y"])]
     model = make_model(nodes, {"x": x}, ["y"], inits)
-    want = run_ort(model, {"x": x})[0]
-    data = edgert.convert(model, None)
-    sessions = {t: edgert.Session(data, threads=t) for t in (1, 2, 3, 4)}
-    one = sessions[1].run(None, {"x": x})[0]
-    np.testing.assert_allclose(one, want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max()))
-    for threads in (2, 3, 4):
-        for _ in range(2):  # the second run over arenas the first one wrote
-            got = sessions[threads].run(None, {"x": x})[0]
-            np.testing.assert_array_equal(got, one, err_msg=f"threads={threads}")
+    scale = float(np.abs(run_ort(model, {"x": x})[0]).max())
+    # twice: the second run over arenas the first one wrote
+    _across_threads(model, x, atol=1e-4 * scale, rtol=1e-4, runs=2)
