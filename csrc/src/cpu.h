@@ -89,6 +89,9 @@ typedef struct ert_sgemm_store {
    * the next row, and the window (see sgemm_rows6 above) */
   ptrdiff_t bgap;
   uint64_t taps;
+#if defined(ERT_X86_KERNELS)
+  int bias_cols; /* bias[j] per column instead of bias[i] per row (the AVX-512 block only) */
+#endif
 } ert_sgemm_store;
 
 typedef void (*ert_sgemm_rows_fn)(int32_t kc, const float *const *rows, const float *b, float *c,
@@ -175,12 +178,23 @@ typedef struct ert_kernels {
    *               (m, n, kc >= 1), B(k, j) = b[(j / 16)*ps + k*ldb + j % 16]: B's rows in
    *               place (ps = 16, ldb their step) or packed 16-column panels (ps = 16*kc,
    *               ldb = 16); stored into C(i, j) = c[i*ldc + j] as ert_sgemm_store says
-   *               (bias[i]). Reads and writes no column past n. AVX-512F only. */
+   *               (bias[i], or bias[j] when st->bias_cols). Reads and writes no column
+   *               past n. AVX-512F only. */
   void (*sgemm_block)(int32_t m, int32_t n, int32_t kc, const float *a, ptrdiff_t lda,
                       const float *b, ptrdiff_t ldb, ptrdiff_t ps, float *c,
                       const ert_sgemm_store *st);
   void (*conv3s2)(float *y, const float *x, const float *wt, const float *bias,
                   const ert_conv3s2_geom *g, int32_t oy0, int32_t oy1);
+  /*   dw3_nhwc    output pixels p0 <= p < p1 (p = oy*ow + ox) of a depthwise 3x3 layer in
+   *               NHWC: y[p*c + ch] = min(max(s, lo), hi) for ch < c, with s = (P0 + P1) +
+   *               P2 (a NaN sum stays NaN), Pky = b + sum over kx < 3, in order, of
+   *               kt[(3ky + kx)*c + ch] * X(oy*sh - pt + ky, ox*sw - 1 + kx) by fused
+   *               multiply-adds (b = bias ? bias[ch] : 0 for ky = 0, else 0; dw3's
+   *               arithmetic, so the results equal dw3's bit for bit), X(r, q) = x[(r*w +
+   *               q)*c + ch] inside [0, h) x [0, w) and 0 outside; sh, sw 1 or 2. kt: the
+   *               weights tap-major. Reads nothing outside x[0, h*w*c). AVX-512F only. */
+  void (*dw3_nhwc)(float *y, const float *x, const float *kt, const float *bias,
+                   const ert_dw3_geom *g, int32_t c, int32_t p0, int32_t p1);
 #endif
   ert_pool_vred_fn pool_vred;
   ert_pool_hred_fn pool_hred;
@@ -336,6 +350,8 @@ void ert_sgemm_block_f32__avx512(int32_t m, int32_t n, int32_t kc, const float *
                                  const ert_sgemm_store *st);
 void ert_conv2d_dw3_f32__avx512(float *y, const float *x, const float *zero, const float *k,
                                 float bias, const ert_dw3_geom *g);
+void ert_conv2d_dw3_nhwc_f32__avx512(float *y, const float *x, const float *kt, const float *bias,
+                                     const ert_dw3_geom *g, int32_t c, int32_t p0, int32_t p1);
 void ert_dot_rows_f32__avx512(const float *x, const float *r, ptrdiff_t ld, int32_t k, int32_t n,
                               float *out);
 void ert_dot_rows_f32__avx2(const float *x, const float *r, ptrdiff_t ld, int32_t k, int32_t n,

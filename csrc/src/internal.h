@@ -104,7 +104,25 @@ typedef struct ert_node {
   uint64_t scratch_offset;
   const char *name;
   int64_t opdata[ERT_OPDATA_WORDS];
+  /* A session's layout choice (csrc/src/layout.c, x86-64 only; 0 elsewhere): input 0
+   * and/or output 0 stored NHWC, and the weights that layout reads, reordered by the
+   * session (NULL when none). */
+  uint8_t layout;
+  const float *wt;
 } ert_node;
+
+enum { ERT_LAYOUT_IN_NHWC = 1, ERT_LAYOUT_OUT_NHWC = 2 }; /* ert_node.layout bits */
+
+#if defined(ERT_X86_KERNELS)
+/* What a conv2d node can run in NHWC (ref/conv2d.c), and the floats of its reordered
+ * weights (*wt_floats): ERT_NHWC_POINTWISE either side in either layout;
+ * ERT_NHWC_POINTWISE_IN only its input NHWC (NHWC out would need scratch the plan did
+ * not give it); ERT_NHWC_DEPTHWISE input and output both NHWC; 0 neither. */
+enum { ERT_NHWC_POINTWISE = 1, ERT_NHWC_POINTWISE_IN = 2, ERT_NHWC_DEPTHWISE = 3 };
+int ert_conv2d_nhwc_kind(const ert_node *node, size_t *wt_floats);
+/* Writes the weights in the order the NHWC kernels read ([k][m], or [9][c] depthwise). */
+void ert_conv2d_nhwc_weights(const ert_node *node, float *wt);
+#endif
 
 /* Execution context handed to eval: the session's worker pool. */
 typedef struct ert_exec ert_exec;
@@ -114,6 +132,16 @@ typedef void (*ert_task_fn)(void *arg, size_t begin, size_t end);
 void ert_parallel_for(ert_exec *ex, size_t n, ert_task_fn fn, void *arg);
 /* The threads ert_parallel_for runs on (1 without a started pool); x86-64 builds only. */
 int32_t ert_exec_threads(const ert_exec *ex);
+#if defined(ERT_X86_KERNELS)
+/* The parts the NHWC layers cut their m pixels into (part q: pixels q*m/parts to
+ * (q+1)*m/parts, src/layout.c): up to `most`, of 8 pixels or more. The GEMMs, the
+ * depthwise layers and the binary ops cut the same way, so at two threads every NHWC
+ * layer splits its pixels at m / 2 and a thread reads what its own core wrote. */
+static inline size_t ert_pixel_parts(int64_t m, size_t most) {
+  const int64_t p = m / 8;
+  return p < 1 ? 1 : (size_t)p < most ? (size_t)p : most;
+}
+#endif
 
 /* Reports bad run-time data from eval (see the kernel contract): the first call of a
  * run keeps its status and message (the session's last_error). Called by eval itself,

@@ -102,6 +102,15 @@ struct edgert_model {
 /* Fills *info from a tensor (loader.c). */
 void ert_fill_info(const ert_tensor *t, edgert_tensor_info *info);
 
+#if defined(ERT_X86_KERNELS)
+/* NHWC tensors for a new session (layout.c): sets the layout bits and reordered weights
+ * of the session's node copies; the weights go into *mem (the session frees it; NULL
+ * when none). Leaves every tensor NCHW where the CPU lacks the kernels, the model has
+ * bounded dimensions or EDGERT_LAYOUT=nchw. */
+edgert_status ert_layout_plan(const edgert_model *m, ert_tensor *tensors, ert_node *nodes,
+                              float **mem);
+#endif
+
 /* Fallback partitions (partition.c). */
 typedef struct ert_partitions ert_partitions;
 /* For a new session whose node copies are `nodes` (tensors bound to the arena): checks

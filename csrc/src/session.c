@@ -256,6 +256,7 @@ struct edgert_session {
   ert_partitions *partitions; /* backends' per-session state, NULL when none */
   uint32_t *params;         /* parameter words of nodes with BOUNDS rules, or NULL */
   bool shapes_dirty;        /* an input shape changed since the last shape pass */
+  float *layout_mem;        /* reordered weights of the NHWC layers (layout.c), or NULL */
   char error[512];
 };
 
@@ -283,6 +284,7 @@ void edgert_session_destroy(edgert_session *s) {
   ert_free(s->nodes);
   ert_free(s->ptrs);
   ert_free(s->params);
+  ert_free(s->layout_mem);
   ert_free(s->arena_owned);
   ert_free(s);
 }
@@ -407,6 +409,13 @@ edgert_status edgert_session_create(edgert_model *model, const edgert_session_op
     }
   }
 
+#if defined(ERT_X86_KERNELS)
+  if (ert_layout_plan(model, s->tensors, s->nodes, &s->layout_mem) != EDGERT_OK) {
+    edgert_session_destroy(s);
+    snprintf(create_error, sizeof create_error, "cannot allocate the NHWC layers' weights");
+    return EDGERT_ERR_NO_MEMORY;
+  }
+#endif
   edgert_status st = start_pool(s, opts->threads);
   if (st != EDGERT_OK) {
     edgert_session_destroy(s);

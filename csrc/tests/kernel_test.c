@@ -96,7 +96,7 @@ static void test_sgemm_rows_b(ert_sgemm_rows_fn fn, ert_sgemm_rows_ld_fn fn_ld, 
       float bias[6], *c = guarded((size_t)R * LDC), c0[6 * LDC];
       for (int i = 0; i < R; ++i) bias[i] = frand(&seed);
       for (int i = 0; i < R * LDC; ++i) c[i] = c0[i] = mode == 0 ? NAN : frand(&seed);
-      ert_sgemm_store st = {LDC, NULL, NULL, 1.0f, 1, 0, 0};
+      ert_sgemm_store st = {.ldc = LDC, .alpha = 1.0f, .init = 1};
       if (mode >= 2) {
         st.init = mode % 3 != 0;
         st.bias = mode % 2 ? bias : NULL;
@@ -168,7 +168,7 @@ static void test_sgemm_taps(ert_sgemm_rows_fn fn) {
       rows[i] = r;
     }
     float c[6 * 16];
-    ert_sgemm_store st = {16, NULL, NULL, 1.0f, 1, 0, 0};
+    ert_sgemm_store st = {.ldc = 16, .alpha = 1.0f, .init = 1};
     st.bgap = (ldb - 16) * (ptrdiff_t)sizeof(float);
     st.taps = (uint64_t)pitch << 32 | (uint64_t)(kw - 1) * 0x1000001u | (uint64_t)(kh - 1) << 8;
     fn(kc, rows, b, c, &st);
@@ -1415,6 +1415,9 @@ static void run_sgemm(int32_t m, int32_t n, int32_t k, int a_t, const float *a, 
                       const float *bias, float *c, void *scratch, int variant) {
   mat_ctx q = {a, b, bias, c};
   ert_sgemm g;
+#if defined(ERT_X86_KERNELS)
+  g.bias_cols = g.rows_first = 0;
+#endif
   memset(&g, 0, sizeof g);
   g.m = m;
   g.n = n;
@@ -1517,7 +1520,7 @@ static void test_sgemm_block(const ert_kernels *opt) {
           for (size_t i = 0; i < nb; ++i) b[i] = frand(&seed);
           for (int32_t i = 0; i < m; ++i) bias[i] = frand(&seed);
           for (size_t i = 0; i < nc; ++i) c[i] = c0[i] = mode == 0 ? NAN : frand(&seed);
-          ert_sgemm_store st = {ldc, NULL, NULL, 1.0f, 1, 0, 0};
+          ert_sgemm_store st = {.ldc = ldc, .alpha = 1.0f, .init = 1};
           if (mode >= 2) {
             st.init = mode % 3 != 0;
             st.bias = mode % 2 ? bias : NULL;

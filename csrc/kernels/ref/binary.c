@@ -413,6 +413,19 @@ static void bc_task(void *arg, size_t begin, size_t end) {
   }
 }
 
+#if defined(ERT_X86_KERNELS)
+typedef struct bc_pixels_job {
+  bc_job *j;
+  size_t px, c, parts;
+} bc_pixels_job;
+
+/* Parts [begin, end) of an NHWC output: its pixels as ert_pixel_parts cuts them. */
+static void bc_pixels(void *arg, size_t begin, size_t end) {
+  const bc_pixels_job *p = arg;
+  bc_task(p->j, begin * p->px / p->parts * p->c, end * p->px / p->parts * p->c);
+}
+#endif
+
 /* act: parameter words 0..2 hold a fused activation (add only). */
 static void bc_run(const ert_node *node, ert_exec *ex, bool act) {
   bc_job j;
@@ -424,6 +437,15 @@ static void bc_run(const ert_node *node, ert_exec *ex, bool act) {
   j.act.a = act ? ert_pf(node, 1) : 0.0f;
   j.act.b = act ? ert_pf(node, 2) : 0.0f;
   const size_t n = node->out[0]->numel;
+#if defined(ERT_X86_KERNELS)
+  if (node->layout) { /* NHWC (src/layout.c): cut at the pixels the layers around cut at */
+    const ert_tensor *y = node->out[0];
+    bc_pixels_job pj = {&j, (size_t)y->shape[2] * (size_t)y->shape[3], (size_t)y->shape[1], 0};
+    pj.parts = ert_pixel_parts((int64_t)pj.px, 8);
+    ert_parallel_for(ex, pj.parts, bc_pixels, &pj);
+    return;
+  }
+#endif
   if (n >= BIN_PAR_MIN)
     ert_parallel_for(ex, n, bc_task, &j);
   else if (n > 0)

@@ -170,6 +170,9 @@ static void run_gemm(const ert_node *node, const conv_geom *g, int path, ert_exe
   ert_im2col ic = {g->cg, g->h,  g->w,  g->kh, g->kw, g->sh,
                    g->sw, g->dh, g->dw, g->pt, g->pl, g->ow};
   ert_sgemm s;
+#if defined(ERT_X86_KERNELS)
+  s.bias_cols = s.rows_first = 0;
+#endif
   s.m = g->mg;
   s.n = g->oh * g->ow;
   s.k = k;
@@ -761,6 +764,125 @@ static int run_conv3s2(const ert_node *node, const conv_geom *g, ert_exec *ex) {
 #define run_conv3s2(node, g, ex) 0
 #endif
 
+#if defined(ERT_X86_KERNELS) /* NHWC layers: x86-64 with AVX-512 only (src/layout.c) */
+/* ---- NHWC ----------------------------------------------------------------------------- *
+ * A session may store some tensors NHWC (docs/host.md, "NHWC between the pointwise
+ * layers"); a node's layout bits say which of its input and output are. The pointwise
+ * layers are the same GEMM with other strides: NHWC out, C[pixel][channel] = X . W^T with
+ * the weights reordered [K][M] (wt) and the bias per column, cut by pixels; NHWC in, NCHW
+ * out, B(k, pixel) = x[pixel*K + k]. The depthwise 3x3 layers run dw3_nhwc. */
+
+int ert_conv2d_nhwc_kind(const ert_node *node, size_t *wt_floats) {
+  if (node->in[0]->dtype != EDGERT_FLOAT32 || ert_pi(node, P_RANK1D) != 0) return 0;
+  conv_geom g;
+  read_geom(node, &g);
+  if (g.n != 1) return 0;
+  const int path = (int)node->opdata[OD_PATH];
+  const int64_t px = (int64_t)g.oh * g.ow;
+  if (path == PATH_POINTWISE && g.group == 1 && px >= 2 && g.m >= 2 && ert_cpu.sgemm_block) {
+    *wt_floats = (size_t)g.c * (size_t)g.m;
+    return node->scratch_bytes >= ert_sgemm_scratch_bytes(px, g.m, g.c, 0)
+               ? ERT_NHWC_POINTWISE
+               : ERT_NHWC_POINTWISE_IN; /* NHWC out would pack A: no room */
+  }
+  if (path == PATH_DEPTHWISE && g.c == g.m && g.kh == 3 && g.kw == 3 && g.dh == 1 &&
+      g.dw == 1 && g.pl == 1 && ert_cpu.dw3_nhwc) {
+    *wt_floats = 9 * (size_t)g.c;
+    return ERT_NHWC_DEPTHWISE;
+  }
+  return 0;
+}
+
+void ert_conv2d_nhwc_weights(const ert_node *node, float *wt) {
+  const float *w = node->in[1]->data;
+  const int32_t m = node->out[0]->shape[1];
+  if ((int)node->opdata[OD_PATH] == PATH_DEPTHWISE) { /* [c][9] -> [9][c] */
+    for (int32_t ch = 0; ch < m; ++ch)
+      for (int t = 0; t < 9; ++t) wt[(size_t)t * (size_t)m + (size_t)ch] = w[(size_t)ch * 9 + (size_t)t];
+  } else { /* [m][k] -> [k][m] */
+    const int32_t k = node->in[0]->shape[1];
+    for (int32_t o = 0; o < m; ++o)
+      for (int32_t i = 0; i < k; ++i) wt[(size_t)i * (size_t)m + (size_t)o] = w[(size_t)o * (size_t)k + (size_t)i];
+  }
+}
+
+typedef struct nhwc_ctx {
+  const float *a, *b, *bias;
+  float *c;
+} nhwc_ctx;
+
+static void nhwc_locate(const void *ctx, size_t p, const float **a, const float **b, float **c,
+                        const float **bias) {
+  const nhwc_ctx *q = ctx;
+  (void)p;
+  *a = q->a, *b = q->b, *c = q->c, *bias = q->bias;
+}
+
+static void run_pointwise_nhwc(const ert_node *node, const conv_geom *g, ert_exec *ex) {
+  const int32_t px = g->oh * g->ow;
+  const float *x = node->in[0]->data;
+  const float *bias = node->n_in > 2 && node->in[2] ? node->in[2]->data : NULL;
+  ert_sgemm s;
+  memset(&s, 0, sizeof s);
+  nhwc_ctx q = {x, node->wt, bias, node->out[0]->data};
+  s.k = g->c;
+  if (node->layout & ERT_LAYOUT_OUT_NHWC) { /* C[pixel][m] = X^T W^T: A the input */
+    s.m = px;
+    s.n = g->m;
+    s.rsa = (node->layout & ERT_LAYOUT_IN_NHWC) ? g->c : 1;
+    s.csa = (node->layout & ERT_LAYOUT_IN_NHWC) ? 1 : px;
+    s.rsb = g->m;
+    s.csb = 1;
+    s.ldc = g->m;
+    s.bias_cols = 1;
+    s.rows_first = 1;
+  } else { /* NCHW out from an NHWC input: B(k, pixel) = x[pixel*K + k] */
+    q.a = node->in[1]->data;
+    q.b = x;
+    s.m = g->m;
+    s.n = px;
+    s.rsa = g->c;
+    s.csa = 1;
+    s.rsb = 1;
+    s.csb = g->c;
+    s.ldc = px;
+  }
+  s.alpha = 1.0f;
+  s.act = &g->act;
+  s.batch = 1;
+  s.locate = nhwc_locate;
+  s.ctx = &q;
+  ert_sgemm_run(&s, node->scratch, ex);
+}
+
+typedef struct dwn_job {
+  const conv_geom *g;
+  const float *x, *kt, *bias;
+  float *y;
+  ert_dw3_geom d3;
+  size_t parts;
+} dwn_job;
+
+static void dwn_worker(void *arg, size_t begin, size_t end) {
+  const dwn_job *j = arg;
+  const conv_geom *g = j->g;
+  const size_t px = (size_t)g->oh * (size_t)g->ow;
+  const int32_t p0 = (int32_t)(begin * px / j->parts), p1 = (int32_t)(end * px / j->parts);
+  ert_cpu.dw3_nhwc(j->y, j->x, j->kt, j->bias, &j->d3, g->c, p0, p1);
+  if (g->act.kind != ERT_ACT_NONE && g->act.kind != ERT_ACT_CLIP)
+    finish(&g->act, j->y + (size_t)p0 * (size_t)g->c, (size_t)(p1 - p0) * (size_t)g->c);
+}
+
+static void run_depthwise_nhwc(const ert_node *node, const conv_geom *g, ert_exec *ex) {
+  dwn_job j = {g, node->in[0]->data, node->wt,
+               node->n_in > 2 && node->in[2] ? node->in[2]->data : NULL, node->out[0]->data,
+               {g->h, g->w, g->oh, g->ow, g->sh, g->sw, g->pt, -INFINITY, INFINITY},
+               ert_pixel_parts((int64_t)g->oh * g->ow, 8)};
+  if (g->act.kind == ERT_ACT_CLIP) j.d3.lo = g->act.a, j.d3.hi = g->act.b;
+  ert_parallel_for(ex, j.parts, dwn_worker, &j);
+}
+#endif
+
 void ert_conv2d_eval(const ert_node *node, ert_exec *ex) {
   if (node->in[0]->dtype == EDGERT_INT8) {
     ert_conv2d_s8__ref(node, ex);
@@ -769,6 +891,15 @@ void ert_conv2d_eval(const ert_node *node, ert_exec *ex) {
   conv_geom g;
   read_geom(node, &g);
   const int path = (int)node->opdata[OD_PATH];
+#if defined(ERT_X86_KERNELS)
+  if (node->layout) {
+    if (path == PATH_DEPTHWISE)
+      run_depthwise_nhwc(node, &g, ex);
+    else
+      run_pointwise_nhwc(node, &g, ex);
+    return;
+  }
+#endif
   if (path == PATH_DEPTHWISE)
     run_depthwise(node, &g, ex);
   else if (path != PATH_IM2COL || !run_conv3s2(node, &g, ex))

@@ -91,6 +91,9 @@ void ert_gemm_eval(const ert_node *node, ert_exec *ex) {
   }
   gemm_ctx q = {a->data, b->data, yd};
   ert_sgemm s;
+#if defined(ERT_X86_KERNELS)
+  s.bias_cols = s.rows_first = 0;
+#endif
   s.m = m;
   s.n = n;
   s.k = k;

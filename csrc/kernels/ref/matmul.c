@@ -121,6 +121,9 @@ void ert_matmul_eval(const ert_node *node, ert_exec *ex) {
   make_plan(a, b, &p, &rank, shape);
   mm_ctx q = {&p, a->data, b->data, y->data};
   ert_sgemm s;
+#if defined(ERT_X86_KERNELS)
+  s.bias_cols = s.rows_first = 0;
+#endif
   s.m = (int32_t)p.rows;
   s.n = (int32_t)p.n;
   s.k = (int32_t)p.k;

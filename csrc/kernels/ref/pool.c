@@ -456,8 +456,38 @@ static void global_worker(void *arg, size_t begin, size_t end) {
   }
 }
 
+#if defined(ERT_X86_KERNELS)
+/* An NHWC input (src/layout.c): channels [begin, end) of pixel-major x, in pixel order. */
+typedef struct global_nhwc_job {
+  const float *x;
+  float *y;
+  size_t px, c;
+  int is_max;
+} global_nhwc_job;
+
+static void global_nhwc_worker(void *arg, size_t begin, size_t end) {
+  const global_nhwc_job *j = arg;
+  for (size_t ch = begin; ch < end; ++ch) j->y[ch] = j->is_max ? -INFINITY : 0.0f;
+  for (size_t p = 0; p < j->px; ++p) {
+    const float *xp = j->x + p * j->c;
+    for (size_t ch = begin; ch < end; ++ch)
+      j->y[ch] = j->is_max ? (xp[ch] > j->y[ch] ? xp[ch] : j->y[ch]) : j->y[ch] + xp[ch];
+  }
+  if (!j->is_max)
+    for (size_t ch = begin; ch < end; ++ch) j->y[ch] /= (float)j->px;
+}
+#endif
+
 static void global_eval(const ert_node *node, ert_exec *ex, int is_max) {
   const ert_tensor *x = node->in[0];
+#if defined(ERT_X86_KERNELS)
+  if (node->layout) {
+    global_nhwc_job nj = {x->data, node->out[0]->data, (size_t)x->shape[2] * (size_t)x->shape[3],
+                          (size_t)x->shape[1], is_max};
+    ert_parallel_for(ex, nj.c, global_nhwc_worker, &nj);
+    return;
+  }
+#endif
   global_job j = {x->data, node->out[0]->data, 1, is_max};
   for (int32_t d = 2; d < x->ndim; ++d) j.size *= (size_t)x->shape[d];
   ert_parallel_for(ex, (size_t)x->shape[0] * (size_t)x->shape[1], global_worker, &j);

@@ -439,6 +439,7 @@ typedef struct blocked_job {
 #if defined(ERT_X86_KERNELS)
   int even;   /* pieces of near-equal work (run_blocked) */
   int direct; /* A and B read in place by ert_cpu.sgemm_block: no scratch used */
+  int rows_first; /* ert_sgemm.rows_first: task r is row part r / nnb, column block r % nnb */
 #endif
 } blocked_job;
 
@@ -518,6 +519,13 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
     m0 = (int32_t)(part * mq / jb->nparts) * unit;
     m1 = min_i32((int32_t)((part + 1) * mq / jb->nparts) * unit, g->m);
   }
+  if (jb->rows_first) { /* whole rows, as ert_pixel_parts says */
+    const size_t cb = r % jb->nnb, q = r / jb->nnb;
+    j0 = (int32_t)cb * jb->nc;
+    nlen = min_i32(jb->nc, g->n - j0);
+    m0 = (int32_t)(q * (size_t)g->m / jb->nparts);
+    m1 = (int32_t)((q + 1) * (size_t)g->m / jb->nparts);
+  }
 #endif
   const float *a = NULL, *b = NULL, *bias = NULL;
   float *c = NULL;
@@ -571,10 +579,10 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
     else
       pack_b_matrix(g, b, k0, kc, j0, nlen, bp);
 #endif
-    ert_sgemm_store st = {g->ldc, NULL, last && act_inline(g->act) ? g->act : NULL, g->alpha,
-                          first && !g->accumulate, 0, 0};
+    ert_sgemm_store st = {.ldc = g->ldc, .act = last && act_inline(g->act) ? g->act : NULL,
+                          .alpha = g->alpha, .init = first && !g->accumulate};
     if (st.act != NULL && st.act->kind == ERT_ACT_NONE) st.act = NULL;
-    ert_sgemm_store raw = {NR, NULL, NULL, 1.0f, 1, 0, 0};
+    ert_sgemm_store raw = {.ldc = NR, .alpha = 1.0f, .init = 1};
     /* A rows in place (all rows of the part as one block), or packed row by row per
      * block of mc rows */
     const int in_place = g->csa == 1;
@@ -586,7 +594,8 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
       if (!in_place) pack_a(g, a, i0, mlen, k0, kc, ap);
 #if defined(ERT_X86_KERNELS)
       if (blk) { /* the whole block in one call */
-        st.bias = bias ? bias + i0 : NULL;
+        st.bias = bias ? bias + (g->bias_cols ? j0 : i0) : NULL;
+        st.bias_cols = g->bias_cols;
         if (blk_direct)
           ert_cpu.sgemm_block(mlen, nlen, kc, arows, lda, b + (ptrdiff_t)k0 * g->rsb + j0, g->rsb,
                               NR, c + (ptrdiff_t)i0 * g->ldc + j0, &st);
@@ -743,6 +752,17 @@ static void run_blocked(const ert_sgemm *g, void *scratch, ert_exec *ex) {
   const size_t cols = g->batch * jb.nnb;
   jb.nparts = cols >= slots ? 1 : (slots + cols - 1) / cols;
   if (jb.nparts > nmb) jb.nparts = nmb;
+#if defined(ERT_X86_KERNELS)
+  jb.rows_first = g->rows_first;
+  if (jb.rows_first) { /* an NHWC convolution: its pixels over the threads (batch 1) */
+    jb.nnb = (size_t)((g->n + jb.nc - 1) / jb.nc);
+    jb.nparts = ert_pixel_parts(g->m, slots);
+    jb.ntasks = jb.nnb * jb.nparts;
+    jb.nslots = jb.nparts;
+    ert_parallel_for(ex, jb.nslots, blocked_worker, &jb);
+    return;
+  }
+#endif
   jb.ntasks = cols * jb.nparts;
   jb.nslots = jb.ntasks < slots ? jb.ntasks : slots;
   ert_parallel_for(ex, jb.nslots, blocked_worker, &jb);

@@ -75,7 +75,15 @@ typedef struct ert_sgemm {
   size_t batch;               /* number of problems */
   ert_sgemm_locate_fn locate; /* base pointers of problem p (bias may be set to NULL) */
   const void *ctx;
+#if defined(ERT_X86_KERNELS)
+  /* NHWC convolutions (x86-64 with the AVX-512 block kernel only, see docs/host.md):
+   * bias_cols: bias[j] per column instead of bias[i] per row; rows_first: the rows (the
+   * pixels) cut into ert_pixel_parts parts of whole rows, each a task with all of
+   * its columns, so that thread t gets the same pixels as in the layers around it. */
+  int bias_cols, rows_first;
+#endif
 } ert_sgemm;
+
 
 /* Scratch bytes ert_sgemm_run needs for these sizes (0 for the matrix-vector path). */
 size_t ert_sgemm_scratch_bytes(int64_t m, int64_t n, int64_t k, int im2col);

@@ -87,10 +87,14 @@ ERT_AVX512_INLINE void tile(const int R, const int full, int32_t kc, const float
   }
   const __m512 alpha = _mm512_set1_ps(st->alpha);
   const ptrdiff_t ldc = st->ldc;
+  /* bias per column (NHWC): one vector for every row */
+  const __m512 bcol = st->bias_cols && st->bias != NULL ? _mm512_maskz_loadu_ps(mask, st->bias)
+                                                        : _mm512_setzero_ps();
 #pragma GCC unroll 16
   for (int i = 0; i < R; ++i) {
     float *ci = c + i * ldc;
-    const __m512 base = st->init ? _mm512_set1_ps(st->bias != NULL ? st->bias[i] : 0.0f)
+    const __m512 base = st->init ? (st->bias_cols ? bcol
+                                    : _mm512_set1_ps(st->bias != NULL ? st->bias[i] : 0.0f))
                         : full   ? _mm512_loadu_ps(ci)
                                  : _mm512_maskz_loadu_ps(mask, ci);
     const __m512 v = act16_apply(act, _mm512_fmadd_ps(acc[i], alpha, base));
@@ -193,7 +197,9 @@ ERT_AVX512 static void dot_cols(int32_t m, int32_t r, int32_t kc, const float *a
       float *cj = c + (ptrdiff_t)i0 * st->ldc + j;
       __m512 base;
       if (st->init) {
-        base = st->bias != NULL ? _mm512_maskz_loadu_ps(rm, st->bias + i0) : _mm512_setzero_ps();
+        base = st->bias == NULL ? _mm512_setzero_ps()
+               : st->bias_cols  ? _mm512_set1_ps(st->bias[j])
+                                : _mm512_maskz_loadu_ps(rm, st->bias + i0);
       } else {
         for (int32_t i = 0; i < n; ++i) out[i] = cj[(ptrdiff_t)i * st->ldc];
         base = _mm512_maskz_load_ps(rm, out);
@@ -232,20 +238,26 @@ ERT_AVX512 void ert_sgemm_block_f32__avx512(int32_t m, int32_t n, int32_t kc, co
   const int dots = r != 0 && kc <= DOT_KC_MAX && r * (kc + 64) < 16 * kc; /* kc <= 1024 */
   const int32_t nt = dots ? n - r : n;
   ert_sgemm_store s = *st;
-  for (int32_t i0 = 0; i0 < m; i0 += 16) {
-    const int32_t rows = m - i0 < 16 ? m - i0 : 16;
+  /* row tiles of near-equal height (49 rows: 12, 12, 12, 13, not 16, 16, 16, 1) */
+  const int32_t ntiles = (m + 15) / 16;
+  for (int32_t q = 0, i0 = 0, rows; q < ntiles; ++q, i0 += rows) {
+    rows = (int32_t)((int64_t)(q + 1) * m / ntiles) - i0;
     const tile_fn fn = tiles[rows];
-    s.bias = st->bias != NULL ? st->bias + i0 : NULL;
+    if (!st->bias_cols) s.bias = st->bias != NULL ? st->bias + i0 : NULL;
     const float *ai = a + (ptrdiff_t)i0 * lda;
     float *ci = c + (ptrdiff_t)i0 * st->ldc;
     for (int32_t j0 = 0, t = 0; j0 < nt; j0 += 16, ++t) {
       const __mmask16 mask = nt - j0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (nt - j0)) - 1u);
+      if (st->bias_cols) s.bias = st->bias != NULL ? st->bias + j0 : NULL;
       /* the first column tile prefetches the next row tile's A (the last its own rows) */
-      const float *pf = t == 0 && i0 + 16 < m ? ai + 16 * lda : ai;
+      const float *pf = t == 0 && i0 + rows < m ? ai + (ptrdiff_t)rows * lda : ai;
       fn(kc, ai, lda, b + (ptrdiff_t)t * ps, ldb, ps, ci + j0, &s, &act, mask, pf);
     }
   }
-  if (dots) dot_cols(m, r, kc, a, lda, b + (ptrdiff_t)(nt / 16) * ps, ldb, c + nt, st, &act);
+  if (dots) {
+    s.bias = st->bias != NULL ? st->bias + (st->bias_cols ? nt : 0) : NULL;
+    dot_cols(m, r, kc, a, lda, b + (ptrdiff_t)(nt / 16) * ps, ldb, c + nt, &s, &act);
+  }
 }
 
 #endif
