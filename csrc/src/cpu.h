@@ -191,10 +191,14 @@ typedef struct ert_kernels {
    *               kt[(3ky + kx)*c + ch] * X(oy*sh - pt + ky, ox*sw - 1 + kx) by fused
    *               multiply-adds (b = bias ? bias[ch] : 0 for ky = 0, else 0; dw3's
    *               arithmetic, so the results equal dw3's bit for bit), X(r, q) = x[(r*w +
-   *               q)*c + ch] inside [0, h) x [0, w) and 0 outside; sh, sw 1 or 2. kt: the
+   *               q)*c + ch] inside [0, h) x [0, w) and 0 outside; sw 1 or 2. kt: the
    *               weights tap-major. Reads nothing outside x[0, h*w*c). AVX-512F only. */
   void (*dw3_nhwc)(float *y, const float *x, const float *kt, const float *bias,
                    const ert_dw3_geom *g, int32_t c, int32_t p0, int32_t p1);
+  /*   pack_at     dst[i*kc + k] = src[k*ld + i] for i < m, k < kc: a block of a GEMM's A
+   *               stored transposed (an NCHW input of an NHWC pointwise layer), packed
+   *               row by row. AVX-512F only. */
+  void (*pack_at)(float *dst, const float *src, ptrdiff_t ld, int32_t m, int32_t kc);
 #endif
   ert_pool_vred_fn pool_vred;
   ert_pool_hred_fn pool_hred;
@@ -350,6 +354,7 @@ void ert_sgemm_block_f32__avx512(int32_t m, int32_t n, int32_t kc, const float *
                                  const ert_sgemm_store *st);
 void ert_conv2d_dw3_f32__avx512(float *y, const float *x, const float *zero, const float *k,
                                 float bias, const ert_dw3_geom *g);
+void ert_pack_at_f32__avx512(float *dst, const float *src, ptrdiff_t ld, int32_t m, int32_t kc);
 void ert_conv2d_dw3_nhwc_f32__avx512(float *y, const float *x, const float *kt, const float *bias,
                                      const ert_dw3_geom *g, int32_t c, int32_t p0, int32_t p1);
 void ert_dot_rows_f32__avx512(const float *x, const float *r, ptrdiff_t ld, int32_t k, int32_t n,

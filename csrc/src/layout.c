@@ -16,6 +16,7 @@
  * are dropped until every node's rule holds. The plan's offsets and sizes are unchanged:
  * NHWC is another order of the same bytes. EDGERT_LAYOUT=nchw (read at session
  * creation) keeps every tensor NCHW. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "cpu.h"
@@ -37,7 +38,9 @@ static int candidate(const ert_tensor *t) {
       t->shape[0] != 1)
     return 0;
   const int64_t px = (int64_t)t->shape[2] * t->shape[3];
-  return px >= 2 && px % 16 != 0;
+  const char *e = getenv("EDGERT_NHWC_MAXPX"); /* TEMP experiment */
+  const int64_t lim = e ? atoll(e) : 0;
+  return px >= 2 && (px % 16 != 0 || px <= lim);
 }
 
 static int same_shape(const ert_tensor *a, const ert_tensor *b) {
@@ -100,6 +103,9 @@ edgert_status ert_layout_plan(const edgert_model *m, ert_tensor *tensors, ert_no
     changed = 0;
     for (uint32_t i = 0; i < m->n_nodes; ++i) changed |= enforce(&nodes[i], kinds[i], nhwc, tensors);
   }
+  if (getenv("EDGERT_LAYOUT_DEBUG")) /* TEMP */
+    for (uint32_t i = 0; i < m->n_tensors; ++i)
+      if (nhwc[i]) fprintf(stderr, "nhwc %s\n", tensors[i].name);
   /* the conv2d nodes' bits, and their reordered weights in one block */
   size_t total = 0;
   for (uint32_t i = 0; i < m->n_nodes; ++i) {

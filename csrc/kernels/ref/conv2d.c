@@ -786,7 +786,7 @@ int ert_conv2d_nhwc_kind(const ert_node *node, size_t *wt_floats) {
                : ERT_NHWC_POINTWISE_IN; /* NHWC out would pack A: no room */
   }
   if (path == PATH_DEPTHWISE && g.c == g.m && g.kh == 3 && g.kw == 3 && g.dh == 1 &&
-      g.dw == 1 && g.pl == 1 && ert_cpu.dw3_nhwc) {
+      g.dw == 1 && g.pl == 1 && (g.sw == 1 || g.sw == 2) && ert_cpu.dw3_nhwc) {
     *wt_floats = 9 * (size_t)g.c;
     return ERT_NHWC_DEPTHWISE;
   }

@@ -591,6 +591,11 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
       const int32_t mlen = min_i32(mstep, m1 - i0);
       const float *arows = in_place ? a + (ptrdiff_t)i0 * g->rsa + k0 : ap;
       const ptrdiff_t lda = in_place ? g->rsa : kc;
+#if defined(ERT_X86_KERNELS)
+      if (!in_place && g->rsa == 1 && ert_cpu.pack_at != NULL) /* A stored transposed */
+        ert_cpu.pack_at(ap, a + i0 + (ptrdiff_t)k0 * g->csa, g->csa, mlen, kc);
+      else
+#endif
       if (!in_place) pack_a(g, a, i0, mlen, k0, kc, ap);
 #if defined(ERT_X86_KERNELS)
       if (blk) { /* the whole block in one call */

@@ -63,67 +63,63 @@ ERT_AVX512 static void dw3_narrow_s2(float *y, const float *x, const float *k, f
   dw3_narrow(y, x, k, bias, g, 2);
 }
 
-/* Output pixels ox0 .. ox0+NP-1 of row oy, channels c0 .. c0+15 (cm): dw3_narrow's
- * operations per output; a tap outside the image reads zeros (a masked load of nothing,
- * at a clamped address). */
-ERT_AVX512_INLINE void dwn_pixels(const int NP, float *y, const float *x, const __m512 *wv,
-                                  __m512 vb, __m512 lo, __m512 hi, const ert_dw3_geom *g,
-                                  int32_t c, int32_t c0, __mmask16 cm, int32_t oy, int32_t ox0) {
-  const int32_t h = g->h, w = g->w;
-  const int32_t iy0 = oy * g->sh - g->pt;
-#pragma GCC unroll 4
-  for (int q = 0; q < NP; ++q) {
-    const int32_t ix0 = (ox0 + q) * g->sw - 1;
-    __m512 part[3];
-#pragma GCC unroll 3
-    for (int ky = 0; ky < 3; ++ky) {
-      const int32_t iy = iy0 + ky;
-      const int rin = iy >= 0 && iy < h;
-      const float *row = x + (ptrdiff_t)(rin ? iy : 0) * w * c + c0;
-      __m512 a = ky == 0 ? vb : _mm512_setzero_ps();
-#pragma GCC unroll 3
-      for (int kx = 0; kx < 3; ++kx) {
-        const int32_t ix = ix0 + kx;
-        const int in = rin && ix >= 0 && ix < w;
-        const __m512 v = _mm512_maskz_loadu_ps(in ? cm : 0, row + (ptrdiff_t)(in ? ix : 0) * c);
-        a = _mm512_fmadd_ps(wv[3 * ky + kx], v, a);
-      }
-      part[ky] = a;
-    }
-    const __m512 s = _mm512_add_ps(_mm512_add_ps(part[0], part[1]), part[2]);
-    _mm512_mask_storeu_ps(y + ((ptrdiff_t)oy * g->ow + ox0 + q) * c + c0, cm,
-                          _mm512_min_ps(hi, _mm512_max_ps(lo, s)));
-  }
-}
-
-/* dwn_pixels for windows wholly inside the image: the taps at fixed offsets from each
- * pixel's window, no masks but the channels' (the same operations). */
-ERT_AVX512_INLINE void dwn_inside(const int NP, float *y, const float *x, const __m512 *wv,
-                                  __m512 vb, __m512 lo, __m512 hi, const ert_dw3_geom *g,
-                                  int32_t c, int32_t c0, __mmask16 cm, int32_t oy, int32_t ox0) {
-  const ptrdiff_t rs = (ptrdiff_t)g->w * c, ps = (ptrdiff_t)g->sw * c;
-  const float *b = x + ((ptrdiff_t)(oy * g->sh - g->pt) * g->w + (ox0 * g->sw - 1)) * c + c0;
+/* Output pixels ox0 .. ox0+NP-1 of row oy (NP <= 4), channels c0 .. c0+15 (cm), stride
+ * S across (NP, S constant after inlining): each window row's (NP - 1)*S + 3 input vectors
+ * are loaded once for the NP pixels, a column or row outside the image as zeros (a
+ * masked load of nothing, at a clamped address); every output sees dw3_narrow's
+ * operations in its order. */
+ERT_AVX512_INLINE void dwn_tile(const int NP, const int S, float *y, const float *x,
+                                const __m512 *wv, __m512 vb, __m512 lo, __m512 hi,
+                                const ert_dw3_geom *g, int32_t c, int32_t c0, __mmask16 cm,
+                                int32_t oy, int32_t ox0) {
+  enum { NCOL_MAX = 9 };
+  const int ncol = (NP - 1) * S + 3;
+  const int32_t h = g->h, w = g->w, iy0 = oy * g->sh - g->pt, ix0 = ox0 * S - 1;
   float *yo = y + ((ptrdiff_t)oy * g->ow + ox0) * c + c0;
-#pragma GCC unroll 4
-  for (int q = 0; q < NP; ++q) {
-    const float *bq = b + q * ps;
-    __m512 part[3];
+  __m512 part[3][4];
 #pragma GCC unroll 3
-    for (int ky = 0; ky < 3; ++ky) {
+  for (int ky = 0; ky < 3; ++ky) {
+    const int32_t iy = iy0 + ky;
+    const int rin = iy >= 0 && iy < h;
+    const float *row = x + (ptrdiff_t)(rin ? iy : 0) * w * c + c0;
+    __m512 v[NCOL_MAX];
+#pragma GCC unroll 9
+    for (int t = 0; t < ncol; ++t) {
+      const int32_t ix = ix0 + t;
+      const int in = rin && ix >= 0 && ix < w;
+      v[t] = _mm512_maskz_loadu_ps(in ? cm : 0, row + (ptrdiff_t)(in ? ix : 0) * c);
+    }
+#pragma GCC unroll 4
+    for (int q = 0; q < NP; ++q) {
       __m512 a = ky == 0 ? vb : _mm512_setzero_ps();
 #pragma GCC unroll 3
-      for (int kx = 0; kx < 3; ++kx)
-        a = _mm512_fmadd_ps(wv[3 * ky + kx], _mm512_maskz_loadu_ps(cm, bq + ky * rs + kx * c), a);
-      part[ky] = a;
+      for (int kx = 0; kx < 3; ++kx) a = _mm512_fmadd_ps(wv[3 * ky + kx], v[q * S + kx], a);
+      part[ky][q] = a;
     }
-    const __m512 s = _mm512_add_ps(_mm512_add_ps(part[0], part[1]), part[2]);
+  }
+#pragma GCC unroll 4
+  for (int q = 0; q < NP; ++q) {
+    const __m512 s = _mm512_add_ps(_mm512_add_ps(part[0][q], part[1][q]), part[2][q]);
     _mm512_mask_storeu_ps(yo + q * c, cm, _mm512_min_ps(hi, _mm512_max_ps(lo, s)));
   }
 }
 
-/* dw3_nhwc (cpu.h): along each output row in steps of 4 pixels, all channels 16 at a
- * time for each step (the input read as contiguous runs of channels, the nine tap
- * vectors of a channel block loaded once per step). */
+/* dwn_tile for stride S, n pixels (1 to 4) */
+ERT_AVX512_INLINE void dwn_tiles(const int S, int32_t n, float *y, const float *x,
+                                 const __m512 *wv, __m512 vb, __m512 lo, __m512 hi,
+                                 const ert_dw3_geom *g, int32_t c, int32_t c0, __mmask16 cm,
+                                 int32_t oy, int32_t ox0) {
+  switch (n) {
+    case 4: dwn_tile(4, S, y, x, wv, vb, lo, hi, g, c, c0, cm, oy, ox0); break;
+    case 3: dwn_tile(3, S, y, x, wv, vb, lo, hi, g, c, c0, cm, oy, ox0); break;
+    case 2: dwn_tile(2, S, y, x, wv, vb, lo, hi, g, c, c0, cm, oy, ox0); break;
+    default: dwn_tile(1, S, y, x, wv, vb, lo, hi, g, c, c0, cm, oy, ox0); break;
+  }
+}
+
+/* dw3_nhwc (cpu.h): along each output row in steps of up to 4 pixels (never past p1),
+ * all channels 16 at a time for each step (the input read as runs of channels, the nine
+ * tap vectors of a channel block loaded once per step). */
 ERT_AVX512 void ert_conv2d_dw3_nhwc_f32__avx512(float *y, const float *x, const float *kt,
                                                 const float *bias, const ert_dw3_geom *g,
                                                 int32_t c, int32_t p0, int32_t p1) {
@@ -131,21 +127,17 @@ ERT_AVX512 void ert_conv2d_dw3_nhwc_f32__avx512(float *y, const float *x, const 
   const __m512 lo = _mm512_set1_ps(g->lo), hi = _mm512_set1_ps(g->hi);
   for (int32_t p = p0; p < p1;) {
     const int32_t oy = p / ow, ox0 = p - oy * ow;
-    const int32_t np = p1 - p < 4 ? p1 - p : 4, n = ow - ox0 < np ? ow - ox0 : np;
-    const int32_t iy0 = oy * g->sh - g->pt, ix0 = ox0 * g->sw - 1;
-    const int inside = n == 4 && iy0 >= 0 && iy0 + 2 < g->h && ix0 >= 0 &&
-                       ix0 + 3 * g->sw + 2 < g->w;
+    int32_t n = p1 - p < 4 ? p1 - p : 4;
+    if (ow - ox0 < n) n = ow - ox0;
     for (int32_t c0 = 0; c0 < c; c0 += 16) {
       const __mmask16 cm = c - c0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (c - c0)) - 1u);
       __m512 wv[9];
       for (int t = 0; t < 9; ++t) wv[t] = _mm512_maskz_loadu_ps(cm, kt + (ptrdiff_t)t * c + c0);
       const __m512 vb = bias != NULL ? _mm512_maskz_loadu_ps(cm, bias + c0) : _mm512_setzero_ps();
-      if (inside)
-        dwn_inside(4, y, x, wv, vb, lo, hi, g, c, c0, cm, oy, ox0);
-      else if (n == 4)
-        dwn_pixels(4, y, x, wv, vb, lo, hi, g, c, c0, cm, oy, ox0);
+      if (g->sw == 2)
+        dwn_tiles(2, n, y, x, wv, vb, lo, hi, g, c, c0, cm, oy, ox0);
       else
-        for (int32_t q = 0; q < n; ++q) dwn_pixels(1, y, x, wv, vb, lo, hi, g, c, c0, cm, oy, ox0 + q);
+        dwn_tiles(1, n, y, x, wv, vb, lo, hi, g, c, c0, cm, oy, ox0);
     }
     p += n;
   }

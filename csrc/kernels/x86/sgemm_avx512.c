@@ -223,6 +223,46 @@ ERT_AVX512 void ert_dot_rows_f32__avx512(const float *x, const float *r, ptrdiff
   }
 }
 
+/* pack_at (cpu.h): 16x16 blocks, each transposed in registers in four steps; step b
+ * swaps the b x b blocks above and below the diagonal of every 2b x 2b block (rows i and
+ * i + b). Rows and columns past the block's ends are loaded as zeros and not stored. */
+ERT_AVX512 void ert_pack_at_f32__avx512(float *dst, const float *src, ptrdiff_t ld, int32_t m,
+                                        int32_t kc) {
+  __m512i lo[4], hi[4];
+  for (int s = 0, b = 8; s < 4; ++s, b >>= 1) {
+    int32_t l[16], h[16];
+    for (int i = 0; i < 16; ++i) {
+      l[i] = (i & b) ? 16 + i - b : i;
+      h[i] = (i & b) ? 16 + i : i + b;
+    }
+    lo[s] = _mm512_loadu_si512(l);
+    hi[s] = _mm512_loadu_si512(h);
+  }
+  for (int32_t k0 = 0; k0 < kc; k0 += 16) {
+    const int32_t kn = kc - k0 < 16 ? kc - k0 : 16;
+    const __mmask16 km = (__mmask16)((1u << kn) - 1u);
+    for (int32_t i0 = 0; i0 < m; i0 += 16) {
+      const int32_t in = m - i0 < 16 ? m - i0 : 16;
+      const __mmask16 im = (__mmask16)((1u << in) - 1u);
+      __m512 r[16];
+#pragma GCC unroll 16
+      for (int k = 0; k < 16; ++k) /* r[k][i] = A(i0 + i, k0 + k) */
+        r[k] = k < kn ? _mm512_maskz_loadu_ps(im, src + (ptrdiff_t)(k0 + k) * ld + i0) : _mm512_setzero_ps();
+#pragma GCC unroll 4
+      for (int s = 0; s < 4; ++s)
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; ++i)
+          if (!(i & (8 >> s))) {
+            const int b = 8 >> s;
+            const __m512 a = r[i], c = r[i + b];
+            r[i] = _mm512_permutex2var_ps(a, lo[s], c);
+            r[i + b] = _mm512_permutex2var_ps(a, hi[s], c);
+          }
+      for (int i = 0; i < in; ++i) _mm512_mask_storeu_ps(dst + (ptrdiff_t)(i0 + i) * kc + k0, km, r[i]);
+    }
+  }
+}
+
 /* Row tiles outer, column tiles inner: a tile's rows of A (16 x kc floats) stay in L1
  * across the columns; the caller keeps the columns few enough for B's block to stay in
  * L2 across the row tiles. A last partial column tile of few columns goes to dot_cols. */
