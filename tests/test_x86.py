@@ -266,3 +266,65 @@ def test_small_image_blocks_across_threads(case):
     scale = float(np.abs(run_ort(model, {"x": x})[0]).max())
     # twice: the second run over arenas the first one wrote
     _across_threads(model, x, atol=1e-4 * scale, rtol=1e-4, runs=2)
+
+
+@needs_avx2
+@pytest.mark.parametrize("concat", [False, True], ids=["region", "concat_keeps_nchw"])
+def test_nhwc_layers_across_threads(concat, monkeypatch):
+    """A chain of pointwise and depthwise layers over 28x28, 14x14 and 7x7 maps, which a
+    session on a CPU with AVX-512 stores NHWC (src/layout.c): entered from an NCHW graph
+    input, a residual Add, a Sigmoid and a Mul inside, stride-2 depthwise layers, channel
+    counts that are not multiples of 16, left by a pointwise layer to a graph output and
+    by a GlobalAveragePool. With `concat`, a Concat also reads a tensor in the middle, so
+    that tensor and the ones tied to it stay NCHW. Every thread count gives the one-thread
+    result bit for bit, that result is onnxruntime's and the all-NCHW session's
+    (EDGERT_LAYOUT=nchw)."""
+    from onnx import helper
+
+    from tests.helpers import make_model, run_ort
+
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((1, 24, 28, 28), dtype=np.float32)
+
+    def w(*shape):
+        return (rng.standard_normal(shape, dtype=np.float32) / np.sqrt(np.prod(shape[1:]))).astype(np.float32)
+
+    inits = {"W1": w(48, 24, 1, 1), "B1": w(48), "D1": w(48, 1, 3, 3), "W2": w(24, 48, 1, 1),
+             "WQ": w(24, 24, 1, 1), "D2": w(24, 1, 3, 3), "B2": w(24), "W3": w(40, 24, 1, 1),
+             "D3": w(40, 1, 3, 3), "W4": w(8, 40, 1, 1), "B4": w(8), "lo": np.float32(0), "hi": np.float32(6)}
+    nodes = [helper.make_node("Conv", ["x", "W1", "B1"], ["c1"], kernel_shape=[1, 1]),
+             helper.make_node("Clip", ["c1", "lo", "hi"], ["c1r"]),
+             helper.make_node("Conv", ["c1r", "D1"], ["d1"], group=48, kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["d1"], ["d1r"]),
+             helper.make_node("Conv", ["d1r", "W2"], ["p1"], kernel_shape=[1, 1]),
+             helper.make_node("Conv", ["x", "WQ"], ["q"], kernel_shape=[1, 1]),
+             helper.make_node("Add", ["p1", "q"], ["a1"]),
+             helper.make_node("Sigmoid", ["a1"], ["s"]),
+             helper.make_node("Mul", ["s", "a1"], ["m"]),
+             helper.make_node("Conv", ["m", "D2", "B2"], ["d2"], group=24, kernel_shape=[3, 3],
+                              strides=[2, 2], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["d2", "W3"], ["e2"], kernel_shape=[1, 1]),
+             helper.make_node("Conv", ["e2", "D3"], ["d3"], group=40, kernel_shape=[3, 3],
+                              strides=[2, 2], pads=[1, 1, 1, 1]),
+             helper.make_node("GlobalAveragePool", ["d3"], ["g"]),
+             helper.make_node("Conv", ["e2", "W4", "B4"], ["out"], kernel_shape=[1, 1])]
+    outputs = ["g", "out"]
+    if concat:
+        nodes.append(helper.make_node("Concat", ["d2", "d2"], ["cat"], axis=1))
+        outputs.append("cat")
+    model = make_model(nodes, {"x": x}, outputs, inits)
+    want = run_ort(model, {"x": x})
+    data = edgert.convert(model, None)
+    monkeypatch.setenv("EDGERT_LAYOUT", "nchw")  # read when a session is created
+    nchw = edgert.Session(data, threads=2).run(None, {"x": x})
+    monkeypatch.delenv("EDGERT_LAYOUT")
+    sessions = {t: edgert.Session(data, threads=t) for t in (1, 2, 3, 4)}
+    one = sessions[1].run(None, {"x": x})
+    for got, ref, flat in zip(one, want, nchw):
+        scale = float(np.abs(ref).max())
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5 * scale)
+        np.testing.assert_allclose(got, flat, rtol=1e-5, atol=1e-6 * scale)
+    for threads in (2, 3, 4):
+        for _ in range(2):  # the second run over arenas the first one wrote
+            for got, base in zip(sessions[threads].run(None, {"x": x}), one):
+                np.testing.assert_array_equal(got, base, err_msg=f"threads={threads}")

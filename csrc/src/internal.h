@@ -104,16 +104,17 @@ typedef struct ert_node {
   uint64_t scratch_offset;
   const char *name;
   int64_t opdata[ERT_OPDATA_WORDS];
-  /* A session's layout choice (csrc/src/layout.c, x86-64 only; 0 elsewhere): input 0
-   * and/or output 0 stored NHWC, and the weights that layout reads, reordered by the
-   * session (NULL when none). */
+#if defined(ERT_X86_KERNELS)
+  /* A session's layout choice (csrc/src/layout.c; x86-64 only): input 0 and/or output 0
+   * stored NHWC, and the weights that layout reads, reordered by the session (NULL when
+   * none). */
   uint8_t layout;
   const float *wt;
+#endif
 } ert_node;
 
-enum { ERT_LAYOUT_IN_NHWC = 1, ERT_LAYOUT_OUT_NHWC = 2 }; /* ert_node.layout bits */
-
 #if defined(ERT_X86_KERNELS)
+enum { ERT_LAYOUT_IN_NHWC = 1, ERT_LAYOUT_OUT_NHWC = 2 }; /* ert_node.layout bits */
 /* What a conv2d node can run in NHWC (ref/conv2d.c), and the floats of its reordered
  * weights (*wt_floats): ERT_NHWC_POINTWISE either side in either layout;
  * ERT_NHWC_POINTWISE_IN only its input NHWC (NHWC out would need scratch the plan did

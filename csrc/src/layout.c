@@ -1,13 +1,16 @@
 /* layout.c: which of a session's tensors are stored NHWC (x86-64 with the AVX-512
  * kernels; elsewhere every tensor stays NCHW and this file is empty).
  *
- * Why: in NCHW a plane of 14x14 or 7x7 floats is not a whole number of cache lines, so
- * when two threads split a layer by pixels, lines at every plane's cut and ends are
- * written by one core and read by the other (docs/host.md, "NHWC between the pointwise
- * layers"). In NHWC a thread's pixels are one contiguous range for all channels.
+ * Why: when two threads split an NCHW layer's pixels in half, the cut falls inside a
+ * cache line of every plane unless half a plane is whole lines (height x width a
+ * multiple of 32), and the lines at every plane's cut (and, for planes of 14x14 or 7x7,
+ * at its ends) are written by one core and read by the other (docs/host.md, "NHWC
+ * between the pointwise layers"). In NHWC a thread's pixels are one contiguous range for
+ * all channels.
  *
- * Which: a 4-D float32 arena tensor of batch 1 whose planes are not whole cache lines
- * (height x width not a multiple of 16, and at least 2), that is not a graph input or
+ * Which: a 4-D float32 arena tensor of batch 1 whose half planes are not whole cache
+ * lines (height x width at least 2 and not a multiple of 32: MobileNetV2's 28x28, 14x14
+ * and 7x7 maps, not its 56x56 and 112x112 ones), that is not a graph input or
  * output, and whose producer and consumers all take it in NHWC: a pointwise conv2d
  * (either side; NCHW in and NHWC out only with the scratch that needs), a depthwise 3x3
  * conv2d (both sides NHWC or both NCHW), an elementwise unary op, an elementwise
@@ -16,7 +19,6 @@
  * are dropped until every node's rule holds. The plan's offsets and sizes are unchanged:
  * NHWC is another order of the same bytes. EDGERT_LAYOUT=nchw (read at session
  * creation) keeps every tensor NCHW. */
-#include <stdio.h>
 #include <stdlib.h>
 
 #include "cpu.h"
@@ -38,9 +40,7 @@ static int candidate(const ert_tensor *t) {
       t->shape[0] != 1)
     return 0;
   const int64_t px = (int64_t)t->shape[2] * t->shape[3];
-  const char *e = getenv("EDGERT_NHWC_MAXPX"); /* TEMP experiment */
-  const int64_t lim = e ? atoll(e) : 0;
-  return px >= 2 && (px % 16 != 0 || px <= lim);
+  return px >= 2 && px % 32 != 0;
 }
 
 static int same_shape(const ert_tensor *a, const ert_tensor *b) {
@@ -103,9 +103,6 @@ edgert_status ert_layout_plan(const edgert_model *m, ert_tensor *tensors, ert_no
     changed = 0;
     for (uint32_t i = 0; i < m->n_nodes; ++i) changed |= enforce(&nodes[i], kinds[i], nhwc, tensors);
   }
-  if (getenv("EDGERT_LAYOUT_DEBUG")) /* TEMP */
-    for (uint32_t i = 0; i < m->n_tensors; ++i)
-      if (nhwc[i]) fprintf(stderr, "nhwc %s\n", tensors[i].name);
   /* the conv2d nodes' bits, and their reordered weights in one block */
   size_t total = 0;
   for (uint32_t i = 0; i < m->n_nodes; ++i) {

@@ -256,7 +256,9 @@ struct edgert_session {
   ert_partitions *partitions; /* backends' per-session state, NULL when none */
   uint32_t *params;         /* parameter words of nodes with BOUNDS rules, or NULL */
   bool shapes_dirty;        /* an input shape changed since the last shape pass */
+#if defined(ERT_X86_KERNELS)
   float *layout_mem;        /* reordered weights of the NHWC layers (layout.c), or NULL */
+#endif
   char error[512];
 };
 
@@ -284,7 +286,9 @@ void edgert_session_destroy(edgert_session *s) {
   ert_free(s->nodes);
   ert_free(s->ptrs);
   ert_free(s->params);
+#if defined(ERT_X86_KERNELS)
   ert_free(s->layout_mem);
+#endif
   ert_free(s->arena_owned);
   ert_free(s);
 }

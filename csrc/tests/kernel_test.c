@@ -1515,10 +1515,11 @@ static void test_sgemm_block(const ert_kernels *opt) {
           const size_t na = (size_t)((m - 1) * lda + kc), nc = (size_t)((m - 1) * ldc + n);
           const size_t nb = packed ? (size_t)(np * 16 * kc) : (size_t)((kc - 1) * ldb + n);
           float *a = guarded(na), *b = guarded(nb), *c = guarded(nc);
-          float *c0 = malloc(sizeof(float) * nc), *bias = malloc(sizeof(float) * (size_t)m);
+          const size_t nbias = (size_t)(m > n ? m : n);
+          float *c0 = malloc(sizeof(float) * nc), *bias = malloc(sizeof(float) * nbias);
           for (size_t i = 0; i < na; ++i) a[i] = frand(&seed);
           for (size_t i = 0; i < nb; ++i) b[i] = frand(&seed);
-          for (int32_t i = 0; i < m; ++i) bias[i] = frand(&seed);
+          for (size_t i = 0; i < nbias; ++i) bias[i] = frand(&seed);
           for (size_t i = 0; i < nc; ++i) c[i] = c0[i] = mode == 0 ? NAN : frand(&seed);
           ert_sgemm_store st = {.ldc = ldc, .alpha = 1.0f, .init = 1};
           if (mode >= 2) {
@@ -1526,11 +1527,12 @@ static void test_sgemm_block(const ert_kernels *opt) {
             st.bias = mode % 2 ? bias : NULL;
             st.alpha = mode >= 4 ? 0.5f : 1.0f;
             st.act = &acts[(mode + (int)ik) % 5];
+            st.bias_cols = (idx / 8) % 2; /* bias[j] per column (NHWC) */
           }
           opt->sgemm_block(m, n, kc, a, lda, b, ldb, ps, c, &st);
           char ctx[96];
-          snprintf(ctx, sizeof ctx, "m=%d n=%d kc=%d packed=%d mode=%d", (int)m, (int)n, (int)kc,
-                   packed, mode);
+          snprintf(ctx, sizeof ctx, "m=%d n=%d kc=%d packed=%d mode=%d cols=%d", (int)m, (int)n,
+                   (int)kc, packed, mode, st.bias_cols);
           for (int32_t i = 0; i < m; ++i) {
             for (int32_t j = 0; j < n; ++j) {
               double r = 0.0, scale = 0.0;
@@ -1539,7 +1541,8 @@ static void test_sgemm_block(const ert_kernels *opt) {
                 r += p;
                 scale += fabs(p);
               }
-              const double base = st.init ? (st.bias ? st.bias[i] : 0.0) : c0[i * ldc + j];
+              const double base = st.init ? (st.bias ? st.bias[st.bias_cols ? j : i] : 0.0)
+                                          : c0[i * ldc + j];
               const float want = ref_act(st.act, (float)(st.alpha * r + base));
               expect_close("sgemm_block", c[i * ldc + j], want,
                            2.0 * (fabs(st.alpha) * scale + fabs(base)), ctx);
@@ -1553,6 +1556,100 @@ static void test_sgemm_block(const ert_kernels *opt) {
           unguard(a, na), unguard(b, nb), unguard(c, nc);
           free(c0), free(bias);
         }
+}
+
+/* pack_at: blocks of 1 to 40 rows by 1 to 40 depths (around the 16x16 blocks), read from a
+ * transposed matrix with a longer row step; exact. */
+static void test_pack_at(const ert_kernels *opt) {
+  if (opt->pack_at == NULL) return;
+  unsigned seed = 13;
+  for (int32_t m = 1; m <= 40; m += 3)
+    for (int32_t kc = 1; kc <= 40; kc += 3) {
+      const ptrdiff_t ld = m + 5;
+      const size_t ns = (size_t)((kc - 1) * ld + m), nd = (size_t)m * (size_t)kc;
+      float *src = guarded(ns), *dst = guarded(nd);
+      for (size_t i = 0; i < ns; ++i) src[i] = frand(&seed);
+      opt->pack_at(dst, src, ld, m, kc);
+      char ctx[64];
+      snprintf(ctx, sizeof ctx, "m=%d kc=%d", (int)m, (int)kc);
+      for (int32_t i = 0; i < m; ++i)
+        for (int32_t k = 0; k < kc; ++k) expect_same("pack_at", dst[i * kc + k], src[k * ld + i], ctx);
+      unguard(src, ns), unguard(dst, nd);
+    }
+}
+
+/* dw3_nhwc: strides (sh, sw) in {1, 2}^2, top padding 0 to 2, images 1 to 5 rows high and
+ * 1 to 20 outputs wide with zero or one column of padding right, 1 to 40 channels, with
+ * and without a clamp and a bias, every output pixel range [p0, p1) of a few; against the
+ * sum over the taps inside the image, and bit for bit against dw3 per channel where dw3
+ * takes the plane (its narrow kernel: rows of 5 to 16 outputs). Pixels outside [p0, p1)
+ * must stay untouched; x ends at an inaccessible page. */
+static void test_dw3_nhwc(const ert_kernels *opt) {
+  if (opt->dw3_nhwc == NULL) return;
+  static const int32_t cs[] = {1, 5, 16, 17, 40};
+  unsigned seed = 17;
+  for (int32_t sh = 1; sh <= 2; ++sh)
+    for (int32_t sw = 1; sw <= 2; ++sw)
+      for (int32_t pt = 0; pt <= 2; ++pt)
+        for (int32_t h = 1; h <= 5; h += 2)
+          for (int32_t ow = 1; ow <= 20; ow += (ow < 8 ? 1 : 4))
+            for (int32_t pr = 0; pr <= 1; ++pr)
+              for (size_t ic = 0; ic < sizeof cs / sizeof cs[0]; ++ic) {
+                const int32_t c = cs[ic], w = (ow - 1) * sw + 2 - pr, pb = (int32_t)ic % 3;
+                if (h + pt + pb < 3 || w < 1) continue;
+                const int32_t oh = (h + pt + pb - 3) / sh + 1, px = oh * ow;
+                const size_t nx = (size_t)h * w * c, ny = (size_t)px * c;
+                float *x = guarded(nx), *y = guarded(ny), *kt = malloc(sizeof(float) * 9 * (size_t)c);
+                float *bias = malloc(sizeof(float) * (size_t)c);
+                for (size_t i = 0; i < nx; ++i) x[i] = frand(&seed);
+                for (int32_t i = 0; i < 9 * c; ++i) kt[i] = frand(&seed);
+                for (int32_t i = 0; i < c; ++i) bias[i] = frand(&seed);
+                const int clamp = (ow + h + c) % 2, with_bias = (ow + c) % 3 != 0;
+                const ert_dw3_geom g = {h, w, oh, ow, sh, sw, pt, clamp ? -0.5f : -INFINITY,
+                                        clamp ? 0.5f : INFINITY};
+                const int32_t p0 = px > 3 ? px / 3 : 0, p1 = px > 3 ? px - px / 4 : px;
+                for (size_t i = 0; i < ny; ++i) y[i] = NAN;
+                opt->dw3_nhwc(y, x, kt, with_bias ? bias : NULL, &g, c, p0, p1);
+                char ctx[112];
+                snprintf(ctx, sizeof ctx, "s=%dx%d pt=%d h=%d w=%d ow=%d c=%d p=%d..%d", (int)sh,
+                         (int)sw, (int)pt, (int)h, (int)w, (int)ow, (int)c, (int)p0, (int)p1);
+                /* dw3's planes for the bit-exact comparison */
+                const int narrow = opt->dw3 != NULL && ow >= 5 && w <= 16;
+                float *xp = malloc(sizeof(float) * (size_t)h * w), *yp = malloc(sizeof(float) * (size_t)px);
+                float *zero = calloc((size_t)w, sizeof(float)), k9[9];
+                for (int32_t ch = 0; ch < c; ++ch) {
+                  if (narrow) {
+                    for (int32_t i = 0; i < h * w; ++i) xp[i] = x[(size_t)i * c + ch];
+                    for (int t = 0; t < 9; ++t) k9[t] = kt[t * c + ch];
+                    opt->dw3(yp, xp, zero, k9, with_bias ? bias[ch] : 0.0f, &g);
+                  }
+                  for (int32_t p = 0; p < px; ++p) {
+                    const float got = y[(size_t)p * c + ch];
+                    if (p < p0 || p >= p1) {
+                      ++checks;
+                      if (!isnan(got) && failures++ < 20)
+                        fprintf(stderr, "FAIL dw3_nhwc %s: wrote pixel %d\n", ctx, (int)p);
+                      continue;
+                    }
+                    const int32_t oy = p / ow, ox = p % ow;
+                    double want = with_bias ? bias[ch] : 0.0, scale = fabs(want);
+                    for (int ky = 0; ky < 3; ++ky)
+                      for (int kx = 0; kx < 3; ++kx) {
+                        const int32_t r = oy * sh - pt + ky, q = ox * sw - 1 + kx;
+                        if (r < 0 || r >= h || q < 0 || q >= w) continue;
+                        const double v = (double)kt[(3 * ky + kx) * c + ch] * x[((size_t)r * w + q) * c + ch];
+                        want += v;
+                        scale += fabs(v);
+                      }
+                    if (want < g.lo) want = g.lo;
+                    if (want > g.hi) want = g.hi;
+                    expect_close("dw3_nhwc", got, want, scale, ctx);
+                    if (narrow) expect_same("dw3_nhwc = dw3", got, yp[p], ctx);
+                  }
+                }
+                free(xp), free(yp), free(zero), free(kt), free(bias);
+                unguard(x, nx), unguard(y, ny);
+              }
 }
 #endif
 
@@ -1590,6 +1687,8 @@ int main(int argc, char **argv) {
   test_sgemm_driver(&opt);
 #if defined(ERT_X86_KERNELS)
   test_sgemm_block(&opt);
+  test_pack_at(&opt);
+  test_dw3_nhwc(&opt);
   if (opt.sgemm_block != NULL) { /* the AVX2 ones as well (CPUs without AVX-512) */
     ert_kernels avx2 = opt;
     avx2.sgemm_block = NULL;
