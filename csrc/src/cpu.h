@@ -91,6 +91,7 @@ typedef struct ert_sgemm_store {
   uint64_t taps;
 #if defined(ERT_X86_KERNELS)
   int bias_cols; /* bias[j] per column instead of bias[i] per row (the AVX-512 block only) */
+  const float *res; /* the AVX-512 block only: res[i*ldc + j] added before act (NULL: none) */
 #endif
 } ert_sgemm_store;
 
@@ -178,8 +179,8 @@ typedef struct ert_kernels {
    *               (m, n, kc >= 1), B(k, j) = b[(j / 16)*ps + k*ldb + j % 16]: B's rows in
    *               place (ps = 16, ldb their step) or packed 16-column panels (ps = 16*kc,
    *               ldb = 16); stored into C(i, j) = c[i*ldc + j] as ert_sgemm_store says
-   *               (bias[i], or bias[j] when st->bias_cols). Reads and writes no column
-   *               past n. AVX-512F only. */
+   *               (bias[i], or bias[j] when st->bias_cols; with st->res, res[i*ldc + j]
+   *               added before act). Reads and writes no column past n. AVX-512F only. */
   void (*sgemm_block)(int32_t m, int32_t n, int32_t kc, const float *a, ptrdiff_t lda,
                       const float *b, ptrdiff_t ldb, ptrdiff_t ps, float *c,
                       const ert_sgemm_store *st);

@@ -110,11 +110,20 @@ typedef struct ert_node {
    * none). */
   uint8_t layout;
   const float *wt;
+  /* ERT_LAYOUT_RESIDUAL: the Add after this pointwise layer is done in its stores, y =
+   * (its result) + res, written to res_y (the Add's output); the Add is skipped. */
+  const float *res;
+  float *res_y;
 #endif
 } ert_node;
 
 #if defined(ERT_X86_KERNELS)
-enum { ERT_LAYOUT_IN_NHWC = 1, ERT_LAYOUT_OUT_NHWC = 2 }; /* ert_node.layout bits */
+enum { /* ert_node.layout bits */
+  ERT_LAYOUT_IN_NHWC = 1,
+  ERT_LAYOUT_OUT_NHWC = 2,
+  ERT_LAYOUT_RESIDUAL = 4, /* a pointwise conv2d adds an Add's other input (res) */
+  ERT_LAYOUT_SKIP = 8      /* that Add: nothing left to do */
+};
 /* What a conv2d node can run in NHWC (ref/conv2d.c), and the floats of its reordered
  * weights (*wt_floats): ERT_NHWC_POINTWISE either side in either layout;
  * ERT_NHWC_POINTWISE_IN only its input NHWC (NHWC out would need scratch the plan did
@@ -123,6 +132,8 @@ enum { ERT_NHWC_POINTWISE = 1, ERT_NHWC_POINTWISE_IN = 2, ERT_NHWC_DEPTHWISE = 3
 int ert_conv2d_nhwc_kind(const ert_node *node, size_t *wt_floats);
 /* Writes the weights in the order the NHWC kernels read ([k][m], or [9][c] depthwise). */
 void ert_conv2d_nhwc_weights(const ert_node *node, float *wt);
+/* Whether a conv2d node has a fused activation. */
+int ert_conv2d_has_act(const ert_node *node);
 #endif
 
 /* Execution context handed to eval: the session's worker pool. */

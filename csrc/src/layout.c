@@ -26,7 +26,7 @@
 
 #if defined(ERT_X86_KERNELS)
 
-enum { OP_CONV2D = 1, OP_GLOBAL_AVG_POOL = 12, OP_GLOBAL_MAX_POOL = 13 }; /* edgert_ops.def */
+enum { OP_CONV2D = 1, OP_GLOBAL_AVG_POOL = 12, OP_GLOBAL_MAX_POOL = 13, OP_ADD = 100 }; /* edgert_ops.def */
 
 /* relu .. clip and copy: elementwise unary ops */
 static int unary_op(int32_t op) { return (op >= 40 && op <= 76) || op == 82; }
@@ -80,6 +80,49 @@ static int enforce(const ert_node *n, int kind, uint8_t *nhwc, const ert_tensor 
 #undef L
 }
 
+/* Whether the bytes of a and b overlap. */
+static int overlap(const void *a, size_t na, const void *b, size_t nb) {
+  const uint8_t *pa = a, *pb = b;
+  return na > 0 && nb > 0 && pa < pb + nb && pb < pa + na;
+}
+
+/* An NHWC Add right after the pointwise layer that computes one of its inputs (and
+ * nothing else reads): the layer adds the other input in its stores and writes the
+ * Add's output, the Add is skipped. Neither may have an activation. Safe when the Add's
+ * output is not among the bytes the layer reads (its input, its scratch): any other
+ * tensor live while the layer runs is live at the Add too, so the plan keeps it apart,
+ * and the residual is either apart or the very same bytes (each element read before the
+ * same thread writes it). */
+static void fuse_residuals(const edgert_model *m, ert_tensor *tensors, ert_node *nodes,
+                           const int *kinds) {
+  for (uint32_t i = 1; i < m->n_nodes; ++i) {
+    ert_node *add = &nodes[i], *pw = &nodes[i - 1];
+    if (add->op != OP_ADD || !(add->layout & ERT_LAYOUT_OUT_NHWC) || add->n_in != 2 ||
+        (add->n_params > 0 && ert_pi(add, 0) != ERT_ACT_NONE))
+      continue;
+    if (kinds[i - 1] != ERT_NHWC_POINTWISE && kinds[i - 1] != ERT_NHWC_POINTWISE_IN) continue;
+    if (!(pw->layout & ERT_LAYOUT_OUT_NHWC) || ert_conv2d_has_act(pw)) continue;
+    const ert_tensor *p = pw->out[0], *y = add->out[0];
+    const ert_tensor *r = add->in[0] == p ? add->in[1] : add->in[1] == p ? add->in[0] : NULL;
+    if (r == NULL || r == p) continue;
+    int other_readers = 0;
+    for (uint32_t o = 0; o < m->n_outputs; ++o) other_readers |= &tensors[m->outputs[o]] == p;
+    for (uint32_t k = 0; k < m->n_nodes && !other_readers; ++k)
+      for (uint32_t q = 0; q < nodes[k].n_in; ++q)
+        other_readers |= k != i && nodes[k].in[q] == p;
+    if (other_readers) continue;
+    const ert_tensor *x = pw->in[0];
+    if (overlap(y->data, y->nbytes, x->data, x->nbytes) ||
+        overlap(y->data, y->nbytes, pw->scratch, pw->scratch_bytes) ||
+        (overlap(y->data, y->nbytes, r->data, r->nbytes) && y->data != r->data))
+      continue;
+    pw->layout |= ERT_LAYOUT_RESIDUAL;
+    pw->res = r->data;
+    pw->res_y = y->data;
+    add->layout |= ERT_LAYOUT_SKIP;
+  }
+}
+
 edgert_status ert_layout_plan(const edgert_model *m, ert_tensor *tensors, ert_node *nodes,
                               float **mem) {
   *mem = NULL;
@@ -115,6 +158,7 @@ edgert_status ert_layout_plan(const edgert_model *m, ert_tensor *tensors, ert_no
                           (nhwc[n->out[0] - tensors] ? ERT_LAYOUT_OUT_NHWC : 0));
     if (n->layout & ERT_LAYOUT_OUT_NHWC) total += (floats[i] + 15) / 16 * 16;
   }
+  fuse_residuals(m, tensors, nodes, kinds);
   float *w = total > 0 ? ert_aligned_alloc(64, total * sizeof(float)) : NULL;
   if (total > 0 && w == NULL) {
     for (uint32_t i = 0; i < m->n_nodes; ++i) nodes[i].layout = 0;

@@ -1417,6 +1417,7 @@ static void run_sgemm(int32_t m, int32_t n, int32_t k, int a_t, const float *a, 
   ert_sgemm g;
 #if defined(ERT_X86_KERNELS)
   g.bias_cols = g.rows_first = 0;
+  g.res = NULL;
 #endif
   memset(&g, 0, sizeof g);
   g.m = m;
@@ -1517,6 +1518,8 @@ static void test_sgemm_block(const ert_kernels *opt) {
           float *a = guarded(na), *b = guarded(nb), *c = guarded(nc);
           const size_t nbias = (size_t)(m > n ? m : n);
           float *c0 = malloc(sizeof(float) * nc), *bias = malloc(sizeof(float) * nbias);
+          float *res = guarded(nc);
+          for (size_t i = 0; i < nc; ++i) res[i] = frand(&seed);
           for (size_t i = 0; i < na; ++i) a[i] = frand(&seed);
           for (size_t i = 0; i < nb; ++i) b[i] = frand(&seed);
           for (size_t i = 0; i < nbias; ++i) bias[i] = frand(&seed);
@@ -1528,11 +1531,12 @@ static void test_sgemm_block(const ert_kernels *opt) {
             st.alpha = mode >= 4 ? 0.5f : 1.0f;
             st.act = &acts[(mode + (int)ik) % 5];
             st.bias_cols = (idx / 8) % 2; /* bias[j] per column (NHWC) */
+            st.res = (idx / 16) % 2 ? res : NULL; /* an Add after the layer */
           }
           opt->sgemm_block(m, n, kc, a, lda, b, ldb, ps, c, &st);
           char ctx[96];
-          snprintf(ctx, sizeof ctx, "m=%d n=%d kc=%d packed=%d mode=%d cols=%d", (int)m, (int)n,
-                   (int)kc, packed, mode, st.bias_cols);
+          snprintf(ctx, sizeof ctx, "m=%d n=%d kc=%d packed=%d mode=%d cols=%d res=%d", (int)m,
+                   (int)n, (int)kc, packed, mode, st.bias_cols, st.res != NULL);
           for (int32_t i = 0; i < m; ++i) {
             for (int32_t j = 0; j < n; ++j) {
               double r = 0.0, scale = 0.0;
@@ -1543,9 +1547,10 @@ static void test_sgemm_block(const ert_kernels *opt) {
               }
               const double base = st.init ? (st.bias ? st.bias[st.bias_cols ? j : i] : 0.0)
                                           : c0[i * ldc + j];
-              const float want = ref_act(st.act, (float)(st.alpha * r + base));
+              const double rv = st.res ? st.res[i * ldc + j] : 0.0;
+              const float want = ref_act(st.act, (float)(st.alpha * r + base + rv));
               expect_close("sgemm_block", c[i * ldc + j], want,
-                           2.0 * (fabs(st.alpha) * scale + fabs(base)), ctx);
+                           2.0 * (fabs(st.alpha) * scale + fabs(base) + fabs(rv)), ctx);
             }
             for (int32_t j = n; j < ldc && i < m - 1; ++j) {
               ++checks;
@@ -1553,7 +1558,7 @@ static void test_sgemm_block(const ert_kernels *opt) {
                 fprintf(stderr, "FAIL sgemm_block %s: wrote column %d\n", ctx, (int)j);
             }
           }
-          unguard(a, na), unguard(b, nb), unguard(c, nc);
+          unguard(a, na), unguard(b, nb), unguard(c, nc), unguard(res, nc);
           free(c0), free(bias);
         }
 }

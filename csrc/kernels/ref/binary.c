@@ -438,6 +438,7 @@ static void bc_run(const ert_node *node, ert_exec *ex, bool act) {
   j.act.b = act ? ert_pf(node, 2) : 0.0f;
   const size_t n = node->out[0]->numel;
 #if defined(ERT_X86_KERNELS)
+  if (node->layout & ERT_LAYOUT_SKIP) return; /* done by the layer before (src/layout.c) */
   if (node->layout) { /* NHWC (src/layout.c): cut at the pixels the layers around cut at */
     const ert_tensor *y = node->out[0];
     bc_pixels_job pj = {&j, (size_t)y->shape[2] * (size_t)y->shape[3], (size_t)y->shape[1], 0};

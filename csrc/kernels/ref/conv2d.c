@@ -172,6 +172,7 @@ static void run_gemm(const ert_node *node, const conv_geom *g, int path, ert_exe
   ert_sgemm s;
 #if defined(ERT_X86_KERNELS)
   s.bias_cols = s.rows_first = 0;
+  s.res = NULL;
 #endif
   s.m = g->mg;
   s.n = g->oh * g->ow;
@@ -793,6 +794,8 @@ int ert_conv2d_nhwc_kind(const ert_node *node, size_t *wt_floats) {
   return 0;
 }
 
+int ert_conv2d_has_act(const ert_node *node) { return ert_pi(node, P_ACT) != ERT_ACT_NONE; }
+
 void ert_conv2d_nhwc_weights(const ert_node *node, float *wt) {
   const float *w = node->in[1]->data;
   const int32_t m = node->out[0]->shape[1];
@@ -836,6 +839,10 @@ static void run_pointwise_nhwc(const ert_node *node, const conv_geom *g, ert_exe
     s.ldc = g->m;
     s.bias_cols = 1;
     s.rows_first = 1;
+    if (node->layout & ERT_LAYOUT_RESIDUAL) { /* the Add after it, in the stores */
+      q.c = node->res_y;
+      s.res = node->res;
+    }
   } else { /* NCHW out from an NHWC input: B(k, pixel) = x[pixel*K + k] */
     q.a = node->in[1]->data;
     q.b = x;

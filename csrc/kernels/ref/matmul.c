@@ -123,6 +123,7 @@ void ert_matmul_eval(const ert_node *node, ert_exec *ex) {
   ert_sgemm s;
 #if defined(ERT_X86_KERNELS)
   s.bias_cols = s.rows_first = 0;
+  s.res = NULL;
 #endif
   s.m = (int32_t)p.rows;
   s.n = (int32_t)p.n;

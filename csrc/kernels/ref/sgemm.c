@@ -601,6 +601,7 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
       if (blk) { /* the whole block in one call */
         st.bias = bias ? bias + (g->bias_cols ? j0 : i0) : NULL;
         st.bias_cols = g->bias_cols;
+        st.res = last && g->res ? g->res + (ptrdiff_t)i0 * g->ldc + j0 : NULL;
         if (blk_direct)
           ert_cpu.sgemm_block(mlen, nlen, kc, arows, lda, b + (ptrdiff_t)k0 * g->rsb + j0, g->rsb,
                               NR, c + (ptrdiff_t)i0 * g->ldc + j0, &st);

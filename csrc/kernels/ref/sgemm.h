@@ -81,6 +81,7 @@ typedef struct ert_sgemm {
    * pixels) cut into ert_pixel_parts parts of whole rows, each a task with all of
    * its columns, so that thread t gets the same pixels as in the layers around it. */
   int bias_cols, rows_first;
+  const float *res; /* NULL, or R(i, j) = res[i*ldc + j] added to the final C (before act) */
 #endif
 } ert_sgemm;
 

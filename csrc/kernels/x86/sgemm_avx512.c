@@ -97,7 +97,11 @@ ERT_AVX512_INLINE void tile(const int R, const int full, int32_t kc, const float
                                     : _mm512_set1_ps(st->bias != NULL ? st->bias[i] : 0.0f))
                         : full   ? _mm512_loadu_ps(ci)
                                  : _mm512_maskz_loadu_ps(mask, ci);
-    const __m512 v = act16_apply(act, _mm512_fmadd_ps(acc[i], alpha, base));
+    __m512 v = _mm512_fmadd_ps(acc[i], alpha, base);
+    if (st->res != NULL) /* an Add after the layer (NHWC) */
+      v = _mm512_add_ps(v, full ? _mm512_loadu_ps(st->res + i * ldc)
+                                : _mm512_maskz_loadu_ps(mask, st->res + i * ldc));
+    v = act16_apply(act, v);
     if (full)
       _mm512_storeu_ps(ci, v);
     else
@@ -204,7 +208,13 @@ ERT_AVX512 static void dot_cols(int32_t m, int32_t r, int32_t kc, const float *a
         for (int32_t i = 0; i < n; ++i) out[i] = cj[(ptrdiff_t)i * st->ldc];
         base = _mm512_maskz_load_ps(rm, out);
       }
-      _mm512_store_ps(out, act16_apply(act, _mm512_fmadd_ps(sum, alpha, base)));
+      __m512 v = _mm512_fmadd_ps(sum, alpha, base);
+      if (st->res != NULL) {
+        float r[16] __attribute__((aligned(64)));
+        for (int32_t i = 0; i < n; ++i) r[i] = st->res[(ptrdiff_t)(i0 + i) * st->ldc + j];
+        v = _mm512_add_ps(v, _mm512_maskz_load_ps(rm, r));
+      }
+      _mm512_store_ps(out, act16_apply(act, v));
       for (int32_t i = 0; i < n; ++i) cj[(ptrdiff_t)i * st->ldc] = out[i];
     }
   }
@@ -284,11 +294,13 @@ ERT_AVX512 void ert_sgemm_block_f32__avx512(int32_t m, int32_t n, int32_t kc, co
     rows = (int32_t)((int64_t)(q + 1) * m / ntiles) - i0;
     const tile_fn fn = tiles[rows];
     if (!st->bias_cols) s.bias = st->bias != NULL ? st->bias + i0 : NULL;
+    const float *res_i = st->res != NULL ? st->res + (ptrdiff_t)i0 * st->ldc : NULL;
     const float *ai = a + (ptrdiff_t)i0 * lda;
     float *ci = c + (ptrdiff_t)i0 * st->ldc;
     for (int32_t j0 = 0, t = 0; j0 < nt; j0 += 16, ++t) {
       const __mmask16 mask = nt - j0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (nt - j0)) - 1u);
       if (st->bias_cols) s.bias = st->bias != NULL ? st->bias + j0 : NULL;
+      s.res = res_i != NULL ? res_i + j0 : NULL;
       /* the first column tile prefetches the next row tile's A (the last its own rows) */
       const float *pf = t == 0 && i0 + rows < m ? ai + (ptrdiff_t)rows * lda : ai;
       fn(kc, ai, lda, b + (ptrdiff_t)t * ps, ldb, ps, ci + j0, &s, &act, mask, pf);
@@ -296,6 +308,7 @@ ERT_AVX512 void ert_sgemm_block_f32__avx512(int32_t m, int32_t n, int32_t kc, co
   }
   if (dots) {
     s.bias = st->bias != NULL ? st->bias + (st->bias_cols ? nt : 0) : NULL;
+    s.res = st->res != NULL ? st->res + nt : NULL;
     dot_cols(m, r, kc, a, lda, b + (ptrdiff_t)(nt / 16) * ps, ldb, c + nt, &s, &act);
   }
 }
