@@ -273,7 +273,8 @@ def test_small_image_blocks_across_threads(case):
 def test_nhwc_layers_across_threads(concat, monkeypatch):
     """A chain of pointwise and depthwise layers over 28x28, 14x14 and 7x7 maps, which a
     session on a CPU with AVX-512 stores NHWC (src/layout.c): entered from an NCHW graph
-    input, a residual Add, a Sigmoid and a Mul inside, stride-2 depthwise layers, channel
+    input, a residual Add inside (done in the stores of the pointwise layer before it), a
+    Sigmoid and a Mul, stride-2 depthwise layers, channel
     counts that are not multiples of 16, left by a pointwise layer to a graph output and
     by a GlobalAveragePool. With `concat`, a Concat also reads a tensor in the middle, so
     that tensor and the ones tied to it stay NCHW. Every thread count gives the one-thread
