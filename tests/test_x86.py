@@ -274,12 +274,12 @@ def test_nhwc_layers_across_threads(concat, monkeypatch):
     """A chain of pointwise and depthwise layers over 28x28, 14x14 and 7x7 maps, which a
     session on a CPU with AVX-512 stores NHWC (src/layout.c): entered from an NCHW graph
     input, a residual Add inside (done in the stores of the pointwise layer before it), a
-    Sigmoid and a Mul, stride-2 depthwise layers, channel
-    counts that are not multiples of 16, left by a pointwise layer to a graph output and
-    by a GlobalAveragePool. With `concat`, a Concat also reads a tensor in the middle, so
-    that tensor and the ones tied to it stay NCHW. Every thread count gives the one-thread
-    result bit for bit, that result is onnxruntime's and the all-NCHW session's
-    (EDGERT_LAYOUT=nchw)."""
+    Sigmoid and a Mul, stride-2 depthwise layers, channel counts that are not multiples of
+    16, left by a pointwise layer to a graph output and by a GlobalAveragePool after a
+    last residual Add (the last NHWC node). With `concat`, a Concat also reads a tensor
+    in the middle, so that tensor and the ones tied to it stay NCHW. Every thread count
+    gives the one-thread result bit for bit, that result is onnxruntime's and the
+    all-NCHW session's (EDGERT_LAYOUT=nchw)."""
     from onnx import helper
 
     from tests.helpers import make_model, run_ort
@@ -292,7 +292,8 @@ def test_nhwc_layers_across_threads(concat, monkeypatch):
 
     inits = {"W1": w(48, 24, 1, 1), "B1": w(48), "D1": w(48, 1, 3, 3), "W2": w(24, 48, 1, 1),
              "WQ": w(24, 24, 1, 1), "D2": w(24, 1, 3, 3), "B2": w(24), "W3": w(40, 24, 1, 1),
-             "D3": w(40, 1, 3, 3), "W4": w(8, 40, 1, 1), "B4": w(8), "lo": np.float32(0), "hi": np.float32(6)}
+             "D3": w(40, 1, 3, 3), "W4": w(8, 40, 1, 1), "B4": w(8), "W5": w(40, 40, 1, 1),
+             "lo": np.float32(0), "hi": np.float32(6)}
     nodes = [helper.make_node("Conv", ["x", "W1", "B1"], ["c1"], kernel_shape=[1, 1]),
              helper.make_node("Clip", ["c1", "lo", "hi"], ["c1r"]),
              helper.make_node("Conv", ["c1r", "D1"], ["d1"], group=48, kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
@@ -307,7 +308,9 @@ def test_nhwc_layers_across_threads(concat, monkeypatch):
              helper.make_node("Conv", ["d2", "W3"], ["e2"], kernel_shape=[1, 1]),
              helper.make_node("Conv", ["e2", "D3"], ["d3"], group=40, kernel_shape=[3, 3],
                               strides=[2, 2], pads=[1, 1, 1, 1]),
-             helper.make_node("GlobalAveragePool", ["d3"], ["g"]),
+             helper.make_node("Conv", ["d3", "W5"], ["e3"], kernel_shape=[1, 1]),
+             helper.make_node("Add", ["e3", "d3"], ["a3"]),
+             helper.make_node("GlobalAveragePool", ["a3"], ["g"]),
              helper.make_node("Conv", ["e2", "W4", "B4"], ["out"], kernel_shape=[1, 1])]
     outputs = ["g", "out"]
     if concat:

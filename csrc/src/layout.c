@@ -167,7 +167,7 @@ edgert_status ert_layout_plan(const edgert_model *m, ert_tensor *tensors, ert_no
   }
   for (uint32_t i = 0, at = 0; i < m->n_nodes; ++i) {
     ert_node *n = &nodes[i];
-    if (!(n->layout & ERT_LAYOUT_OUT_NHWC)) continue;
+    if (kinds[i] == 0 || !(n->layout & ERT_LAYOUT_OUT_NHWC)) continue; /* conv2d only */
     ert_conv2d_nhwc_weights(n, w + at);
     n->wt = w + at;
     at += (uint32_t)((floats[i] + 15) / 16 * 16);
