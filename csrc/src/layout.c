@@ -26,7 +26,8 @@
 
 #if defined(ERT_X86_KERNELS)
 
-enum { OP_CONV2D = 1, OP_GLOBAL_AVG_POOL = 12, OP_GLOBAL_MAX_POOL = 13, OP_ADD = 100 }; /* edgert_ops.def */
+/* codes in edgert_ops.def */
+enum { OP_CONV2D = 1, OP_GLOBAL_AVG_POOL = 12, OP_GLOBAL_MAX_POOL = 13, OP_ADD = 100 };
 
 /* relu .. clip and copy: elementwise unary ops */
 static int unary_op(int32_t op) { return (op >= 40 && op <= 76) || op == 82; }
@@ -80,12 +81,6 @@ static int enforce(const ert_node *n, int kind, uint8_t *nhwc, const ert_tensor 
 #undef L
 }
 
-/* Whether the bytes of a and b overlap. */
-static int overlap(const void *a, size_t na, const void *b, size_t nb) {
-  const uint8_t *pa = a, *pb = b;
-  return na > 0 && nb > 0 && pa < pb + nb && pb < pa + na;
-}
-
 /* An NHWC Add right after the pointwise layer that computes one of its inputs (and
  * nothing else reads): the layer adds the other input in its stores and writes the
  * Add's output, the Add is skipped. Neither may have an activation. Safe when the Add's
@@ -112,9 +107,10 @@ static void fuse_residuals(const edgert_model *m, ert_tensor *tensors, ert_node 
         other_readers |= k != i && nodes[k].in[q] == p;
     if (other_readers) continue;
     const ert_tensor *x = pw->in[0];
-    if (overlap(y->data, y->nbytes, x->data, x->nbytes) ||
-        overlap(y->data, y->nbytes, pw->scratch, pw->scratch_bytes) ||
-        (overlap(y->data, y->nbytes, r->data, r->nbytes) && y->data != r->data))
+    /* plan offsets (a constant x is never written, whatever its offset says) */
+    if (ert_ranges_overlap(y->offset, y->nbytes, x->offset, x->nbytes) ||
+        ert_ranges_overlap(y->offset, y->nbytes, pw->scratch_offset, pw->scratch_bytes) ||
+        (ert_ranges_overlap(y->offset, y->nbytes, r->offset, r->nbytes) && y->offset != r->offset))
       continue;
     pw->layout |= ERT_LAYOUT_RESIDUAL;
     pw->res = r->data;

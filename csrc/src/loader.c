@@ -478,11 +478,6 @@ static edgert_status load_graph(loader *L, edgert_model *m, uint8_t *defined) {
   return EDGERT_OK;
 }
 
-/* True when the arena ranges of two tensors (or a tensor and a scratch range) share a byte. */
-static bool overlaps(uint64_t a, uint64_t an, uint64_t b, uint64_t bn) {
-  return an > 0 && bn > 0 && a < b + bn && b < a + an;
-}
-
 /* Within one node, outputs must not share arena bytes with inputs, other outputs or the
  * scratch, and the scratch none with inputs, so kernels never see unplanned aliasing.
  * The one exception is output 0 laid exactly over input 0 (same offset and size: the
@@ -492,15 +487,16 @@ static edgert_status check_node_overlap(loader *L, const ert_node *n) {
   const uint64_t so = n->scratch_offset, sn = n->scratch_bytes;
   for (uint32_t k = 0; k < n->n_out; k++) {
     const ert_tensor *o = n->out[k];
-    if (overlaps(o->offset, o->nbytes, so, sn))
+    if (ert_ranges_overlap(o->offset, o->nbytes, so, sn))
       return ert_fail_node(L->err, EDGERT_ERR_FORMAT, n->name, ": output '%s' overlaps its scratch", o->name);
     for (uint32_t j = 0; j < k; j++)
-      if (overlaps(o->offset, o->nbytes, n->out[j]->offset, n->out[j]->nbytes))
+      if (ert_ranges_overlap(o->offset, o->nbytes, n->out[j]->offset, n->out[j]->nbytes))
         return ert_fail_node(L->err, EDGERT_ERR_FORMAT, n->name,
                              ": outputs '%s' and '%s' overlap in the arena", n->out[j]->name, o->name);
     for (uint32_t j = 0; j < n->n_in; j++) {
       const ert_tensor *t = n->in[j];
-      if (t == NULL || t->storage != ERT_STORAGE_ARENA || !overlaps(o->offset, o->nbytes, t->offset, t->nbytes))
+      if (t == NULL || t->storage != ERT_STORAGE_ARENA ||
+          !ert_ranges_overlap(o->offset, o->nbytes, t->offset, t->nbytes))
         continue;
       const ert_tensor *i0 = n->in[0];
       if (k == 0 && i0 != NULL && i0->storage == ERT_STORAGE_ARENA && o->offset == i0->offset &&
@@ -512,7 +508,7 @@ static edgert_status check_node_overlap(loader *L, const ert_node *n) {
   }
   for (uint32_t j = 0; j < n->n_in; j++) {
     const ert_tensor *t = n->in[j];
-    if (t != NULL && t->storage == ERT_STORAGE_ARENA && overlaps(t->offset, t->nbytes, so, sn))
+    if (t != NULL && t->storage == ERT_STORAGE_ARENA && ert_ranges_overlap(t->offset, t->nbytes, so, sn))
       return ert_fail_node(L->err, EDGERT_ERR_FORMAT, n->name, ": input '%s' overlaps its scratch", t->name);
   }
   return EDGERT_OK;

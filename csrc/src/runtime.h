@@ -99,6 +99,11 @@ struct edgert_model {
   ert_bounds *bounds;     /* bounded dimensions, or NULL for a static model */
 };
 
+/* True when the arena ranges [a, a + an) and [b, b + bn) share a byte. */
+static inline bool ert_ranges_overlap(uint64_t a, uint64_t an, uint64_t b, uint64_t bn) {
+  return an > 0 && bn > 0 && a < b + bn && b < a + an;
+}
+
 /* Fills *info from a tensor (loader.c). */
 void ert_fill_info(const ert_tensor *t, edgert_tensor_info *info);
 
