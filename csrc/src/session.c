@@ -64,10 +64,15 @@ typedef struct worker_arg {
  * cache, where pieces dealt in turn went to either core from node to node.
  *
  * Waiting: a worker polls for the next job, and the caller for the members' end, up to
- * SPIN_POLLS times (tens of microseconds: the gap between two nodes of a run) before
- * sleeping on a condition variable; a futex wake-up per node costs more than many
- * nodes' share of work. */
+ * SPIN_POLLS times (tens of microseconds: the gap between two nodes of a run), then for
+ * IDLE_POLL_NS more with a yield of its core between polls (sched_yield: another
+ * runnable thread, e.g. the caller's when threads outnumber cores, goes first), and
+ * only then sleeps on a condition variable. A
+ * futex wake-up costs more than many nodes' share of work, and a worker asleep when a
+ * run starts joins its first node late (docs/runtime.md, "Threads": the first layer of
+ * back-to-back runs lost a third of its second thread to that). */
 enum { SPIN_POLLS = 2000, PIECES_PER_THREAD = 4 };
+#define IDLE_POLL_NS 1000000u /* 1 ms */
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -147,6 +152,12 @@ static void *worker_main(void *p) {
       cpu_relax();
       j = atomic_load(&ex->job);
     }
+    const uint64_t since = (j >> JOB_SHIFT) == seen ? ert_clock_ns() : 0;
+    while ((j >> JOB_SHIFT) == seen && !atomic_load(&ex->stop) && since != 0 &&
+           ert_clock_ns() - since < IDLE_POLL_NS) {
+      ert_yield_cpu();
+      j = atomic_load(&ex->job);
+    }
     if ((j >> JOB_SHIFT) == seen) {
       pthread_mutex_lock(&ex->mu);
       while (!atomic_load(&ex->stop) && ((j = atomic_load(&ex->job)) >> JOB_SHIFT) == seen)
@@ -196,11 +207,17 @@ void ert_parallel_for(ert_exec *ex, size_t n, ert_task_fn fn, void *arg) {
 
   /* close the job once no worker is in it */
   const uint64_t open = number << JOB_SHIFT;
+  uint64_t since = 0;
   for (int i = 0;; ++i) {
     uint64_t j = open;
     if (atomic_compare_exchange_strong(&ex->job, &j, open | JOB_CLOSED)) break;
     if (i < SPIN_POLLS) {
       cpu_relax();
+      continue;
+    }
+    if (since == 0) since = ert_clock_ns();
+    if (since != 0 && ert_clock_ns() - since < IDLE_POLL_NS) {
+      ert_yield_cpu();
       continue;
     }
     pthread_mutex_lock(&ex->mu);
