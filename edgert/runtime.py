@@ -6,6 +6,7 @@ loaded in cffi ABI mode instead.
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import os
 import threading
@@ -175,6 +176,8 @@ class Session:
         self._contexts: list[Any] = []  # every C session created
         self._idle: list[Any] = []      # those not running
         self._cond = threading.Condition()
+        self._queue: collections.deque[int] = collections.deque()  # tickets of runs waiting, in order
+        self._tickets = 0
         self._closed = False
         self._partitions: list = []
         self._backends = None
@@ -308,27 +311,39 @@ class Session:
         return sout[0]
 
     def _acquire(self):
+        """An idle context (a new one while fewer than max_contexts exist) for the calling
+        run. Runs are served in the order they asked: a thread that releases a context and
+        asks again at once queues behind the ones already waiting, so none of them waits
+        for ever."""
         with self._cond:
-            while True:
-                if self._closed:
-                    raise EdgertError("session is closed")
-                if self._idle:
-                    return self._idle.pop()
-                if len(self._contexts) < self._max_contexts:
-                    try:
-                        return self._new_context()
-                    except RuntimeFailure:
-                        if not self._contexts:
-                            raise
-                        self._max_contexts = len(self._contexts)  # memory is short: share the ones there are
-                self._cond.wait()
+            ticket = self._tickets
+            self._tickets += 1
+            self._queue.append(ticket)
+            try:
+                while True:
+                    if self._closed:
+                        raise EdgertError("session is closed")
+                    if self._queue[0] == ticket:
+                        if self._idle:
+                            return self._idle.pop()
+                        if len(self._contexts) < self._max_contexts:
+                            try:
+                                return self._new_context()
+                            except RuntimeFailure:
+                                if not self._contexts:
+                                    raise
+                                self._max_contexts = len(self._contexts)  # memory is short: share the ones there are
+                    self._cond.wait()
+            finally:
+                self._queue.remove(ticket)
+                self._cond.notify_all()  # the next in the queue may go
 
     def _release(self, ctx) -> None:
         with self._cond:
             self._idle.append(ctx)
             if self._closed:
                 self._free_idle()
-            self._cond.notify()
+            self._cond.notify_all()  # the head of the queue must see it, whoever else waits
 
     def _free_idle(self) -> None:
         """Destroys idle contexts, and the model once no context is left (under _cond)."""

@@ -59,6 +59,55 @@ def test_one_session_many_threads(digits, max_contexts):
     sess.close()
 
 
+def test_waiting_runs_are_served_in_order(digits):
+    """Three threads run back to back on a Session with one context; a fourth thread's
+    one run must not wait behind an unbounded number of theirs (each releases and asks
+    again at once, so an unfair hand-out can starve the fourth for minutes)."""
+    sess = edgert.Session(digits, max_contexts=1)
+    x = _inputs(1, 1)[0]
+    stop = threading.Event()
+    done = [0]
+    lock = threading.Lock()
+
+    def work() -> None:
+        while not stop.is_set():
+            sess.run(None, {"input": x})
+            with lock:
+                done[0] += 1
+
+    ths = [threading.Thread(target=work) for _ in range(3)]
+    for th in ths:
+        th.start()
+    others: list[int] = []
+
+    def fourth() -> None:
+        with lock:
+            before = done[0]
+        sess.run(None, {"input": x})
+        with lock:
+            others.append(done[0] - before)
+
+    late = threading.Thread(target=fourth)
+    try:
+        while True:  # all three running
+            with lock:
+                if done[0] >= 30:
+                    break
+        late.start()
+        late.join(timeout=60)
+        starved = late.is_alive()
+    finally:
+        stop.set()  # lets a starved fourth run through too
+        for th in [*ths, late]:
+            if th.ident is not None:
+                th.join()
+        sess.close()
+    assert not starved, "the fourth run still waited after 60 s"
+    # first come, first served: the holder and at most one queued run per other thread
+    # go first (a few more may finish before the counts are read)
+    assert others[0] <= 12, f"{others[0]} runs of other threads went first"
+
+
 def test_close_while_other_threads_run(digits):
     sess = edgert.Session(digits, max_contexts=2)
     x = _inputs(0, 1)[0]
