@@ -1,8 +1,6 @@
 /* clock.c: the monotonic clock behind edgert_session_run_profiled and the worker pool's
- * waits, and the pool's yield, kept apart so that the POSIX feature macro they need
- * applies to this file only. */
+ * waits, kept apart so that the POSIX feature macro it needs applies to this file only. */
 #define _POSIX_C_SOURCE 200809L
-#include <sched.h>
 #include <time.h>
 
 #include "runtime.h"
@@ -12,5 +10,3 @@ uint64_t ert_clock_ns(void) {
   if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0;
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
-
-void ert_yield_cpu(void) { (void)sched_yield(); }

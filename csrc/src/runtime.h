@@ -21,8 +21,6 @@ uint32_t ert_crc32(uint32_t crc, const void *data, size_t size);
 
 /* Monotonic clock in nanoseconds (csrc/src/clock.c); 0 when the clock is unavailable. */
 uint64_t ert_clock_ns(void);
-/* Lets another runnable thread have this one's core (sched_yield; clock.c). */
-void ert_yield_cpu(void);
 
 /* Bounded dimensions (docs/runtime.md; the BOUNDS section of docs/format.md). */
 enum { ERT_MAX_SYMBOLS = 32 };

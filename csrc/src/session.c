@@ -4,6 +4,7 @@
  * Everything a run needs (tensor and node copies, pointer arrays, the arena, the
  * worker pool) is allocated in edgert_session_create; run() allocates nothing. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -64,13 +65,13 @@ typedef struct worker_arg {
  * cache, where pieces dealt in turn went to either core from node to node.
  *
  * Waiting: a worker polls for the next job, and the caller for the members' end, up to
- * SPIN_POLLS times (tens of microseconds: the gap between two nodes of a run), then for
- * IDLE_POLL_NS more with a yield of its core between polls (sched_yield: another
- * runnable thread, e.g. the caller's when threads outnumber cores, goes first), and
- * only then sleeps on a condition variable. A
- * futex wake-up costs more than many nodes' share of work, and a worker asleep when a
- * run starts joins its first node late (docs/runtime.md, "Threads": the first layer of
- * back-to-back runs lost a third of its second thread to that). */
+ * SPIN_POLLS times (tens of microseconds: the gap between two nodes of a run) before
+ * sleeping on a condition variable; a futex wake-up per node costs more than many
+ * nodes' share of work. On x86-64 a worker then polls for IDLE_POLL_NS more with a
+ * yield of its core between polls (sched_yield: another runnable thread, e.g. the
+ * caller's when threads outnumber cores, goes first) before it sleeps: one asleep when
+ * a run starts joins its first node late (docs/runtime.md, "Threads": the first layer
+ * of back-to-back runs lost a third of its second thread to that). */
 enum { SPIN_POLLS = 2000, PIECES_PER_THREAD = 4 };
 #define IDLE_POLL_NS 1000000u /* 1 ms */
 
@@ -80,6 +81,27 @@ static inline void cpu_relax(void) {
 #else /* ARM boards' cores run one thread each: nothing to yield to */
   __asm__ volatile("" ::: "memory");
 #endif
+}
+
+/* Wait number i (0, 1, ...) of a worker's poll for the next job: a pause for the first
+ * SPIN_POLLS; on x86-64 then a yield until IDLE_POLL_NS have passed since the first
+ * yield (*since); 0 when the worker should sleep instead. The boards keep the short
+ * spin: the yield's import and code would take libedgert.so over its 200 KB budget. */
+static int keep_polling(int i, uint64_t *since) {
+  if (i < SPIN_POLLS) {
+    cpu_relax();
+    return 1;
+  }
+#if defined(ERT_X86_KERNELS)
+  if (i == SPIN_POLLS) *since = ert_clock_ns();
+  if (*since != 0 && ert_clock_ns() - *since < IDLE_POLL_NS) {
+    sched_yield();
+    return 1;
+  }
+#else
+  (void)since;
+#endif
+  return 0;
 }
 
 /* Chunk k of [0, n) split into `parts` near-equal contiguous pieces. */
@@ -147,17 +169,9 @@ static void *worker_main(void *p) {
   ert_exec *ex = wa->ex;
   uint64_t seen = 0; /* the last job number this worker looked at */
   for (;;) {
-    uint64_t j = atomic_load(&ex->job);
-    for (int i = 0; (j >> JOB_SHIFT) == seen && i < SPIN_POLLS; ++i) {
-      cpu_relax();
+    uint64_t j = atomic_load(&ex->job), since = 0;
+    for (int i = 0; (j >> JOB_SHIFT) == seen && !atomic_load(&ex->stop) && keep_polling(i, &since); ++i)
       j = atomic_load(&ex->job);
-    }
-    const uint64_t since = (j >> JOB_SHIFT) == seen ? ert_clock_ns() : 0;
-    while ((j >> JOB_SHIFT) == seen && !atomic_load(&ex->stop) && since != 0 &&
-           ert_clock_ns() - since < IDLE_POLL_NS) {
-      ert_yield_cpu();
-      j = atomic_load(&ex->job);
-    }
     if ((j >> JOB_SHIFT) == seen) {
       pthread_mutex_lock(&ex->mu);
       while (!atomic_load(&ex->stop) && ((j = atomic_load(&ex->job)) >> JOB_SHIFT) == seen)
@@ -207,17 +221,11 @@ void ert_parallel_for(ert_exec *ex, size_t n, ert_task_fn fn, void *arg) {
 
   /* close the job once no worker is in it */
   const uint64_t open = number << JOB_SHIFT;
-  uint64_t since = 0;
   for (int i = 0;; ++i) {
     uint64_t j = open;
     if (atomic_compare_exchange_strong(&ex->job, &j, open | JOB_CLOSED)) break;
     if (i < SPIN_POLLS) {
       cpu_relax();
-      continue;
-    }
-    if (since == 0) since = ert_clock_ns();
-    if (since != 0 && ert_clock_ns() - since < IDLE_POLL_NS) {
-      ert_yield_cpu();
       continue;
     }
     pthread_mutex_lock(&ex->mu);
