@@ -294,3 +294,43 @@ def test_c_session_test_program(digits, tmp_path):
                        capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert " 0 wrong, 0 other" in r.stdout, r.stdout
+
+
+def _neg_model(shape: tuple[int, ...]) -> bytes:
+    import onnx
+    from onnx import TensorProto, helper
+
+    g = helper.make_graph([helper.make_node("Neg", ["x"], ["y"], name="neg")], "neg",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(shape))])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return edgert.convert(m.SerializeToString(), None)
+
+
+@pytest.mark.parametrize("shape", [(2, 5, 41, 43), (1, 3, 224, 224), (1, 70001), (3, 7, 1, 1001)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_inputs_arrive_whole_at_every_thread_count(shape):
+    """Large inputs are copied into the arena by the session's threads on x86-64 (each
+    plane cut in bands, docs/runtime.md); every byte must arrive, at any thread count,
+    from a fresh array each run and from the arena itself (input_data passed back to
+    set_input: the copy must then leave it as it is)."""
+    model = _neg_model(shape)
+    rng = np.random.default_rng(7)
+    ffi, lib = _load()
+    for threads in (1, 2, 3, 4):
+        sess = edgert.Session(model, threads=threads)
+        for _ in range(2):
+            x = rng.standard_normal(shape).astype(np.float32)
+            np.testing.assert_array_equal(sess.run(None, {"x": x})[0], -x)
+        ctx = sess._acquire()
+        try:
+            x = rng.standard_normal(shape).astype(np.float32)
+            ffi.memmove(lib.edgert_session_input_data(ctx, 0), ffi.from_buffer(x), x.nbytes)
+            assert lib.edgert_session_set_input(ctx, 0, lib.edgert_session_input_data(ctx, 0), x.nbytes) == 0
+            assert lib.edgert_session_run(ctx) == 0
+            y = np.frombuffer(ffi.buffer(lib.edgert_session_output_data(ctx, 0), x.nbytes), np.float32)
+            np.testing.assert_array_equal(y.reshape(shape), -x)
+        finally:
+            sess._release(ctx)
+        sess.close()
