@@ -297,7 +297,6 @@ def test_c_session_test_program(digits, tmp_path):
 
 
 def _neg_model(shape: tuple[int, ...]) -> bytes:
-    import onnx
     from onnx import TensorProto, helper
 
     g = helper.make_graph([helper.make_node("Neg", ["x"], ["y"], name="neg")], "neg",
