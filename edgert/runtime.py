@@ -175,7 +175,7 @@ class Session:
         self._model = ffi.NULL
         self._contexts: list[Any] = []  # every C session created
         self._idle: list[Any] = []      # those not running
-        self._cond = threading.Condition()
+        self._cond = threading.Condition(threading.Lock())  # never taken twice by one thread
         self._queue: collections.deque[int] = collections.deque()  # tickets of runs waiting, in order
         self._tickets = 0
         self._closed = False
@@ -316,6 +316,8 @@ class Session:
         asks again at once queues behind the ones already waiting, so none of them waits
         for ever."""
         with self._cond:
+            if self._idle and not self._queue and not self._closed:  # nobody waits: no ticket
+                return self._idle.pop()
             ticket = self._tickets
             self._tickets += 1
             self._queue.append(ticket)
@@ -336,14 +338,16 @@ class Session:
                     self._cond.wait()
             finally:
                 self._queue.remove(ticket)
-                self._cond.notify_all()  # the next in the queue may go
+                if self._queue:
+                    self._cond.notify_all()  # the next in the queue may go
 
     def _release(self, ctx) -> None:
         with self._cond:
             self._idle.append(ctx)
             if self._closed:
                 self._free_idle()
-            self._cond.notify_all()  # the head of the queue must see it, whoever else waits
+            if self._queue:
+                self._cond.notify_all()  # the head of the queue must see it, whoever else waits
 
     def _free_idle(self) -> None:
         """Destroys idle contexts, and the model once no context is left (under _cond)."""
@@ -530,6 +534,7 @@ class Session:
         with cond:
             self._closed = True
             self._free_idle()
+            cond.notify_all()  # waiting runs see it and fail
 
     def __del__(self) -> None:
         try:
