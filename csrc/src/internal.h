@@ -130,7 +130,7 @@ enum { /* ert_node.layout bits */
  * not give it); ERT_NHWC_DEPTHWISE input and output both NHWC; 0 neither. */
 enum { ERT_NHWC_POINTWISE = 1, ERT_NHWC_POINTWISE_IN = 2, ERT_NHWC_DEPTHWISE = 3 };
 int ert_conv2d_nhwc_kind(const ert_node *node, size_t *wt_floats);
-/* Writes the weights in the order the NHWC kernels read ([k][m], or [9][c] depthwise). */
+/* Writes the weights in the order the NHWC kernels read (16-output panels [m / 16][k][16], or [9][c] depthwise). */
 void ert_conv2d_nhwc_weights(const ert_node *node, float *wt);
 /* Whether a conv2d node has a fused activation. */
 int ert_conv2d_has_act(const ert_node *node);

@@ -171,7 +171,7 @@ static void run_gemm(const ert_node *node, const conv_geom *g, int path, ert_exe
                    g->sw, g->dh, g->dw, g->pt, g->pl, g->ow};
   ert_sgemm s;
 #if defined(ERT_X86_KERNELS)
-  s.bias_cols = s.rows_first = 0;
+  s.bias_cols = s.rows_first = s.bpanels = 0;
   s.res = NULL;
 #endif
   s.m = g->mg;
@@ -770,7 +770,7 @@ static int run_conv3s2(const ert_node *node, const conv_geom *g, ert_exec *ex) {
  * A session may store some tensors NHWC (docs/host.md, "NHWC between the pointwise
  * layers"); a node's layout bits say which of its input and output are. The pointwise
  * layers are the same GEMM with other strides: NHWC out, C[pixel][channel] = X . W^T with
- * the weights reordered [K][M] (wt) and the bias per column, cut by pixels; NHWC in, NCHW
+ * the weights in 16-column panels (wt) and the bias per column, cut by pixels; NHWC in, NCHW
  * out, B(k, pixel) = x[pixel*K + k]. The depthwise 3x3 layers run dw3_nhwc. */
 
 int ert_conv2d_nhwc_kind(const ert_node *node, size_t *wt_floats) {
@@ -781,7 +781,7 @@ int ert_conv2d_nhwc_kind(const ert_node *node, size_t *wt_floats) {
   const int path = (int)node->opdata[OD_PATH];
   const int64_t px = (int64_t)g.oh * g.ow;
   if (path == PATH_POINTWISE && g.group == 1 && px >= 2 && g.m >= 2 && ert_cpu.sgemm_block) {
-    *wt_floats = (size_t)g.c * (size_t)g.m;
+    *wt_floats = (size_t)g.c * (size_t)((g.m + 15) / 16 * 16); /* whole 16-column panels */
     return node->scratch_bytes >= ert_sgemm_scratch_bytes(px, g.m, g.c, 0)
                ? ERT_NHWC_POINTWISE
                : ERT_NHWC_POINTWISE_IN; /* NHWC out would pack A: no room */
@@ -802,10 +802,11 @@ void ert_conv2d_nhwc_weights(const ert_node *node, float *wt) {
   if ((int)node->opdata[OD_PATH] == PATH_DEPTHWISE) { /* [c][9] -> [9][c] */
     for (int32_t ch = 0; ch < m; ++ch)
       for (int t = 0; t < 9; ++t) wt[(size_t)t * (size_t)m + (size_t)ch] = w[(size_t)ch * 9 + (size_t)t];
-  } else { /* [m][k] -> [k][m] */
-    const int32_t k = node->in[0]->shape[1];
-    for (int32_t o = 0; o < m; ++o)
-      for (int32_t i = 0; i < k; ++i) wt[(size_t)i * (size_t)m + (size_t)o] = w[(size_t)o * (size_t)k + (size_t)i];
+  } else { /* [m][k] -> panels of 16 outputs, [m / 16][k][16] (ert_sgemm.bpanels) */
+    const size_t k = (size_t)node->in[0]->shape[1], mp = (size_t)(m + 15) / 16 * 16;
+    for (size_t o = 0; o < mp; ++o)
+      for (size_t i = 0; i < k; ++i)
+        wt[o / 16 * 16 * k + i * 16 + o % 16] = o < (size_t)m ? w[o * k + i] : 0.0f;
   }
 }
 
@@ -834,8 +835,7 @@ static void run_pointwise_nhwc(const ert_node *node, const conv_geom *g, ert_exe
     s.n = g->m;
     s.rsa = (node->layout & ERT_LAYOUT_IN_NHWC) ? g->c : 1;
     s.csa = (node->layout & ERT_LAYOUT_IN_NHWC) ? 1 : px;
-    s.rsb = g->m;
-    s.csb = 1;
+    s.bpanels = 1; /* node->wt: the weights in 16-column panels */
     s.ldc = g->m;
     s.bias_cols = 1;
     s.rows_first = 1;

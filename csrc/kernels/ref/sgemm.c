@@ -523,6 +523,11 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
     const size_t cb = r % jb->nnb, q = r / jb->nnb;
     j0 = (int32_t)cb * jb->nc;
     nlen = min_i32(jb->nc, g->n - j0);
+    if (jb->direct) { /* column blocks of near-equal panels (run_blocked) */
+      const size_t np = (size_t)((g->n + NR - 1) / NR);
+      j0 = (int32_t)(cb * np / jb->nnb) * NR;
+      nlen = min_i32((int32_t)((cb + 1) * np / jb->nnb) * NR, g->n) - j0;
+    }
     m0 = (int32_t)(q * (size_t)g->m / jb->nparts);
     m1 = (int32_t)((q + 1) * (size_t)g->m / jb->nparts);
   }
@@ -558,7 +563,8 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
        1x1 convolution over 7x7 maps) */
     /* the AVX-512 block kernel: whole blocks, B's rows read in place whenever they are
        contiguous (its masked last column tile needs no padded panel), else packed */
-    const int blk = ert_cpu.sgemm_block != NULL, blk_direct = blk && !g->im2col && g->csb == 1;
+    const int blk = ert_cpu.sgemm_block != NULL,
+              blk_direct = blk && !g->im2col && (g->csb == 1 || g->bpanels);
     const int b_direct = !blk && opt && !g->im2col && g->csb == 1 && ert_cpu.sgemm_rows_ld &&
                          (!opt6 || ert_cpu.sgemm_rows6_ld) && (g->m > 32 || g->k > 96) &&
                          g->k > 24 && g->n > 64;
@@ -602,7 +608,10 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
         st.bias = bias ? bias + (g->bias_cols ? j0 : i0) : NULL;
         st.bias_cols = g->bias_cols;
         st.res = last && g->res ? g->res + (ptrdiff_t)i0 * g->ldc + j0 : NULL;
-        if (blk_direct)
+        if (g->bpanels) /* panel j0 / NR on, from row k0 */
+          ert_cpu.sgemm_block(mlen, nlen, kc, arows, lda, b + ((ptrdiff_t)j0 * g->k + (ptrdiff_t)k0 * NR),
+                              NR, (ptrdiff_t)NR * g->k, c + (ptrdiff_t)i0 * g->ldc + j0, &st);
+        else if (blk_direct)
           ert_cpu.sgemm_block(mlen, nlen, kc, arows, lda, b + (ptrdiff_t)k0 * g->rsb + j0, g->rsb,
                               NR, c + (ptrdiff_t)i0 * g->ldc + j0, &st);
         else
@@ -734,7 +743,7 @@ static void run_blocked(const ert_sgemm *g, void *scratch, ert_exec *ex) {
   /* A and B in place for the AVX-512 block kernel (run_task's kstep): no scratch, so
      twice as many pieces as slots at two threads or more (a preempted thread then holds
      up less of the job) */
-  jb.direct = ert_cpu.sgemm_block != NULL && !g->im2col && g->csb == 1 && g->csa == 1 &&
+  jb.direct = ert_cpu.sgemm_block != NULL && !g->im2col && (g->csb == 1 || g->bpanels) && g->csa == 1 &&
               g->k <= ERT_SGEMM_DEEP_KC;
   const size_t slots = jb.even && jb.direct ? 2 * ERT_SGEMM_SLOTS : ERT_SGEMM_SLOTS;
   if (jb.even) {
@@ -763,6 +772,21 @@ static void run_blocked(const ert_sgemm *g, void *scratch, ert_exec *ex) {
   if (jb.rows_first) { /* an NHWC convolution: its pixels over the threads (batch 1) */
     jb.nnb = (size_t)((g->n + jb.nc - 1) / jb.nc);
     jb.nparts = ert_pixel_parts(g->m, slots);
+    const size_t threads = (size_t)ert_exec_threads(ex), cut = ert_pixel_parts(g->m, 8);
+    if (jb.direct && cut % threads == 0) {
+      /* one part per thread, cut where the NHWC layers around it cut, so that a thread
+         streams each column block of B once for all of its pixels (small maps: the 7x7
+         layers' B is up to 1.6 MB, read once per part); the pieces are the (part, column
+         block) tasks, part-major: with a multiple of 4 blocks (the pool's pieces per
+         thread) when there are more, thread t's share is part t */
+      jb.nparts = threads;
+      if (threads > 1 && jb.nnb > 4) jb.nnb = (jb.nnb + 3) / 4 * 4;
+      const size_t np = (size_t)((g->n + NR - 1) / NR);
+      if (jb.nnb > np) jb.nnb = np;
+      jb.ntasks = jb.nslots = jb.nnb * jb.nparts;
+      ert_parallel_for(ex, jb.nslots, blocked_worker, &jb);
+      return;
+    }
     jb.ntasks = jb.nnb * jb.nparts;
     jb.nslots = jb.nparts;
     ert_parallel_for(ex, jb.nslots, blocked_worker, &jb);
@@ -964,6 +988,9 @@ static void narrow_worker(void *arg, size_t begin, size_t end) {
 /* Runs the narrow path when it applies (A rows contiguous, the columns fit a slot). */
 static int run_narrow(const ert_sgemm *g, void *scratch, ert_exec *ex) {
   if (g->n > NARROW_N || g->csa != 1 || scratch == NULL) return 0;
+#if defined(ERT_X86_KERNELS)
+  if (g->bpanels) return 0; /* the block kernel's */
+#endif
   narrow_job jb;
   jb.g = g;
   jb.scratch = scratch;

@@ -81,6 +81,10 @@ typedef struct ert_sgemm {
    * pixels) cut into ert_pixel_parts parts of whole rows, each a task with all of
    * its columns, so that thread t gets the same pixels as in the layers around it. */
   int bias_cols, rows_first;
+  /* bpanels: B stored as 16-column panels of all k rows, B(k, j) = b[(j / 16)*16*k +
+   * k*16 + j % 16] (rsb and csb unused; a last partial panel keeps its 16-float rows);
+   * only with ert_cpu.sgemm_block, which reads the panels in place */
+  int bpanels;
   const float *res; /* NULL, or R(i, j) = res[i*ldc + j] added to the final C (before act) */
 #endif
 } ert_sgemm;
