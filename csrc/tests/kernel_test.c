@@ -1489,14 +1489,14 @@ static void test_sgemm_driver(const ert_kernels *opt) {
 }
 
 #if defined(ERT_X86_KERNELS)
-/* sgemm_block against its contract: row counts around the 16-row tile, column counts
- * around the 16-column tile and the dot-product tail, depths around 16 and past 256; B's
+/* sgemm_block against its contract: row counts around the 12-row tile, column counts
+ * around the 16- and 32-column tiles and the dot-product tail, depths around 16 and past 256; B's
  * rows in place (ending at an inaccessible page right after column n of the last row) or
  * packed panels; A's last row and C's last row end at inaccessible pages too; every store
  * mode; C's columns past n must stay untouched. */
 static void test_sgemm_block(const ert_kernels *opt) {
   if (opt->sgemm_block == NULL) return;
-  static const int32_t ms[] = {1, 2, 3, 4, 5, 7, 8, 12, 15, 16, 17, 24, 33};
+  static const int32_t ms[] = {1, 2, 3, 4, 5, 7, 8, 11, 12, 13, 16, 17, 24, 25, 33};
   static const int32_t ns[] = {1, 2, 3, 4, 5, 8, 15, 16, 17, 20, 31, 33, 49};
   static const int32_t kcs[] = {1, 5, 16, 17, 24, 160, 300};
   const ert_act_params acts[] = {{ERT_ACT_HARD_SWISH, 0, 0}, {ERT_ACT_RELU, 0, 0},

@@ -1,9 +1,9 @@
 /* sgemm_avx512.c (AVX-512F): the SGEMM block kernel sgemm_block, contract in src/cpu.h
  * (the reference is the blocked driver's micro_rows and store_tile in ref/sgemm.c).
  *
- * Tiles of up to 16 rows by 16 columns: one zmm accumulator per row (32 zmm registers
- * leave room for all 16), one load of B's row per k and one multiply-add per row with
- * A's value broadcast from memory. A column tile past n is masked (loads, stores), so B
+ * Tiles of up to 12 rows by 32 columns (or 16): two zmm accumulators per row (24 of the
+ * 32 registers), per k two loads of B's row and two multiply-adds per row with A's
+ * value broadcast once. A last column vector past n is masked (loads, stores), so B
  * may be read in place, a partial panel needs no packing and nothing past column n is
  * read or written. Called only where src/cpu.c found AVX512F and the OS saving the zmm
  * and opmask state. */
@@ -55,90 +55,122 @@ ERT_AVX512_INLINE __m512 act16_apply(const act16 *act, __m512 v) {
   }
 }
 
-/* One tile of R rows (constant after inlining) and 16 columns (full) or the columns of
- * mask: the rows of A at a + i*lda, B's rows ldb apart from b. */
-ERT_AVX512_INLINE void tile(const int R, const int full, int32_t kc, const float *a, ptrdiff_t lda,
-                            const float *b, ptrdiff_t ldb, ptrdiff_t ps, float *c,
-                            const ert_sgemm_store *st, const act16 *act, __mmask16 mask,
-                            const float *pf) {
-  __m512 acc[16];
+/* One tile of R rows (constant after inlining) by V = 1 or 2 vectors of 16 columns, the
+ * last vector full or the columns of mask: the rows of A at a + i*lda, B's rows ldb apart
+ * from b, the second vector's panel ps floats after the first. Per k, R broadcasts of A
+ * and V loads of B feed R * V multiply-adds: with V = 2 (up to 12 rows) 14 loads per 24
+ * multiply-adds, where V = 1 needs 17 per 16 (what limits a core with two 512-bit FMA
+ * units and fewer load ports for them). PF (B's rows in place, far apart): the next
+ * column tile's row k and a line of the next row tile's A (pf) are prefetched each k;
+ * packed panels stream on the hardware prefetchers alone. */
+ERT_AVX512_INLINE void tile(const int R, const int V, const int PF, const int full, int32_t kc,
+                            const float *a, ptrdiff_t lda, const float *b, ptrdiff_t ldb,
+                            ptrdiff_t ps, float *c, const ert_sgemm_store *st, const act16 *act,
+                            __mmask16 mask, const float *pf) {
+  __m512 acc[16][2];
 #pragma GCC unroll 16
-  for (int i = 0; i < R; ++i) acc[i] = _mm512_setzero_ps();
+  for (int i = 0; i < R; ++i) {
+    acc[i][0] = _mm512_setzero_ps();
+    if (V == 2) acc[i][1] = _mm512_setzero_ps();
+  }
   /* rows 4q + r at base q plus r*lda: four base pointers and three offsets, so that every
      load is one addressing mode */
   const float *q0 = a, *q1 = R > 4 ? a + 4 * lda : a, *q2 = R > 8 ? a + 8 * lda : a;
   const float *q3 = R > 12 ? a + 12 * lda : a;
   const ptrdiff_t l1 = lda, l2 = 2 * lda, l3 = 3 * lda;
-  for (int32_t k = 0; k < kc; ++k, b += ldb) {
-    const __m512 bv = full ? _mm512_loadu_ps(b) : _mm512_maskz_loadu_ps(mask, b);
-    /* the next column tile's row k, and one line of the next row tile's A per k (row
-       k % 16, columns from k & ~15); addresses past the matrices are only prefetched
-       (formed as integers: no pointer leaves its array) */
-    _mm_prefetch((const char *)((uintptr_t)b + (uintptr_t)ps * sizeof(float)), _MM_HINT_T0);
-    _mm_prefetch((const char *)((uintptr_t)pf + (uintptr_t)((k & 15) * lda + (k & ~15)) * sizeof(float)),
-                 _MM_HINT_T0);
+  const float *b1 = b + (V == 2 ? ps : 0);
+  for (int32_t k = 0; k < kc; ++k, b += ldb, b1 += ldb) {
+    __m512 bv0, bv1 = _mm512_setzero_ps();
+    if (V == 1) {
+      bv0 = full ? _mm512_loadu_ps(b) : _mm512_maskz_loadu_ps(mask, b);
+    } else {
+      bv0 = _mm512_loadu_ps(b);
+      bv1 = full ? _mm512_loadu_ps(b1) : _mm512_maskz_loadu_ps(mask, b1);
+    }
+    if (PF) {
+      /* the next column tile's row k, and one line of the next row tile's A per k (row
+         k % 16, columns from k & ~15); addresses past the matrices are only prefetched
+         (formed as integers: no pointer leaves its array) */
+      _mm_prefetch((const char *)((uintptr_t)b + (uintptr_t)(V * ps) * sizeof(float)), _MM_HINT_T0);
+      if (V == 2)
+        _mm_prefetch((const char *)((uintptr_t)b + (uintptr_t)(3 * ps) * sizeof(float)), _MM_HINT_T0);
+      _mm_prefetch((const char *)((uintptr_t)pf + (uintptr_t)((k & 15) * lda + (k & ~15)) * sizeof(float)),
+                   _MM_HINT_T0);
+    }
 #pragma GCC unroll 16
     for (int i = 0; i < R; ++i) {
       const float *q = (i >> 2) == 0 ? q0 : (i >> 2) == 1 ? q1 : (i >> 2) == 2 ? q2 : q3;
       const ptrdiff_t o = (i & 3) == 0 ? 0 : (i & 3) == 1 ? l1 : (i & 3) == 2 ? l2 : l3;
-      acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(q[o]), bv, acc[i]);
+      const __m512 av = _mm512_set1_ps(q[o]);
+      acc[i][0] = _mm512_fmadd_ps(av, bv0, acc[i][0]);
+      if (V == 2) acc[i][1] = _mm512_fmadd_ps(av, bv1, acc[i][1]);
     }
     ++q0, ++q1, ++q2, ++q3;
   }
   const __m512 alpha = _mm512_set1_ps(st->alpha);
   const ptrdiff_t ldc = st->ldc;
-  /* bias per column (NHWC): one vector for every row */
-  const __m512 bcol = st->bias_cols && st->bias != NULL ? _mm512_maskz_loadu_ps(mask, st->bias)
-                                                        : _mm512_setzero_ps();
+#pragma GCC unroll 2
+  for (int v = 0; v < V; ++v) {
+    /* vector v's columns: all 16, or mask's for the last one */
+    const int whole = full || v + 1 < V;
+    const __mmask16 mv = whole ? (__mmask16)0xFFFF : mask;
+    const int32_t j = 16 * v;
+    /* bias per column (NHWC): one vector for every row */
+    const __m512 bcol = st->bias_cols && st->bias != NULL ? _mm512_maskz_loadu_ps(mv, st->bias + j)
+                                                          : _mm512_setzero_ps();
 #pragma GCC unroll 16
-  for (int i = 0; i < R; ++i) {
-    float *ci = c + i * ldc;
-    const __m512 base = st->init ? (st->bias_cols ? bcol
-                                    : _mm512_set1_ps(st->bias != NULL ? st->bias[i] : 0.0f))
-                        : full   ? _mm512_loadu_ps(ci)
-                                 : _mm512_maskz_loadu_ps(mask, ci);
-    __m512 v = _mm512_fmadd_ps(acc[i], alpha, base);
-    if (st->res != NULL) /* an Add after the layer (NHWC) */
-      v = _mm512_add_ps(v, full ? _mm512_loadu_ps(st->res + i * ldc)
-                                : _mm512_maskz_loadu_ps(mask, st->res + i * ldc));
-    v = act16_apply(act, v);
-    if (full)
-      _mm512_storeu_ps(ci, v);
-    else
-      _mm512_mask_storeu_ps(ci, mask, v);
+    for (int i = 0; i < R; ++i) {
+      float *ci = c + i * ldc + j;
+      const __m512 base = st->init ? (st->bias_cols ? bcol
+                                      : _mm512_set1_ps(st->bias != NULL ? st->bias[i] : 0.0f))
+                          : whole ? _mm512_loadu_ps(ci)
+                                  : _mm512_maskz_loadu_ps(mv, ci);
+      __m512 r = _mm512_fmadd_ps(acc[i][v], alpha, base);
+      if (st->res != NULL) /* an Add after the layer (NHWC) */
+        r = _mm512_add_ps(r, whole ? _mm512_loadu_ps(st->res + i * ldc + j)
+                                   : _mm512_maskz_loadu_ps(mv, st->res + i * ldc + j));
+      r = act16_apply(act, r);
+      if (whole)
+        _mm512_storeu_ps(ci, r);
+      else
+        _mm512_mask_storeu_ps(ci, mv, r);
+    }
   }
 }
-
-#define TILE_FN(R)                                                                            \
-  ERT_AVX512 static void tile##R(int32_t kc, const float *a, ptrdiff_t lda, const float *b,   \
-                                 ptrdiff_t ldb, ptrdiff_t ps, float *c,                       \
-                                 const ert_sgemm_store *st, const act16 *act,                 \
-                                 __mmask16 mask, const float *pf) {                           \
-    if (mask == 0xFFFF)                                                                       \
-      tile(R, 1, kc, a, lda, b, ldb, ps, c, st, act, mask, pf);                               \
-    else                                                                                      \
-      tile(R, 0, kc, a, lda, b, ldb, ps, c, st, act, mask, pf);                               \
-  }
-TILE_FN(1)
-TILE_FN(2)
-TILE_FN(3)
-TILE_FN(4)
-TILE_FN(5)
-TILE_FN(6)
-TILE_FN(7)
-TILE_FN(8)
-TILE_FN(9)
-TILE_FN(10)
-TILE_FN(11)
-TILE_FN(12)
-TILE_FN(13)
-TILE_FN(14)
-TILE_FN(15)
-TILE_FN(16)
 
 typedef void (*tile_fn)(int32_t, const float *, ptrdiff_t, const float *, ptrdiff_t, ptrdiff_t,
                         float *, const ert_sgemm_store *, const act16 *, __mmask16,
                         const float *);
+
+#define TILE_FN(R, V, PF)                                                                     \
+  ERT_AVX512 static void tile##R##_##V##_##PF(int32_t kc, const float *a, ptrdiff_t lda,      \
+                                              const float *b, ptrdiff_t ldb, ptrdiff_t ps,    \
+                                              float *c, const ert_sgemm_store *st,            \
+                                              const act16 *act, __mmask16 mask,               \
+                                              const float *pf) {                              \
+    if (mask == 0xFFFF)                                                                       \
+      tile(R, V, PF, 1, kc, a, lda, b, ldb, ps, c, st, act, mask, pf);                        \
+    else                                                                                      \
+      tile(R, V, PF, 0, kc, a, lda, b, ldb, ps, c, st, act, mask, pf);                        \
+  }
+#define TILE_FNS(R) TILE_FN(R, 1, 0) TILE_FN(R, 1, 1) TILE_FN(R, 2, 0) TILE_FN(R, 2, 1)
+TILE_FNS(1)
+TILE_FNS(2)
+TILE_FNS(3)
+TILE_FNS(4)
+TILE_FNS(5)
+TILE_FNS(6)
+TILE_FNS(7)
+TILE_FNS(8)
+TILE_FNS(9)
+TILE_FNS(10)
+TILE_FNS(11)
+TILE_FNS(12)
+#define TILE_ROW(R) {tile##R##_1_0, tile##R##_1_1, tile##R##_2_0, tile##R##_2_1}
+/* tiles[R][2 * (V - 1) + PF] */
+static const tile_fn tiles[13][4] = {{NULL, NULL, NULL, NULL}, TILE_ROW(1), TILE_ROW(2), TILE_ROW(3),
+                                     TILE_ROW(4), TILE_ROW(5), TILE_ROW(6), TILE_ROW(7), TILE_ROW(8),
+                                     TILE_ROW(9), TILE_ROW(10), TILE_ROW(11), TILE_ROW(12)};
 
 /* Lane i of the result: the sum of v[i]'s 16 lanes (a transposing tree of adds). */
 ERT_AVX512_INLINE __m512 hsum16(const __m512 *v) {
@@ -273,37 +305,39 @@ ERT_AVX512 void ert_pack_at_f32__avx512(float *dst, const float *src, ptrdiff_t 
   }
 }
 
-/* Row tiles outer, column tiles inner: a tile's rows of A (16 x kc floats) stay in L1
- * across the columns; the caller keeps the columns few enough for B's block to stay in
- * L2 across the row tiles. A last partial column tile of few columns goes to dot_cols. */
+/* Row tiles outer, column tiles inner: a tile's rows of A (up to 12 x kc floats) stay in
+ * L1 across the columns; the caller keeps the columns few enough for B's block to stay in
+ * L2 across the row tiles. Columns go two vectors at a time, the last 16 or fewer as one;
+ * a last partial column tile of few columns goes to dot_cols. */
 ERT_AVX512 void ert_sgemm_block_f32__avx512(int32_t m, int32_t n, int32_t kc, const float *a,
                                             ptrdiff_t lda, const float *b, ptrdiff_t ldb,
                                             ptrdiff_t ps, float *c, const ert_sgemm_store *st) {
-  static const tile_fn tiles[17] = {NULL,   tile1,  tile2,  tile3,  tile4,  tile5,
-                                    tile6,  tile7,  tile8,  tile9,  tile10, tile11,
-                                    tile12, tile13, tile14, tile15, tile16};
   const act16 act = act16_of(st->act);
   const int32_t r = n & 15;
   /* dot products for the last r columns when they cost less than a 16-column tile */
   const int dots = r != 0 && kc <= DOT_KC_MAX && r * (kc + 64) < 16 * kc; /* kc <= 1024 */
   const int32_t nt = dots ? n - r : n;
+  const int pfb = ldb != 16; /* B's rows in place: prefetched (see tile) */
   ert_sgemm_store s = *st;
-  /* row tiles of near-equal height (49 rows: 12, 12, 12, 13, not 16, 16, 16, 1) */
-  const int32_t ntiles = (m + 15) / 16;
+  /* row tiles of near-equal height, at most 12 (49 rows: 12, 12, 12, 13 would not fit:
+     10, 10, 10, 10, 9) */
+  const int32_t ntiles = (m + 11) / 12;
   for (int32_t q = 0, i0 = 0, rows; q < ntiles; ++q, i0 += rows) {
     rows = (int32_t)((int64_t)(q + 1) * m / ntiles) - i0;
-    const tile_fn fn = tiles[rows];
     if (!st->bias_cols) s.bias = st->bias != NULL ? st->bias + i0 : NULL;
     const float *res_i = st->res != NULL ? st->res + (ptrdiff_t)i0 * st->ldc : NULL;
     const float *ai = a + (ptrdiff_t)i0 * lda;
     float *ci = c + (ptrdiff_t)i0 * st->ldc;
-    for (int32_t j0 = 0, t = 0; j0 < nt; j0 += 16, ++t) {
-      const __mmask16 mask = nt - j0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (nt - j0)) - 1u);
+    for (int32_t j0 = 0, t = 0, v; j0 < nt; j0 += 16 * v, t += v) {
+      v = nt - j0 > 16 ? 2 : 1;
+      const int32_t last = nt - j0 - 16 * (v - 1); /* the last vector's columns */
+      const __mmask16 mask = last >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << last) - 1u);
       if (st->bias_cols) s.bias = st->bias != NULL ? st->bias + j0 : NULL;
       s.res = res_i != NULL ? res_i + j0 : NULL;
       /* the first column tile prefetches the next row tile's A (the last its own rows) */
       const float *pf = t == 0 && i0 + rows < m ? ai + (ptrdiff_t)rows * lda : ai;
-      fn(kc, ai, lda, b + (ptrdiff_t)t * ps, ldb, ps, ci + j0, &s, &act, mask, pf);
+      tiles[rows][2 * (v - 1) + pfb](kc, ai, lda, b + (ptrdiff_t)t * ps, ldb, ps, ci + j0, &s, &act,
+                                    mask, pf);
     }
   }
   if (dots) {
