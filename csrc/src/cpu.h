@@ -186,6 +186,12 @@ typedef struct ert_kernels {
                       const ert_sgemm_store *st);
   void (*conv3s2)(float *y, const float *x, const float *wt, const float *bias,
                   const ert_conv3s2_geom *g, int32_t oy0, int32_t oy1);
+  /*   conv3s1     conv3s2's contract for a 3x3, stride-1, undilated convolution of c >= 1
+   *               planes: y[o*oh*ow + oy*ow + ox] = min(max(b + sum over i < c, ky, kx < 3
+   *               of wt[(o*c + i)*9 + ky*3 + kx] X(i, oy - pt + ky, ox - pl + kx), lo), hi)
+   *               for o < m, ox < ow, oy0 <= oy < oy1. AVX-512F only. */
+  void (*conv3s1)(float *y, const float *x, const float *wt, const float *bias,
+                  const ert_conv3s2_geom *g, int32_t oy0, int32_t oy1);
   /*   dw3_nhwc    output pixels p0 <= p < p1 (p = oy*ow + ox) of a depthwise 3x3 layer in
    *               NHWC: y[p*c + ch] = min(max(s, lo), hi) for ch < c, with s = (P0 + P1) +
    *               P2 (a NaN sum stays NaN), Pky = b + sum over kx < 3, in order, of
@@ -355,6 +361,8 @@ void ert_sgemm_block_f32__avx512(int32_t m, int32_t n, int32_t kc, const float *
                                  const ert_sgemm_store *st);
 void ert_conv2d_dw3_f32__avx512(float *y, const float *x, const float *zero, const float *k,
                                 float bias, const ert_dw3_geom *g);
+void ert_conv2d_3x3s1_f32__avx512(float *y, const float *x, const float *wt, const float *bias,
+                                  const ert_conv3s2_geom *g, int32_t oy0, int32_t oy1);
 void ert_pack_at_f32__avx512(float *dst, const float *src, ptrdiff_t ld, int32_t m, int32_t kc);
 void ert_conv2d_dw3_nhwc_f32__avx512(float *y, const float *x, const float *kt, const float *bias,
                                      const ert_dw3_geom *g, int32_t c, int32_t p0, int32_t p1);

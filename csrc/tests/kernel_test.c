@@ -226,23 +226,33 @@ static void test_dw(ert_dw_plane_fn fn, int K, int32_t stride, const char *name)
       }
 }
 
-#if defined(ERT_X86_KERNELS) /* conv3s2 is an x86-64 entry */
-/* conv3s2: 1 to 4 input planes, 1 to 9 output planes, images 1 to 7 rows high and 1 to
- * 40 columns wide, top and left padding 0 to 2, one or two output rows per call, with and
- * without a clamp and a bias; x ends at an inaccessible page. */
-static void test_conv3s2(const ert_kernels *opt) {
-  if (opt->conv3s2 == NULL) return;
+#if defined(ERT_X86_KERNELS) /* conv3s2 and conv3s1 are x86-64 entries */
+/* conv3s2 (stride 2) and conv3s1 (stride 1): 1 to 4 input planes (stride 1: also 7 and
+ * 19), 1 to 9 output planes (stride 1: also 13 and 25, past one 12-plane tile), images 1
+ * to 7 rows high and 1 to 40 columns wide (stride 1: also 47, 64 and 70, past 32-column
+ * steps), top and left padding 0 to 2, one or two output rows per call, with and without
+ * a clamp and a bias; x ends at an inaccessible page. */
+static void test_conv3(const ert_kernels *opt, int s) {
+  void (*fn)(float *, const float *, const float *, const float *, const ert_conv3s2_geom *,
+             int32_t, int32_t) = s == 2 ? opt->conv3s2 : opt->conv3s1;
+  if (fn == NULL) return;
+  const char *name = s == 2 ? "conv3s2" : "conv3s1";
+  static const int32_t cs[] = {1, 2, 3, 4, 7, 19}, ms[] = {1, 2, 3, 4, 5, 9, 13, 25};
+  static const int32_t wide[] = {47, 64, 70};
   unsigned seed = 11;
-  float wt[4 * 9 * 9], bias[9];
-  for (int t = 0; t < 4 * 9 * 9; ++t) wt[t] = frand(&seed);
-  for (int t = 0; t < 9; ++t) bias[t] = frand(&seed);
-  for (int32_t c = 1; c <= 4; ++c)
-    for (int32_t m = 1; m <= 9; m += (m < 5 ? 1 : 4))
+  enum { CMAX = 19, MMAX = 25 };
+  static float wt[MMAX * CMAX * 9], bias[MMAX];
+  for (int t = 0; t < MMAX * CMAX * 9; ++t) wt[t] = frand(&seed);
+  for (int t = 0; t < MMAX; ++t) bias[t] = frand(&seed);
+  for (size_t ic = 0; ic < sizeof cs / sizeof cs[0]; ++ic)
+    for (size_t im = 0; im < sizeof ms / sizeof ms[0]; ++im)
       for (int32_t h = 1; h <= 7; h += 3)
-        for (int32_t w = 1; w <= 40; ++w)
+        for (int32_t wi = 1; wi <= 40 + 3; ++wi)
           for (int32_t pad = 0; pad <= 2; ++pad) {
+            const int32_t c = cs[ic], m = ms[im], w = wi <= 40 ? wi : wide[wi - 41];
+            if ((s == 2 && (c > 4 || m > 9 || wi > 40)) || (c > 4 && wi % 3 != 0)) continue;
             const int32_t pt = pad, pl = (pad + w) % 3;
-            const int32_t oh = (h + 2 * pt - 3) / 2 + 1, ow = (w + 2 * pl - 3) / 2 + 1;
+            const int32_t oh = (h + 2 * pt - 3) / s + 1, ow = (w + 2 * pl - 3) / s + 1;
             if (h + 2 * pt < 3 || w + 2 * pl < 3) continue;
             const size_t nx = (size_t)c * h * w, ny = (size_t)m * oh * ow;
             float *x = guarded(nx), *y = guarded(ny);
@@ -252,7 +262,7 @@ static void test_conv3s2(const ert_kernels *opt) {
             const ert_conv3s2_geom g = {c, h, w, m, oh, ow, pt, pl, clamp ? -0.5f : -INFINITY,
                                         clamp ? 0.5f : INFINITY};
             for (int32_t oy = 0; oy < oh; oy += 2)
-              opt->conv3s2(y, x, wt, with_bias ? bias : NULL, &g, oy, oy + 2 < oh ? oy + 2 : oh);
+              fn(y, x, wt, with_bias ? bias : NULL, &g, oy, oy + 2 < oh ? oy + 2 : oh);
             char ctx[96];
             snprintf(ctx, sizeof ctx, "c=%d m=%d h=%d w=%d pt=%d pl=%d", (int)c, (int)m, (int)h,
                      (int)w, (int)pt, (int)pl);
@@ -263,7 +273,7 @@ static void test_conv3s2(const ert_kernels *opt) {
                   for (int32_t i = 0; i < c; ++i)
                     for (int ky = 0; ky < 3; ++ky)
                       for (int kx = 0; kx < 3; ++kx) {
-                        const int32_t r = oy * 2 - pt + ky, q = ox * 2 - pl + kx;
+                        const int32_t r = oy * s - pt + ky, q = ox * s - pl + kx;
                         if (r < 0 || r >= h || q < 0 || q >= w) continue;
                         const double p = (double)wt[(o * c + i) * 9 + ky * 3 + kx] * x[(i * h + r) * w + q];
                         want += p;
@@ -271,7 +281,7 @@ static void test_conv3s2(const ert_kernels *opt) {
                       }
                   if (want < g.lo) want = g.lo;
                   if (want > g.hi) want = g.hi;
-                  expect_close("conv3s2", y[(o * oh + oy) * ow + ox], want, scale, ctx);
+                  expect_close(name, y[(o * oh + oy) * ow + ox], want, scale, ctx);
                 }
             unguard(x, nx);
             unguard(y, ny);
@@ -1684,7 +1694,8 @@ int main(int argc, char **argv) {
   test_dw(opt.dw3_s2, 3, 2, "dw3_s2");
   test_dw3(&opt);
 #if defined(ERT_X86_KERNELS)
-  test_conv3s2(&opt);
+  test_conv3(&opt, 2);
+  test_conv3(&opt, 1);
 #endif
   test_dw(opt.dw5_s1, 5, 1, "dw5_s1");
   test_dw(opt.dw5_s2, 5, 2, "dw5_s2");

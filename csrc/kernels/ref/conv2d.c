@@ -723,42 +723,50 @@ static void run_depthwise(const ert_node *node, const conv_geom *g, ert_exec *ex
 }
 
 #if defined(ERT_X86_KERNELS) /* only x86-64 has conv3s2: the boards' code stays as it was */
-/* A 3x3 stride-2 convolution over at most 4 input planes (an image network's stem) by
- * cpu.h's conv3s2, without the im2col packing: output rows over the threads; the clamp
- * fused, the other activations as a pass over each piece's rows. */
-typedef struct conv3s2_job {
+/* A 3x3 convolution by cpu.h's conv3s2 (stride 2, at most 4 input planes: an image
+ * network's stem) or conv3s1 (stride 1, AVX-512), without the im2col packing: the output
+ * rows of every image and group over the threads; the clamp fused, the other activations
+ * as a pass over each piece's rows. */
+typedef struct conv3_job {
   const conv_geom *g;
   const float *x, *w, *bias;
   float *y;
   ert_conv3s2_geom k;
-} conv3s2_job;
+  void (*fn)(float *, const float *, const float *, const float *, const ert_conv3s2_geom *,
+             int32_t, int32_t);
+} conv3_job;
 
-static void conv3s2_worker(void *arg, size_t begin, size_t end) {
-  const conv3s2_job *j = arg;
+static void conv3_worker(void *arg, size_t begin, size_t end) {
+  const conv3_job *j = arg;
   const conv_geom *g = j->g;
-  const size_t oplane = (size_t)g->oh * (size_t)g->ow;
+  const size_t oplane = (size_t)g->oh * (size_t)g->ow, plane = (size_t)g->h * (size_t)g->w;
   for (size_t r = begin; r < end;) {
-    const size_t n = r / (size_t)g->oh, oy0 = r % (size_t)g->oh;
-    const size_t oy1 = end - n * (size_t)g->oh < (size_t)g->oh ? end - n * (size_t)g->oh : (size_t)g->oh;
-    float *y = j->y + n * (size_t)g->m * oplane;
-    ert_cpu.conv3s2(y, j->x + n * (size_t)g->c * (size_t)g->h * (size_t)g->w, j->w, j->bias, &j->k,
-                    (int32_t)oy0, (int32_t)oy1);
+    const size_t img = r / (size_t)g->oh, oy0 = r % (size_t)g->oh; /* img: batch * group + group */
+    const size_t oy1 = end - img * (size_t)g->oh < (size_t)g->oh ? end - img * (size_t)g->oh : (size_t)g->oh;
+    const size_t grp = img % (size_t)g->group;
+    float *y = j->y + img * (size_t)g->mg * oplane;
+    j->fn(y, j->x + img * (size_t)g->cg * plane, j->w + grp * (size_t)g->mg * (size_t)g->cg * 9,
+          j->bias != NULL ? j->bias + grp * (size_t)g->mg : NULL, &j->k, (int32_t)oy0, (int32_t)oy1);
     if (g->act.kind != ERT_ACT_NONE && g->act.kind != ERT_ACT_CLIP)
-      for (int32_t o = 0; o < g->m; ++o)
+      for (int32_t o = 0; o < g->mg; ++o)
         finish(&g->act, y + (size_t)o * oplane + oy0 * (size_t)g->ow, (oy1 - oy0) * (size_t)g->ow);
-    r = n * (size_t)g->oh + oy1;
+    r = img * (size_t)g->oh + oy1;
   }
 }
 
 static int run_conv3s2(const ert_node *node, const conv_geom *g, ert_exec *ex) {
-  if (ert_cpu.conv3s2 == NULL || g->group != 1 || g->c > 4 || g->kh != 3 || g->kw != 3 ||
-      g->sh != 2 || g->sw != 2 || g->dh != 1 || g->dw != 1 || g->ow < 1 || g->oh < 1)
+  if (g->kh != 3 || g->kw != 3 || g->dh != 1 || g->dw != 1 || g->ow < 1 || g->oh < 1) return 0;
+  conv3_job j = {g, node->in[0]->data, node->in[1]->data,
+                 node->n_in > 2 && node->in[2] ? node->in[2]->data : NULL, node->out[0]->data,
+                 {g->cg, g->h, g->w, g->mg, g->oh, g->ow, g->pt, g->pl, -INFINITY, INFINITY}, NULL};
+  if (ert_cpu.conv3s2 != NULL && g->group == 1 && g->c <= 4 && g->sh == 2 && g->sw == 2)
+    j.fn = ert_cpu.conv3s2;
+  else if (ert_cpu.conv3s1 != NULL && g->sh == 1 && g->sw == 1)
+    j.fn = ert_cpu.conv3s1;
+  else
     return 0;
-  conv3s2_job j = {g, node->in[0]->data, node->in[1]->data,
-                   node->n_in > 2 && node->in[2] ? node->in[2]->data : NULL, node->out[0]->data,
-                   {g->c, g->h, g->w, g->m, g->oh, g->ow, g->pt, g->pl, -INFINITY, INFINITY}};
   if (g->act.kind == ERT_ACT_CLIP) j.k.lo = g->act.a, j.k.hi = g->act.b;
-  ert_parallel_for(ex, (size_t)g->n * (size_t)g->oh, conv3s2_worker, &j);
+  ert_parallel_for(ex, (size_t)g->n * (size_t)g->group * (size_t)g->oh, conv3_worker, &j);
   return 1;
 }
 #else
