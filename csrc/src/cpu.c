@@ -167,6 +167,7 @@ void ert_cpu_select(void) {
       k.dw3_nhwc = ert_conv2d_dw3_nhwc_f32__avx512; /* NHWC layers (src/layout.c) */
       k.pack_at = ert_pack_at_f32__avx512;
       k.conv3s1 = ert_conv2d_3x3s1_f32__avx512; /* 3x3 stride 1 without im2col */
+      k.conv3s2 = ert_conv2d_3x3s2_f32__avx512; /* the stem: 32 outputs per step */
     }
     if (x86_avx512_vnni()) { /* four products per 32-bit lane */
       k.qgemm_rq_s8 = ert_qgemm_rq_s8__vnni;

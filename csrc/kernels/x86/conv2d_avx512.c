@@ -155,21 +155,23 @@ ERT_AVX512 void ert_conv2d_dw3_f32__avx512(float *y, const float *x, const float
 }
 
 
-/* ---- conv3s1: a 3x3 stride-1 convolution read in place ------------------------------ */
+/* ---- conv3s1, conv3s2: 3x3 convolutions read in place -------------------------------- */
 
-/* Output channels o0 <= o < o0 + R, columns ox0 <= ox < ox0 + 16 V of output row oy
- * (the last vector's stored lanes: sm): per input plane i and window row ky inside the
- * image, the three taps' 16 V columns are loaded straight from the row (masked by mk
- * where they leave it, FULL: none do) and each weight is broadcast once for all V
- * vectors: with R = 12 and V = 2, 14 loads per 24 multiply-adds, the SGEMM block tile's
- * rate, and no im2col copy of the input. */
-ERT_AVX512_INLINE void c3_tile(const int R, const int V, const int FULL, float *y, const float *x,
-                               const float *wt, const float *bias, const ert_conv3s2_geom *g,
-                               int32_t o0, int32_t oy, int32_t ox0, const __mmask16 (*mk)[2],
-                               __mmask16 sm) {
+/* Output channels o0 <= o < o0 + R, columns ox0 <= ox < ox0 + 16 V of output row oy at
+ * stride S (the last vector's stored lanes: sm): per input plane i and window row ky
+ * inside the image, each tap's 16 V columns come straight from the row (S = 2: the even
+ * lanes of two loads), loads masked by mk where they leave the row (FULL: none do), and
+ * each weight is broadcast once for all V vectors: with R = 12 and V = 2, 14 loads per 24
+ * multiply-adds at stride 1 (the SGEMM block tile's rate), and no im2col copy. */
+ERT_AVX512_INLINE void c3_tile(const int R, const int V, const int FULL, const int S, float *y,
+                               const float *x, const float *wt, const float *bias,
+                               const ert_conv3s2_geom *g, int32_t o0, int32_t oy, int32_t ox0,
+                               const __mmask16 (*mk)[4], __mmask16 sm) {
   const int32_t c = g->c, h = g->h, w = g->w;
   const ptrdiff_t plane = (ptrdiff_t)h * w, taps = 9 * (ptrdiff_t)c;
-  const int32_t ky0 = g->pt - oy > 0 ? g->pt - oy : 0, ky1 = h + g->pt - oy < 3 ? h + g->pt - oy : 3;
+  const int32_t top = oy * S - g->pt; /* input row of ky = 0 */
+  const int32_t ky0 = top < 0 ? -top : 0, ky1 = h - top < 3 ? h - top : 3;
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   __m512 acc[12][2];
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
@@ -177,8 +179,10 @@ ERT_AVX512_INLINE void c3_tile(const int R, const int V, const int FULL, float *
   const float *w0 = wt + (ptrdiff_t)o0 * taps, *q0 = w0, *q1 = R > 4 ? w0 + 4 * taps : w0,
               *q2 = R > 8 ? w0 + 8 * taps : w0;
   const ptrdiff_t l1 = taps, l2 = 2 * taps, l3 = 3 * taps;
-  /* column ox0 - pl of input row 0 of plane 0, formed as an integer: it may lie before x */
-  const uintptr_t base = (uintptr_t)x + (uintptr_t)((ptrdiff_t)(oy - g->pt) * w + ox0 - g->pl) * sizeof(float);
+  /* column ox0 S - pl of input row `top` of plane 0, formed as an integer: it may lie
+     outside x (the loads there are masked) */
+  const uintptr_t base =
+      (uintptr_t)x + (uintptr_t)((ptrdiff_t)top * w + (ptrdiff_t)ox0 * S - g->pl) * sizeof(float);
   for (int32_t i = 0; i < c; ++i)
     for (int32_t ky = ky0; ky < ky1; ++ky) {
       const uintptr_t row = base + (uintptr_t)((ptrdiff_t)i * plane + (ptrdiff_t)ky * w) * sizeof(float);
@@ -186,17 +190,25 @@ ERT_AVX512_INLINE void c3_tile(const int R, const int V, const int FULL, float *
 #pragma GCC unroll 3
       for (int kx = 0; kx < 3; ++kx) {
         const float *p = (const float *)(row + (uintptr_t)kx * sizeof(float));
-        const __m512 b0 = FULL ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(mk[kx][0], p);
-        const __m512 b1 = V == 1 ? _mm512_setzero_ps()
-                          : FULL ? _mm512_loadu_ps(p + 16)
-                                 : _mm512_maskz_loadu_ps(mk[kx][1], p + 16);
+        __m512 b[2];
+#pragma GCC unroll 2
+        for (int v = 0; v < V; ++v) {
+          if (S == 1) {
+            b[v] = FULL ? _mm512_loadu_ps(p + 16 * v) : _mm512_maskz_loadu_ps(mk[kx][v], p + 16 * v);
+          } else {
+            const float *pv = p + 32 * v;
+            const __m512 lo = FULL ? _mm512_loadu_ps(pv) : _mm512_maskz_loadu_ps(mk[kx][2 * v], pv);
+            const __m512 hi = FULL ? _mm512_loadu_ps(pv + 16) : _mm512_maskz_loadu_ps(mk[kx][2 * v + 1], pv + 16);
+            b[v] = _mm512_permutex2var_ps(lo, even, hi);
+          }
+        }
 #pragma GCC unroll 12
         for (int r = 0; r < R; ++r) {
           const float *q = (r >> 2) == 0 ? q0 : (r >> 2) == 1 ? q1 : q2;
           const ptrdiff_t o = (r & 3) == 0 ? 0 : (r & 3) == 1 ? l1 : (r & 3) == 2 ? l2 : l3;
           const __m512 a = _mm512_set1_ps(q[o + t0 + kx]);
-          acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
-          if (V == 2) acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
+          acc[r][0] = _mm512_fmadd_ps(a, b[0], acc[r][0]);
+          if (V == 2) acc[r][1] = _mm512_fmadd_ps(a, b[1], acc[r][1]);
         }
       }
     }
@@ -204,27 +216,28 @@ ERT_AVX512_INLINE void c3_tile(const int R, const int V, const int FULL, float *
   const ptrdiff_t oplane = (ptrdiff_t)g->oh * g->ow;
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r) {
-    const __m512 b = _mm512_set1_ps(bias != NULL ? bias[o0 + r] : 0.0f);
+    const __m512 bv = _mm512_set1_ps(bias != NULL ? bias[o0 + r] : 0.0f);
     float *yr = y + (ptrdiff_t)(o0 + r) * oplane + (ptrdiff_t)oy * g->ow + ox0;
 #pragma GCC unroll 2
     for (int v = 0; v < V; ++v) {
       /* max and min return their second operand when one is NaN: a NaN sum stays NaN */
-      const __m512 out = _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_add_ps(b, acc[r][v])));
+      const __m512 out = _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_add_ps(bv, acc[r][v])));
       _mm512_mask_storeu_ps(yr + 16 * v, v + 1 < V ? (__mmask16)0xFFFF : sm, out);
     }
   }
 }
 
 typedef void (*c3_fn)(float *, const float *, const float *, const float *, const ert_conv3s2_geom *,
-                      int32_t, int32_t, int32_t, const __mmask16 (*)[2], __mmask16);
-#define C3_FN(R, V, FULL)                                                                         \
-  ERT_AVX512 static void c3_##R##_##V##_##FULL(float *y, const float *x, const float *wt,          \
-                                               const float *bias, const ert_conv3s2_geom *g,       \
-                                               int32_t o0, int32_t oy, int32_t ox0,                \
-                                               const __mmask16 (*mk)[2], __mmask16 sm) {           \
-    c3_tile(R, V, FULL, y, x, wt, bias, g, o0, oy, ox0, mk, sm);                                   \
+                      int32_t, int32_t, int32_t, const __mmask16 (*)[4], __mmask16);
+#define C3_FN(R, V, FULL, S)                                                                     \
+  ERT_AVX512 static void c3_##R##_##V##_##FULL##_##S(                                            \
+      float *y, const float *x, const float *wt, const float *bias, const ert_conv3s2_geom *g,  \
+      int32_t o0, int32_t oy, int32_t ox0, const __mmask16(*mk)[4], __mmask16 sm) {             \
+    c3_tile(R, V, FULL, S, y, x, wt, bias, g, o0, oy, ox0, mk, sm);                             \
   }
-#define C3_FNS(R) C3_FN(R, 1, 0) C3_FN(R, 1, 1) C3_FN(R, 2, 0) C3_FN(R, 2, 1)
+#define C3_FNS(R)                                                                                 \
+  C3_FN(R, 1, 0, 1) C3_FN(R, 1, 1, 1) C3_FN(R, 2, 0, 1) C3_FN(R, 2, 1, 1) C3_FN(R, 1, 0, 2)       \
+  C3_FN(R, 1, 1, 2) C3_FN(R, 2, 0, 2) C3_FN(R, 2, 1, 2)
 C3_FNS(1)
 C3_FNS(2)
 C3_FNS(3)
@@ -237,39 +250,55 @@ C3_FNS(9)
 C3_FNS(10)
 C3_FNS(11)
 C3_FNS(12)
-#define C3_ROW(R) {c3_##R##_1_0, c3_##R##_1_1, c3_##R##_2_0, c3_##R##_2_1}
-/* c3_tiles[R][2 * (V - 1) + FULL] */
-static const c3_fn c3_tiles[13][4] = {{NULL, NULL, NULL, NULL}, C3_ROW(1), C3_ROW(2), C3_ROW(3),
-                                      C3_ROW(4), C3_ROW(5), C3_ROW(6), C3_ROW(7), C3_ROW(8),
-                                      C3_ROW(9), C3_ROW(10), C3_ROW(11), C3_ROW(12)};
+#define C3_ROW(R)                                                                                  \
+  {{c3_##R##_1_0_1, c3_##R##_1_1_1, c3_##R##_2_0_1, c3_##R##_2_1_1},                              \
+   {c3_##R##_1_0_2, c3_##R##_1_1_2, c3_##R##_2_0_2, c3_##R##_2_1_2}}
+/* c3_tiles[R][S - 1][2 * (V - 1) + FULL] */
+static const c3_fn c3_tiles[13][2][4] = {{{NULL}}, C3_ROW(1), C3_ROW(2), C3_ROW(3), C3_ROW(4),
+                                         C3_ROW(5), C3_ROW(6), C3_ROW(7), C3_ROW(8), C3_ROW(9),
+                                         C3_ROW(10), C3_ROW(11), C3_ROW(12)};
 
-/* Output rows [oy0, oy1): for each row, output channels in tiles of up to 12 (near-equal)
- * outer, so a tile's weights (12 x 9c floats) stay in L1 across the row's column steps
- * of 32; the input rows stream from L2. */
-ERT_AVX512 void ert_conv2d_3x3s1_f32__avx512(float *y, const float *x, const float *wt,
-                                             const float *bias, const ert_conv3s2_geom *g,
-                                             int32_t oy0, int32_t oy1) {
+/* Output rows [oy0, oy1) at stride S: for each row, output channels in tiles of up to 12
+ * (near-equal) outer, so a tile's weights (12 x 9c floats) stay in L1 across the row's
+ * steps of 32 columns; the input rows stream from L2. */
+ERT_AVX512_INLINE void conv3(float *y, const float *x, const float *wt, const float *bias,
+                             const ert_conv3s2_geom *g, int32_t oy0, int32_t oy1, const int S) {
   const int32_t m = g->m, ow = g->ow, ntiles = (m + 11) / 12;
   for (int32_t oy = oy0; oy < oy1; ++oy)
     for (int32_t q = 0, o0 = 0, rows; q < ntiles; ++q, o0 += rows) {
       rows = (int32_t)((int64_t)(q + 1) * m / ntiles) - o0;
       for (int32_t ox0 = 0; ox0 < ow; ox0 += 32) {
         const int32_t wd = ow - ox0 < 32 ? ow - ox0 : 32, v = wd > 16 ? 2 : 1;
-        /* tap kx of lane l reads column ox0 + l + kx - pl: inside [0, w) and l < wd */
-        __mmask16 mk[3][2];
+        /* load u of tap kx (16 floats) starts at column ox0 S - pl + kx + 16u; its lanes
+           inside [0, w) (the columns of outputs past ow, when inside, are read, not
+           stored) */
+        __mmask16 mk[3][4];
         int full = 1;
-        for (int kx = 0; kx < 3; ++kx) {
-          const int32_t first = g->pl - kx - ox0, end = g->w + g->pl - kx - ox0; /* lanes [first, end) */
-          const int32_t a = first > 0 ? first : 0, e = end < wd ? end : wd;
-          const uint32_t bits = a < e ? (uint32_t)(((uint64_t)1 << e) - 1) & ~(uint32_t)(((uint64_t)1 << a) - 1) : 0;
-          mk[kx][0] = (__mmask16)bits;
-          mk[kx][1] = (__mmask16)(bits >> 16);
-          full &= bits == (v == 2 ? 0xFFFFFFFFu : 0xFFFFu) && wd == 16 * v;
-        }
-        const __mmask16 sm = (__mmask16)(((uint32_t)1 << (wd - 16 * (v - 1))) - 1u);
-        c3_tiles[rows][2 * (v - 1) + full](y, x, wt, bias, g, o0, oy, ox0, (const __mmask16 (*)[2])mk, sm);
+        for (int kx = 0; kx < 3; ++kx)
+          for (int u = 0; u < 2 * S; ++u) {
+            const int32_t col = ox0 * S - g->pl + kx + 16 * u;
+            const int32_t a = col < 0 ? -col : 0, e = g->w - col < 16 ? g->w - col : 16;
+            const uint32_t bits = a < e ? ((1u << e) - 1u) & ~((1u << a) - 1u) : 0u;
+            mk[kx][u] = (__mmask16)bits;
+            if (u < S * v) full &= bits == 0xFFFFu;
+          }
+        const __mmask16 sm = (__mmask16)((1u << (wd - 16 * (v - 1))) - 1u);
+        c3_tiles[rows][S - 1][2 * (v - 1) + full](y, x, wt, bias, g, o0, oy, ox0,
+                                                   (const __mmask16(*)[4])mk, sm);
       }
     }
+}
+
+ERT_AVX512 void ert_conv2d_3x3s1_f32__avx512(float *y, const float *x, const float *wt,
+                                             const float *bias, const ert_conv3s2_geom *g,
+                                             int32_t oy0, int32_t oy1) {
+  conv3(y, x, wt, bias, g, oy0, oy1, 1);
+}
+
+ERT_AVX512 void ert_conv2d_3x3s2_f32__avx512(float *y, const float *x, const float *wt,
+                                             const float *bias, const ert_conv3s2_geom *g,
+                                             int32_t oy0, int32_t oy1) {
+  conv3(y, x, wt, bias, g, oy0, oy1, 2);
 }
 
 #endif
