@@ -168,6 +168,7 @@ void ert_cpu_select(void) {
       k.pack_at = ert_pack_at_f32__avx512;
       k.conv3s1 = ert_conv2d_3x3s1_f32__avx512; /* 3x3 stride 1 without im2col */
       k.conv3s2 = ert_conv2d_3x3s2_f32__avx512; /* the stem: 32 outputs per step */
+      k.act_apply = ert_act_apply_f32__avx512; /* sigmoid, tanh, silu; the reference the rest */
     }
     if (x86_avx512_vnni()) { /* four products per 32-bit lane */
       k.qgemm_rq_s8 = ert_qgemm_rq_s8__vnni;

@@ -361,6 +361,7 @@ void ert_sgemm_block_f32__avx512(int32_t m, int32_t n, int32_t kc, const float *
                                  const ert_sgemm_store *st);
 void ert_conv2d_dw3_f32__avx512(float *y, const float *x, const float *zero, const float *k,
                                 float bias, const ert_dw3_geom *g);
+int ert_act_apply_f32__avx512(const ert_act_params *act, float *x, size_t count);
 void ert_conv2d_3x3s2_f32__avx512(float *y, const float *x, const float *wt, const float *bias,
                                   const ert_conv3s2_geom *g, int32_t oy0, int32_t oy1);
 void ert_conv2d_3x3s1_f32__avx512(float *y, const float *x, const float *wt, const float *bias,
