@@ -92,6 +92,14 @@ def test_runtime_weights_threads_and_activation():
                        opset=17)
     assert [n.op for n in build_graph(model).nodes] == ["conv_transpose2d"]
     _check(model, {"x": x})
+    _check(model, {"x": x}, threads=3)  # tiling windows: pieces of (channel, row), each row's sigmoid
+    # one output channel over several row chunks (a text detector's last layer), several threads
+    x3 = rng.standard_normal((1, 4, 70, 64)).astype(np.float32)
+    w3 = rng.standard_normal((4, 1, 2, 2)).astype(np.float32)
+    nodes = [helper.make_node("ConvTranspose", ["x", "w"], ["t"], strides=[2, 2]),
+             helper.make_node("Relu", ["t"], ["y"])]
+    model = make_model(nodes, {"x": x3}, ["y"], {"w": w3}, opset=17)
+    _check(model, {"x": x3}, threads=2)
 
 
 def test_rejected():

@@ -146,67 +146,57 @@ static void valid_range(int32_t off, int32_t s, int32_t size, int32_t limit, int
   *hi = (int32_t)b;
 }
 
-/* Adds (writes, when the windows tile the output) the column rows of output channel mm
- * and input rows [r0, r1) of the current chunk into the output. */
-static void col2im_rows(const ct_job *j, size_t mm, int32_t r0, int32_t r1) {
+/* col2im for items [begin, end): output channels of the current group, or, when the
+ * windows tile the output, (output channel, input row) pairs, each of which writes its
+ * own output rows (so a chunk of few channels still splits) and, on x86-64, applies the
+ * activation to them (the boards' library keeps a separate pass, within its size budget). */
+static void col2im_worker(void *arg, size_t begin, size_t end) {
+  const ct_job *j = arg;
   const ct_geom *g = j->g;
-  const size_t ncols = (size_t)j->nrows * g->w;
-  float *yp = j->y + ((size_t)j->n * g->m + (size_t)j->grp * g->mg + mm) * (size_t)g->oh * g->ow;
-  /* windows tiling the output: every output once, written with the bias */
-  const float bv = g->tiled && j->bias ? j->bias[(size_t)j->grp * g->mg + mm] : 0.0f;
-  for (int32_t ky = 0; ky < g->kh; ++ky) {
-    const float *c0 = j->col + (mm * g->kh + (size_t)ky) * g->kw * ncols;
-    if (g->tiled && g->kw == 2) { /* the two taps of a row interleaved: one output row */
-      for (int32_t r = r0; r < r1; ++r) {
-        float *restrict yr = yp + (size_t)((j->r0 + r) * g->sh + ky) * g->ow;
-        const float *restrict a = c0 + (size_t)r * g->w, *restrict b = a + ncols;
+  const size_t ncols = (size_t)j->nrows * g->w, per = g->tiled ? (size_t)j->nrows : 1;
+  for (size_t t = begin; t < end; ++t) {
+    const size_t mm = t / per;
+    const int32_t r0 = g->tiled ? (int32_t)(t % per) : 0, r1 = g->tiled ? r0 + 1 : j->nrows;
+    float *yp = j->y + ((size_t)j->n * g->m + (size_t)j->grp * g->mg + mm) * (size_t)g->oh * g->ow;
+    /* windows tiling the output: every output once, written with the bias */
+    const float bv = g->tiled && j->bias ? j->bias[(size_t)j->grp * g->mg + mm] : 0.0f;
+    for (int32_t ky = 0; ky < g->kh; ++ky) {
+      const float *c0 = j->col + (mm * g->kh + (size_t)ky) * g->kw * ncols;
+#if defined(ERT_X86_KERNELS) /* (the boards' library keeps to its size budget) */
+      if (g->tiled && g->kw == 2) { /* the two taps of a row interleaved: one output row */
+        float *restrict yr = yp + (size_t)((j->r0 + r0) * g->sh + ky) * g->ow;
+        const float *restrict a = c0 + (size_t)r0 * g->w, *restrict b = a + ncols;
         for (int32_t ix = 0; ix < g->w; ++ix) {
           yr[2 * ix] = a[ix] + bv;
           yr[2 * ix + 1] = b[ix] + bv;
         }
-        ert_act_apply(&g->act, yr, (size_t)g->ow); /* the row is whole: its activation too */
+        ert_act_apply(&g->act, yr, (size_t)g->ow);
+        continue;
       }
-      continue;
-    }
-    for (int32_t kx = 0; kx < g->kw; ++kx) {
-      const float *cr = c0 + (size_t)kx * ncols;
-      const int32_t xoff = kx * g->dw - g->pl;
-      int32_t ix_lo, ix_hi;
-      valid_range(xoff, g->sw, g->ow, g->w, &ix_lo, &ix_hi);
-      for (int32_t r = r0; r < r1; ++r) {
-        const int32_t oy = (j->r0 + r) * g->sh - g->pt + ky * g->dh;
-        if (oy < 0 || oy >= g->oh) continue;
-        float *yr = yp + (size_t)oy * g->ow;
-        const float *cc = cr + (size_t)r * g->w;
-        if (g->tiled) {
-          for (int32_t ix = ix_lo; ix < ix_hi; ++ix) yr[ix * g->sw + xoff] = cc[ix] + bv;
-          if (kx == g->kw - 1) ert_act_apply(&g->act, yr, (size_t)g->ow); /* the row is whole */
-        } else if (g->sw == 1) {
-          for (int32_t ix = ix_lo; ix < ix_hi; ++ix) yr[ix + xoff] += cc[ix];
-        } else {
-          for (int32_t ix = ix_lo; ix < ix_hi; ++ix) yr[ix * g->sw + xoff] += cc[ix];
+#endif
+      for (int32_t kx = 0; kx < g->kw; ++kx) {
+        const float *cr = c0 + (size_t)kx * ncols;
+        const int32_t xoff = kx * g->dw - g->pl;
+        int32_t ix_lo, ix_hi;
+        valid_range(xoff, g->sw, g->ow, g->w, &ix_lo, &ix_hi);
+        for (int32_t r = r0; r < r1; ++r) {
+          const int32_t oy = (j->r0 + r) * g->sh - g->pt + ky * g->dh;
+          if (oy < 0 || oy >= g->oh) continue;
+          float *yr = yp + (size_t)oy * g->ow;
+          const float *cc = cr + (size_t)r * g->w;
+          if (g->tiled) {
+            for (int32_t ix = ix_lo; ix < ix_hi; ++ix) yr[ix * g->sw + xoff] = cc[ix] + bv;
+#if defined(ERT_X86_KERNELS)
+            if (kx == g->kw - 1) ert_act_apply(&g->act, yr, (size_t)g->ow); /* the row is whole */
+#endif
+          } else if (g->sw == 1) {
+            for (int32_t ix = ix_lo; ix < ix_hi; ++ix) yr[ix + xoff] += cc[ix];
+          } else {
+            for (int32_t ix = ix_lo; ix < ix_hi; ++ix) yr[ix * g->sw + xoff] += cc[ix];
+          }
         }
       }
     }
-  }
-}
-
-/* col2im for output channels [begin, end) of the current group (windows that overlap:
- * one channel's rows on one thread). */
-static void col2im_worker(void *arg, size_t begin, size_t end) {
-  const ct_job *j = arg;
-  for (size_t mm = begin; mm < end; ++mm) col2im_rows(j, mm, 0, j->nrows);
-}
-
-/* col2im of tiling windows for items [begin, end) of (output channel, input row): every
- * item writes its own output rows, so a chunk of few channels still splits. */
-static void col2im_tiled_worker(void *arg, size_t begin, size_t end) {
-  const ct_job *j = arg;
-  const size_t rows = (size_t)j->nrows;
-  for (size_t t = begin; t < end;) {
-    const size_t mm = t / rows, r0 = t % rows, r1 = end - mm * rows < rows ? end - mm * rows : rows;
-    col2im_rows(j, mm, (int32_t)r0, (int32_t)r1);
-    t = mm * rows + r1;
   }
 }
 
@@ -271,14 +261,15 @@ void ert_conv_transpose2d_eval(const ert_node *node, ert_exec *ex) {
         s.locate = locate;
         s.ctx = &j;
         ert_sgemm_run(&s, gemm_scratch, ex);
-        if (g.tiled)
-          ert_parallel_for(ex, (size_t)g.mg * (size_t)j.nrows, col2im_tiled_worker, &j);
-        else
-          ert_parallel_for(ex, (size_t)g.mg, col2im_worker, &j);
+        ert_parallel_for(ex, (size_t)g.mg * (g.tiled ? (size_t)j.nrows : 1), col2im_worker, &j);
       }
     }
   }
+#if defined(ERT_X86_KERNELS)
   if (g.act.kind != ERT_ACT_NONE && !g.tiled) { /* tiling windows: applied in col2im */
+#else
+  if (g.act.kind != ERT_ACT_NONE) {
+#endif
     ij.final = 1;
     ert_parallel_for(ex, planes, plane_worker, &ij);
   }
