@@ -199,6 +199,12 @@ def test_concat_large_threads():
     a, b = data((6, 50, 70)), data((6, 30, 70))
     m = make_model(helper.make_node("Concat", ["a", "b"], ["y"], axis=1), {"a": a, "b": b}, ["y"])
     check(m, {"a": a, "b": b})
+    # batch 1 along the channels: one output row, cut into 64 KB pieces that start and end
+    # inside the inputs' runs (one input of zero channels among them)
+    xs = {k: data(s) for k, s in (("a", (1, 7, 61, 67)), ("b", (1, 0, 61, 67)), ("c", (1, 13, 61, 67)),
+                                  ("d", (1, 1, 61, 67)))}
+    m = make_model(helper.make_node("Concat", list(xs), ["y"], axis=1), xs, ["y"])
+    check(m, xs)
 
 
 @pytest.mark.parametrize("opset,kw,inits,n", [

@@ -2,7 +2,7 @@
  *
  * Both view each tensor as [outer, len * inner] with outer the product of the dims
  * before the axis and inner that of the dims after it, and copy one contiguous run
- * per (outer index, part).
+ * per (outer index, part); concat cuts its output into pieces of 64 KB instead.
  *
  * Parameter words (edgert/ops/shape_ops.py): concat: 0 axis. split: 0 axis,
  * 1 count n (= number of outputs), 2.. sizes.
@@ -67,19 +67,25 @@ edgert_status ert_concat_prepare(ert_node *node, ert_err *err) {
   return EDGERT_OK;
 }
 
+/* Output bytes [begin, end) * PARALLEL_BYTES (clamped to the output): each output row
+ * (one outer index) is the inputs' runs in turn, and a range copies the parts of the
+ * runs it covers, so that a single row (batch 1 along the channels) still splits. */
 static void concat_task(void *arg, size_t begin, size_t end) {
   const ert_node *node = (const ert_node *)arg;
   const int32_t axis = ert_pi(node, 0);
   const size_t step = (size_t)node->opdata[1];
-  const size_t row = (size_t)node->out[0]->shape[axis] * step;
+  const size_t row = (size_t)node->out[0]->shape[axis] * step, total = node->out[0]->nbytes;
   char *dst = (char *)node->out[0]->data;
-  for (size_t o = begin; o < end; o++) {
-    char *d = dst + o * row;
-    for (uint32_t k = 0; k < node->n_in; k++) {
-      const size_t n = (size_t)node->in[k]->shape[axis] * step;
-      if (n) memcpy(d, (const char *)node->in[k]->data + o * n, n);
-      d += n;
-    }
+  size_t at = begin * PARALLEL_BYTES, stop = end * PARALLEL_BYTES;
+  if (stop > total) stop = total;
+  while (at < stop) {
+    const size_t o = at / row;
+    size_t off = at % row, k = 0, n = 0;
+    for (; k < node->n_in; k++, off -= n) /* the run that holds offset off */
+      if (off < (n = (size_t)node->in[k]->shape[axis] * step)) break;
+    const size_t len = n - off < stop - at ? n - off : stop - at;
+    memcpy(dst + at, (const char *)node->in[k]->data + o * n + off, len);
+    at += len;
   }
 }
 
@@ -88,12 +94,9 @@ void ert_concat_eval(const ert_node *node, ert_exec *ex) {
     ert_concat_s8__ref(node, ex);
     return;
   }
-  const size_t outer = (size_t)node->opdata[0];
-  if (node->out[0]->nbytes == 0) return;
-  if (node->out[0]->nbytes < PARALLEL_BYTES || outer < 2)
-    concat_task((void *)node, 0, outer);
-  else
-    ert_parallel_for(ex, outer, concat_task, (void *)node);
+  const size_t bytes = node->out[0]->nbytes;
+  if (bytes == 0) return;
+  ert_parallel_for(ex, (bytes + PARALLEL_BYTES - 1) / PARALLEL_BYTES, concat_task, (void *)node);
 }
 
 /* ---- split --------------------------------------------------------------- */
