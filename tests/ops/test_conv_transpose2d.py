@@ -100,6 +100,14 @@ def test_runtime_weights_threads_and_activation():
              helper.make_node("Relu", ["t"], ["y"])]
     model = make_model(nodes, {"x": x3}, ["y"], {"w": w3}, opset=17)
     _check(model, {"x": x3}, threads=2)
+    # channels enough for pieces of two or more (a chunk's GEMM and col2im as one job on
+    # x86-64), over several row chunks, overlapping and tiling windows
+    x4 = rng.standard_normal((1, 8, 60, 50)).astype(np.float32)
+    for k, s, p in (((3, 3), [2, 2], [1, 1, 1, 1]), ((2, 2), [2, 2], [0, 0, 0, 0])):
+        w4 = rng.standard_normal((8, 9, *k)).astype(np.float32)
+        for threads in (2, 3):
+            _check(*_ct_model(x4, w4, rng.standard_normal(9).astype(np.float32), strides=s, pads=p),
+                   threads=threads)
 
 
 def test_rejected():

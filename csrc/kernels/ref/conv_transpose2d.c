@@ -200,6 +200,45 @@ static void col2im_worker(void *arg, size_t begin, size_t end) {
   }
 }
 
+#if defined(ERT_X86_KERNELS) /* (the boards' library keeps to its size budget) */
+/* A chunk's GEMM and col2im as one job: piece k of `pieces` (at most ERT_SGEMM_SLOTS)
+ * computes the column rows of output channels [k mg / pieces, (k + 1) mg / pieces) on
+ * one thread, in scratch slot k, then col2im adds them into the output; a channel's
+ * column rows are written and read by one core, and a chunk is one job instead of two. */
+typedef struct ct_fused {
+  const ct_job *j;
+  const ert_sgemm *s; /* the chunk's GEMM (all rows) */
+  char *scratch;      /* the GEMM's slots */
+  size_t slot, pieces;
+  int32_t i0; /* a piece's first row (locate_rows) */
+} ct_fused;
+
+static void locate_rows(const void *ctx, size_t p, const float **a, const float **b, float **c,
+                        const float **bias) {
+  const ct_fused *f = ctx;
+  locate(f->j, p, a, b, c, bias);
+  *a += f->i0; /* A(i, c) = W[c][i] */
+  *c += (size_t)f->i0 * (size_t)f->s->ldc;
+}
+
+static void fused_worker(void *arg, size_t begin, size_t end) {
+  const ct_fused *f = arg;
+  const ct_geom *g = f->j->g;
+  const size_t per = g->tiled ? (size_t)f->j->nrows : 1, khw = (size_t)g->kh * (size_t)g->kw;
+  for (size_t k = begin; k < end; ++k) {
+    const size_t mm0 = k * (size_t)g->mg / f->pieces, mm1 = (k + 1) * (size_t)g->mg / f->pieces;
+    ct_fused sub = *f;
+    sub.i0 = (int32_t)(mm0 * khw);
+    ert_sgemm s = *f->s;
+    s.m = (int32_t)((mm1 - mm0) * khw);
+    s.locate = locate_rows;
+    s.ctx = &sub;
+    ert_sgemm_run(&s, f->scratch + k * f->slot, NULL);
+    col2im_worker((void *)f->j, mm0 * per, mm1 * per);
+  }
+}
+#endif
+
 typedef struct init_job {
   const ct_geom *g;
   const float *bias;
@@ -260,6 +299,16 @@ void ert_conv_transpose2d_eval(const ert_node *node, ert_exec *ex) {
         s.batch = 1;
         s.locate = locate;
         s.ctx = &j;
+#if defined(ERT_X86_KERNELS)
+        const int32_t threads = ert_exec_threads(ex); /* two threads or more, two channels each */
+        if (threads > 1 && g.mg >= 2 * threads && s.n > 4) {
+          ct_fused f = {&j, &s, gemm_scratch,
+                        ert_sgemm_scratch_bytes(s.m, s.n, s.k, 0) / ERT_SGEMM_SLOTS,
+                        (size_t)(g.mg < ERT_SGEMM_SLOTS ? g.mg : ERT_SGEMM_SLOTS), 0};
+          ert_parallel_for(ex, f.pieces, fused_worker, &f);
+          continue;
+        }
+#endif
         ert_sgemm_run(&s, gemm_scratch, ex);
         ert_parallel_for(ex, (size_t)g.mg * (g.tiled ? (size_t)j.nrows : 1), col2im_worker, &j);
       }
