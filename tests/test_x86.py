@@ -332,3 +332,42 @@ def test_nhwc_layers_across_threads(concat, monkeypatch):
         for _ in range(2):  # the second run over arenas the first one wrote
             for got, base in zip(sessions[threads].run(None, {"x": x}), one):
                 np.testing.assert_array_equal(got, base, err_msg=f"threads={threads}")
+
+
+@needs_avx2
+def test_planes_for_depthwise_across_threads():
+    """An NCHW pointwise layer (56x56 maps stay NCHW) read only by a depthwise layer: on a
+    CPU with AVX-512 the session cuts its output planes among the threads as the
+    depthwise layer does (src/layout.c, ERT_LAYOUT_PLANES); a second pointwise layer whose
+    output two nodes read keeps the pixel cut. 36 and 40 output planes, not multiples of
+    the 8-row parts. Every thread count gives the one-thread result bit for bit, and that
+    is onnxruntime's."""
+    from onnx import helper
+
+    from tests.helpers import make_model, run_ort
+
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((1, 12, 56, 56), dtype=np.float32)
+
+    def w(*shape):
+        return (rng.standard_normal(shape, dtype=np.float32) / np.sqrt(np.prod(shape[1:]))).astype(np.float32)
+
+    inits = {"W1": w(36, 12, 1, 1), "B1": w(36), "D1": w(36, 1, 3, 3), "W2": w(40, 36, 1, 1), "D2": w(40, 1, 3, 3)}
+    nodes = [helper.make_node("Conv", ["x", "W1", "B1"], ["e1"], kernel_shape=[1, 1]),
+             helper.make_node("Relu", ["e1"], ["e1r"]),
+             helper.make_node("Conv", ["e1r", "D1"], ["d1"], group=36, kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["d1", "W2"], ["e2"], kernel_shape=[1, 1]),
+             helper.make_node("Conv", ["e2", "D2"], ["d2"], group=40, kernel_shape=[3, 3], strides=[2, 2],
+                              pads=[1, 1, 1, 1]),
+             helper.make_node("Sigmoid", ["e2"], ["s2"])]
+    model = make_model(nodes, {"x": x}, ["d2", "s2"], inits)
+    want = run_ort(model, {"x": x})
+    data = edgert.convert(model, None)
+    sessions = {t: edgert.Session(data, threads=t) for t in (1, 2, 3, 4)}
+    one = sessions[1].run(None, {"x": x})
+    for got, ref in zip(one, want):
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5 * float(np.abs(ref).max()))
+    for threads in (2, 3, 4):
+        for _ in range(2):
+            for got, base in zip(sessions[threads].run(None, {"x": x}), one):
+                np.testing.assert_array_equal(got, base, err_msg=f"threads={threads}")

@@ -122,7 +122,9 @@ enum { /* ert_node.layout bits */
   ERT_LAYOUT_IN_NHWC = 1,
   ERT_LAYOUT_OUT_NHWC = 2,
   ERT_LAYOUT_RESIDUAL = 4, /* a pointwise conv2d adds an Add's other input (res) */
-  ERT_LAYOUT_SKIP = 8      /* that Add: nothing left to do */
+  ERT_LAYOUT_SKIP = 8,     /* that Add: nothing left to do */
+  ERT_LAYOUT_PLANES = 16   /* an NCHW pointwise conv2d read by one NCHW depthwise layer
+                              alone: its output planes over the threads (see planes_for_depthwise) */
 };
 /* What a conv2d node can run in NHWC (ref/conv2d.c), and the floats of its reordered
  * weights (*wt_floats): ERT_NHWC_POINTWISE either side in either layout;

@@ -119,6 +119,30 @@ static void fuse_residuals(const edgert_model *m, ert_tensor *tensors, ert_node 
   }
 }
 
+/* An NCHW pointwise layer whose output only an NCHW 3x3 depthwise layer reads: at two
+ * threads the SGEMM would give each thread half of every plane's pixels and the
+ * depthwise layer each thread half of the planes, so half of what a core reads the
+ * other core wrote (a round trip per line: MobileNetV2's 112x112 to 28x28 expansions,
+ * 2.4 MB each). With ERT_LAYOUT_PLANES the layer's row parts (output planes) go to the
+ * threads as the depthwise layer's planes do (ert_sgemm.by_rows). */
+static void planes_for_depthwise(const edgert_model *m, ert_tensor *tensors, ert_node *nodes,
+                                 const int *kinds) {
+  for (uint32_t i = 0; i < m->n_nodes; ++i) {
+    ert_node *pw = &nodes[i];
+    if ((kinds[i] != ERT_NHWC_POINTWISE && kinds[i] != ERT_NHWC_POINTWISE_IN) || pw->layout) continue;
+    const ert_tensor *y = pw->out[0];
+    int readers = 0, depthwise = 0;
+    for (uint32_t o = 0; o < m->n_outputs; ++o) readers += &tensors[m->outputs[o]] == y;
+    for (uint32_t k = 0; k < m->n_nodes; ++k)
+      for (uint32_t q = 0; q < nodes[k].n_in; ++q)
+        if (nodes[k].in[q] == y) {
+          ++readers;
+          depthwise = kinds[k] == ERT_NHWC_DEPTHWISE && nodes[k].layout == 0 && q == 0;
+        }
+    if (readers == 1 && depthwise) pw->layout = ERT_LAYOUT_PLANES;
+  }
+}
+
 edgert_status ert_layout_plan(const edgert_model *m, ert_tensor *tensors, ert_node *nodes,
                               float **mem) {
   *mem = NULL;
@@ -155,6 +179,7 @@ edgert_status ert_layout_plan(const edgert_model *m, ert_tensor *tensors, ert_no
     if (n->layout & ERT_LAYOUT_OUT_NHWC) total += (floats[i] + 15) / 16 * 16;
   }
   fuse_residuals(m, tensors, nodes, kinds);
+  planes_for_depthwise(m, tensors, nodes, kinds);
   float *w = total > 0 ? ert_aligned_alloc(64, total * sizeof(float)) : NULL;
   if (total > 0 && w == NULL) {
     for (uint32_t i = 0; i < m->n_nodes; ++i) nodes[i].layout = 0;

@@ -1426,7 +1426,7 @@ static void run_sgemm(int32_t m, int32_t n, int32_t k, int a_t, const float *a, 
   mat_ctx q = {a, b, bias, c};
   ert_sgemm g;
 #if defined(ERT_X86_KERNELS)
-  g.bias_cols = g.rows_first = g.bpanels = 0;
+  g.bias_cols = g.rows_first = g.bpanels = g.by_rows = 0;
   g.res = NULL;
 #endif
   memset(&g, 0, sizeof g);

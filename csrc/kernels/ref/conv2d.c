@@ -172,6 +172,7 @@ static void run_gemm(const ert_node *node, const conv_geom *g, int path, ert_exe
   ert_sgemm s;
 #if defined(ERT_X86_KERNELS)
   s.bias_cols = s.rows_first = s.bpanels = 0;
+  s.by_rows = (node->layout & ERT_LAYOUT_PLANES) != 0; /* src/layout.c */
   s.res = NULL;
 #endif
   s.m = g->mg;
@@ -907,7 +908,7 @@ void ert_conv2d_eval(const ert_node *node, ert_exec *ex) {
   read_geom(node, &g);
   const int path = (int)node->opdata[OD_PATH];
 #if defined(ERT_X86_KERNELS)
-  if (node->layout) {
+  if (node->layout & (ERT_LAYOUT_IN_NHWC | ERT_LAYOUT_OUT_NHWC)) {
     if (path == PATH_DEPTHWISE)
       run_depthwise_nhwc(node, &g, ex);
     else

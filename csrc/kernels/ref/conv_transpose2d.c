@@ -281,7 +281,7 @@ void ert_conv_transpose2d_eval(const ert_node *node, ert_exec *ex) {
         j.nrows = g.h - j.r0 < g.rows ? g.h - j.r0 : g.rows;
         ert_sgemm s;
 #if defined(ERT_X86_KERNELS)
-        s.bias_cols = s.rows_first = s.bpanels = 0;
+        s.bias_cols = s.rows_first = s.bpanels = s.by_rows = 0;
         s.res = NULL;
 #endif
         s.m = rows_k;

@@ -748,6 +748,7 @@ static void run_blocked(const ert_sgemm *g, void *scratch, ert_exec *ex) {
   const size_t slots = jb.even && jb.direct ? 2 * ERT_SGEMM_SLOTS : ERT_SGEMM_SLOTS;
   if (jb.even) {
     const size_t np = (size_t)((g->n + NR - 1) / NR);
+    if (g->by_rows) jb.nnb = 1; /* row parts below, as many as slots (multiples of 8 rows) */
     if (g->batch * jb.nnb > slots)
       for (size_t x = jb.nnb; x <= np && x < jb.nnb + slots; ++x)
         if (g->batch * x % slots == 0) {

@@ -85,6 +85,10 @@ typedef struct ert_sgemm {
    * k*16 + j % 16] (rsb and csb unused; a last partial panel keeps its 16-float rows);
    * only with ert_cpu.sgemm_block, which reads the panels in place */
   int bpanels;
+  /* by_rows: at two threads or more, row parts only (a batch-1 B's columns are not cut),
+   * so each thread writes whole rows: an NCHW convolution's output planes, which a
+   * depthwise layer after it cuts among the threads the same way */
+  int by_rows;
   const float *res; /* NULL, or R(i, j) = res[i*ldc + j] added to the final C (before act) */
 #endif
 } ert_sgemm;
