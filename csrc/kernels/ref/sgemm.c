@@ -757,10 +757,10 @@ static void run_blocked(const ert_sgemm *g, void *scratch, ert_exec *ex) {
         }
     nmb = jb.direct ? (size_t)((g->m + 7) / 8) : (size_t)((g->m + 3) / 4);
     /* B packed by every task (im2col, B's rows not contiguous) and fewer column blocks
-       than threads: row parts would each pack the whole B again (a 1x3 convolution over
-       a 1x40 map: 2880 x 40 floats, as much work as its products). Column blocks of
-       whole panels instead, when there are a panel per thread; else one row part per
-       thread (each packs B once). */
+       than threads: row parts would each pack the whole B again (ppocr_rec's 1x3
+       convolution 960 -> 60 over a 1x40 map packs 2880 x 40 floats per part, and did not
+       gain from the second thread). Column blocks of whole panels instead, when there is
+       a panel per thread; else one row part per thread (each packs B once). */
     const size_t threads = (size_t)ert_exec_threads(ex);
     if ((g->im2col != NULL || (g->csb != 1 && !g->bpanels)) && g->batch * jb.nnb < threads) {
       if (np >= threads) {
