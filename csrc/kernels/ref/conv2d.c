@@ -723,7 +723,7 @@ static void run_depthwise(const ert_node *node, const conv_geom *g, ert_exec *ex
   ert_parallel_for(ex, j.scratch ? j.nslots : j.planes, dw_worker, &j);
 }
 
-#if defined(ERT_X86_KERNELS) /* only x86-64 has conv3s2: the boards' code stays as it was */
+#if defined(ERT_X86_KERNELS) /* only x86-64 has conv3s2 and conv3s1: the boards' code stays as it was */
 /* A 3x3 convolution by cpu.h's conv3s2 (stride 2, at most 4 input planes: an image
  * network's stem) or conv3s1 (stride 1, AVX-512), without the im2col packing: the output
  * rows of every image and group over the threads; the clamp fused, the other activations
@@ -755,7 +755,7 @@ static void conv3_worker(void *arg, size_t begin, size_t end) {
   }
 }
 
-static int run_conv3s2(const ert_node *node, const conv_geom *g, ert_exec *ex) {
+static int run_conv3(const ert_node *node, const conv_geom *g, ert_exec *ex) {
   if (g->kh != 3 || g->kw != 3 || g->dh != 1 || g->dw != 1 || g->ow < 1 || g->oh < 1) return 0;
   conv3_job j = {g, node->in[0]->data, node->in[1]->data,
                  node->n_in > 2 && node->in[2] ? node->in[2]->data : NULL, node->out[0]->data,
@@ -771,7 +771,7 @@ static int run_conv3s2(const ert_node *node, const conv_geom *g, ert_exec *ex) {
   return 1;
 }
 #else
-#define run_conv3s2(node, g, ex) 0
+#define run_conv3(node, g, ex) 0
 #endif
 
 #if defined(ERT_X86_KERNELS) /* NHWC layers: x86-64 with AVX-512 only (src/layout.c) */
@@ -918,7 +918,7 @@ void ert_conv2d_eval(const ert_node *node, ert_exec *ex) {
 #endif
   if (path == PATH_DEPTHWISE)
     run_depthwise(node, &g, ex);
-  else if (path != PATH_IM2COL || !run_conv3s2(node, &g, ex))
+  else if (path != PATH_IM2COL || !run_conv3(node, &g, ex))
     run_gemm(node, &g, path, ex);
 }
 
