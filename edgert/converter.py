@@ -214,7 +214,7 @@ def _convert_bounded(model, input_shapes, bounds, values, optimize, sparse, quan
     for i, g in enumerate(graphs):
         if quantize is not None:
             g, summary = quantize_graph(g, quantize, calibration, calibration_method, keep_fp32,
-                                        calibrated=calibrated)
+                                        calibrated=calibrated, gemm_as_conv=False)
             graphs[i] = g
         if sparse:
             from . import sparse as sparse_

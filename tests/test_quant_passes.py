@@ -52,6 +52,30 @@ def test_matmul_to_gemm():
     np.testing.assert_allclose(_run(g, {"x": x})[0], before, rtol=1e-5, atol=1e-6)
 
 
+def test_matmul_bias_add_folds_into_gemm():
+    """matmul -> add(constant along the last dim) -> relu: one gemm with C and the relu;
+    a bias that varies along another dim stays an add."""
+    rng = np.random.default_rng(4)
+    for c_shape, folds in (((5,), True), ((1, 1, 5), True), ((3, 1), False), ((3, 5), False)):
+        g = Graph()
+        g.add_tensor("x", (2, 3, 4), np.float32)
+        g.inputs = ["x"]
+        b = g.add_const(rng.standard_normal((4, 5)).astype(np.float32), "b")
+        c = g.add_const(rng.standard_normal(c_shape).astype(np.float32), "c")
+        _node(g, "matmul", ["x", b], "m")
+        _node(g, "add", ["m", c], "y", dict(act="relu"))
+        g.outputs = ["y"]
+        x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+        before = _run(g, {"x": x})[0]
+        assert matmul_to_gemm(g)
+        ops_ = [n.op for n in g.nodes]
+        assert ops_ == (["reshape", "gemm", "reshape"] if folds else ["reshape", "gemm", "reshape", "add"]), c_shape
+        if folds:
+            assert len(g.nodes[1].inputs) == 3 and g.nodes[1].attrs.get("act") == "relu"
+        np.testing.assert_allclose(_run(g, {"x": x})[0], before, rtol=1e-5, atol=1e-6)
+        assert (before == 0).any() and (before > 0).any()
+
+
 def test_rewrite_decisions():
     """conv(relu) -> max_pool -> resize -> concat(with the conv) -> sigmoid -> softmax:
     everything int8 up to the softmax (a graph output: it stays float), a dequantize
@@ -118,3 +142,38 @@ def test_fold_scale_shift_into_table():
                                             "dequantize_linear"]
     for f in feeds:
         np.testing.assert_array_equal(_run(folded, f)[0], _run(q, f)[0])
+
+
+def test_gemm_rows_as_conv():
+    """An int8 gemm of at least gemm_rows.ROWS rows of A becomes transpose -> 1x1 conv2d ->
+    transpose, with the same output bytes at 1 and 2 threads; fewer rows keep the gemm."""
+    import copy
+
+    from edgert.quant import gemm_rows
+
+    for m, k, n in ((gemm_rows.ROWS - 1, 7, 33), (gemm_rows.ROWS, 7, 33), (40, 120, 70)):
+        rng = np.random.default_rng(m * 100 + k)
+        g = Graph()
+        g.add_tensor("x", (m, k), np.float32)
+        g.inputs = ["x"]
+        b = g.add_const((rng.standard_normal((k, n)) * 0.3).astype(np.float32), "b")
+        c = g.add_const(rng.standard_normal(n).astype(np.float32), "c")
+        _node(g, "gemm", ["x", b, c], "y", dict(act="relu"))
+        g.outputs = ["y"]
+        feeds = [{"x": rng.standard_normal((m, k)).astype(np.float32)} for _ in range(4)]
+        ranges = observe(g, batches(g, {"x": np.stack([f["x"] for f in feeds])}), "minmax", False)
+        q = quantize_int8(g, qparams_from_ranges(ranges)).graph
+        assert [n.op for n in q.nodes] == ["quantize_linear", "gemm", "dequantize_linear"]
+        lowered = copy.deepcopy(q)
+        if m < gemm_rows.ROWS:
+            assert gemm_rows.run(lowered) == 0
+            continue
+        assert gemm_rows.run(lowered) == 1
+        assert [n.op for n in lowered.nodes] == ["quantize_linear", "transpose", "reshape", "conv2d", "reshape",
+                                                 "transpose", "dequantize_linear"]
+        for threads in (1, 2):
+            for f in feeds:
+                want = Session(serialize(q), threads=threads).run(None, f)[0]
+                got = Session(serialize(lowered), threads=threads).run(None, f)[0]
+                np.testing.assert_array_equal(got, want)
+                assert len(np.unique(got)) > 8  # not saturated

@@ -132,7 +132,8 @@ def test_tensors_of_different_shapes_share_equal_bytes():
 
 
 def test_inspect_reports_unique_bytes_and_multiple_forms(tmp_path):
-    """int8 tied embedding: the Gather reads float E, the output gemm its int8 form."""
+    """int8 tied embedding: the Gather reads float E, the output gemm its int8 form (a 1x1
+    convolution's weights: the gemm has more than gemm_rows.ROWS rows, edgert/quant/gemm_rows.py)."""
     model, feeds = MODELS["tied_transpose"]()
     path = tmp_path / "tied.edgert"
     edgert.convert(model, path, quantize="int8", calibration=sm.calibration(feeds))
@@ -144,7 +145,7 @@ def test_inspect_reports_unique_bytes_and_multiple_forms(tmp_path):
     (m,) = c["multiple_forms"]
     assert m["source"] == "embed.weight" and m["bytes"] == 2000 * 128 * 5
     assert sorted((f["dtype"], tuple(f["shape"]), f["bytes"]) for f in m["forms"]) == [
-        ("float32", (2000, 128), 2000 * 128 * 4), ("int8", (2000, 128), 2000 * 128)]
+        ("float32", (2000, 128), 2000 * 128 * 4), ("int8", (2000, 128, 1, 1), 2000 * 128)]
     r = CliRunner().invoke(main, ["inspect", str(path)])
     assert r.exit_code == 0 and "embed.weight is stored in 2 forms (1,280,000 bytes)" in r.output
 

@@ -280,13 +280,14 @@ typedef struct ert_kernels {
   /*   dwc3_s8     16 output planes of a depthwise kxk convolution (channels c < 16, k =
    *               g[13], 3 or 5), requantized: y[c*ys + oy*ow + ox] = clamp(g[8] +
    *               requant(a, qp[2c+1], g[11]), g[9], g[10]) for oy < oh, ox < ow, with a =
-   *               qp[2c] + sum over ky, kx < k of w[k*k*c + k*ky + kx] * (X(c, oy*s + ky -
+   *               qp[2c] + sum over ky, kx < k of w[k*k*c + k*ky + kx] * (X(c, oy*sy + ky -
    *               pt, ox*s + kx - pl) - xzp), X(c, r, j) = x[c*xs + r*iw + j] inside [0, ih)
    *               x [0, iw), xzp outside; g = {ih, iw, oh, ow, s, pt, pl, xzp, y_zp, lo,
-   *               hi, shift, R, k}: s 1 or 2, w in [-127, 127], shift >= 31, oh*ow >= 16,
-   *               at most R output rows per band (R <= oh, R*ow >= 16); the caller keeps a
-   *               and qp[2c] - xzp sum w within int32. buf: 16*((R-1)*s + k)*cols + 320 +
-   *               16*R*ow bytes, cols = (ow-1)*s + k; reads x only below xend; aarch64 only. */
+   *               hi, shift, R, k, sy}: strides s (along rows) and sy (down) 1 or 2, w in
+   *               [-127, 127], shift >= 31, oh*ow >= 16, at most R output rows per band
+   *               (R <= oh, R*ow >= 16); the caller keeps a and qp[2c] - xzp sum w within
+   *               int32. buf: 16*((R-1)*sy + k)*cols + 320 + 16*R*ow bytes, cols = (ow-1)*s
+   *               + k; reads x only below xend; aarch64 only. */
   void (*dwc3_s8)(int8_t *y, size_t ys, const int8_t *x, size_t xs, const int8_t *xend,
                   const int8_t *w, const int32_t *qp, const int32_t *g, int8_t *buf);
   /*   qgemm_rq_s8 qgemm_s8's accumulators, requantized: y[r*ldy + i] = clamp(q[1] +

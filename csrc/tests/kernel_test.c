@@ -802,7 +802,7 @@ static void test_dw3_s8(const ert_kernels *opt) {
       }
 }
 
-/* dwc3_s8: 3x3 and 5x5, strides 1 and 2, planes from 4x4 to 40 wide, pads of 0 to 2 on each side,
+/* dwc3_s8: 3x3 and 5x5, strides 1 and 2 in each direction, planes from 4x4 to 40 wide, pads of 0 to 2 on each side,
  * bands of the fewest rows allowed, of half the plane and of the whole plane, both
  * requantization forms; the 16 input planes end at the page (rows under 16 bytes read
  * 16). */
@@ -817,11 +817,12 @@ static void test_dwc3_s8(const ert_kernels *opt) {
   int variant = 0;
   for (int32_t kw = 3; kw <= 5; kw += 2)
   for (int32_t s = 1; s <= 2; ++s)
+  for (int32_t sy = 1; sy <= 2; ++sy)
     for (size_t di = 0; di < sizeof dims / sizeof dims[0]; ++di)
       for (size_t pi = 0; pi < sizeof pads / sizeof pads[0]; ++pi) {
         const int32_t ih = dims[di][0], iw = dims[di][1], pt = pads[pi][0], pl = pads[pi][1];
         if (ih + pt + pads[pi][2] < kw || iw + pl + pads[pi][3] < kw) continue;
-        const int32_t oh = (ih + pt + pads[pi][2] - kw) / s + 1, ow = (iw + pl + pads[pi][3] - kw) / s + 1;
+        const int32_t oh = (ih + pt + pads[pi][2] - kw) / sy + 1, ow = (iw + pl + pads[pi][3] - kw) / s + 1;
         if (oh * ow < 16) continue;
         const size_t plane = (size_t)ih * (size_t)iw, pout = (size_t)oh * (size_t)ow;
         int8_t *x = guarded_s8(16 * plane);
@@ -836,8 +837,8 @@ static void test_dwc3_s8(const ert_kernels *opt) {
           const size_t v = (size_t)variant % (sizeof mq / sizeof mq[0]);
           const int32_t zp = irand(&seed, -128, 127), lo = variant % 2 ? -128 : zp, hi = variant % 4 == 3 ? zp : 127;
           const int32_t xzp = variant % 3 == 0 ? 0 : irand(&seed, -128, 127);
-          const int32_t g[14] = {ih, iw, oh, ow, s, pt, pl, xzp, zp, lo < hi ? lo : hi, lo < hi ? hi : lo,
-                                 mq[v][1], R, kw};
+          const int32_t g[15] = {ih, iw, oh, ow, s, pt, pl, xzp, zp, lo < hi ? lo : hi, lo < hi ? hi : lo,
+                                 mq[v][1], R, kw, sy};
           int32_t qp[32];
           const int32_t span = 2 * kk * 128 * 127;
           for (int c = 0; c < 16; ++c) {
@@ -845,18 +846,18 @@ static void test_dwc3_s8(const ert_kernels *opt) {
             qp[2 * c + 1] = c == 7 ? 0 : mq[v][0] - c;
           }
           const size_t cols = (size_t)(ow - 1) * (size_t)s + (size_t)kw;
-          int8_t *buf = guarded_s8(16u * ((size_t)(R - 1) * (size_t)s + (size_t)kw) * cols + 320u + 16u * (size_t)R * (size_t)ow);
+          int8_t *buf = guarded_s8(16u * ((size_t)(R - 1) * (size_t)sy + (size_t)kw) * cols + 320u + 16u * (size_t)R * (size_t)ow);
           int8_t *y = guarded_s8(16 * pout);
           opt->dwc3_s8(y, pout, x, plane, x + 16 * plane, w, qp, g, buf);
           char ctx[128];
-          snprintf(ctx, sizeof ctx, "k=%d s=%d ih=%d iw=%d pads=%zu R=%d mult=%d shift=%d xzp=%d", (int)kw, (int)s, (int)ih,
+          snprintf(ctx, sizeof ctx, "k=%d s=%d sy=%d ih=%d iw=%d pads=%zu R=%d mult=%d shift=%d xzp=%d", (int)kw, (int)s, (int)sy, (int)ih,
                    (int)iw, pi, (int)R, (int)mq[v][0], (int)mq[v][1], (int)xzp);
           for (int c = 0; c < 16; ++c)
             for (int32_t oy = 0; oy < oh; ++oy)
               for (int32_t ox = 0; ox < ow; ++ox) {
                 int64_t a = qp[2 * c];
                 for (int t = 0; t < kk; ++t) {
-                  const int32_t r = oy * s + t / kw - pt, k = ox * s + t % kw - pl;
+                  const int32_t r = oy * sy + t / kw - pt, k = ox * s + t % kw - pl;
                   const int32_t xv = r >= 0 && r < ih && k >= 0 && k < iw ? x[(size_t)c * plane + (size_t)(r * iw + k)] : xzp;
                   a += (int64_t)w[kk * c + t] * (xv - xzp);
                 }

@@ -21,9 +21,9 @@ conv2d (int8)
              int16 copy of the R rows and Q columns of one input plane that the windows
              reach (R = (OH-1)*sH + (kH-1)*dH + 1, Q likewise), each row split into sW
              phases of L = ceil(Q / sW) values; or 0 (direct loops) when 2 * R * sW * L
-             exceeds DW_PAD_MAX; for kxk windows (k 3 or 5) of strides s 1 or 2, one
+             exceeds DW_PAD_MAX; for kxk windows (k 3 or 5) of strides 1 or 2, one
              output channel per input channel, M >= 16, OH*OW >= 16 and shift >= 31, at
-             least SLOTS slots of a band of 16 interleaved channels (the (R-1)*s + k
+             least SLOTS slots of a band of 16 interleaved channels (the (R-1)*sH + k
              padded input rows and the outputs of R output rows, about DWC_BUDGET bytes,
              see dwc_rows in the C kernel; the aarch64 kernels use it, the others the
              copy). Otherwise SLOTS slots of
@@ -134,15 +134,15 @@ def scratch(node, graph) -> int:
         cols = (g["ow"] - 1) * g["sw"] + (g["kw"] - 1) * g["dw"] + 1
         one = 2 * rows * g["sw"] * -(-cols // g["sw"])
         need = 0 if one > DW_PAD_MAX else SLOTS * ((one + 63) // 64 * 64)
-        s = g["sw"]
+        s, t = g["sw"], g["sh"]
         k = g["kh"]
-        if ((g["kw"], g["dh"], g["dw"], g["sh"]) == (k, 1, 1, s) and k in (3, 5) and s in (1, 2) and g["mg"] == 1
-                and g["m"] >= 16 and g["oh"] * g["ow"] >= 16 and int(node.attrs["shift"]) >= 31
+        if ((g["kw"], g["dh"], g["dw"]) == (k, 1, 1) and k in (3, 5) and s in (1, 2) and t in (1, 2)
+                and g["mg"] == 1 and g["m"] >= 16 and g["oh"] * g["ow"] >= 16 and int(node.attrs["shift"]) >= 31
                 and g["ow"] <= DW_PAD_MAX // 64):
             cols = (g["ow"] - 1) * s + k  # the kernel's 16-channel bands (dwc_rows in the C)
-            r = (DWC_BUDGET - DWC_SLACK - 16 * (k - s) * cols) // (16 * (s * cols + g["ow"]))
+            r = (DWC_BUDGET - DWC_SLACK - 16 * (k - t) * cols) // (16 * (t * cols + g["ow"]))
             r = min(max(r, -(-16 // g["ow"])), g["oh"])
-            band = 16 * (((r - 1) * s + k) * cols + r * g["ow"]) + DWC_SLACK
+            band = 16 * (((r - 1) * t + k) * cols + r * g["ow"]) + DWC_SLACK
             need = max(need, SLOTS * ((band + 63) // 64 * 64))
         return need
     p, k = g["oh"] * g["ow"], g["k"]

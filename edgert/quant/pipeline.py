@@ -11,11 +11,11 @@ import numpy as np
 
 from ..errors import ConversionError
 from ..ir import Graph
-from . import METHODS, MODES
+from . import METHODS, MODES, gemm_rows
 from .calibrate import batches, load_calibration, observe
 from .prepare import prepare_for_int8
 from .report import measure, worst_node
-from .rewrite import ANCHORS, quantize_int8, qparams_from_ranges
+from .rewrite import ANCHORS, PASSTHROUGH, quantize_int8, qparams_from_ranges
 from .tables import fold_into_tables
 from .weights import to_dynamic, to_fp16
 
@@ -29,13 +29,14 @@ def calibrate(g: Graph, feeds: list, method: str, progress: bool | None = None) 
     means = {n.inputs[0]: None for n in g.nodes if n.op in ANCHORS and n.inputs}
     ranges = observe(g, feeds, method, progress, means=means)
     share_weight_ranges(g, ranges, means)
+    share_concat_ranges(g, ranges)
     return qparams_from_ranges(ranges), means
 
 
 def quantize_graph(g: Graph, mode: str, calibration: Any = None, method: str = "percentile", keep_fp32=(),
                    sqnr_target: float | None = None, report: str | os.PathLike | None = None,
                    progress: bool | None = None, max_samples: int | None = None, qdq=None,
-                   merge_report: bool = False, calibrated=None) -> tuple[Graph, dict]:
+                   merge_report: bool = False, calibrated=None, gemm_as_conv: bool = True) -> tuple[Graph, dict]:
     """Returns (quantized graph, summary for the file's metadata).
 
     int8 needs `calibration` (see edgert.quant.calibrate.load_calibration) unless `qdq`
@@ -43,7 +44,9 @@ def quantize_graph(g: Graph, mode: str, calibration: Any = None, method: str = "
     keep_fp32 names nodes (or their output tensors) that stay float; sqnr_target (dB)
     keeps further nodes float, worst first, until every graph output reaches it;
     report writes per-tensor SQNR as JSON (under "quantization" of the JSON already in
-    that file when merge_report)."""
+    that file when merge_report). gemm_as_conv: int8 gemms of many rows run as 1x1
+    convolutions (edgert/quant/gemm_rows.py); off for bounded sizes, whose one graph
+    must not depend on the row count."""
     if mode not in MODES:
         raise ConversionError(f"quantize must be one of {', '.join(MODES)}, got {mode!r}")
     if mode == "fp16":
@@ -112,12 +115,40 @@ def quantize_graph(g: Graph, mode: str, calibration: Any = None, method: str = "
     if sq is not None:
         summary["outputs_sqnr_db"] = {k: _num(v) for k, v in sq["outputs"].items()}
     fold_into_tables(res.graph)  # same output bytes, fewer passes
+    if gemm_as_conv:
+        gemm_rows.run(res.graph)  # same output bytes, the tiled GEMM for many rows
     return res.graph, summary
 
 
 def _num(v: float) -> float | None:
     """A JSON-safe rounded number (None for an infinite SQNR: no error at all)."""
     return round(v, 2) if math.isfinite(v) else None
+
+
+def share_concat_ranges(g: Graph, ranges: dict) -> None:
+    """A concat's inputs take its output's range (the int8 rule of TFLite's
+    CONCATENATION), back through the data-movement ops before them, to the node that
+    computes the values: that node then requantizes straight to the output's scale, and
+    the int8 concat only copies (otherwise it requantizes every byte). Only for inputs
+    that nothing else reads (nor the graph's outputs); the output's range covers the
+    inputs' ranges, so this costs an input at most the resolution of the wider range."""
+    consumers = g.consumers()
+    producers = g.producers()
+    outputs = set(g.outputs)
+    for node in g.nodes:
+        if node.op != "concat" or not node.outputs or node.outputs[0] not in ranges:
+            continue
+        y = node.outputs[0]
+        for t in set(node.inputs):
+            reader = node
+            while (t in ranges and t not in outputs and t in producers
+                   and all(c is reader for c in consumers.get(t, []))):
+                ranges[t] = ranges[y]
+                p = producers[t]
+                if (p.op not in PASSTHROUGH or len(p.outputs) != 1 or not p.inputs
+                        or (p.op == "resize" and p.attrs.get("mode") != "nearest")):
+                    break
+                reader, t = p, p.inputs[0]
 
 
 def share_weight_ranges(g: Graph, ranges: dict, means: dict) -> None:

@@ -3,7 +3,8 @@ calibration (so that every tensor the int8 graph quantizes is observed):
 
 - a fused activation that int8 outputs cannot fold (anything but none, relu, clip)
   is split off conv2d, gemm, matmul and add into its own node (computed by table);
-- matmul with a constant 2-D B becomes gemm (between reshapes when A has rank > 2).
+- matmul with a constant 2-D B becomes gemm (between reshapes when A has rank > 2),
+  with the bias add after it as the gemm's C.
 
 Nodes named in `keep` are left alone.
 """
@@ -58,10 +59,36 @@ def split_activations(g: Graph, keep=()) -> bool:
     return changed
 
 
+def _bias_add(g: Graph, node: Node, consumers: dict, outputs: set, keep) -> tuple[Node, np.ndarray] | None:
+    """The add that is the only reader of matmul `node`'s output and adds a constant
+    vector along its last dim, and that vector ([N]); None when there is none."""
+    y = node.outputs[0]
+    readers = consumers.get(y, [])
+    if len(readers) != 1 or y in outputs or act_kind(node.attrs.get("act")) != 0:
+        return None
+    add = readers[0]
+    if add.op != "add" or add.name in keep or len(add.inputs) != 2 or add.inputs[0] == add.inputs[1]:
+        return None
+    c = g.const(add.inputs[1] if add.inputs[0] == y else add.inputs[0])
+    shape = g.tensors[y].shape
+    n = shape[-1]
+    if (c is None or c.dtype != np.float32 or c.size != n or c.ndim > len(shape) or (c.ndim and c.shape[-1] != n)
+            or tuple(g.tensors[add.outputs[0]].shape) != tuple(shape)):
+        return None
+    return add, c.reshape(n)
+
+
 def matmul_to_gemm(g: Graph, keep=()) -> bool:
+    """Also folds a bias add after the matmul into the gemm's C (the int8 gemm adds it
+    in its int32 accumulator instead of a requantizing int8 add)."""
     out: list[Node] = []
     changed = False
+    consumers = g.consumers()
+    outputs = set(g.outputs)
+    folded: set[int] = set()
     for node in g.nodes:
+        if id(node) in folded:
+            continue
         b = g.const(node.inputs[1]) if node.op == "matmul" and len(node.inputs) == 2 else None
         a_shape = g.tensors[node.inputs[0]].shape if node.op == "matmul" else ()
         if b is None or b.ndim != 2 or len(a_shape) < 2 or node.name in keep or b.dtype != np.float32:
@@ -69,16 +96,24 @@ def matmul_to_gemm(g: Graph, keep=()) -> bool:
             continue
         k, n = b.shape
         attrs = {k2: v for k2, v in node.attrs.items() if k2 in ("act", "act_a", "act_b")}
+        ins = list(node.inputs)
         y = node.outputs[0]
+        bias = _bias_add(g, node, consumers, outputs, keep)
+        if bias is not None:
+            add, c = bias
+            folded.add(id(add))
+            ins.append(g.add_const(c, f"{node.name}_bias"))
+            attrs = {k2: v for k2, v in add.attrs.items() if k2 in ("act", "act_a", "act_b")}
+            y = add.outputs[0]
         if len(a_shape) == 2:
-            out.append(Node("gemm", list(node.inputs), [y], attrs, node.name))
+            out.append(Node("gemm", [ins[0], *ins[1:]], [y], attrs, node.name))
         else:
             rows = int(np.prod(a_shape[:-1]))
             a2 = g.unique_name(f"{node.inputs[0]}_2d")
             y2 = g.unique_name(f"{y}_2d")
             out.append(_add(g, "reshape", [node.inputs[0]], a2, {"shape": [rows, k]}, f"{node.name}_flatten"))
             g.add_tensor(y2, (rows, n), np.float32)
-            out.append(Node("gemm", [a2, node.inputs[1]], [y2], attrs, node.name))
+            out.append(Node("gemm", [a2, *ins[1:]], [y2], attrs, node.name))
             out.append(Node("reshape", [y2], [y], {"shape": list(g.tensors[y].shape)}, f"{node.name}_unflatten"))
         changed = True
     g.nodes = out

@@ -162,8 +162,10 @@ def test_transpose(shape, perm):
 def test_transpose_dtypes(dtype):
     x = data((3, 5, 7), dtype)
     check(one_node("Transpose", x, perm=[2, 0, 1]), {"x": x}, threads=(1,))
-    x = data((2, 37, 70), dtype)  # tiled path: full 4x4 blocks, partial tiles and ragged edges
+    x = data((2, 37, 70), dtype)  # tiled path: full 4x4 (bytes: 8x8) blocks, partial tiles and ragged edges
     check(one_node("Transpose", x, perm=[0, 2, 1]), {"x": x}, threads=(1,))
+    x = data((131, 75), dtype)  # two tiles of output rows, the second of 11
+    check(one_node("Transpose", x, perm=[1, 0]), {"x": x}, threads=(1, 2))
 
 
 @pytest.mark.parametrize("shape,perm", [((130, 257), [1, 0]), ((2, 40, 33, 33), [0, 2, 3, 1]),

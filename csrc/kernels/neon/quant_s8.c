@@ -977,8 +977,8 @@ typedef struct dwc_k {
   int is31;
 } dwc_k;
 
-/* The outputs of rows oy < R (ow each, stride s) from the band's padded copy (cols
- * pixels a row) into out, 16 bytes a pixel, of 3x3 windows or (k5) 5x5. A function of
+/* The outputs of rows oy < R (ow each, strides s along a row and sy down) from the band's
+ * padded copy (cols pixels a row) into out, 16 bytes a pixel, of 3x3 windows or (k5) 5x5. A function of
  * its own, so that the taps and the requantization's constants stay in registers. 3x3
  * in assembly: per pixel one ld1 of the three pixels of each window row (48 bytes, for
  * stride 1 and 2 alike), DWC_PAIR's products and widening adds, the bias from one ld1 and
@@ -986,7 +986,8 @@ typedef struct dwc_k {
  * 64 instructions per pixel of 16 channels. 5x5: a loop over the window's rows, its taps
  * loaded. */
 static __attribute__((noinline)) void dwc_band(int8_t *out, const int8_t *in, int32_t R, int32_t ow,
-                                               int32_t s, int32_t cols, const dwc_k *k, int k5) {
+                                               int32_t s, int32_t sy, int32_t cols, const dwc_k *k,
+                                               int k5) {
   const size_t rs = (size_t)cols * 16u, ps = 16u * (size_t)s;
   if (!k5) {
     const int8_t *p0, *p1, *p2;
@@ -1063,7 +1064,7 @@ static __attribute__((noinline)) void dwc_band(int8_t *out, const int8_t *in, in
         "5:\n"
         : [o] "+r"(out), [in] "+r"(in), [rows] "+r"(rows), [kw] "+r"(k), [p0] "=&r"(p0),
           [p1] "=&r"(p1), [p2] "=&r"(p2), [cnt] "=&r"(cnt)
-        : [rs] "r"(rs), [ps] "r"(ps), [srs] "r"(rs * (size_t)s), [ow] "r"((size_t)ow),
+        : [rs] "r"(rs), [ps] "r"(ps), [srs] "r"(rs * (size_t)sy), [ow] "r"((size_t)ow),
           [kb] "r"(&k->b), [km] "r"(&k->m), [kc] "r"(&k->sh), [is31] "r"(k->is31)
         : "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12",
           "v13", "v14", "v15", "v16", "v17", "v18", "v19", "v20", "v21", "v22", "v23", "v24",
@@ -1076,7 +1077,7 @@ static __attribute__((noinline)) void dwc_band(int8_t *out, const int8_t *in, in
   const int8x16_t vlo = k->lo, vhi = k->hi;
   const int is31 = k->is31;
   for (int32_t oy = 0; oy < R; ++oy) {
-    const int8_t *p0 = in + (size_t)(oy * s) * rs;
+    const int8_t *p0 = in + (size_t)(oy * sy) * rs;
     for (int32_t ox = 0; ox < ow; ++ox, out += 16, p0 += ps) {
       int32x4x4_t acc = vld1q_s32_x4((const int32_t *)(const void *)&k->b);
       int32x4_t a0 = acc.val[0], a1 = acc.val[1], a2 = acc.val[2], a3 = acc.val[3];
@@ -1116,9 +1117,10 @@ static __attribute__((noinline)) void dwc_band(int8_t *out, const int8_t *in, in
 void ert_dwc3_s8__neon(int8_t *y, size_t ys, const int8_t *x, size_t xs, const int8_t *xend,
                        const int8_t *w, const int32_t *qp, const int32_t *g, int8_t *buf) {
   const int32_t ih = g[0], iw = g[1], oh = g[2], ow = g[3], s = g[4], pt = g[5], pl = g[6];
+  const int32_t sy = g[14]; /* the stride down */
   const int32_t xzp = g[7], nb = (oh + g[12] - 1) / g[12], rmin = (ow + 15) / ow; /* R*ow >= 16 */
   const int32_t R = (oh + nb - 1) / nb > rmin ? (oh + nb - 1) / nb : rmin; /* bands of equal size */
-  const int32_t kw = g[13], kk = kw * kw, cols = (ow - 1) * s + kw, rin = (R - 1) * s + kw;
+  const int32_t kw = g[13], kk = kw * kw, cols = (ow - 1) * s + kw, rin = (R - 1) * sy + kw;
   const int32_t lo = pl < cols ? pl : cols, hi = pl + iw < cols ? pl + iw : cols;
   const int32_t n = hi - lo; /* image columns in a row, from image column lo - pl */
   int8_t *const in = buf, *const out = buf + (size_t)rin * (size_t)cols * 16u + 320u;
@@ -1155,7 +1157,7 @@ void ert_dwc3_s8__neon(int8_t *y, size_t ys, const int8_t *x, size_t xs, const i
   for (int32_t oy0 = 0;; oy0 += R) {
     if (oy0 > oh - R) oy0 = oh - R;
     for (int32_t br = 0; br < rin; ++br) {
-      const int32_t iy = oy0 * s + br - pt;
+      const int32_t iy = oy0 * sy + br - pt;
       int8_t *d = in + (size_t)(br * cols + lo) * 16u;
       if (iy < 0 || iy >= ih || n <= 0) {
         memset(in + (size_t)br * (size_t)cols * 16u, xzp, (size_t)cols * 16u);
@@ -1182,7 +1184,7 @@ void ert_dwc3_s8__neon(int8_t *y, size_t ys, const int8_t *x, size_t xs, const i
         if (o + 16 >= n) break;
       }
     }
-    dwc_band(out, in, R, ow, s, cols, &k, kw == 5);
+    dwc_band(out, in, R, ow, s, sy, cols, &k, kw == 5);
     const int32_t np = R * ow; /* >= 16 */
     for (int32_t i = 0;; i += 16) {
       const int32_t o = i + 16 <= np ? i : np - 16;

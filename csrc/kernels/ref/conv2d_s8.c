@@ -120,25 +120,26 @@ static size_t dw_scratch(const geom *g) {
   return (size_t)S8_SLOTS * align64((size_t)bytes);
 }
 
-/* ert_cpu.dwc3_s8 (16 channels per call) takes 3x3 and 5x5 windows, undilated, of equal strides
- * 1 or 2, one output channel per input channel, 16 channels or more, planes of 16
- * outputs or more, shifts from 31; its slot holds bands of dwc_rows output rows: the
- * band's padded input rows and its outputs, 16 channels interleaved (at most about
- * DWC_BUDGET bytes, at least 16 outputs a band). edgert/ops/conv2d_s8.py mirrors this. */
+/* ert_cpu.dwc3_s8 (16 channels per call) takes 3x3 and 5x5 windows, undilated, of strides
+ * 1 or 2 (each direction its own), one output channel per input channel, 16 channels or
+ * more, planes of 16 outputs or more, shifts from 31; its slot holds bands of dwc_rows
+ * output rows: the band's padded input rows and its outputs, 16 channels interleaved
+ * (at most about DWC_BUDGET bytes, at least 16 outputs a band).
+ * edgert/ops/conv2d_s8.py mirrors this. */
 enum { DWC_BUDGET = 32768, DWC_SLACK = 320 };
 static int dwc_geom(const geom *g) {
-  return (g->kh == 3 || g->kh == 5) && g->kw == g->kh && g->dh == 1 && g->dw == 1 && g->sh == g->sw &&
-         (g->sw == 1 || g->sw == 2) && g->cg == 1 && g->mg == 1 && g->m >= 16 &&
-         (int64_t)g->oh * g->ow >= 16 && g->shift >= 31 && g->ow <= S8_DW_PAD_MAX / 64;
+  return (g->kh == 3 || g->kh == 5) && g->kw == g->kh && g->dh == 1 && g->dw == 1 &&
+         (g->sh == 1 || g->sh == 2) && (g->sw == 1 || g->sw == 2) && g->cg == 1 && g->mg == 1 &&
+         g->m >= 16 && (int64_t)g->oh * g->ow >= 16 && g->shift >= 31 && g->ow <= S8_DW_PAD_MAX / 64;
 }
 static int32_t dwc_rows(const geom *g) {
-  const int64_t s = g->sw, cols = dw_cols(g);
+  const int64_t s = g->sh, cols = dw_cols(g);
   int64_t r = (DWC_BUDGET - DWC_SLACK - 16 * (g->kh - s) * cols) / (16 * (s * cols + g->ow));
   if (r < (16 + g->ow - 1) / g->ow) r = (16 + g->ow - 1) / g->ow;
   return (int32_t)(r < g->oh ? r : g->oh);
 }
 static size_t dwc_slot(const geom *g) {
-  const int64_t s = g->sw, r = dwc_rows(g);
+  const int64_t s = g->sh, r = dwc_rows(g);
   return align64((size_t)(16 * (((r - 1) * s + g->kh) * dw_cols(g) + r * g->ow) + DWC_SLACK));
 }
 
@@ -501,8 +502,8 @@ static void dwc_task(void *arg, size_t begin, size_t end) {
   const geom *g = j->g;
   const size_t nb = ((size_t)g->m + 15u) / 16u, tasks = (size_t)g->n * nb;
   const size_t plane_in = (size_t)g->h * (size_t)g->w, plane_out = (size_t)g->oh * (size_t)g->ow;
-  const int32_t gv[14] = {g->h,   g->w,   g->oh, g->ow, g->sw,    g->pt,       g->pl,
-                          g->xzp, g->yzp, g->lo, g->hi, g->shift, dwc_rows(g), g->kw};
+  const int32_t gv[15] = {g->h,   g->w,   g->oh, g->ow, g->sw,    g->pt,       g->pl,    g->xzp,
+                          g->yzp, g->lo,  g->hi, g->shift, dwc_rows(g), g->kw, g->sh};
   const int8_t *xend = j->x + (size_t)g->n * (size_t)g->c * plane_in;
   for (size_t s = begin; s < end; s++)
     for (size_t t = s * tasks / j->nslots; t < (s + 1) * tasks / j->nslots; t++) {
@@ -632,14 +633,17 @@ static void gather_q(const geom *g, const int8_t *x, int32_t p0, int32_t pb, int
   }
   for (int32_t q = 0; q < kp / 4; q++)
     memset(col + (size_t)q * np4 + (size_t)pb * 4u, 0, (size_t)(np - pb) * 4u);
-  /* k <= TAPS: tap t of a window inside the image is src[off[t]] from the window's
-   * corner. */
+  /* Tap t of a window inside the image is src[off[t]] from the window's corner, for the
+   * taps of cc channels (all of them, or a multiple of 4 channels when k > TAPS: a
+   * window is then gathered cc channels at a time, each part starting on a quad). */
   enum { TAPS = 1024 };
   ptrdiff_t off[TAPS];
-  const int tab = g->k <= TAPS, runs = tab && ert_cpu.taps_s8 != NULL && g->sw <= 2;
+  const int32_t kk = g->kh * g->kw;
+  const int32_t cc = g->k <= TAPS ? g->cg : TAPS / kk & ~3;
+  const int tab = cc > 0, runs = tab && ert_cpu.taps_s8 != NULL && g->sw <= 2;
   if (tab) {
     ptrdiff_t *o = off;
-    for (int32_t ci = 0; ci < g->cg; ci++)
+    for (int32_t ci = 0; ci < cc; ci++)
       for (int32_t ky = 0; ky < g->kh; ky++)
         for (int32_t kx = 0; kx < g->kw; kx++)
           *o++ = (ptrdiff_t)((size_t)ci * plane + (size_t)ky * (size_t)g->dh * (size_t)g->w +
@@ -653,18 +657,27 @@ static void gather_q(const geom *g, const int8_t *x, int32_t p0, int32_t pb, int
     if (tab && iy0 >= 0 && iy0 + (int64_t)(g->kh - 1) * g->dh < g->h && ix0 >= 0 &&
         ix0 + (int64_t)(g->kw - 1) * g->dw < g->w) { /* the window is inside the image */
       const int8_t *src = x + (size_t)iy0 * (size_t)g->w + (size_t)ix0;
-      if (runs) { /* a run of windows along the row */
-        int32_t run = (g->w - 1 - (g->kw - 1) * g->dw - (int32_t)ix0) / g->sw + 1;
+      int32_t run = 0; /* a run of windows along the row, for taps_s8 */
+      if (runs) {
+        run = (g->w - 1 - (g->kw - 1) * g->dw - (int32_t)ix0) / g->sw + 1;
         if (run > g->ow - ox) run = g->ow - ox;
         if (run > pb - i) run = pb - i;
+      }
+      for (int32_t c0 = 0; c0 < g->cg; c0 += cc) {
+        const int32_t kc = (g->cg - c0 < cc ? g->cg - c0 : cc) * kk;
+        const int8_t *s = src + (size_t)c0 * plane;
+        int8_t *d = dst + (size_t)(c0 * kk / 4) * np4;
         if (run >= 17) {
-          ert_cpu.taps_s8(dst, np4, src, off, g->k, run, g->sw);
-          i += run - 1;
+          ert_cpu.taps_s8(d, np4, s, off, kc, run, g->sw);
           continue;
         }
+        for (int32_t u = 0; u < kc; u++) d[(size_t)(u >> 2) * np4 + (size_t)(u & 3)] = s[off[u]];
       }
-      const int32_t k = g->k; /* a local: the int8 stores may alias *g */
-      for (; t < k; t++) dst[(size_t)(t >> 2) * np4 + (size_t)(t & 3)] = src[off[t]];
+      if (run >= 17) {
+        i += run - 1;
+        continue;
+      }
+      t = g->k;
     } else {
       for (int32_t ci = 0; ci < g->cg; ci++)
         for (int32_t ky = 0; ky < g->kh; ky++) {

@@ -180,6 +180,41 @@ static void rows_task(void *arg, size_t begin, size_t end) {
         memcpy(dst + (a * B + b) * (ES), src + (b * sb + a) * (ES), (ES));              \
   } while (0)
 
+/* The byte form of ERT_TILE_BLOCK: 8x8 sub-blocks as eight 64-bit words (word i holds
+ * input run b + i), transposed in registers by three rounds of masked swaps between
+ * words 4, 2 and 1 apart (bytes 4, 2 and 1 apart within them); little-endian byte order. */
+#define ERT_SWAP8(u, d, m)                                   \
+  do {                                                       \
+    const uint64_t t_ = (((u)[0] >> (8 * (d))) ^ (u)[d]) & (m); \
+    (u)[d] ^= t_;                                            \
+    (u)[0] ^= t_ << (8 * (d));                               \
+  } while (0)
+static void tile_bytes(char *dst, const char *src, int64_t a0, int64_t a1, int64_t b0,
+                       int64_t b1, int64_t B, int64_t sb) {
+  int64_t a = a0;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  for (; a + 8 <= a1; a += 8) {
+    int64_t b = b0;
+    for (; b + 8 <= b1; b += 8) {
+      uint64_t u[8];
+      for (int i = 0; i < 8; i++) memcpy(&u[i], src + (b + i) * sb + a, 8);
+      for (int i = 0; i < 4; i++) ERT_SWAP8(u + i, 4, 0x00000000FFFFFFFFull);
+      for (int i = 0; i < 8; i += 4) {
+        ERT_SWAP8(u + i, 2, 0x0000FFFF0000FFFFull);
+        ERT_SWAP8(u + i + 1, 2, 0x0000FFFF0000FFFFull);
+      }
+      for (int i = 0; i < 8; i += 2) ERT_SWAP8(u + i, 1, 0x00FF00FF00FF00FFull);
+      for (int j = 0; j < 8; j++) memcpy(dst + (a + j) * B + b, &u[j], 8);
+    }
+    for (; b < b1; b++)
+      for (int j = 0; j < 8; j++) dst[(a + j) * B + b] = src[b * sb + a + j];
+  }
+#endif
+  for (; a < a1; a++)
+    for (int64_t b = b0; b < b1; b++) dst[a * B + b] = src[b * sb + a];
+}
+#undef ERT_SWAP8
+
 /* Tiled path: output [..., A, B] with stride 1 along A (so output row a gathers one
  * element from each of B input runs). Work items are (batch, tile of A); the batch
  * walks the dims before the last two. */
@@ -204,7 +239,7 @@ static void tiles_task(void *arg, size_t begin, size_t end) {
     for (int64_t b0 = 0; b0 < B; b0 += TILE) {
       const int64_t b1 = b0 + TILE < B ? b0 + TILE : B;
       switch (es) {
-        case 1: ERT_TILE_BLOCK(1); break;
+        case 1: tile_bytes(dst, src, a0, a1, b0, b1, B, sb); break;
         case 2: ERT_TILE_BLOCK(2); break;
         case 4: ERT_TILE_BLOCK(4); break;
         default: ERT_TILE_BLOCK(8); break;
