@@ -57,7 +57,7 @@ def test_runtime_info_and_version(tmp_path):
     assert info["version"] == edgert.__version__ == info["library_version"]
     fmt_version = ".".join(map(str, edgert.format.VERSION))
     assert info["format_version"] == fmt_version
-    assert info["kernels"] in ("ref", "neon", "neon+dotprod", "avx2")
+    assert info["kernels"] in ("ref", "neon", "neon+dotprod", "avx2", "avx2+avx512f", "avx2+avx512f+vnni")
     assert "kernels=ref" in info["build"]
     assert pathlib.Path(info["library"]).is_file()
     out = edgert_cmd("--version", cwd=tmp_path).stdout

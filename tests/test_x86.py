@@ -1,6 +1,7 @@
 """The x86-64 AVX2 + FMA kernels (csrc/kernels/x86) against the portable ones.
 
-- The start-up choice: the installed package reports "avx2" on a CPU with AVX2 and FMA,
+- The start-up choice: the installed package reports "avx2" on a CPU with AVX2 and FMA (with
+  "+avx512f" and "+vnni" where it has those),
   and "ref" when EDGERT_FORCE_REF=1 is set before it loads (a fresh process).
 - csrc/tests/kernel_test.c in the host target's build (`edgert build`'s make flags,
   link-time optimization included): every AVX2 kernel against its contract (cpu.h) and
@@ -32,13 +33,24 @@ if platform.machine().lower() not in ("x86_64", "amd64"):
     pytest.skip("x86-64 hosts only", allow_module_level=True)
 
 
-def _cpu_has_avx2_fma() -> bool:
+def _cpu_flags() -> set[str]:
     try:
         text = pathlib.Path("/proc/cpuinfo").read_text()
     except OSError:
-        return False
-    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
-    return "avx2" in flags and "fma" in flags
+        return set()
+    return set(next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), []))
+
+
+def _cpu_has_avx2_fma() -> bool:
+    return {"avx2", "fma"} <= _cpu_flags()
+
+
+def _isa() -> str:
+    """What the library reports on this CPU: the AVX2 kernels, and the AVX-512 and VNNI
+    ones where the CPU (and the kernel, which clears the flags the OS does not save) has them."""
+    flags = _cpu_flags()
+    isa = "avx2+avx512f" if "avx512f" in flags else "avx2"
+    return isa + "+vnni" if {"avx512f", "avx512vl", "avx512_vnni"} <= flags else isa
 
 
 needs_avx2 = pytest.mark.skipif(not _cpu_has_avx2_fma(), reason="the CPU lacks AVX2 or FMA")
@@ -90,7 +102,7 @@ def _case(tmp: pathlib.Path, name: str, data: bytes, feeds: dict[str, np.ndarray
 
 
 def _compare(tmp: pathlib.Path, cases: list[dict], threads=(1, 2)) -> None:
-    assert _run(tmp, cases, False, "avx2", threads) == "avx2"
+    assert _run(tmp, cases, False, "avx2", threads) == _isa()
     assert _run(tmp, cases, True, "ref", threads) == "ref"
     for c in cases:
         for t in threads:
@@ -114,7 +126,7 @@ def test_build_names_the_avx2_kernels():
 
 @needs_avx2
 def test_kernels_chosen_at_start_up(tmp_path):
-    assert edgert.runtime_info()["kernels"] == "avx2"
+    assert edgert.runtime_info()["kernels"] == _isa()
     env = dict(os.environ, EDGERT_FORCE_REF="1")
     r = subprocess.run([sys.executable, "-c", "import edgert; print(edgert.runtime_info()['kernels'])"],
                        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
@@ -131,7 +143,7 @@ def test_kernel_test_host_target():
 
     out = ebuild.compile_target(targets.load("host"), goals=("lib", "kernel-test"))
     exe = out / "bin" / "kernel_test"
-    r = subprocess.run([str(exe), "--expect", "avx2"], capture_output=True, text=True, timeout=600)
+    r = subprocess.run([str(exe), "--expect", _isa()], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     assert " 0 failures" in r.stdout
     env = dict(os.environ, EDGERT_FORCE_REF="1")

@@ -161,6 +161,7 @@ void ert_cpu_select(void) {
     k.taps_s8 = ert_taps_s8__avx2;
     k.quantize_s8 = ert_quantize_s8__avx2;
     if (x86_avx512f()) { /* 16 x 16 tiles; dot products sixteen rows at a time */
+      k.isa = "avx2+avx512f";
       k.sgemm_block = ert_sgemm_block_f32__avx512;
       k.dot_rows = ert_dot_rows_f32__avx512;
       k.dw3 = ert_conv2d_dw3_f32__avx512; /* images of 16 columns or fewer; wider: AVX2 */
@@ -171,6 +172,7 @@ void ert_cpu_select(void) {
       k.act_apply = ert_act_apply_f32__avx512; /* sigmoid, tanh, silu; the reference the rest */
     }
     if (x86_avx512_vnni()) { /* four products per 32-bit lane */
+      k.isa = "avx2+avx512f+vnni";
       k.qgemm_rq_s8 = ert_qgemm_rq_s8__vnni;
       k.dw3_s8 = ert_dw3_s8__vnni;
     }

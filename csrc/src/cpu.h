@@ -147,7 +147,8 @@ typedef int (*ert_pool_hred_fn)(float *y, const float *t, int32_t n, int32_t kw,
 typedef float (*ert_gpool_fn)(const float *x, size_t n, int op);
 
 typedef struct ert_kernels {
-  const char *isa;             /* "ref", "neon", "neon+dotprod" or "avx2": what was selected */
+  const char *isa; /* what was selected: "ref", "neon", "neon+dotprod", "avx2", "avx2+avx512f" or
+                    * "avx2+avx512f+vnni" */
   ert_sgemm_rows_fn sgemm_rows, sgemm_rows6, sgemm_rows6_n8;
   ert_sgemm_rows_ld_fn sgemm_rows_ld, sgemm_rows6_ld;
   ert_dw_plane_fn dw3_s1, dw3_s2, dw5_s1, dw5_s2;

@@ -123,23 +123,48 @@ void ert_binary_s8__neon(int op, const int32_t *p, const int8_t *a, const int8_t
  * entries 0..63 (0 past them), then tbx in 64..127, 128..191 and 192..255 after
  * subtracting 64 each time (indices of the earlier quarters wrap past 191 and are left
  * alone). */
+/* 32 bytes a step: the table in v0-v15 (four 64-byte parts), an index looked up in
+ * the first part by tbl and in the others by tbx after subtracting 64 each time (tbx
+ * leaves a lane whose index is out of its part as it was). Assembly, so that the
+ * table stays in registers (intrinsics reloaded it every step). */
 void ert_lut_s8__neon(const int8_t *t, const int8_t *x, int8_t *y, size_t n) {
-  const uint8_t *tu = (const uint8_t *)t;
-  uint8x16x4_t q[4];
-  for (int k = 0; k < 4; ++k)
-    for (int j = 0; j < 4; ++j) q[k].val[j] = vld1q_u8(tu + 64 * k + 16 * j);
-  const uint8x16_t k80 = vdupq_n_u8(0x80), k64 = vdupq_n_u8(64);
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    uint8x16_t ix = veorq_u8(vld1q_u8((const uint8_t *)x + i), k80);
-    uint8x16_t r = vqtbl4q_u8(q[0], ix);
-    ix = vsubq_u8(ix, k64);
-    r = vqtbx4q_u8(r, q[1], ix);
-    ix = vsubq_u8(ix, k64);
-    r = vqtbx4q_u8(r, q[2], ix);
-    ix = vsubq_u8(ix, k64);
-    r = vqtbx4q_u8(r, q[3], ix);
-    vst1q_u8((uint8_t *)y + i, r);
+  size_t i = n & ~(size_t)31;
+  if (i != 0) {
+    const int8_t *pt = t, *px = x;
+    int8_t *py = y;
+    size_t cnt = i / 32;
+    __asm__ volatile(
+        "ld1 {v0.16b, v1.16b, v2.16b, v3.16b}, [%[t]], #64\n\t"
+        "ld1 {v4.16b, v5.16b, v6.16b, v7.16b}, [%[t]], #64\n\t"
+        "ld1 {v8.16b, v9.16b, v10.16b, v11.16b}, [%[t]], #64\n\t"
+        "ld1 {v12.16b, v13.16b, v14.16b, v15.16b}, [%[t]]\n\t"
+        "movi v16.16b, #0x80\n\t"
+        "movi v17.16b, #0x40\n"
+        "1:\n\t"
+        "ld1 {v18.16b, v19.16b}, [%[x]], #32\n\t"
+        "eor v18.16b, v18.16b, v16.16b\n\t"
+        "eor v19.16b, v19.16b, v16.16b\n\t"
+        "tbl v20.16b, {v0.16b, v1.16b, v2.16b, v3.16b}, v18.16b\n\t"
+        "tbl v21.16b, {v0.16b, v1.16b, v2.16b, v3.16b}, v19.16b\n\t"
+        "sub v18.16b, v18.16b, v17.16b\n\t"
+        "sub v19.16b, v19.16b, v17.16b\n\t"
+        "tbx v20.16b, {v4.16b, v5.16b, v6.16b, v7.16b}, v18.16b\n\t"
+        "tbx v21.16b, {v4.16b, v5.16b, v6.16b, v7.16b}, v19.16b\n\t"
+        "sub v18.16b, v18.16b, v17.16b\n\t"
+        "sub v19.16b, v19.16b, v17.16b\n\t"
+        "tbx v20.16b, {v8.16b, v9.16b, v10.16b, v11.16b}, v18.16b\n\t"
+        "tbx v21.16b, {v8.16b, v9.16b, v10.16b, v11.16b}, v19.16b\n\t"
+        "sub v18.16b, v18.16b, v17.16b\n\t"
+        "sub v19.16b, v19.16b, v17.16b\n\t"
+        "tbx v20.16b, {v12.16b, v13.16b, v14.16b, v15.16b}, v18.16b\n\t"
+        "tbx v21.16b, {v12.16b, v13.16b, v14.16b, v15.16b}, v19.16b\n\t"
+        "st1 {v20.16b, v21.16b}, [%[y]], #32\n\t"
+        "subs %[cnt], %[cnt], #1\n\t"
+        "b.ne 1b\n"
+        : [t] "+r"(pt), [x] "+r"(px), [y] "+r"(py), [cnt] "+r"(cnt)
+        :
+        : "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13",
+          "v14", "v15", "v16", "v17", "v18", "v19", "v20", "v21", "memory", "cc");
   }
   for (; i < n; ++i) y[i] = t[x[i] + 128];
 }
