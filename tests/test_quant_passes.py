@@ -76,6 +76,30 @@ def test_matmul_bias_add_folds_into_gemm():
         assert (before == 0).any() and (before > 0).any()
 
 
+def test_tiling_transposed_conv_becomes_conv_and_shuffle():
+    """conv_transpose2d with kernel = strides (2 and 3), bias and relu: a 1x1 conv2d and a
+    CRD depth_to_space with the same float outputs; padded or overlapping windows stay."""
+    from edgert.quant.prepare import tiling_transposed_to_conv
+
+    rng = np.random.default_rng(5)
+    for k, s, pads, folds in ((2, 2, (0, 0, 0, 0), True), (3, 3, (0, 0, 0, 0), True),
+                              (2, 2, (1, 0, 1, 0), False), (3, 2, (0, 0, 0, 0), False)):
+        g = Graph()
+        g.add_tensor("x", (1, 5, 4, 6), np.float32)
+        g.inputs = ["x"]
+        w = g.add_const(rng.standard_normal((5, 3, k, k)).astype(np.float32), "w")
+        b = g.add_const(rng.standard_normal(3).astype(np.float32), "b")
+        _node(g, "conv_transpose2d", ["x", w, b], "y", dict(kernel=[k, k], strides=[s, s], pads=list(pads),
+                                                             act="relu"))
+        g.outputs = ["y"]
+        x = rng.standard_normal((1, 5, 4, 6)).astype(np.float32)
+        before = _run(g, {"x": x})[0]
+        assert tiling_transposed_to_conv(g) == folds
+        assert [n.op for n in g.nodes] == (["conv2d", "depth_to_space"] if folds else ["conv_transpose2d"])
+        np.testing.assert_allclose(_run(g, {"x": x})[0], before, rtol=1e-5, atol=1e-5)
+        assert (before == 0).any() and (before > 0).any()
+
+
 def test_rewrite_decisions():
     """conv(relu) -> max_pool -> resize -> concat(with the conv) -> sigmoid -> softmax:
     everything int8 up to the softmax (a graph output: it stays float), a dequantize

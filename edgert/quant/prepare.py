@@ -3,6 +3,10 @@ calibration (so that every tensor the int8 graph quantizes is observed):
 
 - a fused activation that int8 outputs cannot fold (anything but none, relu, clip)
   is split off conv2d, gemm, matmul and add into its own node (computed by table);
+- a transposed convolution whose windows tile the output (kernel = strides, no pads or
+  dilation, one group) becomes a 1x1 conv2d to b*b times the channels and a CRD
+  depth_to_space (b the stride): the int8 convolution and a byte shuffle, where the
+  transposed convolution has no int8 form;
 - matmul with a constant 2-D B becomes gemm (between reshapes when A has rank > 2),
   with the bias add after it as the gemm's C.
 
@@ -120,7 +124,44 @@ def matmul_to_gemm(g: Graph, keep=()) -> bool:
     return changed
 
 
+def tiling_transposed_to_conv(g: Graph, keep=()) -> bool:
+    """Y[n, m, b*i + p, b*j + q] = B[m] + sum over c of X[n, c, i, j] W[c, m, p, q] is
+    the 1x1 convolution with weights W'[m*b*b + p*b + q, c] = W[c, m, p, q] (bias B[m]
+    repeated), then depth_to_space in CRD order."""
+    out: list[Node] = []
+    changed = False
+    for node in g.nodes:
+        a = node.attrs
+        w = g.const(node.inputs[1]) if node.op == "conv_transpose2d" and len(node.inputs) >= 2 else None
+        bias = g.const(node.inputs[2]) if w is not None and len(node.inputs) > 2 and node.inputs[2] else None
+        kh, kw = (int(v) for v in a.get("kernel", (0, 0)))
+        if (w is None or w.ndim != 4 or w.dtype != np.float32 or node.name in keep or a.get("rank1d")
+                or int(a.get("group", 1)) != 1 or kh != kw or kh < 2
+                or [int(v) for v in a.get("strides", (1, 1))] != [kh, kw]
+                or any(int(v) != 1 for v in a.get("dilations", (1, 1)))
+                or any(int(v) for v in a.get("pads", (0, 0, 0, 0)))
+                or any(int(v) for v in a.get("output_padding", (0, 0)))
+                or (len(node.inputs) > 2 and node.inputs[2] and bias is None)):
+            out.append(node)
+            continue
+        c, m = w.shape[:2]
+        w1 = np.ascontiguousarray(w.transpose(1, 2, 3, 0).reshape(m * kh * kw, c, 1, 1))
+        ins = [node.inputs[0], g.add_derived_const(w1, node.inputs[1], f"{node.inputs[1]}_1x1")]
+        if bias is not None:
+            ins.append(g.add_const(np.repeat(bias.astype(np.float32), kh * kw), f"{node.name}_bias"))
+        attrs = {"group": 1, "kernel": [1, 1], "strides": [1, 1], "dilations": [1, 1], "pads": [0, 0, 0, 0]}
+        attrs.update({k: v for k, v in a.items() if k in ("act", "act_a", "act_b")})
+        y = node.outputs[0]
+        t = g.unique_name(f"{y}_blocks")
+        out.append(_add(g, "conv2d", ins, t, attrs, node.name))
+        out.append(_add(g, "depth_to_space", [t], y, {"blocksize": kh, "mode": "CRD"}, f"{node.name}_shuffle"))
+        changed = True
+    g.nodes = out
+    return changed
+
+
 def prepare_for_int8(g: Graph, keep=()) -> None:
+    tiling_transposed_to_conv(g, keep)
     split_activations(g, keep)
     matmul_to_gemm(g, keep)
     g.toposort()
