@@ -376,6 +376,9 @@ def test_depth_space_large_and_dtypes():
     check(one_node("DepthToSpace", x, opset=13, blocksize=2, mode="DCR"), {"x": x})
     x = data((1, 3, 40, 60), np.uint8)
     check(one_node("SpaceToDepth", x, opset=13, blocksize=4), {"x": x})
+    for w in (37, 40, 141):  # bytes, 2x: two runs interleaved, 8 bytes a step and the rest
+        x = data((1, 8, 5, w), np.uint8)
+        check(one_node("DepthToSpace", x, opset=13, blocksize=2, mode="CRD"), {"x": x})
 
 
 def test_space_to_depth_crd_mode_reference():

@@ -182,7 +182,14 @@ static void rows_task(void *arg, size_t begin, size_t end) {
 
 /* The byte form of ERT_TILE_BLOCK: 8x8 sub-blocks as eight 64-bit words (word i holds
  * input run b + i), transposed in registers by three rounds of masked swaps between
- * words 4, 2 and 1 apart (bytes 4, 2 and 1 apart within them); little-endian byte order. */
+ * words 4, 2 and 1 apart (bytes 4, 2 and 1 apart within them); for B = 2, 8 bytes of
+ * each run spread to the even and odd bytes of 16. Little-endian byte order. */
+/* The bytes of v spread to the even bytes of the result (little-endian order). */
+static inline uint64_t spread4(uint32_t v) {
+  uint64_t x = v;
+  x = (x | x << 16) & 0x0000FFFF0000FFFFull;
+  return (x | x << 8) & 0x00FF00FF00FF00FFull;
+}
 #define ERT_SWAP8(u, d, m)                                   \
   do {                                                       \
     const uint64_t t_ = (((u)[0] >> (8 * (d))) ^ (u)[d]) & (m); \
@@ -193,6 +200,16 @@ static void tile_bytes(char *dst, const char *src, int64_t a0, int64_t a1, int64
                        int64_t b1, int64_t B, int64_t sb) {
   int64_t a = a0;
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  if (B == 2) /* two runs interleaved (a 2x depth_to_space): 8 bytes of each a step */
+    for (; a + 8 <= a1; a += 8) {
+      uint64_t u, v;
+      memcpy(&u, src + a, 8);
+      memcpy(&v, src + sb + a, 8);
+      const uint64_t lo = spread4((uint32_t)u) | spread4((uint32_t)v) << 8;
+      const uint64_t hi = spread4((uint32_t)(u >> 32)) | spread4((uint32_t)(v >> 32)) << 8;
+      memcpy(dst + a * 2, &lo, 8);
+      memcpy(dst + a * 2 + 8, &hi, 8);
+    }
   for (; a + 8 <= a1; a += 8) {
     int64_t b = b0;
     for (; b + 8 <= b1; b += 8) {
