@@ -139,7 +139,7 @@ def share_concat_ranges(g: Graph, ranges: dict) -> None:
         if node.op != "concat" or not node.outputs or node.outputs[0] not in ranges:
             continue
         y = node.outputs[0]
-        for t in set(node.inputs):
+        for t in dict.fromkeys(node.inputs):  # each input once, in order
             reader = node
             while (t in ranges and t not in outputs and t in producers
                    and all(c is reader for c in consumers.get(t, []))):

@@ -110,7 +110,7 @@ def matmul_to_gemm(g: Graph, keep=()) -> bool:
             attrs = {k2: v for k2, v in add.attrs.items() if k2 in ("act", "act_a", "act_b")}
             y = add.outputs[0]
         if len(a_shape) == 2:
-            out.append(Node("gemm", [ins[0], *ins[1:]], [y], attrs, node.name))
+            out.append(Node("gemm", ins, [y], attrs, node.name))
         else:
             rows = int(np.prod(a_shape[:-1]))
             a2 = g.unique_name(f"{node.inputs[0]}_2d")
