@@ -14,8 +14,8 @@ with the same bias, multiplier and shift per output column n (the convolution's 
 output channel): the same integers, byte for byte.
 
 ROWS: from guest instruction counts of a [M, 120] x [120, 6625] gemm (tools/arm_icount.py,
-docs/arm.md "int8 gemm of many rows"): at 8 rows the two forms cost the same on the
-Cortex-A72, at 16 the convolution takes half.
+docs/arm.md "int8 PP-OCR below 0.7x float32"): at 8 rows the two forms cost the same on
+the Cortex-A72, at 16 the convolution takes half.
 """
 from __future__ import annotations
 
@@ -45,14 +45,13 @@ def run(g: Graph) -> int:
 def _as_conv(g: Graph, n: Node) -> list[Node] | None:
     if n.op != "gemm" or len(n.inputs) != 3 or "a_zp" not in n.attrs or not n.attrs.get("trans_b"):
         return None
-    a, b, qp = (g.tensors[i] for i in n.inputs)
+    a, b = g.tensors[n.inputs[0]], g.tensors[n.inputs[1]]
     y = n.outputs[0]
     if a.dtype != S8 or b.dtype != S8 or not b.is_const or len(a.shape) != 2 or a.shape[0] < ROWS:
         return None
     m, k = a.shape
     nc = b.shape[0]
-    quant = g.tensors[y].quant
-    aq = g.tensors[n.inputs[0]].quant
+    quant, aq = g.tensors[y].quant, a.quant
 
     def tensor(hint: str, shape, q) -> str:
         name = g.unique_name(f"{n.name}_{hint}")
@@ -65,10 +64,10 @@ def _as_conv(g: Graph, n: Node) -> list[Node] | None:
     y4 = tensor("y_t4", (1, nc, 1, m), quant)
     yt = tensor("y_t", (nc, m), quant)
     w = g.add_derived_const(np.ascontiguousarray(b.data.reshape(nc, k, 1, 1)), n.inputs[1], f"{n.inputs[1]}_1x1")
-    at_ = n.attrs
+    p = n.attrs
     attrs = {"group": 1, "kernel": [1, 1], "strides": [1, 1], "dilations": [1, 1], "pads": [0, 0, 0, 0],
-             "x_zp": at_["a_zp"], "y_zp": at_["y_zp"], "out_min": at_["out_min"], "out_max": at_["out_max"],
-             "shift": at_["shift"]}
+             "x_zp": p["a_zp"], "y_zp": p["y_zp"], "out_min": p["out_min"], "out_max": p["out_max"],
+             "shift": p["shift"]}
     return [Node("transpose", [n.inputs[0]], [at], {"perm": [1, 0]}, f"{n.name}_a_t"),
             Node("reshape", [at], [x4], {"shape": [1, k, 1, m]}, f"{n.name}_x"),
             Node("conv2d", [x4, w, n.inputs[2]], [y4], attrs, n.name),

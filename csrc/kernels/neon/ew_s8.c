@@ -122,11 +122,8 @@ void ert_binary_s8__neon(int op, const int32_t *p, const int8_t *a, const int8_t
 /* y[i] = t[x[i] + 128]: the index x + 128 is x ^ 0x80 as a byte; tbl looks it up in
  * entries 0..63 (0 past them), then tbx in 64..127, 128..191 and 192..255 after
  * subtracting 64 each time (indices of the earlier quarters wrap past 191 and are left
- * alone). */
-/* 32 bytes a step: the table in v0-v15 (four 64-byte parts), an index looked up in
- * the first part by tbl and in the others by tbx after subtracting 64 each time (tbx
- * leaves a lane whose index is out of its part as it was). Assembly, so that the
- * table stays in registers (intrinsics reloaded it every step). */
+ * alone). 32 bytes a step, the table in v0-v15: assembly, so that the table stays in
+ * registers (intrinsics reloaded it every step). */
 void ert_lut_s8__neon(const int8_t *t, const int8_t *x, int8_t *y, size_t n) {
   size_t i = n & ~(size_t)31;
   if (i != 0) {

@@ -180,10 +180,6 @@ static void rows_task(void *arg, size_t begin, size_t end) {
         memcpy(dst + (a * B + b) * (ES), src + (b * sb + a) * (ES), (ES));              \
   } while (0)
 
-/* The byte form of ERT_TILE_BLOCK: 8x8 sub-blocks as eight 64-bit words (word i holds
- * input run b + i), transposed in registers by three rounds of masked swaps between
- * words 4, 2 and 1 apart (bytes 4, 2 and 1 apart within them); for B = 2, 8 bytes of
- * each run spread to the even and odd bytes of 16. Little-endian byte order. */
 /* The bytes of v spread to the even bytes of the result (little-endian order). */
 static inline uint64_t spread4(uint32_t v) {
   uint64_t x = v;
@@ -196,6 +192,10 @@ static inline uint64_t spread4(uint32_t v) {
     (u)[d] ^= t_;                                            \
     (u)[0] ^= t_ << (8 * (d));                               \
   } while (0)
+/* The byte form of ERT_TILE_BLOCK: 8x8 sub-blocks as eight 64-bit words (word i holds
+ * input run b + i), transposed in registers by three rounds of masked swaps between
+ * words 4, 2 and 1 apart (bytes 4, 2 and 1 apart within them); for B = 2, 8 bytes of
+ * each run spread to the even and odd bytes of 16. Little-endian byte order. */
 static void tile_bytes(char *dst, const char *src, int64_t a0, int64_t a1, int64_t b0,
                        int64_t b1, int64_t B, int64_t sb) {
   int64_t a = a0;
