@@ -487,27 +487,35 @@ void ert_quads_s8__neon(int8_t *dst, const int8_t *src, size_t ld, int32_t k, in
 
 /* Sixteen pixels per step, the last step ending at n (rewriting some: the same bytes); for
  * s = 2 the taps of a step are the even bytes of a vld2, and of the last step the odd
- * bytes of the 32 from one byte before it, so that no byte past the last tap is read. */
+ * bytes of the 32 from one byte before it, so that no byte past the last tap is read.
+ * One loop per stride, so that the steps keep the four tap pointers in registers. */
 void ert_taps_s8__neon(int8_t *dst, size_t np4, const int8_t *src, const ptrdiff_t *off,
                        int32_t k, int32_t n, int32_t s) {
+  const size_t last = (size_t)n - 16u; /* n >= 17 */
   for (int32_t t0 = 0; t0 < k; t0 += 4, dst += np4) {
-    const int8_t *p[4];
-    for (int j = 0; j < 4; ++j) p[j] = src + off[t0 + j < k ? t0 + j : 0];
-    for (int32_t i = 0;; i += 16) {
-      const int32_t o = i + 16 <= n ? i : n - 16, last = o + 16 >= n;
-      int8x16x4_t v;
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) {
-        if (s == 1) {
-          v.val[j] = vld1q_s8(p[j] + o);
-        } else {
-          const int8x16x2_t u = vld2q_s8(p[j] + 2 * o - last);
-          v.val[j] = last ? u.val[1] : u.val[0];
-        }
+    const int8_t *p0 = src + off[t0], *p1 = src + off[t0 + 1 < k ? t0 + 1 : 0];
+    const int8_t *p2 = src + off[t0 + 2 < k ? t0 + 2 : 0], *p3 = src + off[t0 + 3 < k ? t0 + 3 : 0];
+    int8_t *d = dst;
+    int8x16x4_t v;
+    if (s == 1) {
+      for (size_t o = 0; o < last; o += 16, d += 64) {
+        v.val[0] = vld1q_s8(p0 + o), v.val[1] = vld1q_s8(p1 + o);
+        v.val[2] = vld1q_s8(p2 + o), v.val[3] = vld1q_s8(p3 + o);
+        vst4q_s8(d, v);
       }
-      vst4q_s8(dst + 4 * o, v);
-      if (last) break;
+      v.val[0] = vld1q_s8(p0 + last), v.val[1] = vld1q_s8(p1 + last);
+      v.val[2] = vld1q_s8(p2 + last), v.val[3] = vld1q_s8(p3 + last);
+    } else {
+      for (size_t o = 0; o < 2 * last; o += 32, d += 64) {
+        v.val[0] = vld2q_s8(p0 + o).val[0], v.val[1] = vld2q_s8(p1 + o).val[0];
+        v.val[2] = vld2q_s8(p2 + o).val[0], v.val[3] = vld2q_s8(p3 + o).val[0];
+        vst4q_s8(d, v);
+      }
+      const size_t o = 2 * last - 1;
+      v.val[0] = vld2q_s8(p0 + o).val[1], v.val[1] = vld2q_s8(p1 + o).val[1];
+      v.val[2] = vld2q_s8(p2 + o).val[1], v.val[3] = vld2q_s8(p3 + o).val[1];
     }
+    vst4q_s8(dst + 4 * last, v);
   }
 }
 

@@ -622,77 +622,86 @@ static void block(const job *j, size_t t, int16_t *col, int16_t *wbuf) {
  * packed weights are 0 there; pixels pb .. np are 0), in the slot's im2col part
  * (ceil(k/4)*4*pb <= 2*k*pb bytes for k >= 2; np rounds pb up to 8 when that fits); the
  * packed weights wq (16*ceil(k/4) <= 8*k bytes) in its weight part. */
+
+/* The taps of one pixel (window corner iy0, ix0) into its quads from dst, through lin
+ * (k + 3 bytes): window position by window position, each channel's byte kk apart in lin
+ * (x_zp where the position is outside the image), then 0 to the quad and the quads to
+ * dst. For windows that cross the image's edge, or runs too short for taps_s8. */
+static void gather_px(const geom *g, const int8_t *x, int64_t iy0, int64_t ix0, int8_t *dst,
+                      size_t np4, int8_t *lin) {
+  /* (geom's fields in locals: the int8 stores may alias them) */
+  const int32_t h = g->h, w = g->w, kh = g->kh, kw = g->kw, dh = g->dh, dw = g->dw, cg = g->cg;
+  const int32_t k = g->k, kq = (k + 3) / 4;
+  const int8_t zp = (int8_t)g->xzp;
+  const size_t plane = (size_t)h * (size_t)w, kk = (size_t)kh * (size_t)kw;
+  int8_t *l = lin;
+  for (int32_t ky = 0; ky < kh; ky++) {
+    const int64_t iy = iy0 + (int64_t)ky * dh;
+    for (int32_t kx = 0; kx < kw; kx++, l++) {
+      const int64_t ix = ix0 + (int64_t)kx * dw;
+      int8_t *o = l;
+      if (iy >= 0 && iy < h && ix >= 0 && ix < w) {
+        const int8_t *s = x + (size_t)iy * (size_t)w + (size_t)ix;
+        for (int32_t ci = 0; ci < cg; ci++, o += kk, s += plane) *o = *s;
+      } else {
+        for (int32_t ci = 0; ci < cg; ci++, o += kk) *o = zp;
+      }
+    }
+  }
+  memset(lin + k, 0, 3);
+  for (int32_t q = 0; q < kq; q++) memcpy(dst + (size_t)q * np4, lin + 4 * q, 4);
+}
+
 static void gather_q(const geom *g, const int8_t *x, int32_t p0, int32_t pb, int32_t np,
-                     int8_t *col) {
-  const size_t plane = (size_t)g->h * (size_t)g->w, np4 = (size_t)np * 4u;
+                     int8_t *col, int8_t *lin) {
+  const int32_t h = g->h, w = g->w, kh = g->kh, kw = g->kw, dh = g->dh, dw = g->dw, cg = g->cg;
+  const int32_t ow = g->ow, sh = g->sh, sw = g->sw, pt = g->pt, pl = g->pl;
+  const size_t plane = (size_t)h * (size_t)w, np4 = (size_t)np * 4u;
   const int32_t kp = (g->k + 3) & ~3;
-  if (g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->pt == 0 && g->pl == 0 &&
-      g->oh == g->h && g->ow == g->w) {
-    ert_cpu.quads_s8(col, x + p0, plane, g->cg, pb, np);
+  if (kh == 1 && kw == 1 && sh == 1 && sw == 1 && pt == 0 && pl == 0 && g->oh == h && ow == w) {
+    ert_cpu.quads_s8(col, x + p0, plane, cg, pb, np);
     return;
   }
   for (int32_t q = 0; q < kp / 4; q++)
     memset(col + (size_t)q * np4 + (size_t)pb * 4u, 0, (size_t)(np - pb) * 4u);
   /* Tap t of a window inside the image is src[off[t]] from the window's corner, for the
    * taps of cc channels (all of them, or a multiple of 4 channels when k > TAPS: a
-   * window is then gathered cc channels at a time, each part starting on a quad). */
+   * window is then gathered cc channels at a time, each part starting on a quad). Runs
+   * of at least 17 such windows along a row go to taps_s8, the other pixels to
+   * gather_px. */
   enum { TAPS = 1024 };
   ptrdiff_t off[TAPS];
-  const int32_t kk = g->kh * g->kw;
-  const int32_t cc = g->k <= TAPS ? g->cg : TAPS / kk & ~3;
-  const int tab = cc > 0, runs = tab && ert_cpu.taps_s8 != NULL && g->sw <= 2;
-  if (tab) {
+  const int32_t kk = kh * kw;
+  const int32_t cc = g->k <= TAPS ? cg : TAPS / kk & ~3;
+  const int runs = cc > 0 && ert_cpu.taps_s8 != NULL && sw <= 2;
+  if (runs) {
     ptrdiff_t *o = off;
     for (int32_t ci = 0; ci < cc; ci++)
-      for (int32_t ky = 0; ky < g->kh; ky++)
-        for (int32_t kx = 0; kx < g->kw; kx++)
-          *o++ = (ptrdiff_t)((size_t)ci * plane + (size_t)ky * (size_t)g->dh * (size_t)g->w +
-                             (size_t)kx * (size_t)g->dw);
+      for (int32_t ky = 0; ky < kh; ky++)
+        for (int32_t kx = 0; kx < kw; kx++)
+          *o++ = (ptrdiff_t)((size_t)ci * plane + (size_t)(ky * dh) * (size_t)w + (size_t)(kx * dw));
   }
   for (int32_t i = 0; i < pb; i++) {
-    const int32_t p = p0 + i, oy = p / g->ow, ox = p % g->ow;
-    const int64_t iy0 = (int64_t)oy * g->sh - g->pt, ix0 = (int64_t)ox * g->sw - g->pl;
+    const int32_t p = p0 + i, oy = p / ow, ox = p % ow;
+    const int64_t iy0 = (int64_t)oy * sh - pt, ix0 = (int64_t)ox * sw - pl;
     int8_t *dst = col + (size_t)i * 4u;
-    int32_t t = 0;
-    if (tab && iy0 >= 0 && iy0 + (int64_t)(g->kh - 1) * g->dh < g->h && ix0 >= 0 &&
-        ix0 + (int64_t)(g->kw - 1) * g->dw < g->w) { /* the window is inside the image */
-      const int8_t *src = x + (size_t)iy0 * (size_t)g->w + (size_t)ix0;
-      int32_t run = 0; /* a run of windows along the row, for taps_s8 */
-      if (runs) {
-        run = (g->w - 1 - (g->kw - 1) * g->dw - (int32_t)ix0) / g->sw + 1;
-        if (run > g->ow - ox) run = g->ow - ox;
-        if (run > pb - i) run = pb - i;
-      }
-      for (int32_t c0 = 0; c0 < g->cg; c0 += cc) {
-        const int32_t kc = (g->cg - c0 < cc ? g->cg - c0 : cc) * kk;
-        const int8_t *s = src + (size_t)c0 * plane;
-        int8_t *d = dst + (size_t)(c0 * kk / 4) * np4;
-        if (run >= 17) {
-          ert_cpu.taps_s8(d, np4, s, off, kc, run, g->sw);
-          continue;
-        }
-        for (int32_t u = 0; u < kc; u++) d[(size_t)(u >> 2) * np4 + (size_t)(u & 3)] = s[off[u]];
-      }
+    if (runs && iy0 >= 0 && iy0 + (int64_t)(kh - 1) * dh < h && ix0 >= 0 &&
+        ix0 + (int64_t)(kw - 1) * dw < w) { /* the window is inside the image */
+      int32_t run = (w - 1 - (kw - 1) * dw - (int32_t)ix0) / sw + 1;
+      if (run > ow - ox) run = ow - ox;
+      if (run > pb - i) run = pb - i;
       if (run >= 17) {
+        const int8_t *src = x + (size_t)iy0 * (size_t)w + (size_t)ix0;
+        for (int32_t c0 = 0; c0 < cg; c0 += cc) {
+          const int32_t kc = (cg - c0 < cc ? cg - c0 : cc) * kk;
+          ert_cpu.taps_s8(dst + (size_t)(c0 * kk / 4) * np4, np4, src + (size_t)c0 * plane, off,
+                          kc, run, sw);
+        }
         i += run - 1;
         continue;
       }
-      t = g->k;
-    } else {
-      for (int32_t ci = 0; ci < g->cg; ci++)
-        for (int32_t ky = 0; ky < g->kh; ky++) {
-          const int64_t iy = iy0 + (int64_t)ky * g->dh;
-          const int8_t *xc = x + (size_t)ci * plane; /* the row's address only when inside */
-          for (int32_t kx = 0; kx < g->kw; kx++, t++) {
-            const int64_t ix = ix0 + (int64_t)kx * g->dw;
-            dst[(size_t)(t >> 2) * np4 + (size_t)(t & 3)] =
-                (iy >= 0 && iy < g->h && ix >= 0 && ix < g->w)
-                    ? xc[(size_t)iy * (size_t)g->w + (size_t)ix]
-                    : (int8_t)g->xzp;
-          }
-        }
     }
-    for (; t < kp; t++) dst[(size_t)(t >> 2) * np4 + (size_t)(t & 3)] = 0;
+    gather_px(g, x, iy0, ix0, dst, np4, lin);
   }
 }
 
@@ -774,7 +783,8 @@ static void block_q(const job *j, size_t t, int8_t *col, int8_t *wq) {
   }
   const int32_t kq = (g->k + 3) / 4, np8 = (pb + 7) & ~7;
   const int32_t np = (size_t)kq * 4u * (size_t)np8 <= j->col ? np8 : pb;
-  gather_q(g, j->x + (n * (size_t)g->c + grp * (size_t)g->cg) * plane, p0, pb, np, col);
+  /* (the slot's weight part is free until the first pack_group) */
+  gather_q(g, j->x + (n * (size_t)g->c + grp * (size_t)g->cg) * plane, p0, pb, np, col, wq);
   const int32_t q[4] = {g->shift, g->yzp, g->lo, g->hi};
   const int rq = j->rq;
   const size_t mgroups = ((size_t)g->mg + S8_MR - 1) / S8_MR, pbytes = pack_bytes(g);
