@@ -48,7 +48,9 @@ BASE_CFLAGS = ["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-fPIC", "-pthr
                "-fno-unwind-tables", "-flto=auto", "-fno-math-errno", "-fno-trapping-math",
                "-fno-semantic-interposition", "-fmerge-all-constants"]
 PRELINK_FLAGS = "-flinker-output=nolto-rel"
-OPT_COLD = "-Os"
+# (-fno-inline-small-functions: the cold code keeps its small functions out of line,
+# ~180 bytes less on aarch64 and no change in the benchmark models' instruction counts)
+OPT_COLD = "-Os -fno-inline-small-functions"
 # The hot kernels without code alignment padding (functions, branch targets, loops):
 # up to 1.4 KB less, and no more instructions executed (the padding is nops).
 OPT_HOT = "-falign-functions=1 -falign-jumps=1 -falign-labels=1 -falign-loops=1"

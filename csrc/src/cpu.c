@@ -115,6 +115,7 @@ void ert_cpu_select(void) {
 #endif
     k.taps_s8 = ert_taps_s8__neon;
     k.binary_s8 = ert_binary_s8__neon;
+    k.upsample2 = ert_upsample2__neon;
     k.dequantize_s8 = ert_dequantize_s8__neon;
 #if defined(__aarch64__)
     if (hw & ERT_HWCAP_CRC32) k.crc32 = ert_crc32__arm;

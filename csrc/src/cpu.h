@@ -237,6 +237,8 @@ typedef struct ert_kernels {
  *               y_zp, ma, mb, shift, lo, hi} (mul: ma is the multiplier), for i < n with
  *               A = a[sa ? i : 0], B = b[sb ? i : 0] (sa, sb in {0, 1}; y may be a or b).
  *   lut_s8      y[i] = t[x[i] + 128], i < n (y may be x); aarch64 only.
+ *   upsample2   d[2i] = d[2i + 1] = s[i], i < n, elements of es bytes (1, 2 or 4; n * es
+ *               >= 16; d and s apart): resize's nearest table o -> o / 2 along a row.
  *   quantize_s8 y[i] = the per-tensor int8 quantize_linear of x[i] by scale s and zero point z
  *               (ref/quantize.c, quantize_one), i < n: IEEE division, the same float steps;
  *               aarch64 and x86-64 only.
@@ -264,6 +266,7 @@ typedef struct ert_kernels {
   void (*binary_s8)(int op, const int32_t *p, const int8_t *a, const int8_t *b, int8_t *y,
                     size_t n, int sa, int sb);
   void (*lut_s8)(const int8_t *t, const int8_t *x, int8_t *y, size_t n);
+  void (*upsample2)(void *d, const void *s, size_t n, size_t es);
   void (*quantize_s8)(const float *x, int8_t *y, size_t n, float s, float z);
   void (*dequantize_s8)(const int8_t *x, float *y, size_t n, float s, float z);
   int32_t (*gpool_s8)(const int8_t *x, size_t n, int is_max);
@@ -457,6 +460,8 @@ void ert_binary_s8__neon(int op, const int32_t *p, const int8_t *a, const int8_t
 void ert_lut_s8__neon(const int8_t *t, const int8_t *x, int8_t *y, size_t n);
 void ert_quantize_s8__neon(const float *x, int8_t *y, size_t n, float s, float z);
 void ert_dequantize_s8__neon(const int8_t *x, float *y, size_t n, float s, float z);
+/* kernels/neon/resize.c */
+void ert_upsample2__neon(void *d, const void *s, size_t n, size_t es);
 /* kernels/neon/pool.c */
 void ert_pool_vred_f32__neon(float *t, const float *x, ptrdiff_t rs, int32_t rows, int32_t n,
                              int op);

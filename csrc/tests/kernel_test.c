@@ -648,6 +648,27 @@ static void test_lut_s8(const ert_kernels *opt) {
     }
 }
 
+/* upsample2: element sizes 1, 2 and 4, rows of 16 to 80 bytes (whole steps and a last
+ * overlapping one), the source ending at a guard page; the bytes around d untouched. */
+static void test_upsample2(const ert_kernels *opt) {
+  if (opt->upsample2 == NULL) return;
+  unsigned seed = 33;
+  uint8_t *const s_end = (uint8_t *)guarded_s8(80) + 80, *const d = guarded_s8(161);
+  for (size_t es = 1; es <= 4; es *= 2)
+    for (size_t bytes = 16; bytes <= 80; bytes += es) {
+      const size_t n = bytes / es;
+      uint8_t *const s = s_end - bytes;
+      for (size_t i = 0; i < bytes; ++i) s[i] = (uint8_t)irand(&seed, 0, 255);
+      for (size_t i = 0; i <= 2 * bytes; ++i) d[i] = 0x5a;
+      opt->upsample2(d, s, n, es);
+      char ctx[48];
+      snprintf(ctx, sizeof ctx, "es=%zu n=%zu", es, n);
+      for (size_t i = 0; i < 2 * bytes; ++i)
+        expect_eq("upsample2", d[i], s[i / (2 * es) * es + i % es], ctx);
+      expect_eq("upsample2 (past d)", d[2 * bytes], 0x5a, ctx);
+    }
+}
+
 static void test_quads_s8(const ert_kernels *opt) {
   if (opt->quads_s8 == NULL) return;
   unsigned seed = 22;
@@ -1752,6 +1773,7 @@ int main(int argc, char **argv) {
   test_requant_row(&opt);
   test_binary_s8(&opt);
   test_lut_s8(&opt);
+  test_upsample2(&opt);
   test_quantize_s8(&opt);
   test_dequantize_s8(&opt);
   test_pool_s8(&opt);

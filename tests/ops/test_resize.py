@@ -135,6 +135,22 @@ def test_nearest_dtypes(dtype):
     check(resize_model(x, scales=[1, 1, 2, 1.5], **attrs), {"x": x}, expected=[want])
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.float16, np.float32, np.int64])
+@pytest.mark.parametrize("w", [7, 8, 16, 21, 37])
+def test_nearest_x2_rows(dtype, w):
+    # Nearest x2 whose column table is o -> o // 2 (rows of 16 input bytes or more take
+    # the board kernels' row doubling): each element twice along both axes.
+    x = data((1, 3, 5, w), dtype)
+    attrs = dict(mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+    want = np.repeat(np.repeat(x, 2, axis=2), 2, axis=3)
+    check(resize_model(x, scales=[1, 1, 2, 2], **attrs), {"x": x}, expected=[want])
+    # the same sizes with a table that is not o -> o // 2 (align_corners)
+    xf = x.astype(F32)
+    attrs = dict(mode="nearest", coordinate_transformation_mode="align_corners", nearest_mode="floor")
+    want = run_ort(resize_model(xf, sizes=[1, 3, 10, 2 * w], **attrs), {"x": xf})[0].astype(dtype)
+    check(resize_model(x, sizes=[1, 3, 10, 2 * w], **attrs), {"x": x}, expected=[want])
+
+
 # ---- against onnx's ReferenceEvaluator -------------------------------------------------------
 
 REF_CASES = [

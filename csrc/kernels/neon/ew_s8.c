@@ -52,7 +52,6 @@ static inline __attribute__((always_inline)) void binary_rows(int op, const int3
   const int16x8_t yzp = vdupq_n_s16((int16_t)p[2]);
   const int16_t ma = (int16_t)p[3], mb = (int16_t)p[4];
   const int32x4_t m = vdupq_n_s32(p[3]), nsh = vdupq_n_s32(-p[5]);
-  const int8x8_t lo = vdup_n_s8((int8_t)p[6]), hi = vdup_n_s8((int8_t)p[7]);
   size_t i = 0;
 #if defined(__aarch64__)
   /* the same operations on 16 lanes with the _high forms (no lane moves) */
@@ -80,7 +79,8 @@ static inline __attribute__((always_inline)) void binary_rows(int op, const int3
     const int8x16_t r = vqmovn_high_s16(vqmovn_s16(h0), h1);
     vst1q_s8(y + i, vminq_s8(vmaxq_s8(r, loq), hiq));
   }
-#endif
+#else /* (aarch64: the last 15 or fewer one at a time) */
+  const int8x8_t lo = vdup_n_s8((int8_t)p[6]), hi = vdup_n_s8((int8_t)p[7]);
   for (; i + 16 <= n; i += 16) {
     const int8x16_t xa = vld1q_s8(pa + i * ia), xb = vld1q_s8(pb + i * ib);
     int32x4_t v0, v1, v2, v3;
@@ -96,6 +96,7 @@ static inline __attribute__((always_inline)) void binary_rows(int op, const int3
     vst1_s8(y + i, finish8(v0, v1, nsh, yzp, lo, hi));
     i += 8;
   }
+#endif
   for (; i < n; ++i) y[i] = bin1(op, p, a[i * ia], b[i * ib]);
 }
 

@@ -23,8 +23,10 @@
 
 #if defined(__GNUC__)
 #define S8_INLINE static inline __attribute__((always_inline))
+#define S8_NOINLINE static __attribute__((noinline))
 #else
 #define S8_INLINE static inline
+#define S8_NOINLINE static
 #endif
 
 enum {
@@ -241,6 +243,8 @@ typedef struct job {
   int8_t *packed; /* block_q: the groups' packed weights (ext_scratch), or NULL */
   size_t col;     /* bytes of a slot's im2col part */
   int rq;         /* block_q: blocks requantized by ert_cpu.qgemm_rq_s8 */
+  const ptrdiff_t *off; /* block_q: gather_q's tap offsets (cc channels), or NULL */
+  int32_t cc;
 #if defined(ERT_X86_KERNELS)
   size_t msplit; /* tasks per block of pixels: its output channels in that many parts */
 #endif
@@ -626,36 +630,59 @@ static void block(const job *j, size_t t, int16_t *col, int16_t *wbuf) {
 /* The taps of one pixel (window corner iy0, ix0) into its quads from dst, through lin
  * (k + 3 bytes): window position by window position, each channel's byte kk apart in lin
  * (x_zp where the position is outside the image), then 0 to the quad and the quads to
- * dst. For windows that cross the image's edge, or runs too short for taps_s8. */
-static void gather_px(const geom *g, const int8_t *x, int64_t iy0, int64_t ix0, int8_t *dst,
-                      size_t np4, int8_t *lin) {
+ * dst. For windows that cross the image's edge, or runs too short for taps_s8. (Not
+ * inlined: in its caller the loops had too few registers.) */
+S8_NOINLINE void gather_px(const geom *g, const int8_t *x, int64_t iy0, int64_t ix0,
+                           int8_t *dst, size_t np4, int8_t *lin) {
   /* (geom's fields in locals: the int8 stores may alias them) */
-  const int32_t h = g->h, w = g->w, kh = g->kh, kw = g->kw, dh = g->dh, dw = g->dw, cg = g->cg;
+  const int32_t h = g->h, w = g->w, kh = g->kh, kw = g->kw, dh = g->dh, dw = g->dw;
   const int32_t k = g->k, kq = (k + 3) / 4;
   const int8_t zp = (int8_t)g->xzp;
   const size_t plane = (size_t)h * (size_t)w, kk = (size_t)kh * (size_t)kw;
-  int8_t *l = lin;
+  int8_t *l = lin, *const end = lin + (size_t)k;
   for (int32_t ky = 0; ky < kh; ky++) {
     const int64_t iy = iy0 + (int64_t)ky * dh;
     for (int32_t kx = 0; kx < kw; kx++, l++) {
       const int64_t ix = ix0 + (int64_t)kx * dw;
       int8_t *o = l;
-      if (iy >= 0 && iy < h && ix >= 0 && ix < w) {
+      if (iy >= 0 && iy < h && ix >= 0 && ix < w) { /* (cg >= 1: one step at least) */
         const int8_t *s = x + (size_t)iy * (size_t)w + (size_t)ix;
-        for (int32_t ci = 0; ci < cg; ci++, o += kk, s += plane) *o = *s;
+        do *o = *s, o += kk, s += plane; while (o < end);
       } else {
-        for (int32_t ci = 0; ci < cg; ci++, o += kk) *o = zp;
+        do *o = zp, o += kk; while (o < end);
       }
     }
   }
-  memset(lin + k, 0, 3);
-  for (int32_t q = 0; q < kq; q++) memcpy(dst + (size_t)q * np4, lin + 4 * q, 4);
+  memset(end, 0, 3);
+  const int8_t *q = lin;
+  int8_t *d = dst, *const dend = dst + (size_t)kq * np4;
+  do memcpy(d, q, 4), d += np4, q += 4; while (d != dend);
 }
 
+/* The offsets of gather_q's runs: tap t of a window inside the image is src[off[t]] from
+ * the window's corner, for the taps of cc channels (all of them, or a multiple of 4
+ * channels when k > S8_TAPS: a window is then gathered cc channels at a time, each part
+ * starting on a quad); 0 when no part fits (gather_px takes every pixel). */
+enum { S8_TAPS = 1024 };
+static int32_t run_offsets(const geom *g, ptrdiff_t *off) {
+  const int32_t kk = g->kh * g->kw;
+  const int32_t cc = g->k <= S8_TAPS ? g->cg : S8_TAPS / kk & ~3;
+  if (cc <= 0 || ert_cpu.taps_s8 == NULL || g->sw > 2) return 0;
+  const size_t plane = (size_t)g->h * (size_t)g->w;
+  for (int32_t ci = 0; ci < cc; ci++)
+    for (int32_t ky = 0; ky < g->kh; ky++)
+      for (int32_t kx = 0; kx < g->kw; kx++)
+        *off++ = (ptrdiff_t)((size_t)ci * plane + (size_t)(ky * g->dh) * (size_t)g->w +
+                             (size_t)(kx * g->dw));
+  return cc;
+}
+
+/* Runs of at least 17 windows inside the image along a row go to taps_s8 (with the
+ * offsets of run_offsets, cc channels a call), the other pixels to gather_px. */
 static void gather_q(const geom *g, const int8_t *x, int32_t p0, int32_t pb, int32_t np,
-                     int8_t *col, int8_t *lin) {
+                     int8_t *col, int8_t *lin, const ptrdiff_t *off, int32_t cc) {
   const int32_t h = g->h, w = g->w, kh = g->kh, kw = g->kw, dh = g->dh, dw = g->dw, cg = g->cg;
-  const int32_t ow = g->ow, sh = g->sh, sw = g->sw, pt = g->pt, pl = g->pl;
+  const int32_t ow = g->ow, sh = g->sh, sw = g->sw, pt = g->pt, pl = g->pl, kk = kh * kw;
   const size_t plane = (size_t)h * (size_t)w, np4 = (size_t)np * 4u;
   const int32_t kp = (g->k + 3) & ~3;
   if (kh == 1 && kw == 1 && sh == 1 && sw == 1 && pt == 0 && pl == 0 && g->oh == h && ow == w) {
@@ -664,28 +691,11 @@ static void gather_q(const geom *g, const int8_t *x, int32_t p0, int32_t pb, int
   }
   for (int32_t q = 0; q < kp / 4; q++)
     memset(col + (size_t)q * np4 + (size_t)pb * 4u, 0, (size_t)(np - pb) * 4u);
-  /* Tap t of a window inside the image is src[off[t]] from the window's corner, for the
-   * taps of cc channels (all of them, or a multiple of 4 channels when k > TAPS: a
-   * window is then gathered cc channels at a time, each part starting on a quad). Runs
-   * of at least 17 such windows along a row go to taps_s8, the other pixels to
-   * gather_px. */
-  enum { TAPS = 1024 };
-  ptrdiff_t off[TAPS];
-  const int32_t kk = kh * kw;
-  const int32_t cc = g->k <= TAPS ? cg : TAPS / kk & ~3;
-  const int runs = cc > 0 && ert_cpu.taps_s8 != NULL && sw <= 2;
-  if (runs) {
-    ptrdiff_t *o = off;
-    for (int32_t ci = 0; ci < cc; ci++)
-      for (int32_t ky = 0; ky < kh; ky++)
-        for (int32_t kx = 0; kx < kw; kx++)
-          *o++ = (ptrdiff_t)((size_t)ci * plane + (size_t)(ky * dh) * (size_t)w + (size_t)(kx * dw));
-  }
   for (int32_t i = 0; i < pb; i++) {
     const int32_t p = p0 + i, oy = p / ow, ox = p % ow;
     const int64_t iy0 = (int64_t)oy * sh - pt, ix0 = (int64_t)ox * sw - pl;
     int8_t *dst = col + (size_t)i * 4u;
-    if (runs && iy0 >= 0 && iy0 + (int64_t)(kh - 1) * dh < h && ix0 >= 0 &&
+    if (cc > 0 && iy0 >= 0 && iy0 + (int64_t)(kh - 1) * dh < h && ix0 >= 0 &&
         ix0 + (int64_t)(kw - 1) * dw < w) { /* the window is inside the image */
       int32_t run = (w - 1 - (kw - 1) * dw - (int32_t)ix0) / sw + 1;
       if (run > ow - ox) run = ow - ox;
@@ -784,7 +794,8 @@ static void block_q(const job *j, size_t t, int8_t *col, int8_t *wq) {
   const int32_t kq = (g->k + 3) / 4, np8 = (pb + 7) & ~7;
   const int32_t np = (size_t)kq * 4u * (size_t)np8 <= j->col ? np8 : pb;
   /* (the slot's weight part is free until the first pack_group) */
-  gather_q(g, j->x + (n * (size_t)g->c + grp * (size_t)g->cg) * plane, p0, pb, np, col, wq);
+  gather_q(g, j->x + (n * (size_t)g->c + grp * (size_t)g->cg) * plane, p0, pb, np, col, wq,
+           j->off, j->cc);
   const int32_t q[4] = {g->shift, g->yzp, g->lo, g->hi};
   const int rq = j->rq;
   const size_t mgroups = ((size_t)g->mg + S8_MR - 1) / S8_MR, pbytes = pack_bytes(g);
@@ -874,6 +885,9 @@ void ert_conv2d_s8__ref(const ert_node *node, ert_exec *ex) {
   j.rq = ert_cpu.qgemm_rq_s8 != NULL && g.shift > 31 &&
          (j.w_no_min || ert_cpu.qgemm_s8_p == NULL); /* qgemm_s8_p: no sdot */
   j.packed = NULL;
+  ptrdiff_t off[S8_TAPS];
+  j.off = off;
+  j.cc = j.simd ? run_offsets(&g, off) : 0;
   int32_t px;
   size_t col;
   if (S8_EXT && j.simd && (int64_t)g.oh * g.ow > S8_PB &&

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "cpu.h"
 
 #define PARALLEL_BYTES (1u << 16)
 #define MAX_COMBOS 256
@@ -121,6 +122,9 @@ static void nearest_rows(void *arg, size_t begin, size_t end) {
   const size_t row_bytes = (size_t)n * es;
   const int32_t *xt = od[OD_TAPS + r - 1] ? (const int32_t *)(node->params + od[OD_IDX + r - 1]) : NULL;
   const float extra = ert_pf(node, 2);
+  /* the table o -> o / 2 (n even, rows of 32 bytes or more): ert_cpu.upsample2 */
+  int up2 = xt != NULL && ert_cpu.upsample2 != NULL && es <= 4 && n % 2 == 0 && row_bytes >= 32;
+  for (int64_t o = 0; up2 && o < n; o++) up2 = xt[o] == o / 2;
   int64_t prev = -2;
   for (size_t row = begin; row < end; row++) {
     char *d = (char *)y->data + row * row_bytes;
@@ -139,19 +143,19 @@ static void nearest_rows(void *arg, size_t begin, size_t end) {
       const char *s = (const char *)x->data + (size_t)off * es;
       if (xt == NULL) {
         memcpy(d, s, row_bytes);
+      } else if (up2) {
+        ert_cpu.upsample2(d, s, (size_t)n / 2u, es);
       } else {
 #define ERT_NEAREST_ROW(ES)                                                     \
-  for (int64_t o = 0; o < n; o++) {                                             \
-    if (xt[o] < 0)                                                              \
-      memcpy(d + o * (ES), &extra, 4); /* only float32 tables extrapolate */    \
-    else                                                                        \
-      memcpy(d + o * (ES), s + (int64_t)xt[o] * (ES), (ES));                    \
-  }                                                                             \
+  for (int64_t o = 0; o < n; o++) memcpy(d + o * (ES), s + (int64_t)xt[o] * (ES), (ES)); \
   break;
         switch (es) {
           case 1: ERT_NEAREST_ROW(1)
           case 2: ERT_NEAREST_ROW(2)
-          case 4: ERT_NEAREST_ROW(4)
+          case 4: /* (only float32 tables extrapolate: index -1) */
+            for (int64_t o = 0; o < n; o++)
+              memcpy(d + o * 4, xt[o] < 0 ? (const char *)&extra : s + (int64_t)xt[o] * 4, 4);
+            break;
           default: ERT_NEAREST_ROW(8)
         }
 #undef ERT_NEAREST_ROW
