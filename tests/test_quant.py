@@ -66,6 +66,13 @@ def test_calibration_sources(tmp_path):
     a = edgert.convert(DIGITS, quantize="int8", calibration=str(folder))
     b = edgert.convert(DIGITS, quantize="int8", calibration={"input": d["input"][:20]})
     assert a == b
+    # a list of feed dicts (batches, as an onnxruntime calibration reader yields them)
+    c = edgert.convert(DIGITS, quantize="int8", calibration=[{"input": d["input"][k:k + 5]} for k in (0, 5, 10, 15)])
+    assert c == b
+    with pytest.raises(edgert.ConversionError, match="list of feed dicts, not int"):
+        edgert.convert(DIGITS, quantize="int8", calibration=3)
+    with pytest.raises(edgert.ConversionError, match="different inputs"):
+        edgert.convert(DIGITS, quantize="int8", calibration=[{"input": d["input"][:2]}, {"x": d["input"][:2]}])
     with pytest.raises(edgert.ConversionError):
         edgert.convert(DIGITS, quantize="int8", calibration={"other": d["input"]})
     with pytest.raises(edgert.ConversionError):

@@ -20,9 +20,18 @@ from .observers import Observer
 
 
 def load_calibration(data: Any) -> dict[str, np.ndarray]:
-    """{input name: stacked samples} from a dict, an .npz path or a folder of .npz."""
+    """{input name: stacked samples} from a dict, an .npz path, a folder of .npz, or a
+    list of feed dicts (one batch each, as an onnxruntime calibration reader yields)."""
     if isinstance(data, dict):
         return {k: np.asarray(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)) and data and all(isinstance(f, dict) for f in data):
+        names = set(data[0])
+        if any(set(f) != names for f in data):
+            raise ConversionError("calibration feeds name different inputs")
+        return {k: np.concatenate([np.asarray(f[k]) for f in data], axis=0) for k in data[0]}
+    if not isinstance(data, (str, bytes, os.PathLike)):
+        raise ConversionError(f"calibration data must be a dict {{input name: samples}}, an .npz path, a "
+                              f"folder of .npz or a list of feed dicts, not {type(data).__name__}")
     path = os.fspath(data)
     if os.path.isdir(path):
         files = sorted(f for f in os.listdir(path) if f.endswith(".npz"))
