@@ -320,6 +320,25 @@ def test_resize(mode, coord, nearest):
     assert any(o.startswith("RESIZE_") for o in ops)
 
 
+@pytest.mark.parametrize("mode", ["DCR", "CRD"])
+def test_depth_to_space(mode):
+    d2s = helper.make_node("DepthToSpace", ["h"], ["y"], blocksize=2, mode=mode)
+    ops = check_fp32(_after_conv([d2s], {}), FEED, ["TRANSPOSE"])
+    assert ops.count("RESHAPE") == 2
+
+
+def test_int8_transposed_conv_as_depth_to_space():
+    # a 2x2 stride-2 ConvTranspose: the int8 converter makes it a 1x1 convolution and a
+    # CRD depth_to_space
+    w = (_rng(15).standard_normal((8, 4, 2, 2)) / 4).astype(np.float32)
+    node = helper.make_node("ConvTranspose", ["x", "tw", "tb"], ["y"], kernel_shape=[2, 2], strides=[2, 2])
+    g = _quantized(_model([node], X, ["y"], {"tw": w, "tb": _x([4], 16)}))
+    assert "depth_to_space" in [n.op for n in g.nodes]
+    assert not unsupported(g)
+    ref, got, _ = _both(g, {"x": _x([1, 8, 10, 12], 99)})
+    assert float(np.abs(ref[0] - got[0]).max()) / _out_step(g) <= 1.001
+
+
 def test_layer_norm():
     t = helper.make_node("Transpose", ["h"], ["t"], perm=[0, 2, 3, 1])
     ln = helper.make_node("LayerNormalization", ["t", "g", "b"], ["y"], axis=-1, epsilon=1e-5)

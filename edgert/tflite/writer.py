@@ -860,6 +860,28 @@ class _Writer:
         xi = self.get(node.inputs[0], layout)
         self.op(S.TRANSPOSE, [xi, self.i32(perm, "perm")], [self.out(node.outputs[0])])
 
+    def op_depth_to_space(self, node):
+        """In NHWC: channel (i, j, c) of DCR or (c, i, j) of CRD to row i, column j of the
+        pixel's b x b block, by a RESHAPE to 6-D, a TRANSPOSE and a RESHAPE (TFLite's
+        DEPTH_TO_SPACE has DCR's order only)."""
+        x = self.g.tensors[node.inputs[0]]
+        n, c, h, w = x.shape
+        b = int(node.attrs["blocksize"])
+        cb = c // (b * b)
+        if node.attrs.get("mode", "DCR") == "DCR":
+            shape6, perm = [n, h, w, b, b, cb], [0, 1, 3, 2, 4, 5]
+        else:
+            shape6, perm = [n, h, w, cb, b, b], [0, 1, 4, 2, 5, 3]
+        q = self._quant(node.inputs[0])
+        t6 = self.tmp(shape6, x.dtype, "d2s", q)
+        self.op(S.RESHAPE, [self.get(node.inputs[0], "nhwc"), self.i32(shape6)], [t6], S.OPT_RESHAPE,
+                [(0, "vec_i32", shape6)])
+        tt = self.tmp([shape6[k] for k in perm], x.dtype, "d2s", q)
+        self.op(S.TRANSPOSE, [t6, self.i32(perm, "perm")], [tt])
+        oshape = [n, h * b, w * b, cb]
+        self.op(S.RESHAPE, [tt, self.i32(oshape)], [self.out(node.outputs[0], "nhwc")], S.OPT_RESHAPE,
+                [(0, "vec_i32", oshape)])
+
     def op_concat(self, node):
         g = self.g
         y = g.tensors[node.outputs[0]]

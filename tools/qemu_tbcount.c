@@ -1,0 +1,36 @@
+/* qemu_tbcount.c: a QEMU TCG plugin for tools/arm_funcprof.py. Counts the executions of
+ * every translation block and writes "vaddr instructions executions" (hex, decimal,
+ * decimal) per block executed at least once to the file given as out=PATH at exit.
+ * Built against QEMU's qemu-plugin.h (the qemu-icount folder, edgert/report_qemu.py
+ * icount_dir). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "qemu-plugin.h"
+QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
+typedef struct { uint64_t va, n, cnt; } rec;
+enum { BLK = 4096 };
+typedef struct blk { struct blk *next; size_t used; rec r[BLK]; } blk;
+static blk *head;
+static char outpath[256] = "pcprof.txt";
+static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb) {
+    if (!head || head->used == BLK) { blk *b = calloc(1, sizeof *b); b->next = head; head = b; }
+    rec *r = &head->r[head->used++];
+    r->va = qemu_plugin_tb_vaddr(tb); r->n = qemu_plugin_tb_n_insns(tb);
+    qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64, &r->cnt, 1);
+}
+static void at_exit(qemu_plugin_id_t id, void *p) {
+    FILE *f = fopen(outpath, "w");
+    for (blk *b = head; b; b = b->next)
+        for (size_t i = 0; i < b->used; i++)
+            if (b->r[i].cnt) fprintf(f, "%" PRIx64 " %" PRIu64 " %" PRIu64 "\n", b->r[i].va, b->r[i].n, b->r[i].cnt);
+    fclose(f);
+}
+QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int argc, char **argv) {
+    for (int i = 0; i < argc; i++)
+        if (!strncmp(argv[i], "out=", 4)) snprintf(outpath, sizeof outpath, "%s", argv[i] + 4);
+    qemu_plugin_register_vcpu_tb_trans_cb(id, tb_trans);
+    qemu_plugin_register_atexit_cb(id, at_exit, NULL);
+    return 0;
+}
