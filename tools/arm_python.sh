@@ -48,19 +48,26 @@ Dir::Cache "$WORK/cache";
 Dir::Etc::Preferences "$WORK/etc/preferences";
 Dir::Etc::PreferencesParts "$WORK/etc/preferences.d";
 Debug::NoLocking "true";
+Acquire::Retries "3";
+Acquire::http::Timeout "30";
 EOF2
 export APT_CONFIG="$WORK/apt.conf"
-# A mirror caught mid-sync fails one index now and then: retry, then go on with what was
-# fetched (the install below fails clearly if a package is really missing).
+# A mirror caught mid-sync fails one index now and then, and a download can stall on an
+# open connection: each try has a time limit; retry, then go on with what was fetched (the
+# install below fails clearly if a package is really missing).
 for try in 1 2 3; do
-  apt-get update -qq 2>"$WORK/update.err" && break
+  timeout 180 apt-get update -qq 2>"$WORK/update.err" && break
   echo "apt-get update failed (try $try): $(tail -n 2 "$WORK/update.err")"
   sleep 5
 done
 # An empty status file makes apt resolve the whole dependency closure (libc6 included).
 pkgs=(python3.11 python3-pip libstdc++6 libgcc-s1 libffi8)
 [ "$ARCH" = armhf ] && pkgs+=(python3-numpy python3-cffi python3-click)
-apt-get install -y -qq -d "${pkgs[@]}" >/dev/null
+for try in 1 2 3; do
+  timeout 600 apt-get install -y -qq -d "${pkgs[@]}" >/dev/null && break
+  [ "$try" = 3 ] && { echo "apt-get install -d failed 3 times" >&2; exit 1; }
+  echo "apt-get install -d failed or stalled (try $try)"
+done
 n=0
 for deb in "$WORK"/cache/archives/*.deb; do
   dpkg -x "$deb" "$ROOTFS"

@@ -20,6 +20,8 @@ if [ ${#need[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" = 0 ] || SUDO=sudo
   echo "installing: ${need[*]}"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+  # a stalled connection is dropped after 30 s and the download retried
+  net=(-o Acquire::Retries=3 -o Acquire::http::Timeout=30)
+  $SUDO apt-get "${net[@]}" update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get "${net[@]}" install -y -qq "${need[@]}" >/dev/null
 fi
