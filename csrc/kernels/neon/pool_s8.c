@@ -10,18 +10,20 @@
 
 enum { S8_OUT = 64, S8_TMP = 2 * S8_OUT + 48 };
 
-/* t[j] = op over r < rows of x[r*rs + j], j < n (n <= S8_TMP); max in int8, sum in int16. */
+/* t[j] = op over r < rows of x[r*rs + j], j < n (n <= S8_TMP); max in int8, sum in int16;
+ * 8 columns a step (the last step ending at n), so that the rows of small maps (8 to 15
+ * input columns) take the vector loop too. */
 static void s8_cols_max(int8_t *t, const int8_t *x, ptrdiff_t rs, int32_t rows, int32_t n) {
   int32_t j = 0;
   for (;;) {
-    if (j + 16 > n) {
-      if (n < 16 || j >= n) break;
-      j = n - 16; /* the last vector ends at n */
+    if (j + 8 > n) {
+      if (n < 8 || j >= n) break;
+      j = n - 8; /* the last vector ends at n */
     }
-    int8x16_t m = vld1q_s8(x + j);
-    for (int32_t r = 1; r < rows; ++r) m = vmaxq_s8(m, vld1q_s8(x + r * rs + j));
-    vst1q_s8(t + j, m);
-    j += 16;
+    int8x8_t m = vld1_s8(x + j);
+    for (int32_t r = 1; r < rows; ++r) m = vmax_s8(m, vld1_s8(x + r * rs + j));
+    vst1_s8(t + j, m);
+    j += 8;
   }
   for (; j < n; ++j) {
     int32_t m = x[j];
@@ -65,17 +67,21 @@ int ert_pool_s8_row__neon(int8_t *y, const int8_t *x, ptrdiff_t rs, int32_t rows
   const int32x4_t vsh = vdupq_n_s32(-sh);
   int8_t tb[S8_TMP + 32];
   int16_t ts[S8_TMP + 32];
-  memset(tb, 0, sizeof tb);
-  memset(ts, 0, sizeof ts);
   for (int32_t o0 = 0; o0 < n; o0 += S8_OUT) {
     const int32_t no = n - o0 < S8_OUT ? n - o0 : S8_OUT;
     const int32_t span = (no - 1) * sw + kw;
     const int8_t *xs = x + (ptrdiff_t)o0 * sw;
-    if (is_avg)
+    /* 8 outputs per step from tmp, whose last step reads at most 15 elements past span
+       (shape 1: up to 2 no + 16): those are zeroed (only outputs >= no read them). Only
+       those: a row of a small map is a few outputs, where clearing the whole buffers
+       cost more than the row. */
+    if (is_avg) {
       s8_cols_sum(ts, xs, rs, rows, span);
-    else
+      memset(ts + span, 0, 16 * sizeof(int16_t));
+    } else {
       s8_cols_max(tb, xs, rs, rows, span);
-    /* 8 outputs per step from tmp (zero past span: only outputs >= no read it) */
+      memset(tb + span, 0, 16);
+    }
     for (int32_t i = 0; i < no; i += 8) {
       int8x8_t out;
       if (is_avg) {
