@@ -33,7 +33,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
 
@@ -88,14 +87,9 @@ def worker(engine: str, files: dict[str, str], threads: int, runs: int, warmup: 
         s = ort.InferenceSession(files["onnx"], so, providers=["CPUExecutionProvider"])
         feeds = dict(np.load(files["ort_feeds"]))
         run = lambda: s.run(None, feeds)  # noqa: E731
-    for _ in range(warmup):
-        run()
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        run()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+    from tools.bench import _time_runs
+
+    return statistics.median(_time_runs(run, runs, warmup))
 
 
 def spread(values: list[float]) -> str:
