@@ -10,7 +10,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 _spec = importlib.util.spec_from_file_location(
-    "edgert_sources", os.path.join(os.path.dirname(os.path.abspath(__file__)), "edgert", "sources.py"))
+    "edgert_sources", os.path.join(os.path.dirname(os.path.abspath(__file__)), "edgert", "cli", "sources.py"))
 sources = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(sources)
 

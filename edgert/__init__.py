@@ -11,9 +11,8 @@ cffi. Every error raised derives from EdgertError.
 """
 from __future__ import annotations
 
-from .errors import (ConversionError, EdgertError, InputError, ModelFormatError, OnnxFormatError, RuntimeFailure,
-                     UnsupportedError)
-from .runtime import Session, TensorInfo, runtime_info
+from .errors import ConversionError, EdgertError, InputError, ModelFormatError, OnnxFormatError, RuntimeFailure, UnsupportedError
+from .runtime.session import Session, TensorInfo, runtime_info
 
 __version__ = "0.1.0"
 
@@ -24,7 +23,7 @@ __all__ = ["convert", "Session", "TensorInfo", "runtime_info", "EdgertError", "C
 def convert(model, output=None, input_shapes=None, input_values=None, optimize: bool = True, **options) -> bytes:
     """Converts an ONNX model (path, bytes or onnx.ModelProto) to .edgert; see
     edgert.converter.convert for the arguments. Returns the file's bytes."""
-    from .converter import convert as _convert
+    from .converter.pipeline import convert as _convert
 
     return _convert(model, output, input_shapes=input_shapes, input_values=input_values, optimize=optimize,
                     **options)

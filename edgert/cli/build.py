@@ -33,11 +33,12 @@ import subprocess
 import sysconfig
 import zipfile
 
-from . import __version__, sources
-from .errors import EdgertError
+from .._version import __version__
+from . import sources
+from ..errors import EdgertError
 from .targets import Target, load
 
-PACKAGE = pathlib.Path(__file__).resolve().parent
+PACKAGE = pathlib.Path(__file__).resolve().parent.parent  # the package folder
 
 # -O2 for the hot kernels (the NEON ones replace what -O3 would vectorize), everything
 # else -Os (OPT_COLD); with link-time optimization, section GC and an export list the

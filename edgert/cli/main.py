@@ -14,7 +14,8 @@ except ImportError:  # a runtime-only install (numpy + cffi) has edgert.Session 
     sys.exit("error: the edgert command needs click: pip install click (a plain `pip install edgert` "
              "brings it)")
 
-from .errors import EdgertError
+from ..errors import EdgertError
+from .inputs import example_inputs
 
 
 def _parse_shapes(items: tuple[str, ...]) -> dict[str, list[int]]:
@@ -23,7 +24,7 @@ def _parse_shapes(items: tuple[str, ...]) -> dict[str, list[int]]:
         name, sep, dims = item.rpartition("=")
         if not sep or not name:
             raise click.BadParameter(f"{item!r}: expected NAME=D0,D1,...", param_hint="--input-shape")
-        from .bounds import parse_dim
+        from ..converter.bounds import parse_dim
         try:
             out[name] = [parse_dim(d) for d in dims.split(",") if d.strip()]
         except ValueError:
@@ -87,7 +88,7 @@ class _Cli(click.Group):
 def _print_version(ctx, param, value) -> None:
     if not value or ctx.resilient_parsing:
         return
-    from .runtime import runtime_info
+    from ..runtime.session import runtime_info
 
     info = runtime_info()
     click.echo(f"edgert {info['version']} (file format {info['format_version']})")
@@ -149,7 +150,7 @@ def convert(model, output, input_shapes, input_values, no_optimize, sparse, prun
             prune_exclude, calibration, report, quantize, calibration_method, keep_fp32, sqnr_target, fallback,
             fallback_ops, delegate, max_partitions) -> None:
     """Convert an ONNX MODEL into an .edgert file."""
-    from .converter import convert as _convert
+    from ..converter.pipeline import convert as _convert
 
     t0 = time.perf_counter()
     data = _convert(model, output, input_shapes=_parse_shapes(input_shapes), input_values=_parse_values(input_values),
@@ -161,10 +162,10 @@ def convert(model, output, input_shapes, input_values, no_optimize, sparse, prun
                     max_partitions=max_partitions)
     if report and prune:
         _print_prune_report(report)
-    from . import format as fmt
+    from ..runtime import reader as fmt
 
     info = fmt.read(data)
-    from .partitioner import summary_lines
+    from ..converter.partitioner import summary_lines
     parts = (info.get("metadata") or {}).get("partitions") or []
     if parts:
         shapes = {t["name"]: (t["shape"], t["dtype"]) for t in info["tensors"]}
@@ -229,7 +230,7 @@ def constant_usage(info: dict) -> dict:
 
 
 def inspect_dict(path: str) -> dict:
-    from . import format as fmt
+    from ..runtime import reader as fmt
 
     if not os.path.exists(path):
         raise EdgertError(f"{path}: no such file")
@@ -317,7 +318,7 @@ def inspect(model, as_json) -> None:
 def run(model, inputs, output_dir, threads, fallback, delegate) -> None:
     """Run an .edgert model on .npy inputs. Where each fallback partition runs is
     printed on stderr."""
-    from .runtime import Session
+    from ..runtime.session import Session
 
     sess = Session(model, threads=threads, fallback=fallback, delegate=delegate)
     for p in sess.partitions():
@@ -340,25 +341,11 @@ def run(model, inputs, output_dir, threads, fallback, delegate) -> None:
                        + (" ..." if flat.size > 8 else ""))
 
 
-def example_inputs(sess, seed: int = 0) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    feeds = {}
-    for t in sess.get_inputs():
-        shape = [hi for _, hi in t.bounds] if t.bounds else t.shape  # bounded dimensions: the upper bounds
-        if t.dtype.kind == "f":
-            feeds[t.name] = rng.standard_normal(shape).astype(t.dtype)
-        elif t.dtype.kind == "b":
-            feeds[t.name] = rng.integers(0, 2, shape).astype(bool)
-        else:
-            feeds[t.name] = rng.integers(0, 10, shape).astype(t.dtype)
-    return feeds
-
-
 def compare(onnx_model, edgert_file, feeds, input_shapes=None, input_values=None):
     """Runs both models; returns [(name, max_abs_err, max_abs_ref, ok)]."""
     import onnxruntime as ort
 
-    from .runtime import Session
+    from ..runtime.session import Session
 
     sess = Session(edgert_file)
     so = ort.SessionOptions()
@@ -391,7 +378,7 @@ def compare(onnx_model, edgert_file, feeds, input_shapes=None, input_values=None
 def verify(onnx_model, edgert_file, inputs, input_values) -> None:
     """Run ONNX_MODEL in onnxruntime and EDGERT_FILE in edgert on the same inputs and
     compare; exits non-zero on a mismatch (max error > 1e-3 * max(1, max |ort|))."""
-    from .runtime import Session
+    from ..runtime.session import Session
 
     feeds = _parse_inputs(inputs) or example_inputs(Session(edgert_file))
     rows = compare(onnx_model, edgert_file, feeds, input_values=_parse_values(input_values))
@@ -414,7 +401,7 @@ def verify(onnx_model, edgert_file, inputs, input_values) -> None:
               "under QEMU (docs/report.md).")
 def bench(model, threads, runs, warmup, as_json, profile, target) -> None:
     """Measure inference latency of an .edgert model on random inputs."""
-    from .runtime import Session
+    from ..runtime.session import Session
 
     sess = Session(model, threads=threads)
     feeds = example_inputs(sess)
@@ -494,10 +481,10 @@ def report(model, output, reference, calibration, target, runs) -> None:
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None)
 def demo(model, output) -> None:
     """The main job on the shipped default: convert, run natively, compare with onnxruntime."""
-    from .converter import convert as _convert
-    from .runtime import Session
+    from ..converter.pipeline import convert as _convert
+    from ..runtime.session import Session
 
-    here = os.path.dirname(os.path.abspath(__file__))
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the package folder
     model = model or os.path.join(here, "data", "digits_cnn.onnx")
     output = output or os.path.splitext(os.path.basename(model))[0] + ".edgert"
     data = _convert(model, output)

@@ -2,7 +2,7 @@
 
 `collect` gathers plain data (JSON-able) from the file and from runs of it; `render`
 turns that data into HTML with inline SVG and CSS and no script or network access.
-Everything about the file comes from edgert.format.read; times come from the C
+Everything about the file comes from edgert.runtime.reader.read; times come from the C
 runtime's per-node profile (edgert_session_run_profiled).
 """
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from . import format as fmt
-from .errors import EdgertError
+from ..runtime import reader as fmt
+from ..errors import EdgertError
 
 # Ops that stand for several ONNX nodes merged by the converter's fusion passes.
 FUSED_OPS = {"gelu", "silu", "hard_swish", "layer_norm", "lut", "spmm"}
@@ -197,7 +197,7 @@ def _sparse_stored(info: dict) -> dict[int, int]:
     element per nonzero (the count is in the tensor's sparse record)."""
     if "sparse" not in info["sections"]:
         return {}
-    from .sparse import _RECORD, RECORD_SIZE
+    from ..fileformat import _RECORD, RECORD_SIZE
 
     raw = info.get("_raw")
     if raw is None:
@@ -215,8 +215,8 @@ def _sparse_stored(info: dict) -> dict[int, int]:
 def profile_rows(model: str, sess=None, feeds: dict | None = None, runs: int = 20, warmup: int = 3) -> list[dict]:
     """The per-node table of `edgert bench --profile`: name, op, output shape, median ms
     over `runs`, share of the total, MACs (conv/gemm/matmul) and output bytes."""
-    from .cli import example_inputs
-    from .runtime import Session
+    from .inputs import example_inputs
+    from ..runtime.session import Session
 
     raw, info = read_model(model)
     sess = sess or Session(raw)

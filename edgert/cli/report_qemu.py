@@ -22,8 +22,8 @@ import tempfile
 
 import numpy as np
 
-from .errors import EdgertError
-from .progress import Progress
+from ..errors import EdgertError
+from ..converter.progress import Progress
 
 CACHE = pathlib.Path(os.environ.get("EDGERT_CACHE", pathlib.Path.home() / ".cache" / "edgert"))
 
@@ -73,9 +73,9 @@ def count(model: str, target_name: str, progress: bool | None = None) -> dict:
     """{"target", "cpu", "instructions_per_inference", "per_node": {node name: count},
     "note"} for `model` on board `target_name`."""
     from . import build, targets
-    from . import format as fmt
-    from .cli import example_inputs
-    from .runtime import Session
+    from ..runtime import reader as fmt
+    from .inputs import example_inputs
+    from ..runtime.session import Session
     from .subgraph import prefix
 
     target = targets.load(target_name)

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from .quant.report import sqnr
+from ..converter.quant.report import sqnr
 
 SAMPLES = 32
 
@@ -67,9 +67,9 @@ def _ort_session(reference: str, names: list[str]):
 
 def per_layer(model: str, info: dict, reference: str, calibration: Any, samples: int = SAMPLES,
               progress: bool | None = None) -> dict:
-    from .converter import build_graph
-    from .quant.calibrate import batches, exposed_session, float_tensors, load_calibration
-    from .runtime import Session
+    from ..converter.pipeline import build_graph
+    from ..converter.quant.calibrate import batches, exposed_session, float_tensors, load_calibration
+    from ..runtime.session import Session
 
     meta = info.get("metadata") or {}
     qmeta = meta.get("quantization") if isinstance(meta.get("quantization"), dict) else {}
@@ -111,7 +111,7 @@ def per_layer(model: str, info: dict, reference: str, calibration: Any, samples:
 
     int8_vs_fp32: dict[str, float] = {}
     if int8:
-        from .quant.pipeline import quantize_graph
+        from ..converter.quant.pipeline import quantize_graph
 
         h = copy.deepcopy(g)
         with tempfile.TemporaryDirectory() as tmp:
@@ -164,7 +164,7 @@ def _dequant(info: dict, raw: bytes, t: dict):
     quantized per channel."""
     if t["quant"] is None or "quant" not in info["sections"]:
         return None
-    from . import format as fmt
+    from .. import fileformat as fmt
 
     sec = info["sections"]["quant"]
     axis, count, so, zo, _ = fmt._QUANT.unpack_from(raw, sec["offset"] + t["quant"] * fmt.QUANT_SIZE)
@@ -179,8 +179,8 @@ def _dequant(info: dict, raw: bytes, t: dict):
 def _file_layers(model: str, info: dict, feeds: list, osess, onames: list[str], ort_inputs: set,
                  progress: bool | None = None) -> dict[str, float]:
     """SQNR of every layer output of the file whose name onnxruntime also computes."""
-    from .progress import Progress
-    from .runtime import Session
+    from ..converter.progress import Progress
+    from ..runtime.session import Session
     from .subgraph import prefix
 
     with open(model, "rb") as f:

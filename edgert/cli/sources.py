@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import pathlib
 
-PACKAGE = pathlib.Path(__file__).resolve().parent
+PACKAGE = pathlib.Path(__file__).resolve().parent.parent  # the package folder
 SHIPPED = PACKAGE / "_src"
 CHECKOUT = PACKAGE.parent
 
@@ -27,7 +27,7 @@ def root() -> pathlib.Path:
         return SHIPPED
     if (CHECKOUT / "csrc" / "Makefile").is_file() and (CHECKOUT / "targets").is_dir():
         return CHECKOUT
-    from .errors import EdgertError
+    from ..errors import EdgertError
 
     raise EdgertError(f"the C sources are not installed ({SHIPPED} is missing); reinstall edgert from its "
                       "wheel or sdist")

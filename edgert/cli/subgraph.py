@@ -5,8 +5,8 @@ edgert-run can run it unchanged: `edgert report` uses prefixes to read a layer's
 values from the file itself and to count instructions per node under QEMU."""
 from __future__ import annotations
 
-from . import format as fmt
-from .errors import ModelFormatError
+from .. import fileformat as fmt
+from ..errors import ModelFormatError
 
 
 def prefix(data: bytes, k: int) -> bytes:

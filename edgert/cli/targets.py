@@ -21,7 +21,7 @@ import dataclasses
 import shutil
 
 from . import sources
-from .errors import EdgertError
+from ..errors import EdgertError
 
 
 @dataclasses.dataclass(frozen=True)

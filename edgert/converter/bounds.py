@@ -21,23 +21,17 @@ that the runtime computes the output shapes the sample conversions have.
 from __future__ import annotations
 
 import dataclasses
-import struct
 from typing import Any
 
 import numpy as np
 
-from .errors import ConversionError
+from ..errors import ConversionError
+from ..fileformat import (_BIND, _HEAD, _RULE, _SYM, RULE_INFER, RULE_OUTDIM, RULE_PARAM, RULE_PARAM_SYM,
+                          RULE_RESIZE_NEAREST)
 
-RULE_PARAM, RULE_OUTDIM, RULE_INFER, RULE_PARAM_SYM, RULE_RESIZE_NEAREST = 0, 1, 2, 3, 4
 # Ops whose output shape is stored in the file rather than computed from inputs and
 # parameters: their varying output dims need a rule.
 SHAPE_FROM_FILE = {"reshape", "expand"}
-
-_HEAD = struct.Struct("<IIII")
-_SYM = struct.Struct("<IIqq")
-_BIND = struct.Struct("<III")
-_RULE = struct.Struct("<IIIIIi")
-
 
 @dataclasses.dataclass
 class Symbol:
@@ -63,23 +57,6 @@ class Bounds:
         for r in sorted(self.rules):
             out += _RULE.pack(*r)
         return bytes(out)
-
-
-def unpack(data: bytes, strings: bytes, inputs: list[str]) -> dict[str, Any]:
-    """The BOUNDS section as plain values (for inspect)."""
-    ns, nb, nr, _ = _HEAD.unpack_from(data, 0)
-    pos = _HEAD.size
-    syms = []
-    for _ in range(ns):
-        off, n, lo, hi = _SYM.unpack_from(data, pos)
-        pos += _SYM.size
-        syms.append({"name": strings[off:off + n].decode("utf-8", "replace"), "lo": lo, "hi": hi})
-    binds = []
-    for _ in range(nb):
-        i, d, s = _BIND.unpack_from(data, pos)
-        pos += _BIND.size
-        binds.append({"input": inputs[i] if i < len(inputs) else i, "dim": d, "symbol": syms[s]["name"]})
-    return {"symbols": syms, "binds": binds, "rules": nr}
 
 
 def is_bounded(dim) -> bool:
@@ -344,7 +321,7 @@ def upper(input_shapes: dict[str, Any]) -> dict[str, list[int]]:
 def check_with_runtime(data: bytes, graphs: list, bounds: Bounds, values: list[list[int]]) -> None:
     """Loads the file in the C runtime and checks, at each sample size, the output shapes
     it computes against the sample conversion's."""
-    from . import runtime
+    from ..runtime import session as runtime
     try:
         sess = runtime.Session(data, max_contexts=1)
     except Exception as e:  # the loader's message names the node and op

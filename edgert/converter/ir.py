@@ -14,7 +14,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from .errors import ConversionError
+from ..errors import ConversionError
 
 # The largest tensor the converter accepts (docs/design.md, "Untrusted ONNX: converter
 # limits"): element counts and byte sizes must fit the runtime's 32-bit dimensions, and

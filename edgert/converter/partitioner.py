@@ -26,8 +26,8 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from . import dtypes
-from .errors import ConversionError, UnsupportedError
+from .. import dtypes
+from ..errors import ConversionError, UnsupportedError
 
 BACKENDS = ("onnxruntime", "litert")
 FALLBACKS = ("off",) + BACKENDS
@@ -578,7 +578,7 @@ def import_with_fallback(model, shapes, values, fallback: str, fallback_ops, del
         else:
             carved, parts = norm, {}
         imp = OnnxImporter(carved, shapes, values)
-        imp.partitions = parts
+        imp.partitions, imp.emit_placeholder = parts, emit_placeholder
         try:
             return imp.run(), set(), {}
         except UnsupportedError as e:

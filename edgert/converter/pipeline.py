@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from . import format as fmt
 from . import passes, planner
-from .errors import ConversionError, EdgertError
+from ..errors import ConversionError, EdgertError
 from .frontend.onnx_import import import_onnx, load_onnx
+from .emit import serialize
 from .ir import Graph
 from .partitioner import DEFAULT_MAX_PARTITIONS, FALLBACKS
 
@@ -42,23 +42,6 @@ def build_graph(model, input_shapes: dict[str, Any] | None = None, input_values:
         dce.run(g)
         g.toposort()
     return g
-
-
-def serialize(g: Graph, metadata: dict | None = None) -> bytes:
-    from .passes import share_constants
-    share_constants.run(g)  # quantization and sparse kernels may have copied shared weights
-    p = planner.plan(g)
-    planner.verify(g, p)
-    meta = {"producer": "edgert", "output_names": g.metadata.get("output_names")}
-    sources = {k: v for k, v in (g.metadata.get("const_sources") or {}).items() if k in g.tensors and k != v}
-    if sources:
-        meta["constant_sources"] = dict(sorted(sources.items()))
-    from .partitioner import metadata as partition_metadata
-    parts = partition_metadata(g)
-    if parts:
-        meta["partitions"] = parts
-    meta.update(metadata or {})
-    return fmt.write(g, p, meta)
 
 
 def convert(model, output: str | os.PathLike | None = None, input_shapes: dict[str, Any] | None = None,

@@ -23,7 +23,7 @@ import dataclasses
 import numpy as np
 
 from . import ops as edgert_ops
-from .errors import ConversionError
+from ..errors import ConversionError
 from .ir import Graph
 
 ALIGN = 64

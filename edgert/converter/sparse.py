@@ -13,12 +13,12 @@ Two independent choices, per tensor:
 """
 from __future__ import annotations
 
-import struct
 from typing import Any
 
 import numpy as np
 
 from .ir import Graph, Node
+from ..fileformat import _RECORD, ENC_BITMAP
 
 # Fractions of zero weights from which spmm beats the dense kernels on the host
 # (tools/bench_sparse.py, "breakeven"): with P >= 8 columns per weight row (1x1 conv on
@@ -29,10 +29,6 @@ VECTOR_BREAK_EVEN = 0.92
 STORAGE_MIN_SAVING = 0.125  # fraction of a tensor's dense bytes the encoding must save
 STORAGE_MIN_BYTES = 256  # smaller constants are not worth a record
 
-RECORD_SIZE = 32
-ENC_BITMAP = 0
-_RECORD = struct.Struct("<IIQQQ")
-assert _RECORD.size == RECORD_SIZE
 
 
 # ---- storage -----------------------------------------------------------------------

@@ -1,47 +1,19 @@
-"""Writer and reader of the .edgert file format (docs/format.md)."""
+"""The writer of the .edgert file format (docs/format.md; the layout is edgert.fileformat)."""
 from __future__ import annotations
 
 import hashlib
 import json
-import struct
-import zlib
 from typing import Any
 
 import numpy as np
 
-from . import dtypes
+from .. import dtypes
 from . import ops as edgert_ops
-from .errors import ConversionError, ModelFormatError
+from ..errors import ConversionError
 from .ir import Graph
 from .planner import Plan
+from ..fileformat import _ENTRY, RECORD_SIZE, _GRAPH, _HEADER, _NODE, _QUANT, _TENSOR, ABSENT, BOUNDS, CONSTANTS, CONST_ALIGN, ENTRY_SIZE, GRAPH, HEADER_SIZE, INDICES, MAGIC, METADATA, NODES, PARAMS, QUANT, QUANT_SIZE, REQUIRED, SPARSE, STORAGE_SPARSE, STRINGS, TENSORS, VERSION, seal
 
-MAGIC = b"\x89ERT\r\n\x1a\n"
-VERSION = (1, 2)
-HEADER_SIZE = 64
-ENTRY_SIZE = 32
-TENSOR_SIZE = 64
-NODE_SIZE = 56
-GRAPH_SIZE = 64
-QUANT_SIZE = 32
-ABSENT = 0xFFFFFFFF
-CONST_ALIGN = 64
-
-STRINGS, TENSORS, NODES, INDICES, PARAMS, CONSTANTS, GRAPH, QUANT, METADATA = range(1, 10)
-SPARSE = 11  # optional, but flagged required when present (docs/sparse.md)
-BOUNDS = 12  # optional: bounded dimensions (docs/format.md); older runtimes run the upper bounds
-SECTION_NAMES = {1: "strings", 2: "tensors", 3: "nodes", 4: "indices", 5: "params", 6: "constants",
-                 7: "graph", 8: "quant", 9: "metadata", 11: "sparse", 12: "bounds"}
-REQUIRED = {STRINGS, TENSORS, NODES, INDICES, PARAMS, CONSTANTS, GRAPH}
-STORAGE_SPARSE = 2
-
-_HEADER = struct.Struct("<8sHHIQIIQIII12s")  # ..., file CRC, entry size, header CRC, reserved
-_ENTRY = struct.Struct("<IIQQII")
-_TENSOR = struct.Struct("<IIBBBBI8iQQ")
-_NODE = struct.Struct("<IIIIIIIIIIQQ")
-_GRAPH = struct.Struct("<QQIIII32s")
-_QUANT = struct.Struct("<iIQQ8s")
-assert _HEADER.size == HEADER_SIZE and _ENTRY.size == ENTRY_SIZE and _TENSOR.size == TENSOR_SIZE
-assert _NODE.size == NODE_SIZE and _GRAPH.size == GRAPH_SIZE and _QUANT.size == QUANT_SIZE
 
 
 def pack_params(values: list[Any], what: str) -> np.ndarray:
@@ -132,7 +104,7 @@ def write(g: Graph, p: Plan, metadata: dict | None = None) -> bytes:
             quant_records += _QUANT.pack(axis, sc.size, so, zo, b"\0" * 8)
         if ten.is_const and t in sparse_names:
             from .sparse import encode_record
-            off = len(sparse_records) // sparse_record_size()
+            off = len(sparse_records) // RECORD_SIZE
             sparse_records += encode_record(consts, tindex[t], ten.data.astype(ten.dtype, copy=False))
             storage = STORAGE_SPARSE
         elif ten.is_const:
@@ -181,7 +153,7 @@ def write(g: Graph, p: Plan, metadata: dict | None = None) -> bytes:
     if quant_records:
         sections.append((QUANT, bytes(quant_records), 8, len(quant_records) // QUANT_SIZE))
     if sparse_records:
-        sections.append((SPARSE, bytes(sparse_records), 8, len(sparse_records) // sparse_record_size()))
+        sections.append((SPARSE, bytes(sparse_records), 8, len(sparse_records) // RECORD_SIZE))
     bounds = g.metadata.get("bounds")
     if bounds is not None:
         sections.append((BOUNDS, bounds.pack({t: k for k, t in enumerate(g.inputs)}, strings.add), 8, 0))
@@ -209,22 +181,6 @@ def write(g: Graph, p: Plan, metadata: dict | None = None) -> bytes:
     return bytes(out)
 
 
-def seal(buf: bytearray) -> None:
-    """Sets, in place, the checksums of a whole file: the file CRC over every byte after
-    the header, then the header CRC over the header bytes before it (0..47). Also what
-    an edit of a valid file (edgert.subgraph) calls last."""
-    fields = list(_HEADER.unpack_from(buf, 0))
-    fields[8] = zlib.crc32(bytes(buf[HEADER_SIZE:])) & 0xFFFFFFFF
-    _HEADER.pack_into(buf, 0, *fields)
-    fields[10] = zlib.crc32(bytes(buf[:48])) & 0xFFFFFFFF
-    _HEADER.pack_into(buf, 0, *fields)
-
-
-def sparse_record_size() -> int:
-    from .sparse import RECORD_SIZE
-    return RECORD_SIZE
-
-
 class ConstantPool:
     """The CONSTANTS section being written. Every blob is stored once: adding bytes equal
     to a blob already stored (same length and SHA-256, then compared byte for byte) at
@@ -245,95 +201,3 @@ class ConstantPool:
         self.buf += data
         self.blobs.setdefault(key, []).append(off)
         return off
-
-
-def read(data: bytes) -> dict[str, Any]:
-    """Parses a file into plain Python values (for inspect and tests). Checks structure
-    enough to report corrupt files clearly; the C loader is the full validator."""
-    data = bytes(data)
-    if len(data) < HEADER_SIZE or data[:8] != MAGIC:
-        raise ModelFormatError("not an .edgert file (bad magic)")
-    (_, major, minor, flags, size, hsize, nsec, toff, crc, esize, hcrc, reserved) = _HEADER.unpack_from(data, 0)
-    if major != VERSION[0]:
-        raise ModelFormatError(f"format version {major}.{minor} is not supported (this reader: {VERSION[0]}.x)")
-    if flags != 0 or any(reserved) or (minor == 0 and hcrc != 0):
-        raise ModelFormatError("header flags or reserved bytes are not zero: the file is corrupt")
-    if minor >= 1 and zlib.crc32(data[:48]) & 0xFFFFFFFF != hcrc:
-        raise ModelFormatError("header checksum mismatch: the file is corrupt")
-    if size != len(data):
-        raise ModelFormatError(f"file is {len(data)} bytes, header says {size} (truncated or padded)")
-    if zlib.crc32(data[HEADER_SIZE:]) & 0xFFFFFFFF != crc:
-        raise ModelFormatError("checksum mismatch: the file is corrupt")
-    secs: dict[int, tuple[int, int, int]] = {}
-    for k in range(nsec):
-        kind, sflags, off, ssize, align, count = _ENTRY.unpack_from(data, toff + k * ENTRY_SIZE)
-        if off + ssize > len(data):
-            raise ModelFormatError(f"section {kind} is out of bounds")
-        secs[kind] = (off, ssize, count)
-    for kind in REQUIRED:
-        if kind not in secs:
-            raise ModelFormatError(f"required section {SECTION_NAMES[kind]} missing")
-
-    def sec(kind: int) -> bytes:
-        off, ssize, _ = secs[kind]
-        return data[off:off + ssize]
-
-    strings = sec(STRINGS)
-
-    def string(off: int, n: int) -> str:
-        return strings[off:off + n].decode("utf-8", "replace")
-
-    tensors = []
-    tb = sec(TENSORS)
-    const_off = secs[CONSTANTS][0]
-    for k in range(secs[TENSORS][2]):
-        so, sl, code, ndim, storage, _, q, *rest = _TENSOR.unpack_from(tb, k * TENSOR_SIZE)
-        shape, off, nbytes = rest[:8][:ndim], rest[8], rest[9]
-        tensors.append({"name": string(so, sl), "dtype": dtypes.NAMES.get(code, f"?{code}"), "dtype_code": code,
-                        "shape": list(shape),
-                        "storage": {1: "constant", STORAGE_SPARSE: "sparse"}.get(storage, "arena"),
-                        "offset": off, "nbytes": nbytes, "quant": None if q == ABSENT else q,
-                        "file_offset": const_off + off if storage == 1 else None})
-    if SPARSE in secs:
-        from .sparse import RECORD_SIZE, _RECORD
-        sb = sec(SPARSE)
-        for k in range(min(secs[SPARSE][2], len(sb) // RECORD_SIZE)):
-            ti, _, bm_off, val_off, nnz = _RECORD.unpack_from(sb, k * RECORD_SIZE)
-            if ti < len(tensors):
-                tensors[ti]["sparse"] = {"bitmap_offset": bm_off, "values_offset": val_off, "nnz": nnz}
-    idx = np.frombuffer(sec(INDICES), "<u4")
-    params = np.frombuffer(sec(PARAMS), "<u4")
-    nodes = []
-    nb = sec(NODES)
-    from ._oplist import NAMES
-    for k in range(secs[NODES][2]):
-        op, _, so, sl, i0, ni, o0, no, p0, npar, soff, sbytes = _NODE.unpack_from(nb, k * NODE_SIZE)
-        nodes.append({"op": NAMES.get(op, f"?{op}"), "name": string(so, sl),
-                      "inputs": [int(x) if x != ABSENT else None for x in idx[i0:i0 + ni]],
-                      "outputs": [int(x) for x in idx[o0:o0 + no]],
-                      "params": params[p0:p0 + npar].copy(), "scratch": (soff, sbytes)})
-    arena, lower, gi, ngi, go, ngo, _ = _GRAPH.unpack_from(sec(GRAPH), 0)
-    bounds = None
-    if BOUNDS in secs:
-        from .bounds import unpack
-        bounds = unpack(sec(BOUNDS), strings, [tensors[int(x)]["name"] for x in idx[gi:gi + ngi]])
-    meta = {}
-    if METADATA in secs:
-        try:
-            meta = json.loads(sec(METADATA).decode("utf-8"))
-        except ValueError:
-            meta = {}
-    return {
-        "version": f"{major}.{minor}",
-        "file_bytes": len(data),
-        "sections": {SECTION_NAMES.get(k, str(k)): {"offset": v[0], "bytes": v[1]} for k, v in secs.items()},
-        "tensors": tensors,
-        "nodes": nodes,
-        "inputs": [int(x) for x in idx[gi:gi + ngi]],
-        "outputs": [int(x) for x in idx[go:go + ngo]],
-        "arena_bytes": arena,
-        "arena_lower_bound_bytes": lower,
-        "metadata": meta,
-        "constants_bytes": secs[CONSTANTS][1],
-        "bounds": bounds,
-    }

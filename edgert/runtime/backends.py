@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from . import dtypes
+from .. import dtypes
 
 KIND_CODES = {"onnxruntime": 1, "litert": 2}
 KIND_NAMES = {v: k for k, v in KIND_CODES.items()}
@@ -155,7 +155,7 @@ def partition_metadata(source) -> list[dict]:
     """The METADATA section's "partitions" list of a file (empty when absent), from its
     bytes or its path (reading only the header, section table and METADATA). The file
     has been validated by the C loader already."""
-    from . import format as fmt
+    from .. import fileformat as fmt
 
     def read_at(f, off: int, n: int) -> bytes:
         if isinstance(f, (bytes, bytearray, memoryview)):

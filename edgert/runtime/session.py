@@ -14,8 +14,9 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from . import backends, dtypes
-from .errors import BackendError, EdgertError, InputError, ModelFormatError, NoBackendError, RuntimeFailure
+from . import backends
+from .. import dtypes
+from ..errors import BackendError, EdgertError, InputError, ModelFormatError, NoBackendError, RuntimeFailure
 
 _FORMAT_CODES = range(100, 200)
 _lib = None
@@ -32,7 +33,7 @@ def _load():
         _ffi, _lib = load_abi(path)
     else:
         try:
-            from ._edgert_c import ffi, lib
+            from .._edgert_c import ffi, lib
         except ImportError:
             from ._abi import find_library, load_abi
             found = find_library()
@@ -77,14 +78,14 @@ def version() -> str:
 def runtime_info() -> dict[str, Any]:
     """What is installed: the package and file-format versions, the C library that was
     loaded (its path, build and compiler flags) and the kernels it chose at start-up."""
-    from . import __version__
+    from .._version import __version__
 
     ffi, lib = _load()
     fmt = int(lib.edgert_format_version())
     where = os.environ.get("EDGERT_LIBRARY")
     if not where:
         try:
-            from . import _edgert_c
+            from .. import _edgert_c
             where = _edgert_c.__file__
         except ImportError:
             from ._abi import find_library

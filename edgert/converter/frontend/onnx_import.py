@@ -19,9 +19,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .. import dtypes
+from ... import dtypes
 from .. import ops as edgert_ops
-from ..errors import ConversionError, ModelFormatError, OnnxFormatError, UnsupportedError
+from ...errors import ConversionError, ModelFormatError, OnnxFormatError, UnsupportedError
 from ..ir import MAX_TENSOR_BYTES, MAX_TENSOR_ELEMENTS, Graph, check_shape
 from ..ops import OpUnsupported
 
@@ -188,6 +188,9 @@ class OnnxImporter:
         self.poisoned: set[str] = set()
         self.opset = 0
         self.partitions: dict[str, Any] = {}  # placeholder node name -> partitioner.OnnxPartition
+        # emits the edgert node of a placeholder; set with `partitions` by the partitioner,
+        # which sits above the importer
+        self.emit_placeholder: Callable[[OnnxImporter, Any], None] | None = None
         self.data_dependent: list[str] = []  # partition outputs whose shape follows the data
 
     # ---- name handling -------------------------------------------------------
@@ -329,12 +332,11 @@ class OnnxImporter:
     def _node(self, node, opset: int) -> None:
         name = node.name or (node.output[0] if node.output else node.op_type)
         if node.name in self.partitions and node.domain == "ai.edgert.partition":
-            from ..partitioner import emit_placeholder
             if any(self.resolve(i) in self.poisoned for i in node.input if i):
                 self.poisoned.update(node.output)  # the problem upstream is reported there
                 return
             try:
-                emit_placeholder(self, node)
+                self.emit_placeholder(self, node)
             except ConversionError as e:
                 self._problem(node, name, str(e))
             return

@@ -19,8 +19,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .._oplist import OPS
-from ..errors import ConversionError
+from ..._oplist import OPS
+from ...errors import ConversionError
 
 Shape = tuple[int, ...]
 

@@ -29,86 +29,17 @@ they have the same shape and dtype).
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
-from . import OpUnsupported, register
+from . import OpUnsupported, binary_s8, register
+from .activation import act_apply, act_kind, act_words
+from .shapes import broadcast_shape
 
 F32 = np.dtype(np.float32)
 BOOL = np.dtype(np.bool_)
 INTS = [np.dtype(t) for t in (np.uint8, np.int8, np.int16, np.int32, np.int64)]
 NUMERIC = [F32] + INTS
-
-# Fused activation kinds (csrc/src/internal.h ert_act), by name.
-ACT_KINDS = {"none": 0, "relu": 1, "clip": 2, "hard_sigmoid": 3, "hard_swish": 4, "sigmoid": 5,
-             "silu": 6, "leaky_relu": 7, "tanh": 8, "gelu": 9}
-
-
-def act_kind(value) -> int:
-    """The activation kind of an `act` attribute (int kind or name; None is none)."""
-    if value is None:
-        return 0
-    if isinstance(value, str):
-        if value not in ACT_KINDS:
-            raise OpUnsupported(f"unknown fused activation {value!r}")
-        return ACT_KINDS[value]
-    k = int(value)
-    if not 0 <= k < len(ACT_KINDS):
-        raise OpUnsupported(f"unknown fused activation kind {k}")
-    return k
-
-
-def act_words(attrs: dict) -> list:
-    """The three parameter words [kind, a, b] of a fused activation."""
-    return [act_kind(attrs.get("act")), float(attrs.get("act_a") or 0.0), float(attrs.get("act_b") or 0.0)]
-
-
-def act_apply(kind: int, a: float, b: float, x: np.ndarray) -> np.ndarray:
-    """numpy meaning of fused activation `kind` on float32 x."""
-    if kind == 0:
-        return x
-    v = x.astype(np.float64)
-    with np.errstate(all="ignore"):
-        if kind == 1:
-            r = np.where(v > 0, v, 0.0)
-        elif kind == 2:
-            r = np.minimum(np.maximum(v, a), b)
-        elif kind == 3:
-            r = np.clip(a * v + b, 0.0, 1.0)
-        elif kind == 4:
-            r = v * np.clip(v / 6.0 + 0.5, 0.0, 1.0)
-        elif kind == 5:
-            r = 1.0 / (1.0 + np.exp(-v))
-        elif kind == 6:
-            r = v / (1.0 + np.exp(-v))
-        elif kind == 7:
-            r = np.where(v < 0, a * v, v)
-        elif kind == 8:
-            r = np.tanh(v)
-        elif kind == 9:
-            erf = np.frompyfunc(math.erf, 1, 1)
-            r = 0.5 * v * (1.0 + erf(v / math.sqrt(2.0)).astype(np.float64))
-        else:
-            raise OpUnsupported(f"unknown fused activation kind {kind}")
-    return r.astype(np.float32)
-
-
-def binary_s8():
-    """The int8 (quantized) forms of add and mul, edgert/ops/binary_s8.py."""
-    from . import binary_s8 as mod
-    return mod
-
-
-def broadcast_shape(shapes, what: str) -> tuple[int, ...]:
-    try:
-        out = tuple(int(d) for d in np.broadcast_shapes(*[tuple(s) for s in shapes]))
-    except ValueError:
-        raise OpUnsupported(f"{what}: shapes {' and '.join(str(list(s)) for s in shapes)} do not broadcast") from None
-    if len(out) > 8:
-        raise OpUnsupported(f"{what}: output rank {len(out)} is above 8")
-    return out
-
 
 # ---- numpy meanings ---------------------------------------------------------------
 
@@ -206,8 +137,8 @@ def _make(name: str) -> None:
     def infer(node, graph):
         if len(node.inputs) != 2 or not all(node.inputs):
             raise OpUnsupported(f"{name}: expects two inputs")
-        if name in ("add", "mul") and binary_s8().applies(node, graph):
-            return binary_s8().infer(node, graph)
+        if name in ("add", "mul") and binary_s8.applies(node, graph):
+            return binary_s8.infer(node, graph)
         a, b = (graph.tensors[i] for i in node.inputs)
         if a.dtype != b.dtype:
             raise OpUnsupported(f"{name}: operands have dtypes {a.dtype} and {b.dtype}")
@@ -226,8 +157,8 @@ def _make(name: str) -> None:
         return [(shape, BOOL if name in _BOOL_OUT else a.dtype)]
 
     def pack(node, graph):
-        if name in ("add", "mul") and binary_s8().applies(node, graph):
-            return binary_s8().pack(node, graph)
+        if name in ("add", "mul") and binary_s8.applies(node, graph):
+            return binary_s8.pack(node, graph)
         if name == "add":
             return act_words(node.attrs)
         if name == "mod":
@@ -239,7 +170,7 @@ def _make(name: str) -> None:
     def reference(node, inputs):
         a, b = (np.asarray(x) for x in inputs)
         if name in ("add", "mul") and "y_zp" in node.attrs and a.dtype == np.int8:
-            return binary_s8().reference(node, inputs)
+            return binary_s8.reference(node, inputs)
         with np.errstate(all="ignore"):
             r = np.asarray(ref(a, b, node))
         if name == "add":

@@ -24,7 +24,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import OpUnsupported
-from .binary import act_kind, broadcast_shape
+from .activation import act_kind
+from .shapes import broadcast_shape
 from ..quant.fixedpoint import saturate
 
 S8 = np.dtype(np.int8)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
+from ... import dtypes
 from . import OpUnsupported, register
 
 

@@ -26,7 +26,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import OpUnsupported, conv2d_s8, register
-from .binary import act_apply, act_words
+from .activation import act_apply, act_words
+from .window import conv_sum
 from .gemm import sgemm_scratch_bytes
 
 F32 = np.dtype(np.float32)
@@ -146,30 +147,6 @@ def _scratch(node, graph) -> int:
     if g["kh"] == g["kw"] == 1 and g["sh"] == g["sw"] == 1 and not any(g["pads"]):
         return sgemm_scratch_bytes(g["mg"], hw, g["cg"], False)
     return sgemm_scratch_bytes(g["mg"], hw, g["cg"] * g["kh"] * g["kw"], True)
-
-
-def conv_sum(x: np.ndarray, w: np.ndarray, group: int, strides, dilations, pads, dtype=np.float64) -> np.ndarray:
-    """numpy NCHW convolution accumulated in `dtype` (float64, or int64 for exact integer
-    sums), zero padding; pads [top, left, bottom, right]."""
-    n, c, h, wd = x.shape
-    m, cg, kh, kw = w.shape
-    sh, sw = strides
-    dh, dw = dilations
-    pt, pl, pb, pr = pads
-    xp = np.pad(x.astype(dtype), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
-    oh = (h + pt + pb - (dh * (kh - 1) + 1)) // sh + 1
-    ow = (wd + pl + pr - (dw * (kw - 1) + 1)) // sw + 1
-    y = np.zeros((n, m, oh, ow), dtype)
-    mg = m // group
-    wd_ = w.astype(dtype)
-    for g in range(group):
-        xs = xp[:, g * cg:(g + 1) * cg]
-        ws = wd_[g * mg:(g + 1) * mg]
-        for ky in range(kh):
-            for kx in range(kw):
-                patch = xs[:, :, ky * dh: ky * dh + sh * (oh - 1) + 1: sh, kx * dw: kx * dw + sw * (ow - 1) + 1: sw]
-                y[:, g * mg:(g + 1) * mg] += np.einsum("nchw,mc->nmhw", patch, ws[:, :, ky, kx])
-    return y
 
 
 def conv_reference(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, group: int, strides, dilations,

@@ -43,8 +43,9 @@ from __future__ import annotations
 import numpy as np
 
 from . import OpUnsupported
-from .binary import act_kind
+from .activation import act_kind
 from .gemm import align64
+from .window import conv_sum
 from ..quant.fixedpoint import requant, saturate
 
 S8 = np.dtype(np.int8)
@@ -159,8 +160,6 @@ def scratch(node, graph) -> int:
 
 def conv_acc(x: np.ndarray, w: np.ndarray, group: int, strides, dilations, pads) -> np.ndarray:
     """Exact int64 NCHW convolution of integer arrays (zero padding)."""
-    from .conv2d import conv_sum  # conv2d imports this module to dispatch int8 nodes
-
     return conv_sum(x, w, group, strides, dilations, pads, np.int64)
 
 

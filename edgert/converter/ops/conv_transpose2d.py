@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import OpUnsupported, register
-from .binary import act_apply, act_words
+from .activation import act_apply, act_words
 from .gemm import sgemm_scratch_bytes
 
 F32 = np.dtype(np.float32)

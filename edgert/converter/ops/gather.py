@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
+from ... import dtypes
 from . import OpUnsupported, in_shapes, register, require_dtype
 from .shape_ops import data_dtype, value_words
 

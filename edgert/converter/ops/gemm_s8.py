@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import OpUnsupported
-from .binary import act_kind
+from .activation import act_kind
 from ..quant.fixedpoint import requant, saturate
 
 S8 = np.dtype(np.int8)

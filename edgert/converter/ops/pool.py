@@ -32,56 +32,10 @@ import math
 
 import numpy as np
 
-from . import OpUnsupported, register
+from . import OpUnsupported, pool_s8, register
+from .window import pool_out_size, window_geometry
 
 F32 = np.dtype(np.float32)
-
-
-def pool_s8():
-    """The int8 forms of the pooling ops, edgert/ops/pool_s8.py."""
-    from . import pool_s8 as mod
-    return mod
-
-
-def pool_out_size(size: int, k: int, s: int, d: int, p0: int, p1: int, ceil_mode: bool) -> int:
-    span = d * (k - 1) + 1
-    padded = size + p0 + p1
-    if padded < span:
-        return 0
-    if not ceil_mode:
-        return (padded - span) // s + 1
-    out = -((span - padded) // s) + 1
-    if (out - 1) * s >= size + p0:
-        out -= 1
-    return out
-
-
-def window_geometry(node, graph) -> dict:
-    """Checked window sizes of a pooling node, whatever its dtype: n c h w kh kw sh sw dh
-    dw pads ceil_mode rank1d oh ow, and extra (count_include_pad for avg_pool2d, else 0)."""
-    a = node.attrs
-    x = graph.tensors[node.inputs[0]]
-    rank1d = bool(a.get("rank1d", False))
-    if len(x.shape) != (3 if rank1d else 4):
-        raise OpUnsupported(f"{node.op}: input must have rank {3 if rank1d else 4}")
-    kh, kw = (int(v) for v in a["kernel"])
-    sh, sw = (int(v) for v in a.get("strides", (1, 1)))
-    dh, dw = (int(v) for v in a.get("dilations", (1, 1)))
-    pads = tuple(int(v) for v in a.get("pads", (0, 0, 0, 0)))
-    ceil_mode = bool(a.get("ceil_mode", False))
-    if len(pads) != 4 or min(pads) < 0 or min(kh, kw, sh, sw, dh, dw) < 1:
-        raise OpUnsupported(f"{node.op}: kernel, strides, dilations must be >= 1 and pads >= 0")
-    if rank1d and (kh, sh, dh, pads[0], pads[2]) != (1, 1, 1, 0, 0):
-        raise OpUnsupported(f"{node.op}: the 1-D form needs a height-1 window")
-    n, c = x.shape[0], x.shape[1]
-    h, w = (1, x.shape[2]) if rank1d else (x.shape[2], x.shape[3])
-    oh = pool_out_size(h, kh, sh, dh, pads[0], pads[2], ceil_mode)
-    ow = pool_out_size(w, kw, sw, dw, pads[1], pads[3], ceil_mode)
-    if oh < 1 or ow < 1:
-        raise OpUnsupported(f"{node.op}: the window is larger than the padded input")
-    extra = int(bool(a.get("count_include_pad", False))) if node.op == "avg_pool2d" else 0
-    return dict(n=n, c=c, h=h, w=w, kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, pads=pads, ceil_mode=ceil_mode,
-                rank1d=rank1d, oh=oh, ow=ow, extra=extra)
 
 
 def _geometry(node, graph) -> dict:
@@ -100,16 +54,16 @@ def _geometry(node, graph) -> dict:
 
 
 def _infer(node, graph):
-    if pool_s8().applies(node, graph):
-        return pool_s8().infer(node, graph)
+    if pool_s8.applies(node, graph):
+        return pool_s8.infer(node, graph)
     g = _geometry(node, graph)
     shape = (g["n"], g["c"], g["ow"]) if g["rank1d"] else (g["n"], g["c"], g["oh"], g["ow"])
     return [(shape, F32)]
 
 
 def _pack(node, graph):
-    if pool_s8().applies(node, graph):
-        return pool_s8().pack(node, graph)
+    if pool_s8.applies(node, graph):
+        return pool_s8.pack(node, graph)
     g = _geometry(node, graph)
     return [g["kh"], g["kw"], g["sh"], g["sw"], g["dh"], g["dw"], *g["pads"], int(g["ceil_mode"]),
             int(g["rank1d"]), g["extra"]]
@@ -156,7 +110,7 @@ def pool_reference(kind: str, x: np.ndarray, kernel, strides, dilations, pads, c
 def _make(op: str, kind: str):
     def reference(node, inputs):
         if inputs[0].dtype == np.int8:
-            return pool_s8().reference(node, inputs)
+            return pool_s8.reference(node, inputs)
         a = node.attrs
         x = inputs[0]
         rank1d = bool(a.get("rank1d", False))
@@ -182,8 +136,8 @@ _make("lp_pool2d", "lp")
 def _global_infer(node, graph):
     if len(node.inputs) != 1 or not node.inputs[0]:
         raise OpUnsupported(f"{node.op} takes one input")
-    if pool_s8().applies(node, graph):
-        return pool_s8().infer(node, graph)
+    if pool_s8.applies(node, graph):
+        return pool_s8.infer(node, graph)
     x = graph.tensors[node.inputs[0]]
     if x.dtype != F32:
         raise OpUnsupported(f"{node.op}: dtype {x.dtype} is not supported (float32)")
@@ -195,8 +149,8 @@ def _global_infer(node, graph):
 
 
 def _global_pack(node, graph):
-    if pool_s8().applies(node, graph):
-        return pool_s8().pack(node, graph)
+    if pool_s8.applies(node, graph):
+        return pool_s8.pack(node, graph)
     return []
 
 
@@ -204,7 +158,7 @@ def _global_make(op: str, fn):
     def reference(node, inputs):
         x = inputs[0]
         if x.dtype == np.int8:
-            return pool_s8().reference(node, inputs)
+            return pool_s8.reference(node, inputs)
         axes = tuple(range(2, x.ndim))
         return [fn(x.astype(np.float64), axis=axes, keepdims=True).astype(np.float32)]
 

@@ -23,7 +23,7 @@ import math
 import numpy as np
 
 from . import OpUnsupported
-from .pool import pool_out_size, window_geometry
+from .window import pool_out_size, window_geometry
 from ..quant.fixedpoint import requant, round_div, saturate
 
 S8 = np.dtype(np.int8)

@@ -49,7 +49,7 @@ import math
 
 import numpy as np
 
-from .. import dtypes
+from ... import dtypes
 from . import OpUnsupported, in_shapes, register
 
 MODES = ("nearest", "linear", "cubic")

@@ -64,7 +64,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
+from ... import dtypes
 from . import OpUnsupported, concat_s8, in_shapes, register
 
 PAD_MODES = ("constant", "reflect", "edge", "wrap")

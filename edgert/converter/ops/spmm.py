@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import OpUnsupported, register
-from .binary import act_apply, act_words
+from .activation import act_apply, act_words
 
 F32 = np.dtype(np.float32)
 I32 = np.dtype(np.int32)

@@ -14,7 +14,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from ..errors import ConversionError
+from ...errors import ConversionError
 from ..ir import Graph
 from . import channel, evaluate, layers, magnitude, sensitivity
 
@@ -24,7 +24,7 @@ SCOPES = ("layer", "global")
 
 def _file_bytes(g: Graph, sparse: bool) -> int:
     from .. import sparse as sparse_
-    from ..converter import serialize
+    from ..emit import serialize
 
     h = copy.deepcopy(g)
     if sparse:

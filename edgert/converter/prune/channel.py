@@ -20,7 +20,7 @@ import dataclasses
 import numpy as np
 
 from .. import ops
-from .._oplist import OPS
+from ..._oplist import OPS
 from ..ir import Graph, Node
 
 UNARY = {name for name, code in OPS.items() if 40 <= code <= 82}

@@ -29,7 +29,7 @@ def load_calibration(data: Any, g: Graph) -> dict[str, np.ndarray] | None:
         elif len(g.inputs) == 1 and len(data) == 1:
             arr = np.asarray(next(iter(data.values())))
         else:
-            from ..errors import ConversionError
+            from ...errors import ConversionError
             raise ConversionError(f"calibration data has no values for input {name!r}")
         feeds[name] = arr.astype(g.tensors[name].dtype, copy=False)
     return feeds
@@ -48,8 +48,8 @@ def random_inputs(g: Graph, samples: int = 4, seed: int = 0) -> dict[str, np.nda
 
 def run_graph(g: Graph, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
     """Each output of g over all samples (concatenated along axis 0), run natively."""
-    from ..converter import serialize
-    from ..runtime import Session
+    from ..emit import serialize
+    from ...runtime.session import Session
 
     sess = Session(serialize(g))
     batch = {n: max(g.tensors[n].shape[0], 1) if g.tensors[n].shape else 1 for n in g.inputs}

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConversionError
+from ...errors import ConversionError
 from ..ir import Graph
 from ..progress import Progress  # noqa: F401  (re-exported: callers import it from here)
 from .observers import Observer
@@ -84,8 +84,8 @@ def exposed_session(g: Graph, names: list[str]):
     """A Session running g with `names` (float arena tensors) as its outputs. A graph
     with fallback partitions runs on the ops' numpy meanings (the partitions on their
     own runtime) when the C runtime in use cannot run partitions."""
-    from ..converter import serialize
-    from ..runtime import Session
+    from ..emit import serialize
+    from ...runtime.session import Session
 
     h = Graph()
     h.tensors, h.nodes, h.inputs = g.tensors, g.nodes, list(g.inputs)

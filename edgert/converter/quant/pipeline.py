@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConversionError
+from ...errors import ConversionError
 from ..ir import Graph
 from . import METHODS, MODES, gemm_rows
 from .calibrate import batches, load_calibration, observe

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import ops as edgert_ops
 from ..ir import Graph, Node
-from ..ops.binary import act_kind
+from ..ops.activation import act_kind
 
 # fused activation kind -> (unary op, attrs from (a, b))
 _ACT_OPS = {

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConversionError
+from ...errors import ConversionError
 
 from .rewrite import WeightOverride
 

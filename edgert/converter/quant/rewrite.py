@@ -30,7 +30,7 @@ import numpy as np
 from .. import ops as edgert_ops
 from ..ir import Graph, Node, Quant
 from ..ops import OpUnsupported
-from ..ops.binary import act_kind
+from ..ops.activation import act_kind
 from . import fixedpoint as fp
 
 # Ops whose int8 form moves or selects values: the output has the input's quantization.

@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from ..errors import ConversionError
+from ...errors import ConversionError
 from ..ir import Graph, Node
 from . import schema as S
 
@@ -239,7 +239,7 @@ class _Writer:
 
     @staticmethod
     def _act_of(attrs: dict) -> tuple[int, float, float]:
-        from ..ops.binary import act_words
+        from ..ops.activation import act_words
         kind, a, b = act_words(attrs)
         if kind == 2:
             a = -math.inf if attrs.get("act_a") is None else float(attrs["act_a"])

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import dtypes
+from .... import dtypes
 from ...ops.unary import SELU_ALPHA, SELU_GAMMA
 from ..onnx_import import LowerCtx, lower
 

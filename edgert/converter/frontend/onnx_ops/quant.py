@@ -43,7 +43,7 @@ def _quantize(ctx: LowerCtx) -> None:
     attrs, zdt = _params(ctx)
     out_dt = ctx.attr("output_dtype", 0)
     if out_dt:
-        from ... import dtypes
+        from .... import dtypes
         try:
             zdt = dtypes.np_of(int(out_dt))
         except KeyError:

@@ -1,0 +1,82 @@
+"""The .edgert file's layout (docs/format.md): magic, version, section kinds, record
+sizes and their struct layouts, and the checksums. The one module both sides use: the
+converter's writer (edgert.converter.writer) and the board's reader
+(edgert.runtime.reader). Standard library only."""
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import Any
+
+MAGIC = b"\x89ERT\r\n\x1a\n"
+VERSION = (1, 2)
+HEADER_SIZE = 64
+ENTRY_SIZE = 32
+TENSOR_SIZE = 64
+NODE_SIZE = 56
+GRAPH_SIZE = 64
+QUANT_SIZE = 32
+ABSENT = 0xFFFFFFFF
+CONST_ALIGN = 64
+
+STRINGS, TENSORS, NODES, INDICES, PARAMS, CONSTANTS, GRAPH, QUANT, METADATA = range(1, 10)
+SPARSE = 11  # optional, but flagged required when present (docs/sparse.md)
+BOUNDS = 12  # optional: bounded dimensions (docs/format.md); older runtimes run the upper bounds
+SECTION_NAMES = {1: "strings", 2: "tensors", 3: "nodes", 4: "indices", 5: "params", 6: "constants",
+                 7: "graph", 8: "quant", 9: "metadata", 11: "sparse", 12: "bounds"}
+REQUIRED = {STRINGS, TENSORS, NODES, INDICES, PARAMS, CONSTANTS, GRAPH}
+STORAGE_SPARSE = 2
+
+_HEADER = struct.Struct("<8sHHIQIIQIII12s")  # ..., file CRC, entry size, header CRC, reserved
+_ENTRY = struct.Struct("<IIQQII")
+_TENSOR = struct.Struct("<IIBBBBI8iQQ")
+_NODE = struct.Struct("<IIIIIIIIIIQQ")
+_GRAPH = struct.Struct("<QQIIII32s")
+_QUANT = struct.Struct("<iIQQ8s")
+assert _HEADER.size == HEADER_SIZE and _ENTRY.size == ENTRY_SIZE and _TENSOR.size == TENSOR_SIZE
+assert _NODE.size == NODE_SIZE and _GRAPH.size == GRAPH_SIZE and _QUANT.size == QUANT_SIZE
+
+# ---- the SPARSE section: one record per sparse-stored constant (docs/sparse.md)
+RECORD_SIZE = 32
+ENC_BITMAP = 0
+_RECORD = struct.Struct("<IIQQQ")
+assert _RECORD.size == RECORD_SIZE
+
+# ---- the BOUNDS section: symbols, their input dims, and the rules evaluated at run
+# time (docs/runtime.md, "Bounded dimensions")
+RULE_PARAM, RULE_OUTDIM, RULE_INFER, RULE_PARAM_SYM, RULE_RESIZE_NEAREST = 0, 1, 2, 3, 4
+
+_HEAD = struct.Struct("<IIII")
+_SYM = struct.Struct("<IIqq")
+_BIND = struct.Struct("<III")
+_RULE = struct.Struct("<IIIIIi")
+
+
+def unpack_bounds(data: bytes, strings: bytes, inputs: list[str]) -> dict[str, Any]:
+    """The BOUNDS section as plain values (for inspect)."""
+    ns, nb, nr, _ = _HEAD.unpack_from(data, 0)
+    pos = _HEAD.size
+    syms = []
+    for _ in range(ns):
+        off, n, lo, hi = _SYM.unpack_from(data, pos)
+        pos += _SYM.size
+        syms.append({"name": strings[off:off + n].decode("utf-8", "replace"), "lo": lo, "hi": hi})
+    binds = []
+    for _ in range(nb):
+        i, d, s = _BIND.unpack_from(data, pos)
+        pos += _BIND.size
+        binds.append({"input": inputs[i] if i < len(inputs) else i, "dim": d, "symbol": syms[s]["name"]})
+    return {"symbols": syms, "binds": binds, "rules": nr}
+
+
+def seal(buf: bytearray) -> None:
+    """Sets, in place, the checksums of a whole file: the file CRC over every byte after
+    the header, then the header CRC over the header bytes before it (0..47). Also what
+    an edit of a valid file (edgert.subgraph) calls last."""
+    fields = list(_HEADER.unpack_from(buf, 0))
+    fields[8] = zlib.crc32(bytes(buf[HEADER_SIZE:])) & 0xFFFFFFFF
+    _HEADER.pack_into(buf, 0, *fields)
+    fields[10] = zlib.crc32(bytes(buf[:48])) & 0xFFFFFFFF
+    _HEADER.pack_into(buf, 0, *fields)
+
+
