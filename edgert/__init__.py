@@ -11,7 +11,8 @@ cffi. Every error raised derives from EdgertError.
 """
 from __future__ import annotations
 
-from .errors import ConversionError, EdgertError, InputError, ModelFormatError, OnnxFormatError, RuntimeFailure, UnsupportedError
+from .errors import (ConversionError, EdgertError, InputError, ModelFormatError, OnnxFormatError, RuntimeFailure,
+                     UnsupportedError)
 from .runtime.session import Session, TensorInfo, runtime_info
 
 __version__ = "0.1.0"

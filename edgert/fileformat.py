@@ -72,7 +72,7 @@ def unpack_bounds(data: bytes, strings: bytes, inputs: list[str]) -> dict[str, A
 def seal(buf: bytearray) -> None:
     """Sets, in place, the checksums of a whole file: the file CRC over every byte after
     the header, then the header CRC over the header bytes before it (0..47). Also what
-    an edit of a valid file (edgert.subgraph) calls last."""
+    an edit of a valid file (edgert.cli.subgraph) calls last."""
     fields = list(_HEADER.unpack_from(buf, 0))
     fields[8] = zlib.crc32(bytes(buf[HEADER_SIZE:])) & 0xFFFFFFFF
     _HEADER.pack_into(buf, 0, *fields)

@@ -33,9 +33,9 @@ import numpy as np
 import pytest
 
 import edgert
-from edgert import build as ebuild
-from edgert import format as efmt
-from edgert import targets
+from edgert.cli import build as ebuild
+from edgert.runtime import reader as efmt
+from edgert.cli import targets
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FP32_TOL = 1e-4          # max |arm - host| <= FP32_TOL * max |host|
@@ -111,13 +111,14 @@ def test_edgert_build(board, tmp_path):
     assert wheel.name.endswith(f"-py3-none-{WHEEL_ARCH_TAG[board]}.whl"), wheel.name
     z = zipfile.ZipFile(wheel)
     names = set(z.namelist())
-    for member in ("edgert/__init__.py", "edgert/runtime.py", "edgert/_abi.py", "edgert/cli.py", "edgert/format.py",
+    for member in ("edgert/__init__.py", "edgert/runtime/session.py", "edgert/runtime/_abi.py", "edgert/cli/main.py",
+                   "edgert/runtime/reader.py", "edgert/fileformat.py",
                    "edgert/lib/libedgert.so", "edgert/include/edgert.h"):
         assert member in names, member
     assert not any(n.endswith(("_ffi_build.py", "build.py", ".abi3.so")) or "/_src/" in n or "/data/" in n
                    for n in names), sorted(names)
     dist = next(n.split("/")[0] for n in names if n.endswith(".dist-info/RECORD"))
-    assert "edgert = edgert.cli:main" in z.read(f"{dist}/entry_points.txt").decode()
+    assert "edgert = edgert.cli.main:main" in z.read(f"{dist}/entry_points.txt").decode()
     meta = z.read(f"{dist}/METADATA").decode()
     assert {"Requires-Dist: numpy", "Requires-Dist: cffi>=1.15", "Requires-Dist: click>=8"} <= set(meta.splitlines())
 
@@ -636,7 +637,7 @@ _host_layouts: dict[str, tuple] = {}
 def _older_conv_s8_scratch(current):
     """conv2d_s8's scratch before the SIMD layout (no packed weights, blocks of 64-128
     pixels), as files converted before it hold; the depthwise nodes' from `current`."""
-    from edgert.ops import conv2d_s8
+    from edgert.converter.ops import conv2d_s8
 
     def scratch(node, graph):
         g = conv2d_s8.geometry(node, graph)
@@ -652,7 +653,7 @@ def test_int8_older_conv_layout_under_qemu(board, cpu, workdir, monkeypatch):
     """An int8 MobileNetV2 written with the smaller conv2d scratch of files converted before
     the SIMD layout (weights packed once per run, larger blocks for small K) loads and runs
     its older path on the board, giving the bytes the current file gives on the host."""
-    from edgert.ops import conv2d_s8
+    from edgert.converter.ops import conv2d_s8
     from tools import mobilenetv2
 
     if not _host_layouts:

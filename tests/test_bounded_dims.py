@@ -6,8 +6,9 @@ import pytest
 from onnx import TensorProto, helper
 
 import edgert
-from edgert import format as fmt
-from edgert import runtime
+from edgert import fileformat as fmt
+from edgert.runtime import reader
+from edgert.runtime import session as runtime
 from edgert.errors import ConversionError, InputError
 
 
@@ -39,7 +40,7 @@ def test_ppocr_rec_widths_match_onnxruntime(rec):
 
 def test_ppocr_rec_file_and_inputs(rec):
     _, path = rec
-    info = fmt.read(path.read_bytes())
+    info = reader.read(path.read_bytes())
     assert info["version"] == "1.2"
     assert info["bounds"]["symbols"] == [{"name": "p2o.DynamicDimension.1", "lo": 32, "hi": 960}]
     (x,) = runtime.Session(path).get_inputs()
@@ -51,7 +52,7 @@ def test_ppocr_rec_file_and_inputs(rec):
 def test_ppocr_rec_arena_is_planned_for_the_upper_bound(rec, real_model, tmp_path):
     _, path = rec
     static = edgert.convert(real_model("ppocr_rec"), tmp_path / "s.edgert", input_shapes={"x": [1, 3, 48, 960]})
-    assert fmt.read(path.read_bytes())["arena_bytes"] == fmt.read(static)["arena_bytes"]
+    assert reader.read(path.read_bytes())["arena_bytes"] == reader.read(static)["arena_bytes"]
 
 
 def test_no_allocation_at_any_size(rec):
@@ -163,7 +164,7 @@ def test_unsupported_op_refused_at_conversion(tmp_path):
 
 def test_static_files_unchanged(real_model, tmp_path):
     data = edgert.convert(real_model("ppocr_rec"), tmp_path / "s.edgert", input_shapes={"x": [1, 3, 48, 320]})
-    assert fmt.read(data)["bounds"] is None
+    assert reader.read(data)["bounds"] is None
     (x,) = runtime.Session(data).get_inputs()
     assert x.shape == [1, 3, 48, 320] and x.bounds is None
 
@@ -178,7 +179,7 @@ def test_int8_bounded_equals_static_int8(real_model, tmp_path):
     np.savez(calib, x=(rng.standard_normal((4, 3, 48, 320)) * 0.5).astype(np.float32))
     bounded = edgert.convert(src, tmp_path / "b.edgert", input_shapes={"x": [1, 3, 48, (32, 960)]},
                              quantize="int8", calibration=str(calib))
-    keep = fmt.read(bounded)["metadata"]["quantization"]["fp32_nodes"]
+    keep = reader.read(bounded)["metadata"]["quantization"]["fp32_nodes"]
     assert keep == ["p2o.GlobalAveragePool.0", "p2o.GlobalAveragePool.2"]  # 1/(H*W) follows the width
     static = edgert.convert(src, tmp_path / "s.edgert", input_shapes={"x": [1, 3, 48, 320]}, quantize="int8",
                             calibration=str(calib), keep_fp32=keep)
@@ -203,7 +204,7 @@ def test_loader_checks_the_bounds_section(rec):
     import struct
     _, path = rec
     data = path.read_bytes()
-    info = fmt.read(data)
+    info = reader.read(data)
     off = info["sections"]["bounds"]["offset"]
     n_sym, n_bind, n_rule, _ = struct.unpack_from("<IIII", data, off)
     assert (n_sym, n_bind) == (1, 1) and n_rule > 0

@@ -1,6 +1,6 @@
 """Robustness of the C loader and session against malformed .edgert files.
 
-A small hand-built model (built here byte by byte, independently of edgert/format.py,
+A small hand-built model (built here byte by byte, independently of edgert/fileformat.py,
 so each field can be set to a bad value) is truncated, bit-flipped and patched field by
 field; every load must either succeed or fail with an EdgertError carrying the expected
 status, never crash. The mass mutation loops run in a subprocess so that a crash fails
@@ -178,7 +178,7 @@ def relu_kernel_present() -> bool:
 def load_status(data: bytes) -> int:
     """0 when the model loads (and a session runs it on zeroed inputs), else the C
     status. Uses the C API directly so only the C library is under test."""
-    from edgert.runtime import _load
+    from edgert.runtime.session import _load
     ffi, lib = _load()
     raw = np.zeros(len(data) + 64, np.uint8)
     start = (-raw.ctypes.data) % 64
@@ -495,7 +495,7 @@ def test_header_and_sections():
 # ---- through the C API directly: buffers, files, sessions ---------------------------
 
 def _lib():
-    from edgert.runtime import _load
+    from edgert.runtime.session import _load
     return _load()
 
 

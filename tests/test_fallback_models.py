@@ -32,7 +32,7 @@ def _cli(*args: str):
     """The installed `edgert` command's code (edgert.cli) run with args; JSON output parsed."""
     from click.testing import CliRunner
 
-    from edgert.cli import main
+    from edgert.cli.main import main
     r = CliRunner().invoke(main, list(args), catch_exceptions=False)
     assert r.exit_code == 0, r.output
     return json.loads(r.output) if "--json" in args else r.output

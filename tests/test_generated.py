@@ -16,7 +16,7 @@ def test_generated_files_up_to_date():
 
 
 def test_every_listed_op_has_python_definition_and_c_kernel():
-    from edgert import ops
+    from edgert.converter import ops
     from edgert._oplist import OPS
 
     c_sources = "\n".join(p.read_text() for p in (ROOT / "csrc" / "kernels" / "ref").glob("*.c"))

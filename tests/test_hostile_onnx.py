@@ -223,7 +223,7 @@ def test_quantized_gemm_with_scales_beyond_fixed_point_stays_float(tmp_path):
     gemm = next(n for n in m.graph.node if n.op_type == "Gemm")
     alpha = next(a for a in gemm.attribute if a.name == "alpha")
     alpha.f = 1e30
-    from edgert import format as fmt
+    from edgert.runtime import reader as fmt
     data = edgert.convert(m)
     nodes = fmt.read(data)["nodes"]
     assert any(n["op"] == "gemm" for n in nodes)

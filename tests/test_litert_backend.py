@@ -288,8 +288,8 @@ def test_host_edgert_run_partition(tmp_path, host_bins, host_delegate, copy):
 def test_host_edgert_run_two_partitions_numbered_out_of_order(tmp_path, host_bins):
     """partition_1 runs before partition_0, on tensors of other sizes: each gets its own
     boundaries (the runtime's partition positions are in execution order)."""
-    from edgert.converter import serialize
-    from edgert.ir import Graph
+    from edgert.converter.pipeline import serialize
+    from edgert.converter.ir import Graph
     s2 = (2, 7)
     g = Graph()
     for name, shape in (("a", SHAPE), ("b", SHAPE), ("u", SHAPE), ("c", s2), ("d", s2), ("v", s2)):
@@ -350,8 +350,8 @@ def aarch64_litert_lib(tmp: pathlib.Path) -> pathlib.Path:
 @pytest.fixture(scope="module")
 def arm64(tmp_path_factory):
     """(qemu prefix, rpi4 build dir, aarch64 libLiteRt.so, aarch64 delegate)."""
-    from edgert import build as ebuild
-    from edgert import targets
+    from edgert.cli import build as ebuild
+    from edgert.cli import targets
     missing = [t for t in ("aarch64-linux-gnu-gcc", "qemu-aarch64") if shutil.which(t) is None]
     if missing:
         if os.environ.get("EDGERT_REQUIRE_ARM"):

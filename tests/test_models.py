@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import edgert
-from edgert import format as fmt
+from edgert.runtime import reader as fmt
 from tools import models
 
 NAMES = list(models.MODELS)

@@ -18,10 +18,10 @@ import pytest
 from onnx import TensorProto, helper
 
 import edgert
-from edgert import format as fmt
-from edgert.converter import serialize
+from edgert import fileformat as fmt
+from edgert.converter.pipeline import serialize
 from edgert.errors import BackendError, ModelFormatError, NoBackendError
-from edgert.ir import Graph
+from edgert.converter.ir import Graph
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SHAPE = (1, 3, 4, 5)
@@ -457,7 +457,7 @@ def test_cli_run_and_inspect_show_partitions(ort_file, tmp_path):
 
     from click.testing import CliRunner
 
-    from edgert.cli import main
+    from edgert.cli.main import main
 
     x = inputs(1, seed=7)[0]
     np.save(tmp_path / "x.npy", x)
@@ -500,9 +500,9 @@ def test_abi_mode_library_runs_partitions(ort_file, tmp_path):
 
 
 def test_litert_payload_from_the_tflite_writer(tmp_path):
-    """A payload written by edgert.tflite.writer.write_tflite for an IR subgraph (relu on
+    """A payload written by edgert.converter.tflite.writer.write_tflite for an IR subgraph (relu on
     NCHW boundaries) runs as a litert partition: y = sigmoid(relu(-x))."""
-    writer = pytest.importorskip("edgert.tflite.writer", reason="the TFLite writer is not part of this build")
+    writer = pytest.importorskip("edgert.converter.tflite.writer", reason="the TFLite writer is not part of this build")
     pytest.importorskip("ai_edge_litert.interpreter", reason="ai-edge-litert has no wheel for this machine")
     sub = Graph()
     sub.add_tensor("t", SHAPE, np.float32)

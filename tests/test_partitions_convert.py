@@ -15,10 +15,10 @@ import pytest
 from click.testing import CliRunner
 
 import edgert
-from edgert import format as fmt
-from edgert.cli import main
-from edgert.converter import build_graph
-from edgert.quant.calibrate import ReferenceSession
+from edgert.runtime import reader as fmt
+from edgert.cli.main import main
+from edgert.converter.pipeline import build_graph
+from edgert.converter.quant.calibrate import ReferenceSession
 from tools import partition_models
 
 DIGITS = pathlib.Path(edgert.__file__).parent / "data" / "digits_cnn.onnx"
@@ -263,7 +263,7 @@ def test_converted_graph_matches_onnxruntime(models, name):
 
 
 def test_int8_keeps_partition_boundaries_float_and_calibrates_through_them(models):
-    from edgert.quant.pipeline import quantize_graph
+    from edgert.converter.quant.pipeline import quantize_graph
 
     cal = {"image": _image(4, n=16)}
     g = build_graph(str(models["stn"]), fallback={"fallback": "onnxruntime"})
@@ -321,13 +321,13 @@ def test_session_runs_int8_model_with_partition(models):
 
 def _has_tflite_writer() -> bool:
     try:
-        from edgert.tflite import writer  # noqa: F401
+        from edgert.converter.tflite import writer  # noqa: F401
     except ImportError:
         return False
     return True
 
 
-@pytest.mark.skipif(not _has_tflite_writer(), reason="edgert.tflite.writer is not in this build")
+@pytest.mark.skipif(not _has_tflite_writer(), reason="edgert.converter.tflite.writer is not in this build")
 def test_litert_partition_of_forced_node():
     data = edgert.convert(str(DIGITS), fallback="litert", fallback_ops=["/7/Conv"], delegate="edgetpu")
     p, = fmt.read(data)["metadata"]["partitions"]
@@ -427,7 +427,7 @@ def _inspect_json_bytes(data: bytes) -> dict:
         return _inspect_json(path)
 
 
-@pytest.mark.skipif(not _has_tflite_writer(), reason="edgert.tflite.writer is not in this build")
+@pytest.mark.skipif(not _has_tflite_writer(), reason="edgert.converter.tflite.writer is not in this build")
 def test_litert_partitions_are_cut_after_quantization():
     """int8: the LiteRT payload is written from the quantized edgert graph, so its
     boundary tensors are edgert's int8 tensors; the cheap MaxPool between the forced
@@ -451,7 +451,7 @@ def test_inspect_reports_backend_memory_outside_the_arena(fallback, tmp_path):
     own memory, apart from edgert's arena (the static plan covers only edgert's tensors)."""
     from click.testing import CliRunner
 
-    from edgert.cli import main
+    from edgert.cli.main import main
     if fallback == "litert":
         pytest.importorskip("flatbuffers", reason="the TFLite writer needs flatbuffers (edgert[litert])")
     path = tmp_path / "m.edgert"

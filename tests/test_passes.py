@@ -8,10 +8,10 @@ import pytest
 from onnx import helper
 
 import edgert
-from edgert import passes
-from edgert.converter import build_graph, serialize
-from edgert.passes import (dce, fold_batchnorm, fold_constants, fold_conv_input, fuse_activation, fuse_gelu,
-                           fuse_hard_swish, fuse_layernorm, fuse_silu, remove_identity)
+from edgert.converter import passes
+from edgert.converter.pipeline import build_graph, serialize
+from edgert.converter.passes import (dce, fold_batchnorm, fold_constants, fold_conv_input, fuse_activation,
+                                     fuse_gelu, fuse_hard_swish, fuse_layernorm, fuse_silu, remove_identity)
 from tests.helpers import assert_close, make_model, run_ort
 
 RNG = np.random.default_rng(0)

@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgert import planner
+from edgert.converter import planner
 from edgert.errors import ConversionError
-from edgert.ir import Graph
+from edgert.converter.ir import Graph
 
 
 def chain(n: int, size: int = 1000) -> Graph:

@@ -1,4 +1,4 @@
-"""Post-training pruning (edgert/prune, docs/sparse.md): magnitude and channel
+"""Post-training pruning (edgert/converter/prune, docs/sparse.md): magnitude and channel
 pruning on tiny graphs and the digits CNN, sensitivity choice, the report and the CLI."""
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ if ROOT not in sys.path:
     sys.path.append(ROOT)  # an installed edgert comes first
 
 import edgert  # noqa: E402
-from edgert import converter  # noqa: E402
-from edgert import format as fmt  # noqa: E402
-from edgert.prune import channel, layers, magnitude, sensitivity  # noqa: E402
+from edgert.converter import pipeline as converter  # noqa: E402
+from edgert.runtime import reader as fmt  # noqa: E402
+from edgert.converter.prune import channel, layers, magnitude, sensitivity  # noqa: E402
 from tests.helpers import make_model, run_ort  # noqa: E402
 
 DATA = os.path.join(os.path.dirname(edgert.__file__), "data")  # the installed package's
@@ -40,7 +40,7 @@ def test_prune_tensor_exact_count():
 def test_magnitude_layer_scope_skips_first_and_last():
     g = converter.build_graph(DIGITS)
     names = [n.name for n in layers.prunable(g)]
-    from edgert.prune import prune_graph
+    from edgert.converter.prune import prune_graph
 
     info = prune_graph(g, 0.5, "magnitude")
     assert set(info["excluded"]) == {names[0], names[-1]}
@@ -164,7 +164,7 @@ def test_channel_sensitivity_digits(tmp_path):
 def test_cli_convert_prune(tmp_path):
     from click.testing import CliRunner
 
-    from edgert.cli import main
+    from edgert.cli.main import main
 
     out = tmp_path / "m.edgert"
     res = CliRunner().invoke(main, ["convert", DIGITS, "-o", str(out), "--prune", "0.5", "--prune-method",

@@ -10,7 +10,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 import edgert
-from edgert import format as fmt
+from edgert.runtime import reader as fmt
 
 DATA = os.path.join(os.path.dirname(edgert.__file__), "data")
 DIGITS = os.path.join(DATA, "digits_cnn.onnx")
@@ -176,7 +176,7 @@ def test_qdq_import_matches_onnxruntime(tmp_path):
 def test_cli(tmp_path):
     from click.testing import CliRunner
 
-    from edgert.cli import main
+    from edgert.cli.main import main
 
     out = tmp_path / "d.edgert"
     r = CliRunner().invoke(main, ["convert", DIGITS, "-o", str(out), "--quantize", "int8", "--calibration", CALIB,

@@ -2,13 +2,13 @@
 passes, and the decisions of the int8 rewrite."""
 import numpy as np
 
-from edgert import ops
-from edgert.converter import serialize
-from edgert.ir import Graph
-from edgert.quant.calibrate import batches, observe
-from edgert.quant.prepare import matmul_to_gemm, split_activations
-from edgert.quant.rewrite import qparams_from_ranges, quantize_int8
-from edgert.runtime import Session
+from edgert.converter import ops
+from edgert.converter.pipeline import serialize
+from edgert.converter.ir import Graph
+from edgert.converter.quant.calibrate import batches, observe
+from edgert.converter.quant.prepare import matmul_to_gemm, split_activations
+from edgert.converter.quant.rewrite import qparams_from_ranges, quantize_int8
+from edgert.runtime.session import Session
 
 
 def _node(g, op, inputs, output, attrs=None):
@@ -79,7 +79,7 @@ def test_matmul_bias_add_folds_into_gemm():
 def test_tiling_transposed_conv_becomes_conv_and_shuffle():
     """conv_transpose2d with kernel = strides (2 and 3), bias and relu: a 1x1 conv2d and a
     CRD depth_to_space with the same float outputs; padded or overlapping windows stay."""
-    from edgert.quant.prepare import tiling_transposed_to_conv
+    from edgert.converter.quant.prepare import tiling_transposed_to_conv
 
     rng = np.random.default_rng(5)
     for k, s, pads, folds in ((2, 2, (0, 0, 0, 0), True), (3, 3, (0, 0, 0, 0), True),
@@ -139,7 +139,7 @@ def test_fold_scale_shift_into_table():
     into the hard_swish table, with the same output bytes."""
     import copy
 
-    from edgert.quant.tables import fold_into_tables
+    from edgert.converter.quant.tables import fold_into_tables
 
     rng = np.random.default_rng(3)
     g = Graph()
@@ -173,7 +173,7 @@ def test_gemm_rows_as_conv():
     transpose, with the same output bytes at 1 and 2 threads; fewer rows keep the gemm."""
     import copy
 
-    from edgert.quant import gemm_rows
+    from edgert.converter.quant import gemm_rows
 
     for m, k, n in ((gemm_rows.ROWS - 1, 7, 33), (gemm_rows.ROWS, 7, 33), (40, 120, 70)):
         rng = np.random.default_rng(m * 100 + k)

@@ -14,12 +14,13 @@ import pytest
 from click.testing import CliRunner
 
 import edgert
-from edgert import format as fmt
-from edgert import planner, report
-from edgert.cli import main
-from edgert.converter import build_graph
+from edgert.runtime import reader as fmt
+from edgert.converter import planner
+from edgert.cli import report
+from edgert.cli.main import main
+from edgert.converter.pipeline import build_graph
 from edgert.errors import InputError
-from edgert.runtime import Session
+from edgert.runtime.session import Session
 
 DATA = pathlib.Path(edgert.__file__).parent / "data"
 DIGITS = DATA / "digits_cnn.onnx"
@@ -255,7 +256,7 @@ def test_page_renders_in_chromium(models, tmp_path, kind):
 
 def test_prefix_model_computes_the_layer(models):
     """A prefix of the file computes exactly the value the whole graph had at that node."""
-    from edgert.subgraph import prefix
+    from edgert.cli.subgraph import prefix
 
     raw = models["fp32"].read_bytes()
     info = fmt.read(raw)
@@ -276,7 +277,7 @@ def test_prefix_model_computes_the_layer(models):
 
 
 def _qemu_ready() -> bool:
-    from edgert import report_qemu, targets
+    from edgert.cli import report_qemu, targets
 
     try:
         report_qemu.icount_dir()
@@ -291,7 +292,7 @@ def test_instructions_per_node_under_qemu(models):
         if os.environ.get("EDGERT_REQUIRE_ARM"):
             pytest.fail(msg)
         pytest.skip(msg)
-    from edgert import build, report_qemu, targets
+    from edgert.cli import build, report_qemu, targets
 
     r = report_qemu.count(str(models["int8"]), "rpi4", progress=False)
     per = r["per_node"]
@@ -322,7 +323,7 @@ def test_instructions_per_node_under_qemu(models):
 def test_progress_bar_only_when_asked_or_on_a_terminal():
     import io
 
-    from edgert.progress import Progress
+    from edgert.converter.progress import Progress
 
     quiet = io.StringIO()  # not a terminal
     with Progress("work", 4, stream=quiet) as bar:

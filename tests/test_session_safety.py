@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 import edgert
-from edgert import format as fmt
-from edgert.runtime import _load
+from edgert import fileformat as fmt
+from edgert.runtime import reader
+from edgert.runtime.session import _load
 
 THREADS, RUNS = 8, 300
 
@@ -188,7 +189,7 @@ def test_writer_header_fields(digits):
     (_, major, minor, flags, *_rest, hcrc, reserved) = fmt._HEADER.unpack_from(digits, 0)
     assert (major, minor, flags, reserved) == (1, 2, 0, b"\0" * 12)
     assert hcrc == zlib.crc32(digits[:48])
-    assert fmt.read(digits)["version"] == "1.2"
+    assert reader.read(digits)["version"] == "1.2"
 
 
 def test_every_header_bit_flip_is_rejected(digits):
@@ -205,7 +206,7 @@ def test_every_header_bit_flip_is_rejected(digits):
             except edgert.ModelFormatError:
                 pass
             with pytest.raises(edgert.ModelFormatError):
-                fmt.read(bytes(bad))
+                reader.read(bytes(bad))
     assert accepted == []
 
 

@@ -17,8 +17,8 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 import edgert  # noqa: E402
-from edgert import format as fmt  # noqa: E402
-from edgert.cli import constant_usage, main  # noqa: E402
+from edgert.runtime import reader as fmt  # noqa: E402
+from edgert.cli.main import constant_usage, main  # noqa: E402
 from tests.helpers import make_model, run_ort  # noqa: E402
 from tools import shared_models as sm  # noqa: E402
 
@@ -133,7 +133,7 @@ def test_tensors_of_different_shapes_share_equal_bytes():
 
 def test_inspect_reports_unique_bytes_and_multiple_forms(tmp_path):
     """int8 tied embedding: the Gather reads float E, the output gemm its int8 form (a 1x1
-    convolution's weights: the gemm has more than gemm_rows.ROWS rows, edgert/quant/gemm_rows.py)."""
+    convolution's weights: the gemm has more than gemm_rows.ROWS rows, edgert/converter/quant/gemm_rows.py)."""
     model, feeds = MODELS["tied_transpose"]()
     path = tmp_path / "tied.edgert"
     edgert.convert(model, path, quantize="int8", calibration=sm.calibration(feeds))

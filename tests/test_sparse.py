@@ -16,8 +16,10 @@ if ROOT not in sys.path:
     sys.path.append(ROOT)  # an installed edgert comes first
 
 import edgert  # noqa: E402
-from edgert import format as fmt  # noqa: E402
-from edgert import sparse  # noqa: E402
+from edgert import fileformat as fmt  # noqa: E402
+from edgert.converter import writer  # noqa: E402
+from edgert.runtime import reader  # noqa: E402
+from edgert.converter import sparse  # noqa: E402
 from edgert.errors import EdgertError  # noqa: E402
 from tests.helpers import make_model, run_ort  # noqa: E402
 
@@ -54,7 +56,7 @@ def test_storage_is_smaller_and_exact():
     dense = edgert.convert(m, sparse=False)
     stored = edgert.convert(m, sparse="storage")
     assert len(dense) >= 2 * len(stored)
-    info = fmt.read(stored)
+    info = reader.read(stored)
     assert "sparse" in info["sections"]
     assert sum(t["storage"] == "sparse" for t in info["tensors"]) == 4
     np.testing.assert_array_equal(_run(stored, feeds), _run(dense, feeds))
@@ -66,7 +68,7 @@ def test_encode_decode_roundtrip():
         a = (rng.standard_normal(n) * (rng.random(n) < 0.3) * 10).astype(dtype)
         if dtype == np.float32:
             a[0] = -0.0
-        pool = fmt.ConstantPool(bytearray(b"x" * 3))
+        pool = writer.ConstantPool(bytearray(b"x" * 3))
         rec = sparse.encode_record(pool, 5, a)
         back = sparse.decode_record(bytes(pool.buf), rec, a.shape, np.dtype(dtype))
         np.testing.assert_array_equal(back, a)
@@ -76,7 +78,7 @@ def test_encode_decode_roundtrip():
 def test_spmm_kernels_match_onnxruntime():
     m, feeds = toy_model()
     data = edgert.convert(m)
-    ops = [n["op"] for n in fmt.read(data)["nodes"]]
+    ops = [n["op"] for n in reader.read(data)["nodes"]]
     assert ops.count("spmm") == 3 and ops.count("conv2d") == 1  # the 50 % 3x3 conv stays dense
     want = run_ort(m, feeds)[0]
     np.testing.assert_allclose(_run(data, feeds), want, rtol=1e-4, atol=1e-4)
@@ -89,7 +91,7 @@ def test_below_break_even_stays_dense():
     x = rng.standard_normal((1, 16, 3, 3)).astype(np.float32)
     m = make_model([helper.make_node("Conv", ["x", "w"], ["y"])], {"x": x}, ["y"], {"w": w})
     data = edgert.convert(m)
-    assert [n["op"] for n in fmt.read(data)["nodes"]] == ["conv2d"]
+    assert [n["op"] for n in reader.read(data)["nodes"]] == ["conv2d"]
     np.testing.assert_allclose(_run(data, {"x": x}), run_ort(m, {"x": x})[0], rtol=1e-5, atol=1e-5)
 
 
@@ -103,7 +105,7 @@ def test_spmm_batched_matmul_and_gemm_alpha_beta():
                     helper.make_node("Gemm", ["a", "b", "c"], ["z"], alpha=0.5, beta=2.0)],
                    {"x": x, "a": a}, ["y", "z"], inits)
     data = edgert.convert(m)
-    assert [n["op"] for n in fmt.read(data)["nodes"]] == ["spmm", "spmm"]
+    assert [n["op"] for n in reader.read(data)["nodes"]] == ["spmm", "spmm"]
     got = edgert.Session(data).run(None, {"x": x, "a": a})
     for g_, w_ in zip(got, run_ort(m, {"x": x, "a": a})):
         np.testing.assert_allclose(g_, w_, rtol=1e-4, atol=1e-5)
@@ -172,7 +174,7 @@ def test_corrupt_bitmap_and_tensor_records(stored_file):
     buf[const_off + bm] ^= 0x01  # one more or one fewer stored element than nnz says
     assert "bits set" in _rejected(_fix_crc(buf))
     # A tensor record claiming sparse storage with a record index that does not exist.
-    info = fmt.read(data)
+    info = reader.read(data)
     _, toff, _ = _sections(data)[fmt.TENSORS]
     k = next(i for i, t in enumerate(info["tensors"]) if t["storage"] == "sparse")
     buf = bytearray(data)
@@ -228,7 +230,7 @@ def test_truncation_and_bit_flips_never_crash(stored_file):
 def test_corrupt_csr_rejected_by_prepare():
     m, _ = toy_model()
     data = edgert.convert(m, sparse=True)
-    info = fmt.read(data)
+    info = reader.read(data)
     rows = next(t for t in info["tensors"] if t["name"].endswith("_sprows"))
     cols = next(t for t in info["tensors"] if t["name"].endswith("_spcols"))
     for t, idx, value in ((rows, 0, 1), (rows, 1, -5), (cols, 0, 10**6), (cols, 2, -1)):
@@ -247,7 +249,7 @@ def test_digits_sparse90_smaller_same_outputs():
     stored = edgert.convert(SPARSE_MODEL, sparse="storage")
     full = edgert.convert(SPARSE_MODEL)
     assert len(dense) >= 2 * len(stored) and len(dense) >= 2 * len(full)
-    assert any(n["op"] == "spmm" for n in fmt.read(full)["nodes"])
+    assert any(n["op"] == "spmm" for n in reader.read(full)["nodes"])
     sd, ss, sf = (edgert.Session(b) for b in (dense, stored, full))
     for k in range(len(x)):
         a, b, c = (s.run(None, {"input": x[k:k + 1]})[0] for s in (sd, ss, sf))

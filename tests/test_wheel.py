@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 import edgert
-import edgert.format
-from edgert import sources
+import edgert.fileformat
+from edgert.cli import sources
 
 CHECKOUT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGE = pathlib.Path(edgert.__file__).resolve().parent
@@ -55,7 +55,7 @@ def test_suite_runs_against_the_installed_package():
 def test_runtime_info_and_version(tmp_path):
     info = edgert.runtime_info()
     assert info["version"] == edgert.__version__ == info["library_version"]
-    fmt_version = ".".join(map(str, edgert.format.VERSION))
+    fmt_version = ".".join(map(str, edgert.fileformat.VERSION))
     assert info["format_version"] == fmt_version
     assert info["kernels"] in ("ref", "neon", "neon+dotprod", "avx2", "avx2+avx512f", "avx2+avx512f+vnni")
     assert "kernels=ref" in info["build"]
@@ -126,7 +126,8 @@ def test_wheel_contents(tmp_path):
     names = zipfile.ZipFile(_wheel_file(tmp_path)).namelist()
     top = {n.split("/")[0] for n in names}
     assert top == {"edgert", f"edgert-{edgert.__version__}.dist-info"}, top
-    for pkg in ("edgert/quant/__init__.py", "edgert/prune/__init__.py", "edgert/frontend/onnx_ops/__init__.py",
+    for pkg in ("edgert/converter/quant/__init__.py", "edgert/converter/prune/__init__.py",
+                "edgert/converter/frontend/onnx_ops/__init__.py",
                 "edgert/_src/csrc/Makefile", "edgert/_src/targets/rpi0.toml", "edgert/_src/cross/edgert.map",
                 "edgert/data/digits_cnn.onnx"):
         assert pkg in names, pkg

@@ -138,8 +138,8 @@ def test_kernels_chosen_at_start_up(tmp_path):
 def test_kernel_test_host_target():
     """kernel_test built as `edgert build --target host` builds the library: every AVX2
     kernel against its contract; with EDGERT_FORCE_REF=1 it sees the reference table."""
-    from edgert import build as ebuild
-    from edgert import targets
+    from edgert.cli import build as ebuild
+    from edgert.cli import targets
 
     out = ebuild.compile_target(targets.load("host"), goals=("lib", "kernel-test"))
     exe = out / "bin" / "kernel_test"

@@ -5,7 +5,7 @@
 Runs the board's edgert-run (one thread, the board's kernels) under QEMU with the
 tools/qemu_tbcount.c plugin, once with --repeat 1 and once with --repeat 2, and prints
 per function (edgert-run's symbols) the difference: what one more inference executes,
-without loading. Inputs: the model's example inputs (edgert.cli.example_inputs). A
+without loading. Inputs: the model's example inputs (edgert.cli.inputs.example_inputs). A
 development aid beside `edgert bench --profile --target` (per node)."""
 from __future__ import annotations
 
@@ -22,9 +22,10 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from edgert import Session, build, targets  # noqa: E402
-from edgert.cli import example_inputs  # noqa: E402
-from edgert.report_qemu import CACHE, icount_dir  # noqa: E402
+from edgert import Session
+from edgert.cli import build, targets  # noqa: E402
+from edgert.cli.inputs import example_inputs  # noqa: E402
+from edgert.cli.report_qemu import CACHE, icount_dir  # noqa: E402
 
 HERE = pathlib.Path(__file__).resolve().parent
 

@@ -41,8 +41,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.append(str(ROOT))  # the installed edgert first; tools/ from the checkout
 
 import edgert  # noqa: E402
-from edgert import build as ebuild  # noqa: E402
-from edgert import report_qemu, targets  # noqa: E402
+from edgert.cli import build as ebuild  # noqa: E402
+from edgert.cli import report_qemu, targets  # noqa: E402
 from tools import models  # noqa: E402
 
 ICOUNT_DIR = pathlib.Path(os.environ.get("EDGERT_ICOUNT_DIR", ROOT.parent / "shared" / "tools" / "qemu-icount"))
@@ -51,7 +51,7 @@ ORT_SITE = pathlib.Path.home() / ".cache" / "edgert" / "ort-aarch64"
 
 
 def plugin() -> pathlib.Path:
-    """The compiled qemu-icount plugin (edgert.report_qemu builds it), from ICOUNT_DIR."""
+    """The compiled qemu-icount plugin (edgert.cli.report_qemu builds it), from ICOUNT_DIR."""
     os.environ.setdefault("EDGERT_ICOUNT_DIR", str(ICOUNT_DIR))
     return report_qemu.plugin()
 

@@ -52,7 +52,7 @@ def worker(engine: str, name: str, path: str, runs: int, warmup: int, threads: i
 
     if engine == "convert":
         import edgert
-        from edgert import format as fmt
+        from edgert.runtime import reader as fmt
 
         t0 = time.perf_counter()
         try:

@@ -31,7 +31,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import edgert  # noqa: E402
-from edgert import runtime  # noqa: E402
+from edgert.runtime import session as runtime  # noqa: E402
 from tools import models  # noqa: E402
 
 CASES = {
@@ -93,8 +93,8 @@ def shape_pass_ms(sess, feeds: dict, other: dict, runs: int) -> float:
 def icount(bounded: str, static: str, feeds: dict, work: str, n: int = 1, k: int = 1) -> tuple[float, float]:
     """Guest instructions per inference on qemu-aarch64 -cpu cortex-a72 (NEON) of both
     files on the same input."""
-    from edgert import build as ebuild
-    from edgert import targets
+    from edgert.cli import build as ebuild
+    from edgert.cli import targets
     from tools import arm_icount
     target = targets.load("rpi4")
     run = ebuild.compile_target(target) / "bin" / "edgert-run"

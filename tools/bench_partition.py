@@ -71,8 +71,8 @@ def host_us(run: pathlib.Path, model: pathlib.Path, work: pathlib.Path, lib, rep
 def arm_counts(files: dict[str, pathlib.Path], work: pathlib.Path, n: int, k: int) -> dict[str, float]:
     import zipfile
 
-    from edgert import build as ebuild
-    from edgert import targets
+    from edgert.cli import build as ebuild
+    from edgert.cli import targets
     from tools import arm_icount
 
     if not (arm_icount.ROOTFS / ".complete").exists():

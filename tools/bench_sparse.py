@@ -33,8 +33,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.append(ROOT)  # the installed edgert first; tools/ from the checkout
 
 import edgert  # noqa: E402
-from edgert import converter, sparse  # noqa: E402
-from edgert.prune import layers  # noqa: E402
+from edgert.converter import pipeline as converter, sparse  # noqa: E402
+from edgert.converter.prune import layers  # noqa: E402
 
 DATA = os.path.join(ROOT, "edgert", "data")
 
@@ -189,8 +189,8 @@ def icount() -> list[dict]:
 
     sys.path.insert(0, os.path.join(ROOT, "tools"))
     import arm_icount
-    from edgert import build as ebuild
-    from edgert import targets
+    from edgert.cli import build as ebuild
+    from edgert.cli import targets
     from tools import models
 
     target = targets.load("rpi4")

@@ -99,7 +99,7 @@ def git_rev() -> str:
 
 
 def measure(engine: str, model: str, prec: str, cpu: str, mnv2: pathlib.Path, work: pathlib.Path) -> dict[str, Any]:
-    from edgert import targets
+    from edgert.cli import targets
 
     name = source(model, mnv2)
     calib = calibration(model, mnv2) if prec == "int8" else None

@@ -212,7 +212,7 @@ def has_int8_convert() -> bool:
         return True
     if passes_on:
         try:
-            from edgert import converter
+            from edgert.converter import pipeline as converter
         except ImportError:
             return False
         return want <= names(converter.convert)[0]

@@ -469,7 +469,7 @@ def _audit(event, args):
 def load_check(data: bytes) -> str:
     """"" when the C loader accepts the converted file, else its message (the model is
     only loaded: no session, so no arena is allocated)."""
-    from edgert import runtime
+    from edgert.runtime import session as runtime
 
     ffi, lib = runtime._load()
     buf = np.empty(len(data) + 64, np.uint8)

@@ -40,7 +40,7 @@ What it installs, each once, into ~/.cache/edgert (never into the running enviro
                       and conversion settings are unchanged) and the onnx2tf log
 
 With --converter edgert the .tflite files come instead from edgert's own graph
-(tools/tflite_export.py, edgert/tflite/writer.py): the layers edgert runs after its passes
+(tools/tflite_export.py, edgert/converter/tflite/writer.py): the layers edgert runs after its passes
 (and its int8 quantization on the same calibration samples), NCHW float32 input and output
 with the layout transposes inside the file; no TensorFlow is needed. Precisions fp32 and
 int8 (float I/O). A --models entry may then also be the path of an ONNX model (e.g.
@@ -325,7 +325,7 @@ def arm_input(model: pathlib.Path, x_nhwc: np.ndarray, path: pathlib.Path) -> pa
 
 
 def litert_count(model: pathlib.Path, inp: pathlib.Path, cpu: str, n: int, k: int, work: pathlib.Path) -> float:
-    from edgert import targets
+    from edgert.cli import targets
 
     script = work / "litert_run.py"
     script.write_text(ARM_RUNNER)
@@ -347,8 +347,8 @@ def edgert_int8_count(name: str, s: evaldata.EvalSet, cpu: str, n: int, k: int, 
     import re
 
     import edgert
-    from edgert import build as ebuild
-    from edgert import targets
+    from edgert.cli import build as ebuild
+    from edgert.cli import targets
     from tools.eval_quant import has_int8_convert
 
     if not has_int8_convert():
@@ -395,7 +395,7 @@ def edgert_files(name: str, calib: dict[str, np.ndarray], precs: list[str], work
 
 def main_edgert(a, names: list[str], precs: list[str]) -> None:
     """--converter edgert: LiteRT on edgert's graph, next to edgert's own count."""
-    from edgert import targets
+    from edgert.cli import targets
     from tools import tflite_export
 
     bad = [p for p in precs if p not in ("fp32", "int8")]
@@ -509,7 +509,7 @@ def main() -> None:
                 log(f"{name:18s} LiteRT {PRECISION_LABEL[p]:17s} {counts[p] / 1e6:8.1f} M instructions/inference")
             entry["litert"] = counts
             if a.reference:
-                from edgert import targets
+                from edgert.cli import targets
 
                 # edgert-run is a C program whose count repeats exactly: k=2 is enough there.
                 ref: dict[str, Any] = dict(arm_icount.edgert_counts(name, targets.load("rpi4"), a.cpu, a.n, 2, work))

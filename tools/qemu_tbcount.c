@@ -1,7 +1,7 @@
 /* qemu_tbcount.c: a QEMU TCG plugin for tools/arm_funcprof.py. Counts the executions of
  * every translation block and writes "vaddr instructions executions" (hex, decimal,
  * decimal) per block executed at least once to the file given as out=PATH at exit.
- * Built against QEMU's qemu-plugin.h (the qemu-icount folder, edgert/report_qemu.py
+ * Built against QEMU's qemu-plugin.h (the qemu-icount folder, edgert/cli/report_qemu.py
  * icount_dir). */
 #include <inttypes.h>
 #include <stdio.h>

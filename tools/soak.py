@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 import edgert
-from edgert import runtime
+from edgert.runtime import session as runtime
 
 
 def rss_kb() -> int:

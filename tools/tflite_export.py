@@ -6,7 +6,7 @@
         [--check N]
 
 The model goes through edgert's own import and graph passes (and, with --quantize int8,
-edgert's calibration and int8 rewrite), then edgert/tflite/writer.py writes the graph as a
+edgert's calibration and int8 rewrite), then edgert/converter/tflite/writer.py writes the graph as a
 .tflite: the inputs and outputs are edgert's (NCHW, float32 for both precisions: the int8
 file quantizes at its input and dequantizes at its output as edgert's int8 files do).
 So LiteRT runs the same graph, layer for layer, as edgert's runtime does, e.g. to count its
@@ -40,7 +40,7 @@ def graph_of(model: str, input_shapes: dict[str, list[int]] | None = None, quant
              calibration: Any = None, calibration_method: str = "percentile"):
     """The edgert IR graph of `model` (a path or a tools/models.py name) after passes,
     quantized when asked."""
-    from edgert.converter import build_graph
+    from edgert.converter.pipeline import build_graph
     from tools import models
 
     kwargs: dict[str, Any] = {"input_shapes": input_shapes or None, "input_values": None}
@@ -50,7 +50,7 @@ def graph_of(model: str, input_shapes: dict[str, list[int]] | None = None, quant
         model = str(models.find_model(model))
     g = build_graph(model, kwargs["input_shapes"], kwargs["input_values"])
     if quantize:
-        from edgert.quant.pipeline import quantize_graph
+        from edgert.converter.quant.pipeline import quantize_graph
         if calibration is None:
             raise SystemExit("--quantize int8 needs --calibration")
         g, _ = quantize_graph(g, quantize, calibration, calibration_method)
@@ -60,8 +60,8 @@ def graph_of(model: str, input_shapes: dict[str, list[int]] | None = None, quant
 def export(model: str, output: str | pathlib.Path, input_shapes=None, quantize=None, calibration=None,
            calibration_method: str = "percentile", exact: bool = False):
     """Writes the .tflite; returns (IR graph, bytes)."""
-    from edgert.converter import write_atomic
-    from edgert.tflite import write_tflite
+    from edgert.converter.pipeline import write_atomic
+    from edgert.converter.tflite import write_tflite
 
     g = graph_of(model, input_shapes, quantize, calibration, calibration_method)
     data = write_tflite(g, exact=exact)
@@ -73,7 +73,7 @@ def check(g, data: bytes, n: int) -> float:
     """Largest |LiteRT - edgert| over n random-normal inputs."""
     import edgert
     from ai_edge_litert.interpreter import Interpreter
-    from edgert.converter import serialize
+    from edgert.converter.pipeline import serialize
 
     it = Interpreter(model_content=data)
     it.allocate_tensors()

@@ -102,8 +102,8 @@ def _partition_meta(payload: bytes, inputs: list[str]) -> dict:
 def partition_model(shape: tuple[int, ...], n: int = 1, around: bool = True) -> bytes:
     """around: y = sigmoid(partition_0(-a, b)) (edgert nodes on both sides of the
     partition); else y = partition_0(a, b). partition_0 = add_chain(shape, n)."""
-    from edgert.converter import serialize
-    from edgert.ir import Graph
+    from edgert.converter.pipeline import serialize
+    from edgert.converter.ir import Graph
 
     payload = add_chain(shape, n)
     g = Graph()
@@ -124,8 +124,8 @@ def partition_model(shape: tuple[int, ...], n: int = 1, around: bool = True) -> 
 
 def plain_model(shape: tuple[int, ...]) -> bytes:
     """u = a + b with edgert's own add."""
-    from edgert.converter import serialize
-    from edgert.ir import Graph
+    from edgert.converter.pipeline import serialize
+    from edgert.converter.ir import Graph
 
     g = Graph()
     for name in ("a", "b", "u"):

@@ -7,7 +7,7 @@
                               libLiteRt.so for litert partitions), stripped
     DIR/wheel/edgert-<version>-cp311-none-<platform>.whl
 
-The sources are the ones shipped in the installed package (edgert/sources.py). The
+The sources are the ones shipped in the installed package (edgert/cli/sources.py). The
 objects are built by csrc/Makefile in a build directory kept between runs: build/target-<name>/
 in a checkout, ~/.cache/edgert/build/<version>/target-<name>/ for an installed package
 ($EDGERT_BUILD_CACHE overrides the root); a change of flags or sources starts it afresh.
@@ -213,8 +213,8 @@ def write_wheel(target: Target, lib: pathlib.Path, header: pathlib.Path, out_dir
                 f"Summary: edgert runtime for {target.description}\nRequires-Python: >=3.9\n"
                 "Requires-Dist: numpy\nRequires-Dist: cffi>=1.15\nRequires-Dist: click>=8\n"
                 + extras_metadata()).encode()
-    entry_points = b"[console_scripts]\nedgert = edgert.cli:main\n"
-    wheel = f"Wheel-Version: 1.0\nGenerator: edgert.build\nRoot-Is-Purelib: false\nTag: {tag}\n".encode()
+    entry_points = b"[console_scripts]\nedgert = edgert.cli.main:main\n"
+    wheel = f"Wheel-Version: 1.0\nGenerator: edgert.cli.build\nRoot-Is-Purelib: false\nTag: {tag}\n".encode()
     files.append((f"{dist}/METADATA", metadata, 0o644))
     files.append((f"{dist}/WHEEL", wheel, 0o644))
     files.append((f"{dist}/entry_points.txt", entry_points, 0o644))

@@ -273,7 +273,7 @@ def _tinfo(info: dict, i: int) -> dict:
 
 def sqnr_data(model: str, info: dict, reference: str | None, calibration: Any,
               progress: bool | None = None) -> dict:
-    """Per-layer SQNR; filled in by edgert.report_sqnr when the reference and samples
+    """Per-layer SQNR; filled in by edgert.cli.report_sqnr when the reference and samples
     are given (see there), else only what the file's metadata recorded."""
     meta = info.get("metadata") or {}
     q = meta.get("quantization") if isinstance(meta.get("quantization"), dict) else {}

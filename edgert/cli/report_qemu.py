@@ -2,7 +2,7 @@
 with the qemu-icount plugin (`edgert report --target BOARD`).
 
 The plugin counts every instruction a program executes. For each node k the prefix
-model of nodes 0..k (edgert.subgraph) is run by the board's edgert-run with --repeat 1
+model of nodes 0..k (edgert.cli.subgraph) is run by the board's edgert-run with --repeat 1
 and --repeat 2, one thread: the difference is one inference of the prefix, with
 loading, start-up and output writing cancelled out. Node k's count is prefix k minus
 prefix k-1 (node 0's includes copying the inputs in), and the last prefix is the whole

@@ -4,7 +4,7 @@ Three measurements on the same sample inputs (at most SAMPLES of the calibration
 - edgert fp32 against onnxruntime, per layer: the reference imported and optimized as
   the converter does, run by the C runtime with every float tensor exposed, compared
   with onnxruntime's values of the tensors of the same name in the reference model;
-- int8 against fp32, per layer (int8 files only): edgert.quant.report's SQNR, from
+- int8 against fp32, per layer (int8 files only): edgert.converter.quant.report's SQNR, from
   quantizing the reference again with the file's recorded calibration method,
   calibration samples and float-kept nodes on DATA;
 - the file's graph outputs against onnxruntime: the .edgert file itself run on the

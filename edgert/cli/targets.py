@@ -1,5 +1,5 @@
 """Build targets (boards) described by targets/<name>.toml (shipped in the package, see
-edgert/sources.py).
+edgert/cli/sources.py).
 
 Each file names the cross compiler triple, the C flags that select the CPU, whether the
 NEON (and dot-product) kernels are built, and how the tests run the result under QEMU.

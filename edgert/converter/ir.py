@@ -3,7 +3,7 @@
 A Graph owns Tensors (by unique name) and Nodes (in a valid execution order after
 `toposort`). A tensor with `data` is a constant; every other tensor is a graph input
 or the output of exactly one node. Node attributes are plain Python values whose
-meaning each op documents in its module under edgert/ops/.
+meaning each op documents in its module under edgert/converter/ops/.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Fallback partitions at conversion (docs/partitions.md, "Conversion").
 
 Nodes edgert cannot run, or that the user hands off with --fallback-ops, are grouped
-into partitions; each partition becomes one `partition` node (edgert/ops/partition.py)
+into partitions; each partition becomes one `partition` node (edgert/converter/ops/partition.py)
 whose payload another runtime executes.
 
 - onnxruntime: carved from the ONNX model BEFORE import. The importer's own verdict
@@ -618,7 +618,7 @@ def carve_ir(g, names: set[str], delegate: str | None, max_partitions: int,
     try:
         from .tflite.writer import unsupported, write_tflite
     except ImportError:
-        raise ConversionError("--fallback litert needs the TFLite writer (edgert.tflite.writer), which this "
+        raise ConversionError("--fallback litert needs the TFLite writer (edgert.converter.tflite.writer), which this "
                               "edgert build does not include; use --fallback onnxruntime") from None
     try:
         import flatbuffers  # noqa: F401  (the writer's serializer)

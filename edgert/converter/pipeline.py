@@ -65,7 +65,7 @@ def convert(model, output: str | os.PathLike | None = None, input_shapes: dict[s
     sparse: True stores sparse constants compressed and runs sparse enough 1x1 conv,
     gemm and matmul weights with the sparse kernel; "storage" only compresses (outputs
     identical to the dense file); False neither (docs/sparse.md).
-    prune: target fraction of weights to remove (edgert/prune: prune_method "magnitude"
+    prune: target fraction of weights to remove (edgert/converter/prune: prune_method "magnitude"
     or "channel", prune_scope "layer" or "global", prune_exclude node names,
     calibration {input: array} or an .npz path for per-layer sensitivity); report: a
     JSON path for the size / MACs / SQNR summary of pruning.
@@ -176,7 +176,7 @@ def _check_fallback(fallback, fallback_ops, delegate, max_partitions) -> dict[st
 
 def _convert_bounded(model, input_shapes, bounds, values, optimize, sparse, quantize, src, calibration=None,
                      calibration_method="percentile", keep_fp32=(), calibration_samples=None, progress=None) -> bytes:
-    """A file for every size within the bounds (edgert/bounds.py): converted at each
+    """A file for every size within the bounds (edgert/converter/bounds.py): converted at each
     sample size, rules derived from the differences, checked in the C runtime. int8 is
     calibrated once, on the graph at the calibration data's size, and those parameters
     quantize the graph at every sample size alike."""

@@ -3,7 +3,8 @@ planning.
 
 Two independent choices, per tensor:
 - kernels: a 1x1 conv2d, gemm or matmul whose constant weight has at least
-  KERNEL_BREAK_EVEN (VECTOR_BREAK_EVEN for gemm and matmul) zeros becomes an `spmm` node (CSR weights; edgert/ops/spmm.py),
+  KERNEL_BREAK_EVEN (VECTOR_BREAK_EVEN for gemm and matmul) zeros becomes an `spmm` node (CSR weights;
+  edgert/converter/ops/spmm.py),
   which only visits the stored weights. Below that sparsity the dense kernels are
   faster, so the node is left alone (tools/bench_sparse.py measures the break-even).
 - storage: any other constant whose bitmap encoding (one bit per element plus the

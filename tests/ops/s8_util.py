@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from edgert import ops
-from edgert.converter import serialize
-from edgert.ir import Graph
-from edgert.runtime import Session
+from edgert.converter import ops
+from edgert.converter.pipeline import serialize
+from edgert.converter.ir import Graph
+from edgert.runtime.session import Session
 
 
 def run_node(op: str, inputs: list[tuple[np.ndarray, bool]], attrs: dict | None = None,
@@ -50,7 +50,7 @@ def rand_s8(rng, shape) -> np.ndarray:
 def rand_qp(rng, channels: int, bias_max: int = 5000, m_lo: float = 1e-4,
             m_hi: float = 0.05) -> tuple[np.ndarray, int]:
     """A random (bias, mult) table with real multipliers in [m_lo, m_hi], and its shift."""
-    from edgert.quant.fixedpoint import shared_shift_multipliers
+    from edgert.converter.quant.fixedpoint import shared_shift_multipliers
 
     mult, shift = shared_shift_multipliers(np.exp(rng.uniform(np.log(m_lo), np.log(m_hi), channels)))
     bias = rng.integers(-bias_max, bias_max + 1, channels)

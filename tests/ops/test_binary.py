@@ -7,9 +7,9 @@ import pytest
 from onnx import helper
 
 import edgert
-from edgert.converter import build_graph, serialize
-from edgert.ir import Graph
-from edgert.ops import get as get_op
+from edgert.converter.pipeline import build_graph, serialize
+from edgert.converter.ir import Graph
+from edgert.converter.ops import get as get_op
 from tests.helpers import assert_close, check_against_ort, make_model, run_edgert, run_ort
 from tests.ops.test_unary import reference
 

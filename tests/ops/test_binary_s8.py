@@ -1,10 +1,10 @@
 """add and mul on int8 with quantization attrs: C kernel == numpy reference
-(edgert/ops/binary_s8.py), with broadcasting, ties and saturation. int8 add without
+(edgert/converter/ops/binary_s8.py), with broadcasting, ties and saturation. int8 add without
 them keeps its wrapping integer meaning."""
 import numpy as np
 import pytest
 
-from edgert.quant.fixedpoint import narrow_multipliers
+from edgert.converter.quant.fixedpoint import narrow_multipliers
 
 from .s8_util import assert_same, rand_s8, run_node
 

@@ -8,8 +8,8 @@ from onnx import TensorProto, helper
 
 import edgert
 from edgert import dtypes
-from edgert.converter import build_graph
-from edgert.ops.cast import cast_reference
+from edgert.converter.pipeline import build_graph
+from edgert.converter.ops.cast import cast_reference
 from tests.helpers import assert_close, check_against_ort, make_model, run_edgert, run_ort
 from tests.ops.test_unary import reference
 
@@ -157,9 +157,9 @@ def test_rejected_input_type():
 @pytest.mark.parametrize("words", [[11], [], [6]])
 def test_c_prepare_rejects_bad_target_word(monkeypatch, words):
     """The target word must name a supported dtype equal to the output's."""
-    from edgert.converter import serialize
-    from edgert.ir import Graph
-    from edgert.ops import get as get_op
+    from edgert.converter.pipeline import serialize
+    from edgert.converter.ir import Graph
+    from edgert.converter.ops import get as get_op
 
     monkeypatch.setattr(get_op("cast"), "pack", lambda node, graph: list(words))
     g = Graph()

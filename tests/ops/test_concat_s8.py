@@ -1,7 +1,7 @@
-"""concat of int8 inputs with different quantizations (edgert/ops/concat_s8.py)."""
+"""concat of int8 inputs with different quantizations (edgert/converter/ops/concat_s8.py)."""
 import numpy as np
 
-from edgert.quant.fixedpoint import quantize_multiplier
+from edgert.converter.quant.fixedpoint import quantize_multiplier
 
 from .s8_util import assert_same, rand_s8, run_node
 

@@ -9,7 +9,7 @@ import pytest
 from onnx import helper
 
 import edgert
-from edgert.converter import build_graph
+from edgert.converter.pipeline import build_graph
 from tests.helpers import assert_close, check_against_ort, make_model, run_ort
 from tests.ops.test_reduce import _graph_reference, mutate_params
 
@@ -118,7 +118,7 @@ def test_depthwise(case):
 def test_depthwise_without_planned_scratch(monkeypatch):
     """A depthwise node whose file plans no scratch (as converters before band mode did
     for large planes) still loads and runs, by the direct path."""
-    from edgert.ops import conv2d as conv_op
+    from edgert.converter.ops import conv2d as conv_op
 
     rng = np.random.default_rng(9)
     x = _f32(rng, 1, 2, 40, 37)

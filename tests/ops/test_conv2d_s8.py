@@ -1,11 +1,11 @@
 """conv2d on int8: the C kernel gives exactly the numpy reference's bytes
-(edgert/ops/conv2d_s8.py), over paths (depthwise, grouped, im2col, 1x1, 1-D), odd
+(edgert/converter/ops/conv2d_s8.py), over paths (depthwise, grouped, im2col, 1x1, 1-D), odd
 shapes, padding, strides, dilations, zero points, rounding ties and saturation."""
 import numpy as np
 import pytest
 
 from edgert.errors import EdgertError
-from edgert.ops import OpUnsupported
+from edgert.converter.ops import OpUnsupported
 
 from .s8_util import assert_same, rand_qp, rand_s8, run_node
 
@@ -101,7 +101,7 @@ def test_rejects_activation_and_bad_table():
 
 def test_depthwise_direct_path():
     # planes whose reached extent exceeds the padded-copy limit run the direct loops
-    from edgert.ops.conv2d_s8 import DW_PAD_MAX
+    from edgert.converter.ops.conv2d_s8 import DW_PAD_MAX
 
     rng = np.random.default_rng(11)
     side = int((DW_PAD_MAX / 2) ** 0.5) + 3

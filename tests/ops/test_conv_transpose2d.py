@@ -9,7 +9,7 @@ import pytest
 from onnx import helper
 
 import edgert
-from edgert.converter import build_graph
+from edgert.converter.pipeline import build_graph
 from tests.helpers import assert_close, check_against_ort, make_model, run_ort
 from tests.ops.test_reduce import _graph_reference, mutate_params
 

@@ -1,8 +1,8 @@
-"""gemm on int8: C kernel == numpy reference (edgert/ops/gemm_s8.py)."""
+"""gemm on int8: C kernel == numpy reference (edgert/converter/ops/gemm_s8.py)."""
 import numpy as np
 import pytest
 
-from edgert.ops import OpUnsupported
+from edgert.converter.ops import OpUnsupported
 
 from .s8_util import assert_same, rand_qp, rand_s8, run_node
 

@@ -1,10 +1,10 @@
-"""Unary ops on int8 by table lookup (edgert/ops/lut.py): kernel == reference, and the
+"""Unary ops on int8 by table lookup (edgert/converter/ops/lut.py): kernel == reference, and the
 tables follow the float op."""
 import numpy as np
 import pytest
 
-from edgert.ir import Node
-from edgert.ops.lut import build_table
+from edgert.converter.ir import Node
+from edgert.converter.ops.lut import build_table
 
 from .s8_util import assert_same, rand_s8, run_node
 
@@ -21,7 +21,7 @@ def test_table_op(op, attrs):
     got, want = run_node(op, [(x, False), (table, True)], attrs)
     assert_same(got, want, op)
     # the table is the float op between the two quantizations, within half a step
-    from edgert import ops
+    from edgert.converter import ops
     real = ((np.arange(-128, 128) - z_in) * s_in).astype(np.float32)
     ref = ops.get(op).reference(node, [real])[0]
     deq = (table.astype(np.float64) - z_out) * s_out

@@ -8,7 +8,7 @@ import pytest
 from onnx import helper
 
 import edgert
-from edgert.ops import REGISTRY
+from edgert.converter.ops import REGISTRY
 from tests.helpers import assert_close, check_against_ort, make_model, run_ort
 from tests.ops.test_reduce import _graph_reference
 

@@ -1,8 +1,8 @@
-"""Pooling on int8: C kernels == numpy references (edgert/ops/pool_s8.py)."""
+"""Pooling on int8: C kernels == numpy references (edgert/converter/ops/pool_s8.py)."""
 import numpy as np
 import pytest
 
-from edgert.quant.fixedpoint import quantize_multiplier
+from edgert.converter.quant.fixedpoint import quantize_multiplier
 
 from .s8_util import assert_same, rand_s8, run_node
 

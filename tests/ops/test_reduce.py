@@ -8,9 +8,9 @@ import pytest
 from onnx import helper
 
 import edgert
-import edgert.format
-from edgert.frontend.onnx_import import import_onnx
-from edgert.ops import get as get_op
+import edgert.fileformat
+from edgert.converter.frontend.onnx_import import import_onnx
+from edgert.converter.ops import get as get_op
 from tests.helpers import assert_close, check_against_ort, make_model, run_ort
 
 OPS = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
@@ -209,7 +209,7 @@ def mutate_params(model, feeds):
         for bad in BAD_WORDS:
             d = bytearray(data)
             struct.pack_into("<I", d, off + 4 * w, bad)
-            edgert.format.seal(d)
+            edgert.fileformat.seal(d)
             try:
                 sess = edgert.Session(bytes(d))
             except edgert.EdgertError:

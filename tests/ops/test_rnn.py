@@ -6,8 +6,8 @@ import pytest
 from onnx import helper
 
 import edgert
-from edgert.frontend.onnx_import import import_onnx
-from edgert.ops import get as get_op
+from edgert.converter.frontend.onnx_import import import_onnx
+from edgert.converter.ops import get as get_op
 from tests.helpers import assert_close, check_against_ort, make_model, run_edgert, run_ort
 
 GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
@@ -51,7 +51,7 @@ def _case(op, *, S=4, N=1, I=5, H=3, direction="forward", bias=True, h0=False, c
 
 
 def _reference(model, feeds):
-    """The edgert graph's numpy meaning (lowering + edgert.ops reference)."""
+    """The edgert graph's numpy meaning (lowering + edgert.converter.ops reference)."""
     g = import_onnx(model)
     env = {k: np.asarray(v) for k, v in feeds.items()}
     for n in g.nodes:
@@ -257,7 +257,7 @@ def _stacked_bidirectional_lstm(S=6, N=2, I=5, H=4):
 
 
 def _have_lowerings(*op_types: str) -> bool:
-    from edgert.frontend.onnx_import import LOWERINGS
+    from edgert.converter.frontend.onnx_import import LOWERINGS
 
     return all(t in LOWERINGS for t in op_types)
 
@@ -298,8 +298,8 @@ def test_rejected_sequence_lens(lens, runtime):
 def _tampered(monkeypatch, op_type, op, words=None, scratch=None):
     """A converted one-node model whose parameter words / scratch size are replaced (as an
     untrusted file could have them): the C prepare must refuse it at load."""
-    from edgert import converter
-    from edgert.ops import REGISTRY
+    from edgert.converter import pipeline as converter
+    from edgert.converter.ops import REGISTRY
 
     model, _ = _case(op_type, N=2, direction="bidirectional", peep=op_type == "LSTM", h0=True)
     g = converter.build_graph(model)
@@ -348,7 +348,7 @@ def test_prepare_rejects_small_scratch(monkeypatch, op_type):
 
 @e2e
 def test_run_allocates_nothing():
-    from edgert import runtime
+    from edgert.runtime import session as runtime
 
     model, feeds = _case("LSTM", N=2, direction="bidirectional", h0=True, c0=True, peep=True,
                          runtime=("X", "initial_h", "initial_c"))

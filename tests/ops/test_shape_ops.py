@@ -9,8 +9,8 @@ import pytest
 from onnx import helper
 
 import edgert
-from edgert.frontend.onnx_import import import_onnx
-from edgert.ops import get as get_op
+from edgert.converter.frontend.onnx_import import import_onnx
+from edgert.converter.ops import get as get_op
 from tests.helpers import assert_close, make_model, run_ort
 
 RNG = np.random.default_rng(0)
@@ -384,7 +384,7 @@ def test_depth_space_large_and_dtypes():
 def test_space_to_depth_crd_mode_reference():
     # SpaceToDepth's mode attribute is newer than onnxruntime's opsets: check the reference directly.
     x = data((1, 2, 4, 6))
-    from edgert.ir import Node
+    from edgert.converter.ir import Node
     node = Node("space_to_depth", ["x"], ["y"], {"blocksize": 2, "mode": "CRD"})
     (y,) = get_op("space_to_depth").reference(node, [x])
     want = x.reshape(1, 2, 2, 2, 3, 2).transpose(0, 1, 3, 5, 2, 4).reshape(1, 8, 2, 3)

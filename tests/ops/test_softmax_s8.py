@@ -1,8 +1,8 @@
-"""softmax on int8 (edgert/ops/softmax_s8.py): kernel == reference, close to float."""
+"""softmax on int8 (edgert/converter/ops/softmax_s8.py): kernel == reference, close to float."""
 import numpy as np
 import pytest
 
-from edgert.ops.softmax_s8 import exp_table
+from edgert.converter.ops.softmax_s8 import exp_table
 
 from .s8_util import assert_same, rand_s8, run_node
 

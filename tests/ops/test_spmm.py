@@ -1,4 +1,4 @@
-"""spmm (edgert/ops/spmm.py, csrc/kernels/ref/spmm.c): the C kernel against the numpy
+"""spmm (edgert/converter/ops/spmm.py, csrc/kernels/ref/spmm.c): the C kernel against the numpy
 reference on graphs built directly (the op has no ONNX counterpart; the sparse pass's
 rewrites of conv2d, gemm and matmul are checked against onnxruntime in
 tests/test_sparse.py)."""
@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 import edgert
-from edgert import converter
-from edgert.ir import Graph
-from edgert.ops.binary import act_apply
-from edgert.ops.spmm import spmm_reference
-from edgert.sparse import _csr
+from edgert.converter import pipeline as converter
+from edgert.converter.ir import Graph
+from edgert.converter.ops.binary import act_apply
+from edgert.converter.ops.spmm import spmm_reference
+from edgert.converter.sparse import _csr
 
 
 def _graph(x_shape, w, k, p, out_shape, bias=None, act=0):

@@ -7,9 +7,9 @@ import pytest
 from onnx import helper
 
 import edgert
-from edgert.frontend.onnx_import import import_onnx
-from edgert.ir import Graph
-from edgert.ops import get as get_op
+from edgert.converter.frontend.onnx_import import import_onnx
+from edgert.converter.ir import Graph
+from edgert.converter.ops import get as get_op
 from tests.helpers import assert_close, check_against_ort, make_model, run_edgert, run_ort
 
 OPSET = 20
@@ -17,7 +17,7 @@ SHAPE = (2, 3, 5, 7)  # 210 elements, odd inner dimension
 
 
 def reference(model, feeds):
-    """The edgert graph's numpy meaning (lowering + edgert.ops reference), no passes."""
+    """The edgert graph's numpy meaning (lowering + edgert.converter.ops reference), no passes."""
     g = import_onnx(model)
     env = {k: np.asarray(v) for k, v in feeds.items()}
     for n in g.nodes:
@@ -214,7 +214,7 @@ def test_clip_int_bounds_beyond_dtype_range_are_clamped():
     shape, dt = get_op("clip").infer(node, g)[0]
     g.add_tensor("y", shape, dt)
     g.outputs.append("y")
-    from edgert.converter import serialize
+    from edgert.converter.pipeline import serialize
 
     x = np.array([-128, -5, 0, 99, 100, 127], np.int8)
     (got,) = edgert.Session(serialize(g)).run(None, {"x": x})
@@ -245,7 +245,7 @@ def test_copy(dtype):
     g.add_node("copy", ["x"], ["y"])
     g.add_tensor("y", (3, 5), dtype)
     g.outputs.append("y")
-    from edgert.converter import serialize
+    from edgert.converter.pipeline import serialize
 
     x = (np.arange(15).reshape(3, 5) % 7).astype(dtype)
     (got,) = edgert.Session(serialize(g)).run(None, {"x": x})
@@ -305,7 +305,7 @@ def _one_node_file(op, attrs, dtype=np.float32, shape=(2, 3)):
     out_shape, out_dt = get_op(op).infer(node, g)[0]
     g.add_tensor("y", out_shape, out_dt)
     g.outputs.append("y")
-    from edgert.converter import serialize
+    from edgert.converter.pipeline import serialize
 
     return serialize(g)
 

@@ -13,7 +13,7 @@
  *
  * Integer arithmetic wraps (two's complement); integer division truncates toward
  * zero, and division or remainder by zero gives 0 (ONNX leaves it undefined).
- * Parameter words are documented in edgert/ops/binary.py.
+ * Parameter words are documented in edgert/converter/ops/binary.py.
  *
  * add, sub, mul and div may run in place: the output may be input 0 when both have
  * the same shape, each output element being written after the inputs it is computed

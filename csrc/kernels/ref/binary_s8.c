@@ -1,5 +1,5 @@
 /* binary_s8.c: add and mul on int8 tensors with numpy broadcasting. Parameters and
- * meaning: edgert/ops/binary_s8.py (narrow multipliers: every sum fits int32).
+ * meaning: edgert/converter/ops/binary_s8.py (narrow multipliers: every sum fits int32).
  *
  * prepare stores a broadcast plan in opdata: the output dims and, per input, the
  * element stride along each (0 where the input is broadcast), with neighbouring dims

@@ -4,7 +4,7 @@
  * before the axis and inner that of the dims after it, and copy one contiguous run
  * per (outer index, part); concat cuts its output into pieces of 64 KB instead.
  *
- * Parameter words (edgert/ops/shape_ops.py): concat: 0 axis. split: 0 axis,
+ * Parameter words (edgert/converter/ops/shape_ops.py): concat: 0 axis. split: 0 axis,
  * 1 count n (= number of outputs), 2.. sizes.
  */
 #include <string.h>

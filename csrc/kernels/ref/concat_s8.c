@@ -1,5 +1,5 @@
 /* concat_s8.c: concat of int8 tensors, requantizing the inputs whose quantization
- * differs from the output's. Parameters and meaning: edgert/ops/concat_s8.py. */
+ * differs from the output's. Parameters and meaning: edgert/converter/ops/concat_s8.py. */
 #include <string.h>
 
 #include "quant_s8.h"

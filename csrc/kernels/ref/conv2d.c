@@ -1,5 +1,5 @@
 /* conv2d.c: 2-D convolution (and 1-D as height 1), NCHW, float32, with fused bias and
- * activation. Parameters and shapes: edgert/ops/conv2d.py.
+ * activation. Parameters and shapes: edgert/converter/ops/conv2d.py.
  *
  * Three paths, chosen in prepare:
  *   depthwise  C/group == 1, group > 1: per output plane, a zero-padded copy of the input plane
@@ -322,7 +322,7 @@ static size_t dw_flat_len(const conv_geom *g, const dw_pad *p) {
 }
 
 /* Scratch of the depthwise path: DW_SLOTS slots of a plane copy (and the flat run), or
- * 0 (direct path) when a slot would exceed DW_PAD_MAX bytes. edgert/ops/conv2d.py
+ * 0 (direct path) when a slot would exceed DW_PAD_MAX bytes. edgert/converter/ops/conv2d.py
  * mirrors this. */
 enum { DW_SLOTS = ERT_SGEMM_SLOTS, DW_PAD_MAX = 256 * 1024 };
 enum { DW_MAX_TAPS = 25 }; /* tap offsets precomputed up to this many taps */
@@ -344,7 +344,7 @@ static size_t dw_full_slot_bytes(const conv_geom *g) {
  * kernels of cpu.h take (see dw_hook; decided from the geometry alone, so that files do
  * not depend on the CPU) run over bands of output rows, each band's padded rows copied
  * (unsplit) into a slot of at most DW_PAD_MAX bytes. Output rows per band, or 0 when not
- * even one fits or the window is not one of those. edgert/ops/conv2d.py mirrors this. */
+ * even one fits or the window is not one of those. edgert/converter/ops/conv2d.py mirrors this. */
 static int32_t dw_band_rows(const conv_geom *g) {
   if (g->kh != g->kw || (g->kh != 3 && g->kh != 5) || (g->sw != 1 && g->sw != 2) || g->dw != 1 ||
       g->ow < 3 + g->sw)

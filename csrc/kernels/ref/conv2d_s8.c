@@ -1,5 +1,5 @@
 /* conv2d_s8.c: conv2d on int8 tensors (int32 accumulation, per-channel
- * requantization). Parameters, inputs and meaning: edgert/ops/conv2d_s8.py;
+ * requantization). Parameters, inputs and meaning: edgert/converter/ops/conv2d_s8.py;
  * arithmetic: quant_s8.h.
  *
  * Two paths: depthwise (C/group == 1) accumulates output rows tap by tap (each tap a
@@ -81,7 +81,7 @@ static size_t im2col_scratch(const geom *g) {
  * followed by its 4 biases and 4 multipliers (pack_bytes apart), packed once per run
  * instead of once per block. A file converted before has the plain slots only
  * (scratch_bytes < ext_scratch): its nodes take blocks of 2 * S8_PB pixels (S8_PB when
- * k is not a multiple of 4) and pack per block. edgert/ops/conv2d_s8.py mirrors this. */
+ * k is not a multiple of 4) and pack per block. edgert/converter/ops/conv2d_s8.py mirrors this. */
 enum { S8_QCOL = 16384 };
 #if defined(ERT_NEON_KERNELS) || defined(ERT_X86_KERNELS)
 #define S8_EXT 1
@@ -115,7 +115,7 @@ static int64_t dw_plen(const geom *g) { return (dw_cols(g) + g->sw - 1) / g->sw;
 
 /* Scratch of the depthwise path: S8_SLOTS int16 copies of the reached part of one input
  * plane (x - x_zp, 0 outside the image), or 0 (direct path) when one copy would exceed
- * S8_DW_PAD_MAX bytes. edgert/ops/conv2d_s8.py mirrors this. */
+ * S8_DW_PAD_MAX bytes. edgert/converter/ops/conv2d_s8.py mirrors this. */
 static size_t dw_scratch(const geom *g) {
   const int64_t bytes = dw_rows(g) * g->sw * dw_plen(g) * 2;
   if (bytes > S8_DW_PAD_MAX) return 0;
@@ -127,7 +127,7 @@ static size_t dw_scratch(const geom *g) {
  * more, planes of 16 outputs or more, shifts from 31; its slot holds bands of dwc_rows
  * output rows: the band's padded input rows and its outputs, 16 channels interleaved
  * (at most about DWC_BUDGET bytes, at least 16 outputs a band).
- * edgert/ops/conv2d_s8.py mirrors this. */
+ * edgert/converter/ops/conv2d_s8.py mirrors this. */
 enum { DWC_BUDGET = 32768, DWC_SLACK = 320 };
 static int dwc_geom(const geom *g) {
   return (g->kh == 3 || g->kh == 5) && g->kw == g->kh && g->dh == 1 && g->dw == 1 &&

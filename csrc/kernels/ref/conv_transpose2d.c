@@ -1,5 +1,5 @@
 /* conv_transpose2d.c: transposed 2-D convolution (1-D as height 1), NCHW, float32, with
- * fused bias and activation. Parameters, meaning and scratch: edgert/ops/conv_transpose2d.py.
+ * fused bias and activation. Parameters, meaning and scratch: edgert/converter/ops/conv_transpose2d.py.
  *
  * Y starts as the bias. Then per batch item, group and chunk of input rows, the GEMM
  * col[Mg*kH*kW, rows*W] = W_g^T X_g[:, rows] fills the column buffer (scratch) and
@@ -13,7 +13,7 @@ enum {
   P_GROUP, P_KH, P_KW, P_SH, P_SW, P_DH, P_DW, P_PT, P_PL, P_PB, P_PR, P_OPH, P_OPW, P_RANK1D,
   P_ACT, P_COUNT = P_ACT + 3
 };
-enum { COL_BUDGET = 65536 }; /* floats; edgert/ops/conv_transpose2d.py COL_BUDGET */
+enum { COL_BUDGET = 65536 }; /* floats; edgert/converter/ops/conv_transpose2d.py COL_BUDGET */
 
 typedef struct ct_geom {
   int32_t n, c, h, w, m, oh, ow;

@@ -2,7 +2,7 @@
  * (element k holds the sum of the elements before it) and/or reversed (sums run from
  * the end). Sums accumulate sequentially in the element type; integers wrap around.
  *
- * Parameter words (edgert/ops/misc.py): 0 axis, 1 exclusive, 2 reverse.
+ * Parameter words (edgert/converter/ops/misc.py): 0 axis, 1 exclusive, 2 reverse.
  */
 #include <string.h>
 

@@ -9,7 +9,7 @@
  * follows ONNX instead: an out-of-range index is valid and leaves its row at the off
  * value. So the copy loops only ever see indices in range.
  *
- * Parameter words (edgert/ops/gather.py): gather 0 axis; gather_elements 0 axis;
+ * Parameter words (edgert/converter/ops/gather.py): gather 0 axis; gather_elements 0 axis;
  * scatter_elements 0 axis, 1 reduction (0 none, 1 add, 2 mul, 3 max, 4 min);
  * one_hot 0 axis, 1 depth, 2-3 off value bytes, 4-5 on value bytes.
  */

@@ -1,5 +1,5 @@
 /* gemm.c: ONNX Gemm, Y = act(alpha * A' B' + beta * C), float32. Parameters:
- * edgert/ops/gemm.py. Y is first set to beta*C (broadcast) when C is present and beta
+ * edgert/converter/ops/gemm.py. Y is first set to beta*C (broadcast) when C is present and beta
  * is not 0, then the SGEMM accumulates alpha * A' B' into it. */
 #include "sgemm.h"
 #include "quant_s8.h"

@@ -1,5 +1,5 @@
 /* gemm_s8.c: gemm on int8 matrices (int32 accumulation, per-column requantization).
- * Parameters, inputs and meaning: edgert/ops/gemm_s8.py; arithmetic: quant_s8.h.
+ * Parameters, inputs and meaning: edgert/converter/ops/gemm_s8.py; arithmetic: quant_s8.h.
  *
  * Work is split into tasks of one row of A by a block of GS8_NB columns; each scratch
  * slot holds the current row as int16 (a - a_zp), so that every output is one dot

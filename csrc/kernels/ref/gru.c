@@ -1,6 +1,6 @@
 /* gru.c: one ONNX GRU layer (gate order z r h), float32, reference kernel, both
  * linear_before_reset modes. Inputs, parameters, scratch and equations:
- * edgert/ops/rnn.py. */
+ * edgert/converter/ops/rnn.py. */
 #include "rnn_common.h"
 
 enum { GRU_GATES = 3, GRU_ACTS = 2 };

@@ -1,5 +1,5 @@
 /* lstm.c: one ONNX LSTM layer (gate order i o f c), float32, reference kernel.
- * Inputs, parameters, scratch and equations: edgert/ops/rnn.py. */
+ * Inputs, parameters, scratch and equations: edgert/converter/ops/rnn.py. */
 #include "rnn_common.h"
 
 enum { LSTM_GATES = 4, LSTM_ACTS = 3 };

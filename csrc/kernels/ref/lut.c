@@ -1,5 +1,5 @@
 /* lut.c: int8 -> int8 table lookup, the int8 form of every float unary op
- * (edgert/ops/lut.py). y = table[x + 128]; may run in place. */
+ * (edgert/converter/ops/lut.py). y = table[x + 128]; may run in place. */
 #include "cpu.h"
 #include "quant_s8.h"
 

@@ -1,5 +1,5 @@
 /* matmul.c: numpy matmul semantics, float32, fused activation. Parameters and the
- * folding rule: edgert/ops/matmul.py. */
+ * folding rule: edgert/converter/ops/matmul.py. */
 #include "sgemm.h"
 
 enum { P_ACT, P_COUNT = P_ACT + 3 };

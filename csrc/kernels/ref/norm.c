@@ -1,5 +1,5 @@
 /* Normalisation ops (float32): batch_norm, instance_norm, layer_norm, group_norm, lrn.
- * Parameters and semantics: edgert/ops/norm.py.
+ * Parameters and semantics: edgert/converter/ops/norm.py.
  *
  * Means and variances are two-pass (mean, then mean of squared deviations) with
  * eight partial float sums. Work is split over independent rows, planes or groups.

@@ -6,7 +6,7 @@
  * reflect: c mod 2(m-1), folded back (the border element is not repeated; m == 1
  * always reads element 0).
  *
- * Parameter words (edgert/ops/shape_ops.py): 0 mode (0 constant, 1 reflect, 2 edge,
+ * Parameter words (edgert/converter/ops/shape_ops.py): 0 mode (0 constant, 1 reflect, 2 edge,
  * 3 wrap), 1 rank r, 2.. begins[r], ends[r], then 2 words holding the fill value's
  * bytes in the tensor's dtype (little endian, low word first).
  */

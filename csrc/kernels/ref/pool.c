@@ -1,6 +1,6 @@
 /* pool.c: max / average / Lp pooling over NCHW float32 (1-D as height 1), and global
  * average / max pooling over every spatial dimension. Parameters and exact semantics:
- * edgert/ops/pool.py. */
+ * edgert/converter/ops/pool.py. */
 #include <math.h>
 #include <string.h>
 

@@ -1,6 +1,6 @@
 /* pool_s8.c: max / average pooling and global average / max pooling on int8 tensors.
- * Parameters and meaning: edgert/ops/pool_s8.py; the window geometry is the float
- * op's (edgert/ops/pool.py). */
+ * Parameters and meaning: edgert/converter/ops/pool_s8.py; the window geometry is the float
+ * op's (edgert/converter/ops/pool.py). */
 #include "cpu.h"
 #include "quant_s8.h"
 #include "window.h"

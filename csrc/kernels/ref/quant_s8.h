@@ -1,7 +1,7 @@
 /* quant_s8.h: the integer arithmetic of edgert's int8 ops and the entry points of
  * the int8 kernels that the float op files dispatch to.
  *
- * Specification: docs/quantization.md; numpy twin: edgert/quant/fixedpoint.py. Every
+ * Specification: docs/quantization.md; numpy twin: edgert/converter/quant/fixedpoint.py. Every
  * implementation of an int8 op (portable, NEON, ...) must produce the same bytes.
  *
  * Requantization

@@ -1,7 +1,7 @@
 /* quantize.c: quantize_linear (float32 -> int8/uint8) and dequantize_linear
  * (int8/uint8/int32 -> float32), per tensor or along one axis.
  *
- * Parameter words (edgert/ops/quantize.py): axis (-1 per tensor), count, count scales
+ * Parameter words (edgert/converter/ops/quantize.py): axis (-1 per tensor), count, count scales
  * (float), count zero points (int). An element's channel is its index along axis.
  */
 #include <math.h>

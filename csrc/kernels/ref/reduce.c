@@ -1,4 +1,4 @@
-/* Reductions (reduce_*) and argmax / argmin. Parameters and semantics: edgert/ops/reduce.py.
+/* Reductions (reduce_*) and argmax / argmin. Parameters and semantics: edgert/converter/ops/reduce.py.
  *
  * prepare drops size-1 dimensions and merges neighbouring dimensions that are both
  * reduced or both kept. When one reduced run remains the input is [outer, R, inner]

@@ -1,5 +1,5 @@
 /* resize: separable resampling with per-axis tables computed by the converter
- * (edgert/ops/resize.py holds the ONNX coordinate and coefficient arithmetic).
+ * (edgert/converter/ops/resize.py holds the ONNX coordinate and coefficient arithmetic).
  *
  * Along axis d, output index o reads T_d input indices with T_d weights; an output
  * element is the sum over all tap combinations of the product of their weights

@@ -1,5 +1,5 @@
 /* rnn.c: one ONNX simple RNN layer, float32, reference kernel.
- * Inputs, parameters, scratch and equations: edgert/ops/rnn.py. */
+ * Inputs, parameters, scratch and equations: edgert/converter/ops/rnn.py. */
 #include "rnn_common.h"
 
 edgert_status ert_rnn_prepare(ert_node *node, ert_err *err) {

@@ -1,7 +1,7 @@
 /* rnn_common.h: what the lstm, gru and rnn kernels share (inline helpers included by
  * each; the larger shared functions are defined once in rnn_common.c).
  *
- * Inputs, parameter words and scratch layout are documented in edgert/ops/rnn.py.
+ * Inputs, parameter words and scratch layout are documented in edgert/converter/ops/rnn.py.
  * In short: X [S,N,I] (layout 0) or [N,S,I] (layout 1); WT [D,I,G*H] and RT [D,H,G*H]
  * (ONNX's W and R with their last two axes swapped); B [D,2*G*H]; initial_h [D,N,H]
  * (layout 0) or [N,D,H] (layout 1). Params: direction, hidden_size, layout, has_clip,

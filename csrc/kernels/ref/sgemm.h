@@ -22,7 +22,7 @@
  * portable one when the CPU has it: it stores whole tiles into C with bias, alpha and
  * the inline activations itself; partial tiles go through a tile buffer.
  *
- * Scratch contract (the converter computes the same number: edgert/ops/gemm.py,
+ * Scratch contract (the converter computes the same number: edgert/converter/ops/gemm.py,
  * sgemm_scratch_bytes): ert_sgemm_scratch_bytes(M, N, K, im2col) bytes, 64-aligned.
  */
 #ifndef ERT_SGEMM_H_

@@ -1,4 +1,4 @@
-/* softmax, log_softmax, hardmax (float32). Parameters and semantics: edgert/ops/softmax.py.
+/* softmax, log_softmax, hardmax (float32). Parameters and semantics: edgert/converter/ops/softmax.py.
  *
  * The input is viewed as [outer, n, inner]: outer * inner independent lines of n values
  * spaced `inner` apart, computed in parallel (rows when inner == 1, else tiles of up to

@@ -1,4 +1,4 @@
-/* softmax_s8.c: softmax on int8 through an exp table (edgert/ops/softmax_s8.py).
+/* softmax_s8.c: softmax on int8 through an exp table (edgert/converter/ops/softmax_s8.py).
  * The input is viewed as [outer, n, inner]; lines run along n. May run in place:
  * each output is written after the last read of its input. */
 #include "quant_s8.h"

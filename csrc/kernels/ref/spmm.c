@@ -1,5 +1,5 @@
 /* spmm.c: constant sparse weights (CSR) times a dense float32 tensor. Parameters and
- * layout: edgert/ops/spmm.py. With X viewed as [N, K, P] and Y as [N, R, P]:
+ * layout: edgert/converter/ops/spmm.py. With X viewed as [N, K, P] and Y as [N, R, P]:
  *   Y[n, r, p] = act(bias[r] + sum over j in row r of values[j] * X[n, cols[j], p]).
  * Only the stored weights are visited, so work scales with the nonzero count. Rows of
  * the result are independent and split across threads. */

@@ -7,7 +7,7 @@
  * positions so far (worst at the root) lives in scratch; the heap is then emptied
  * worst-first into the outputs from the back: O(n log k) per line.
  *
- * Parameter words (edgert/ops/misc.py): 0 axis, 1 k, 2 largest, 3 sorted.
+ * Parameter words (edgert/converter/ops/misc.py): 0 axis, 1 k, 2 largest, 3 sorted.
  * Scratch: 4*k bytes.
  */
 #include <string.h>

@@ -12,7 +12,7 @@
  *     transposes, batched over the outer dims (e.g. NCHW <-> NHWC);
  *   - otherwise an element-wise strided copy per row.
  *
- * Parameter words (edgert/ops/shape_ops.py):
+ * Parameter words (edgert/converter/ops/shape_ops.py):
  *   transpose       0 rank, 1.. perm (output dim i is input dim perm[i])
  *   depth_to_space  0 blocksize, 1 mode (0 DCR, 1 CRD)
  *   space_to_depth  0 blocksize, 1 mode (0 DCR, 1 CRD)

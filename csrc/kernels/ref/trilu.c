@@ -1,7 +1,7 @@
 /* trilu: keeps the upper (j - i >= k) or lower (j - i <= k) triangle of each matrix
  * formed by the last two dims (row i, column j) and zeroes the rest; every dtype.
  *
- * Parameter words (edgert/ops/misc.py): 0 upper (0 | 1), 1 k.
+ * Parameter words (edgert/converter/ops/misc.py): 0 upper (0 | 1), 1 k.
  */
 #include <string.h>
 

@@ -1,7 +1,7 @@
 /* unary.c: element-wise unary ops (portable reference kernels).
  *
  * Every op maps each element of its single input to one element of its output, of the
- * same shape. Parameter words are documented in edgert/ops/unary.py. All ops except
+ * same shape. Parameter words are documented in edgert/converter/ops/unary.py. All ops except
  * isnan, isinf and copy are in-place capable: each output element is written after
  * the input element at the same index is read, so out->data may equal in[0]->data.
  *

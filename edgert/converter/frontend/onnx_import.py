@@ -4,7 +4,7 @@ The importer walks the ONNX nodes in order as an abstract interpreter. A node wh
 inputs are all constants is evaluated now (with onnx's reference implementation), so
 the shape computations exporters emit (Shape, Gather, Concat, Cast, Unsqueeze, ...)
 disappear; Shape and Size are answered from the static shapes. Every other node is
-lowered by the function registered for its op type in edgert/frontend/onnx_ops/,
+lowered by the function registered for its op type in onnx_ops/ (loaded by the package),
 which emits edgert ops whose output shapes come from each op's `infer`.
 Problems are collected for every node, so one error lists them all.
 """
@@ -956,16 +956,3 @@ def check_fold_size(node, values: list[np.ndarray | None]) -> int | None:
 def import_onnx(model, input_shapes=None, input_values=None) -> Graph:
     m = load_onnx(model)
     return OnnxImporter(m, input_shapes, input_values).run()
-
-
-def _load_lowerings() -> None:
-    import importlib
-    import pkgutil
-
-    from . import onnx_ops
-
-    for mod in pkgutil.iter_modules(onnx_ops.__path__):
-        importlib.import_module(f"{onnx_ops.__name__}.{mod.name}")
-
-
-_load_lowerings()

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from . import OpUnsupported
+from .registry import OpUnsupported
 
 # Fused activation kinds (csrc/src/internal.h ert_act), by name.
 ACT_KINDS = {"none": 0, "relu": 1, "clip": 2, "hard_sigmoid": 3, "hard_swish": 4, "sigmoid": 5,

@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import OpUnsupported, binary_s8, register
+from . import binary_s8
+from .registry import OpUnsupported, register
 from .activation import act_apply, act_kind, act_words
 from .shapes import broadcast_shape
 

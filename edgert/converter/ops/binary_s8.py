@@ -1,4 +1,4 @@
-"""add and mul on int8 tensors (the ops are `add` and `mul`; edgert/ops/binary.py
+"""add and mul on int8 tensors (the ops are `add` and `mul`; edgert/converter/ops/binary.py
 dispatches here when the inputs are int8 and the node carries quantization attrs;
 without them int8 add/mul keep their wrapping integer meaning). Kernel:
 csrc/kernels/ref/binary_s8.c. Broadcasting is numpy's (output rank <= 8).
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import OpUnsupported
+from .registry import OpUnsupported
 from .activation import act_kind
 from .shapes import broadcast_shape
 from ..quant.fixedpoint import saturate

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import dtypes
-from . import OpUnsupported, register
+from .registry import OpUnsupported, register
 
 
 def target_dtype(to) -> np.dtype:

@@ -1,5 +1,5 @@
 """concat of int8 tensors with different quantizations (the op is `concat`;
-edgert/ops/shape_ops.py dispatches here when the node carries y_zp). Kernel:
+edgert/converter/ops/shape_ops.py dispatches here when the node carries y_zp). Kernel:
 csrc/kernels/ref/concat_s8.c. Without these attrs int8 concat copies bytes (inputs
 sharing the output's quantization).
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import OpUnsupported
+from .registry import OpUnsupported
 from ..quant.fixedpoint import requant, saturate
 
 S8 = np.dtype(np.int8)

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import OpUnsupported, conv2d_s8, register
+from . import conv2d_s8
+from .registry import OpUnsupported, register
 from .activation import act_apply, act_words
 from .window import conv_sum
 from .gemm import sgemm_scratch_bytes

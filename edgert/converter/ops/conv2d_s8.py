@@ -1,4 +1,4 @@
-"""conv2d on int8 tensors (the op is `conv2d`; edgert/ops/conv2d.py dispatches here when
+"""conv2d on int8 tensors (the op is `conv2d`; edgert/converter/ops/conv2d.py dispatches here when
 X is int8). Kernel: csrc/kernels/ref/conv2d_s8.c (ert_conv2d_s8__ref).
 
 conv2d (int8)
@@ -15,7 +15,7 @@ conv2d (int8)
     meaning: acc[m, p] = bias[m] + sum over the window of (x - x_zp) * w, padding
              contributing 0 (that is, real zero); then
              y = clamp(y_zp + requant(acc, mult[m], shift), out_min, out_max)
-             (requant: edgert/quant/fixedpoint.py). The sum is exact: prepare requires
+             (requant: edgert/converter/quant/fixedpoint.py). The sum is exact: prepare requires
              K * 255 * 128 + |bias| < 2**31 with K = C/group * kH * kW.
     scratch: depthwise (C/group == 1): SLOTS slots of align64(2 * R * sW * L) bytes, an
              int16 copy of the R rows and Q columns of one input plane that the windows
@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import OpUnsupported
+from .registry import OpUnsupported
 from .activation import act_kind
 from .gemm import align64
 from .window import conv_sum

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import OpUnsupported, register
+from .registry import OpUnsupported, register
 from .activation import act_apply, act_words
 from .gemm import sgemm_scratch_bytes
 

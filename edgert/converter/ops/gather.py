@@ -41,7 +41,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import dtypes
-from . import OpUnsupported, in_shapes, register, require_dtype
+from .registry import OpUnsupported, in_shapes, register, require_dtype
 from .shape_ops import data_dtype, value_words
 
 INDEX_DTYPES = (np.int32, np.int64)

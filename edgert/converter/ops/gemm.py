@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import OpUnsupported, register
+from .registry import OpUnsupported, register
 from .activation import act_apply, act_words
 
 F32 = np.dtype(np.float32)
@@ -52,7 +52,7 @@ def sgemm_scratch_bytes(m: int, n: int, k: int, im2col: bool) -> int:
 
 
 def gemm_s8():
-    """The int8 form of gemm, edgert/ops/gemm_s8.py."""
+    """The int8 form of gemm, edgert/converter/ops/gemm_s8.py."""
     from . import gemm_s8 as mod
     return mod
 

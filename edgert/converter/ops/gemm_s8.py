@@ -1,4 +1,4 @@
-"""gemm on int8 tensors (the op is `gemm`; edgert/ops/gemm.py dispatches here when A is
+"""gemm on int8 tensors (the op is `gemm`; edgert/converter/ops/gemm.py dispatches here when A is
 int8). Kernel: csrc/kernels/ref/gemm_s8.c (ert_gemm_s8__ref). The quantizer turns a
 float matmul with a constant 2-D B into this form (with reshapes around it when A has
 rank > 2).
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import OpUnsupported
+from .registry import OpUnsupported
 from .activation import act_kind
 from ..quant.fixedpoint import requant, saturate
 

@@ -1,6 +1,6 @@
 """Element-wise unary ops on int8 by table lookup (sigmoid, tanh, hard_swish,
 hard_sigmoid, silu, gelu, elu, leaky_relu, relu, ... : every float32 op of the unary
-family). edgert/ops/unary.py dispatches here when the op has a second input.
+family). edgert/converter/ops/unary.py dispatches here when the op has a second input.
 Kernel: csrc/kernels/ref/lut.c (ert_lut_s8__ref).
 
 <unary op> (int8)
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import OpUnsupported, get
+from .registry import OpUnsupported, get
 from ..quant.fixedpoint import quantize_values
 
 S8 = np.dtype(np.int8)

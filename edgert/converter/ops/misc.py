@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import OpUnsupported, in_shapes, register, require_dtype
+from .registry import OpUnsupported, in_shapes, register, require_dtype
 from .shape_ops import data_dtype
 
 _I32 = 2**31 - 1

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import OpUnsupported, register
+from .registry import OpUnsupported, register
 
 F32 = np.dtype(np.float32)
 

@@ -26,7 +26,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from . import OpUnsupported, register
+from .registry import OpUnsupported, register
 
 BACKENDS = {"onnxruntime": 1, "litert": 2}
 

@@ -32,7 +32,8 @@ import math
 
 import numpy as np
 
-from . import OpUnsupported, pool_s8, register
+from . import pool_s8
+from .registry import OpUnsupported, register
 from .window import pool_out_size, window_geometry
 
 F32 = np.dtype(np.float32)

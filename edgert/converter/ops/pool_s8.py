@@ -1,5 +1,5 @@
 """Pooling on int8 tensors (the ops are max_pool2d, avg_pool2d, global_avg_pool,
-global_max_pool; edgert/ops/pool.py dispatches here when X is int8). Kernel:
+global_max_pool; edgert/converter/ops/pool.py dispatches here when X is int8). Kernel:
 csrc/kernels/ref/pool_s8.c.
 
 max_pool2d, global_max_pool (int8)
@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from . import OpUnsupported
+from .registry import OpUnsupported
 from .window import pool_out_size, window_geometry
 from ..quant.fixedpoint import requant, round_div, saturate
 

@@ -28,7 +28,7 @@ import math
 
 import numpy as np
 
-from . import OpUnsupported, register
+from .registry import OpUnsupported, register
 
 F32 = np.dtype(np.float32)
 QTYPES = {"int8": np.dtype(np.int8), "uint8": np.dtype(np.uint8)}

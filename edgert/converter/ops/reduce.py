@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import OpUnsupported, Shape, register
+from .registry import OpUnsupported, Shape, register
 
 F32 = np.dtype(np.float32)
 I32 = np.dtype(np.int32)

@@ -1,20 +1,9 @@
-"""Registry of edgert ops on the Python side.
+"""The op registry: OpDef, register, get and the helpers every op module uses.
 
-Each op (named as in csrc/include/edgert_ops.def) registers, in its module here, four
-things: `infer` (output shapes and dtypes, and the place that rejects unsupported
-dtypes or attribute values with OpUnsupported), `pack` (the op's parameter words in
-the file, in the order its docstring documents and its C prepare reads), `reference`
-(its numpy meaning: the specification the C kernels are tested against), and
-optionally `scratch` (arena bytes the C kernel needs while it runs; must match the C
-prepare's requirement) and `inplace` (the output may share the first input's buffer).
-
-Modules in this package are imported automatically.
-"""
+What an op registers is described in the package's docstring (edgert/converter/ops/__init__.py)."""
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import pkgutil
 from typing import Any, Callable
 
 import numpy as np
@@ -86,10 +75,3 @@ def require_dtype(node, graph, idx: int, allowed) -> np.dtype:
         )
     return dt
 
-
-def _load_all() -> None:
-    for mod in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{mod.name}")
-
-
-_load_all()

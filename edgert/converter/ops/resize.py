@@ -50,7 +50,7 @@ import math
 import numpy as np
 
 from ... import dtypes
-from . import OpUnsupported, in_shapes, register
+from .registry import OpUnsupported, in_shapes, register
 
 MODES = ("nearest", "linear", "cubic")
 COORD_MODES = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",

@@ -68,7 +68,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import OpUnsupported, register
+from .registry import OpUnsupported, register
 
 DIRECTIONS = ("forward", "reverse", "bidirectional")
 

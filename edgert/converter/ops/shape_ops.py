@@ -65,7 +65,8 @@ from __future__ import annotations
 import numpy as np
 
 from ... import dtypes
-from . import OpUnsupported, concat_s8, in_shapes, register
+from . import concat_s8
+from .registry import OpUnsupported, in_shapes, register
 
 PAD_MODES = ("constant", "reflect", "edge", "wrap")
 

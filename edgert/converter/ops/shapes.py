@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import OpUnsupported
+from .registry import OpUnsupported
 
 
 def broadcast_shape(shapes, what: str) -> tuple[int, ...]:

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import OpUnsupported, register, softmax_s8
+from . import softmax_s8
+from .registry import OpUnsupported, register
 
 F32 = np.dtype(np.float32)
 

@@ -1,4 +1,4 @@
-"""softmax on int8 (the op is `softmax`; edgert/ops/softmax.py dispatches here when X is
+"""softmax on int8 (the op is `softmax`; edgert/converter/ops/softmax.py dispatches here when X is
 int8). Kernel: csrc/kernels/ref/softmax_s8.c.
 
 softmax (int8)
@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from . import OpUnsupported
+from .registry import OpUnsupported
 
 S8 = np.dtype(np.int8)
 I32 = np.dtype(np.int32)

@@ -1,5 +1,5 @@
 """spmm: constant sparse weights in CSR form times a dense float32 tensor, with fused
-bias and activation. The converter's sparse pass (edgert/sparse.py) rewrites 1x1
+bias and activation. The converter's sparse pass (edgert/converter/sparse.py) rewrites 1x1
 conv2d, gemm and matmul nodes whose constant weights are sparse enough into it
 (docs/sparse.md).
 
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import OpUnsupported, register
+from .registry import OpUnsupported, register
 from .activation import act_apply, act_words
 
 F32 = np.dtype(np.float32)

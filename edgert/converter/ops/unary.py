@@ -34,7 +34,8 @@ import math
 
 import numpy as np
 
-from . import OpUnsupported, lut, register
+from . import lut
+from .registry import OpUnsupported, register
 
 F32 = np.dtype(np.float32)
 F16 = np.dtype(np.float16)

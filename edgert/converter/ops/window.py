@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import OpUnsupported
+from .registry import OpUnsupported
 
 
 def pool_out_size(size: int, k: int, s: int, d: int, p0: int, p1: int, ceil_mode: bool) -> int:

@@ -4,7 +4,8 @@ until nothing changes."""
 from __future__ import annotations
 
 from ..ir import Graph
-from . import dce, fold_batchnorm, fold_constants, fold_conv_input, fuse_activation, fuse_gelu, fuse_hard_swish, fuse_layernorm, fuse_silu, remove_identity, share_constants
+from . import (dce, fold_batchnorm, fold_constants, fold_conv_input, fuse_activation, fuse_gelu, fuse_hard_swish,
+               fuse_layernorm, fuse_silu, remove_identity, share_constants)
 
 PIPELINE = [
     fold_constants,

@@ -2,8 +2,8 @@
 weights) conversion, calibration, QDQ import and accuracy reports.
 
 The scheme and its arithmetic are specified in docs/quantization.md. Entry point for the
-converter: `quantize_graph` (edgert/quant/pipeline.py); submodules are imported lazily
-so that the op modules can use `edgert.quant.fixedpoint` without cycles.
+converter: `quantize_graph` (edgert/converter/quant/pipeline.py); submodules are imported lazily
+so that the op modules can use `edgert.converter.quant.fixedpoint` without cycles.
 """
 from __future__ import annotations
 

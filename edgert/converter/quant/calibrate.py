@@ -97,7 +97,7 @@ def exposed_session(g: Graph, names: list[str]):
 
 
 class ReferenceSession:
-    """Runs a Graph node by node with each op's numpy `reference` (edgert/ops/);
+    """Runs a Graph node by node with each op's numpy `reference` (edgert/converter/ops/);
     `run(None, feeds)` returns the graph outputs like Session.run."""
 
     def __init__(self, g: Graph):

@@ -39,13 +39,13 @@ def quantize_graph(g: Graph, mode: str, calibration: Any = None, method: str = "
                    merge_report: bool = False, calibrated=None, gemm_as_conv: bool = True) -> tuple[Graph, dict]:
     """Returns (quantized graph, summary for the file's metadata).
 
-    int8 needs `calibration` (see edgert.quant.calibrate.load_calibration) unless `qdq`
-    (edgert.quant.qdq.QdqParams from an already-quantized model) gives the parameters.
+    int8 needs `calibration` (see edgert.converter.quant.calibrate.load_calibration) unless `qdq`
+    (edgert.converter.quant.qdq.QdqParams from an already-quantized model) gives the parameters.
     keep_fp32 names nodes (or their output tensors) that stay float; sqnr_target (dB)
     keeps further nodes float, worst first, until every graph output reaches it;
     report writes per-tensor SQNR as JSON (under "quantization" of the JSON already in
     that file when merge_report). gemm_as_conv: int8 gemms of many rows run as 1x1
-    convolutions (edgert/quant/gemm_rows.py); off for bounded sizes, whose one graph
+    convolutions (edgert/converter/quant/gemm_rows.py); off for bounded sizes, whose one graph
     must not depend on the row count."""
     if mode not in MODES:
         raise ConversionError(f"quantize must be one of {', '.join(MODES)}, got {mode!r}")

@@ -16,7 +16,7 @@ tensor keeps its name; an int8 tensor is named after its float twin with "_q8").
 tensors carry their (scale, zero point) in Tensor.quant.
 
 Weights are int8 symmetric per output channel; biases int32 in accumulator units; the
-requantization multipliers and shifts are computed here (edgert/quant/fixedpoint.py),
+requantization multipliers and shifts are computed here (edgert/converter/quant/fixedpoint.py),
 so the C kernels never convert floats to fixed point.
 """
 from __future__ import annotations

@@ -3,11 +3,11 @@
 A table lookup (hard_swish, sigmoid, ... on int8: y = T[x + 128]) followed by an int8 add
 or mul whose other operand is one constant value is again a function of x alone; its
 table is the add or mul applied to the 256 entries of T, with the same integer
-reference (edgert/ops/binary_s8.py) that the C kernel matches byte for byte. So the
+reference (edgert/converter/ops/binary_s8.py) that the C kernel matches byte for byte. So the
 pair becomes one lookup with the same output bytes, one pass over the tensor instead
 of two. PP-LCNetV3 (the PP-OCRv4 backbones) follows each hard_swish with a scalar scale
 and shift; where the next convolution is padded they cannot fold into it
-(edgert/passes/fold_conv_input.py) and fold into the table here."""
+(edgert/converter/passes/fold_conv_input.py) and fold into the table here."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""TFLite export of edgert IR graphs (edgert/tflite/writer.py): the payload of LiteRT
+"""TFLite export of edgert IR graphs (edgert/converter/tflite/writer.py): the payload of LiteRT
 partitions and a way to run the same graph under LiteRT for comparison."""
 from .writer import unsupported, write_tflite
 

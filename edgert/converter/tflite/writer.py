@@ -49,7 +49,7 @@ def unsupported(g: Graph) -> list[Node]:
 def write_tflite(g: Graph, exact: bool = False) -> bytes:
     """The .tflite bytes of standalone graph `g` (see the module docstring).
 
-    int8 table ops (edgert/ops/lut.py): by default TFLite's own int8 op where one
+    int8 table ops (edgert/converter/ops/lut.py): by default TFLite's own int8 op where one
     computes the same table up to a step (HARD_SWISH; LOGISTIC for a 1/256, -128 output),
     which is much faster under LiteRT; exact=True writes a GATHER from edgert's table
     instead, so that the file reproduces edgert bit for bit (docs/partitions.md)."""
@@ -465,7 +465,7 @@ class _Writer:
         self._simple_unary(node, S.ABS)
 
     def _lut(self, node: Node) -> None:
-        """An int8 table op (edgert/ops/lut.py): the matching TFLite int8 op where one
+        """An int8 table op (edgert/converter/ops/lut.py): the matching TFLite int8 op where one
         exists with edgert's output quantization, else a GATHER from the table."""
         x = self.g.tensors[node.inputs[0]]
         if x.dtype != S8:
@@ -1042,7 +1042,7 @@ class _Writer:
             self.op(S.ADD, [scaled, vec(2)], [out], S.OPT_ADD, [])
 
     def op_spmm(self, node):
-        """edgert's sparse form of a 1x1 conv2d, gemm or matmul (edgert/ops/spmm.py), with
+        """edgert's sparse form of a 1x1 conv2d, gemm or matmul (edgert/converter/ops/spmm.py), with
         its CSR weights expanded to the dense layer."""
         g = self.g
         x = g.tensors[node.inputs[0]]

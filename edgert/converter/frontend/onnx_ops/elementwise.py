@@ -1,7 +1,7 @@
 """ONNX lowerings: element-wise unary and binary ops, Where, variadic Sum/Mean/Max/Min,
 Cast/CastLike, Clip, Identity and Dropout (inference).
 
-Unary and binary ops map one-to-one onto edgert ops (edgert/ops/unary.py, binary.py);
+Unary and binary ops map one-to-one onto edgert ops (edgert/converter/ops/unary.py, binary.py);
 dtype support is decided by those ops' `infer`. Special cases:
   Clip        bounds are attributes (opset < 11) or scalar inputs; absent is unbounded.
               Constant bounds become clip's attributes; bounds known only at run time

@@ -3,7 +3,7 @@
 Scales and zero points must be constants; block quantization (block_size) and types
 other than int8/uint8 (and int32 for DequantizeLinear) are rejected. Graphs whose
 QuantizeLinear/DequantizeLinear pairs describe an int8 model are normally turned into
-native int8 ops before import (edgert/quant/qdq.py); the nodes that reach these
+native int8 ops before import (edgert/converter/quant/qdq.py); the nodes that reach these
 lowerings run as the ops themselves.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""ONNX LSTM, GRU and RNN lower to edgert's lstm, gru and rnn (edgert/ops/rnn.py).
+"""ONNX LSTM, GRU and RNN lower to edgert's lstm, gru and rnn (edgert/converter/ops/rnn.py).
 
 The edgert ops take W and R transposed (WT [D, I, G*H], RT [D, H, G*H]): constant
 weights are transposed here, runtime ones through a transpose node. B, initial states

@@ -3,7 +3,7 @@
 Reshape, Flatten, Squeeze, Unsqueeze -> reshape; Transpose, Concat, Split, Slice,
 Gather, GatherElements, ScatterElements, Expand, Tile, Pad, Resize / Upsample,
 DepthToSpace, SpaceToDepth, CumSum, Trilu, OneHot, TopK -> the edgert op of the same
-meaning (edgert/ops/shape_ops.py, gather.py, resize.py, misc.py).
+meaning (edgert/converter/ops/shape_ops.py, gather.py, resize.py, misc.py).
 
 Every shape-like input (shapes, axes, starts/ends/steps, pads, repeats, split sizes,
 roi/scales/sizes, k, depth, ...) must be constant after folding; its value becomes an
