@@ -3,7 +3,7 @@
 
     python cross/build.py --target rpi4 -o out/rpi4 [--no-wheel]
 
-Same as `edgert build --target rpi4 -o out/rpi4` (both call edgert.build.build).
+Same as `edgert build --target rpi4 -o out/rpi4` (both call edgert.cli.build.build).
 """
 from __future__ import annotations
 
