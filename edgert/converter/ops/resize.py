@@ -65,7 +65,9 @@ def _x_original(coord: str, y: np.ndarray, scale: float, n_in: int, n_out: int,
     out_f = scale * n_in  # the ONNX reference uses the unrounded output length here
     extra = None
     if coord == "align_corners":
-        x = np.zeros(n_out) if out_f == 1 else y * (n_in - 1) / (out_f - 1)
+        # The integer output length (the ONNX text, onnxruntime and PyTorch): with a
+        # non-integer scale, the unrounded length would misplace every tap.
+        x = np.zeros(n_out) if n_out == 1 else y * (n_in - 1) / (n_out - 1)
     elif coord == "asymmetric":
         x = y / scale
     elif coord == "tf_half_pixel_for_nn":
