@@ -129,3 +129,48 @@ def test_wide_rows_and_windows(op):
     x = rng.standard_normal((1, 2, 2, 700)).astype(np.float32)
     model, feeds = _model(op, x, opset=18, kernel_shape=[2, 530], strides=[1, 7], pads=[0, 3, 1, 2])
     _check(model, feeds)
+
+
+def _spec_length(size: int, k: int, s: int, p0: int, p1: int, ceil: int) -> int:
+    """The ONNX formula: floor or ceil((size + pads - k) / s) + 1 in exact arithmetic, and
+    in ceil mode no last window that starts in the end padding."""
+    num = size + p0 + p1 - k
+    n = (-(-num // s) if ceil else num // s) + 1
+    if ceil and n > 0 and (n - 1) * s >= size + p0:
+        n -= 1
+    return n
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_windows_larger_than_the_padded_input(seed):
+    """A window longer than the padded input: the ONNX formula's length, 0 (an empty
+    output) or 1; where the formula gives a negative length, edgert refuses at conversion
+    with a message, never a wrong shape. Values against onnxruntime where its shape
+    agrees, else against the numpy meaning (onnxruntime truncates the division toward
+    zero and gives 1 window where floor gives 0: docs/ops.md, "Known deviations").
+    Random sizes, windows, pads, strides and ceil modes."""
+    rng = np.random.default_rng(seed)
+    h, w = (int(v) for v in rng.integers(1, 7, 2))
+    kh, kw = h + int(rng.integers(0, 4)), int(rng.integers(1, w + 1))
+    sh = int(rng.integers(1, 5))
+    pt, pb = (int(v) for v in rng.integers(0, 2, 2))
+    kh = max(kh, pt + pb + 1)  # keep the window at least as long as the pads
+    ceil = int(rng.integers(0, 2))
+    op = ["MaxPool", "AveragePool"][seed % 2]
+    attrs = dict(kernel_shape=[kh, kw], strides=[sh, 1], pads=[pt, 0, pb, 0], ceil_mode=ceil)
+    x = rng.standard_normal((1, 2, h, w)).astype(np.float32)
+    model, feeds = _model(op, x, **attrs)
+    oh, ow = _spec_length(h, kh, sh, pt, pb, ceil), _spec_length(w, kw, 1, 0, 0, ceil)
+    if oh < 0:
+        with pytest.raises(edgert.EdgertError, match="window is larger"):
+            edgert.convert(model)
+        return
+    got = edgert.Session(edgert.convert(model)).run(None, feeds)[0]
+    assert got.shape == (1, 2, oh, ow), attrs
+    try:
+        want = run_ort(model, feeds)[0]
+    except Exception:  # noqa: BLE001  (onnxruntime refuses some of these)
+        want = None
+    if want is None or want.shape != got.shape:
+        want = _graph_reference(model, feeds)[0]
+    assert_close(got, want, RTOL, ATOL)

@@ -59,7 +59,7 @@ static edgert_status pool_prepare(ert_node *node, ert_err *err, int kind) {
   const int64_t h = rank1d ? 1 : x->shape[2], w = x->shape[rank - 1];
   const int64_t oh = ert_window_out(h, kh, sh, dh, pt, pb, ceil_mode);
   const int64_t ow = ert_window_out(w, kw, sw, dw, pl, pr, ceil_mode);
-  if (oh < 1 || ow < 1)
+  if (oh < 0 || ow < 0) /* 0 windows is an empty Y, as the ONNX formula gives */
     return ert_fail(err, EDGERT_ERR_SHAPE, "%s '%s': window larger than the padded input", op,
                     node->name);
   if (y->shape[0] != x->shape[0] || y->shape[1] != x->shape[1] || (!rank1d && y->shape[2] != oh) ||
@@ -517,7 +517,6 @@ void ert_global_max_pool_eval(const ert_node *node, ert_exec *ex) {
 /* ---- shapes (bounded dimensions) ---- */
 
 static edgert_status window_shape(ert_node *node, ert_err *err) {
-  (void)err;
   const ert_tensor *x = node->in[0];
   ert_tensor *y = node->out[0];
   const int rank1d = ert_pi(node, P_RANK1D) != 0, ceil_mode = ert_pi(node, P_CEIL) != 0;
@@ -530,6 +529,8 @@ static edgert_status window_shape(ert_node *node, ert_err *err) {
                              ert_pi(node, P_PT), ert_pi(node, P_PB), ceil_mode);
   dims[rank - 1] = ert_window_out(x->shape[rank - 1], ert_pi(node, P_KW), ert_pi(node, P_SW),
                                   ert_pi(node, P_DW), ert_pi(node, P_PL), ert_pi(node, P_PR), ceil_mode);
+  if ((!rank1d && dims[2] < 0) || dims[rank - 1] < 0)
+    return ert_fail(err, EDGERT_ERR_SHAPE, "pool '%s': the input is smaller than the window", node->name);
   ert_tensor_set_shape(y, rank, dims);
   return EDGERT_OK;
 }

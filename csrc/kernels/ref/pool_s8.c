@@ -62,7 +62,7 @@ edgert_status ert_pool2d_s8_prepare(ert_node *node, ert_err *err, int kind) {
     return ert_fail(err, EDGERT_ERR_UNSUPPORTED, "pool '%s': input too large", nm(node));
   const int64_t oh = ert_window_out(h, kh, sh, dh, pt, pb, ceil_mode);
   const int64_t ow = ert_window_out(w, kw, sw, dw, pl, pr, ceil_mode);
-  if (oh < 1 || ow < 1 || (!rank1d && y->shape[2] != oh) || y->shape[rank - 1] != ow)
+  if (oh < 0 || ow < 0 || (!rank1d && y->shape[2] != oh) || y->shape[rank - 1] != ow)
     return ert_fail(err, EDGERT_ERR_SHAPE, "pool '%s': Y shape does not match the window",
                     nm(node));
   return EDGERT_OK;

@@ -7,16 +7,18 @@
 #include "internal.h"
 
 /* Output length of one spatial dimension for input length in, window k, stride s,
- * dilation d and pads p0, p1; 0 when the window does not fit the padded input. With
- * ceil_mode (pooling) the last window may hang over the end pad but must start inside
- * the input or the leading pad. */
+ * dilation d and pads p0, p1: floor((padded - span) / s) + 1, or with ceil_mode
+ * (pooling) ceil(...) + 1 less a last window that would start in the end pad. A window
+ * longer than the padded input gives 0 or (ceil_mode) 1; a result below 0 means no valid
+ * shape, and every caller refuses it (convolutions refuse below 1). */
 static inline int64_t ert_window_out(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0,
                                      int64_t p1, int ceil_mode) {
-  const int64_t span = d * (k - 1) + 1, padded = in + p0 + p1;
-  if (padded < span) return 0;
-  if (!ceil_mode) return (padded - span) / s + 1;
-  int64_t out = (padded - span + s - 1) / s + 1;
-  if ((out - 1) * s >= in + p0) --out;
+  const int64_t span = d * (k - 1) + 1, num = in + p0 + p1 - span;
+  /* floor and ceil division for a numerator of either sign (s >= 1) */
+  const int64_t fl = num >= 0 ? num / s : -((-num + s - 1) / s);
+  if (!ceil_mode) return fl + 1;
+  int64_t out = (num >= 0 ? (num + s - 1) / s : -(-num / s)) + 1;
+  if (out > 0 && (out - 1) * s >= in + p0) --out;
   return out;
 }
 

@@ -80,6 +80,8 @@ def pool_reference(kind: str, x: np.ndarray, kernel, strides, dilations, pads, c
     pt, pl, pb, pr = pads
     oh = pool_out_size(h, kh, sh, dh, pt, pb, ceil_mode)
     ow = pool_out_size(w, kw, sw, dw, pl, pr, ceil_mode)
+    if oh == 0 or ow == 0:  # no window: an empty output
+        return np.zeros((n, c, oh, ow), np.float32)
     # Enough padding on both sides for every tap; masks say which taps are real / counted.
     big_b = max(0, (oh - 1) * sh + dh * (kh - 1) + 1 - h - pt)
     big_r = max(0, (ow - 1) * sw + dw * (kw - 1) + 1 - w - pl)

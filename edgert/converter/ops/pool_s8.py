@@ -93,6 +93,8 @@ def _windows(x: np.ndarray, a: dict, kind: str):
     ceil_mode = bool(a.get("ceil_mode", False))
     oh = pool_out_size(h, kh, sh, dh, pt, pb, ceil_mode)
     ow = pool_out_size(w, kw, sw, dw, pl, pr, ceil_mode)
+    if oh == 0 or ow == 0:  # no window: one all-outside tap over an empty output
+        return np.full((1, n, c, oh, ow), -1000, np.int64), np.zeros((oh, ow), np.int64)
     big_b = max(0, (oh - 1) * sh + dh * (kh - 1) + 1 - h - pt)
     big_r = max(0, (ow - 1) * sw + dw * (kw - 1) + 1 - w - pl)
     xp = np.pad(x.astype(np.int64), ((0, 0), (0, 0), (pt, big_b), (pl, big_r)), constant_values=-1000)

@@ -9,14 +9,18 @@ from .registry import OpUnsupported
 
 
 def pool_out_size(size: int, k: int, s: int, d: int, p0: int, p1: int, ceil_mode: bool) -> int:
+    """Output length of a window of k taps (dilation d, stride s) over size elements
+    padded by p0 and p1: floor or ceil((padded - span) / s) + 1, less a last window that
+    would start in the end padding (ceil_mode). A window longer than the padded input
+    gives 0 windows, or one in ceil mode when the division rounds up to 0; a length
+    below 0 (the spec's formula gives no valid shape) is returned as it is, for the
+    caller to refuse."""
     span = d * (k - 1) + 1
     padded = size + p0 + p1
-    if padded < span:
-        return 0
     if not ceil_mode:
         return (padded - span) // s + 1
     out = -((span - padded) // s) + 1
-    if (out - 1) * s >= size + p0:
+    if out > 0 and (out - 1) * s >= size + p0:
         out -= 1
     return out
 
@@ -42,8 +46,9 @@ def window_geometry(node, graph) -> dict:
     h, w = (1, x.shape[2]) if rank1d else (x.shape[2], x.shape[3])
     oh = pool_out_size(h, kh, sh, dh, pads[0], pads[2], ceil_mode)
     ow = pool_out_size(w, kw, sw, dw, pads[1], pads[3], ceil_mode)
-    if oh < 1 or ow < 1:
-        raise OpUnsupported(f"{node.op}: the window is larger than the padded input")
+    if oh < 0 or ow < 0:
+        raise OpUnsupported(f"{node.op}: the window is larger than the padded input by more than a stride "
+                            f"(output {oh}x{ow}: no valid shape)")
     extra = int(bool(a.get("count_include_pad", False))) if node.op == "avg_pool2d" else 0
     return dict(n=n, c=c, h=h, w=w, kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, pads=pads, ceil_mode=ceil_mode,
                 rank1d=rank1d, oh=oh, ow=ow, extra=extra)
