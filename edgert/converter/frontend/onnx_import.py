@@ -35,6 +35,11 @@ LOWERINGS: dict[str, Callable[["LowerCtx"], None]] = {}
 # converter limits").
 MAX_FOLDED_BYTES = 256 << 20
 
+# The most multiply-adds the importer spends on evaluating one node on constants (a
+# convolution or product of constants); a costlier node is lowered and runs in the
+# runtime, as onnxruntime would run it (passes/fold_constants.py keeps the same limit).
+MAX_FOLDED_MACS = 1 << 26
+
 # Ops never evaluated at convert time even with constant inputs.
 _NO_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
 
@@ -423,12 +428,19 @@ class OnnxImporter:
         if not present and op not in ("ConstantOfShape", "Range", "EyeLike"):
             return False
         values = [g.tensors[i].data if i else None for i in ins]
+        if fold_macs(node, values) > MAX_FOLDED_MACS and op in LOWERINGS:
+            return False  # too much arithmetic for convert time: the node runs in the runtime
         n = check_fold_size(node, values)
         itemsize = max([np.asarray(v).dtype.itemsize for v in values if v is not None] + [4])
         if n is not None and n * itemsize > MAX_FOLDED_BYTES:
             raise ConversionError(f"the constant output would take about {n * itemsize} bytes, more than the "
                                   f"converter's limit of {MAX_FOLDED_BYTES} for a constant it computes")
-        outs = _eval_onnx_node(node, values, opset)
+        try:
+            outs = _eval_onnx_node(node, values, opset)
+        except OpUnsupported:
+            if op in LOWERINGS:  # what onnx's evaluator cannot compute (Pad with negative pads) is lowered
+                return False
+            raise
         for oname, val in zip(node.output, outs):
             if oname and np.asarray(val).nbytes > MAX_FOLDED_BYTES:
                 raise ConversionError(f"constant output {oname!r} takes {np.asarray(val).nbytes} bytes, more than "
@@ -846,6 +858,22 @@ def check_attributes(node, opset: int) -> None:
 _BROADCAST = {"Add", "Sub", "Mul", "Div", "Pow", "Mod", "And", "Or", "Xor", "Equal", "Greater", "Less",
               "GreaterOrEqual", "LessOrEqual", "Where", "Max", "Min", "Mean", "Sum", "BitShift", "PRelu",
               "BitwiseAnd", "BitwiseOr", "BitwiseXor"}
+
+
+def fold_macs(node, values: list[np.ndarray | None]) -> int:
+    """An upper estimate of the multiply-adds of evaluating a convolution or a product on
+    these constant inputs (0 for other ops): every input position meets the whole
+    weight (times the strides for a transposed convolution)."""
+    op = node.op_type
+    shapes = [np.shape(v) if v is not None else None for v in values]
+    if op in ("Conv", "ConvTranspose", "ConvInteger") and len(shapes) > 1 and shapes[0] and shapes[1]:
+        x, w = shapes[0], shapes[1]
+        per_pixel = math.prod(x) // max(x[1], 1) if len(x) > 1 else math.prod(x)
+        strides = next((list(a.ints) for a in node.attribute if a.name == "strides"), [])
+        return per_pixel * math.prod(w) * (math.prod(strides) if op == "ConvTranspose" and strides else 1)
+    if op in ("MatMul", "Gemm", "MatMulInteger") and len(shapes) > 1 and shapes[0] and shapes[1]:
+        return math.prod(shapes[0]) * (shapes[1][-1] if len(shapes[1]) else 1)
+    return 0
 
 
 def check_fold_size(node, values: list[np.ndarray | None]) -> int | None:

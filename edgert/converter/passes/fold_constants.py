@@ -1,12 +1,33 @@
 """Constant folding on the edgert graph: a node whose inputs are all constants is
 replaced by its outputs, computed with the op's numpy reference. (The ONNX importer
-already folds constant ONNX nodes; this catches what later passes create.)"""
+already folds constant ONNX nodes; this catches what later passes create.) A
+convolution or product costlier than MAX_FOLDED_MACS stays a node and runs in the
+runtime."""
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from .. import ops as edgert_ops
 from ..ir import Graph
+
+MAX_FOLDED_MACS = 1 << 26  # the importer's limit (frontend/onnx_import.py)
+_PRODUCTS = {"conv2d", "conv_transpose2d", "gemm", "matmul"}
+
+
+def _macs(g: Graph, node) -> int:
+    """Multiply-adds of a convolution or product node: its output elements times the
+    weight elements per output channel (the reduction length for products)."""
+    if node.op not in _PRODUCTS or len(node.inputs) < 2 or not node.inputs[1]:
+        return 0
+    out = math.prod(g.tensors[node.outputs[0]].shape)
+    w = g.tensors[node.inputs[1]].shape
+    if node.op == "conv_transpose2d":
+        return math.prod(g.tensors[node.inputs[0]].shape) // max(w[0], 1) * math.prod(w)
+    if node.op == "conv2d":
+        return out * (math.prod(w) // max(w[0], 1))
+    return out * (g.tensors[node.inputs[0]].shape[-1] if g.tensors[node.inputs[0]].shape else 1)
 
 
 def run(g: Graph) -> bool:
@@ -14,7 +35,8 @@ def run(g: Graph) -> bool:
     keep = []
     for node in g.nodes:
         ins = [g.tensors[i] if i else None for i in node.inputs]
-        if ins and all(t is None or t.is_const for t in ins) and any(t is not None for t in ins):
+        if ins and all(t is None or t.is_const for t in ins) and any(t is not None for t in ins) and \
+                _macs(g, node) <= MAX_FOLDED_MACS:
             outs = edgert_ops.get(node.op).reference(node, [t.data if t is not None else None for t in ins])
             for name, val in zip(node.outputs, outs):
                 t = g.tensors[name]
