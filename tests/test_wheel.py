@@ -8,9 +8,11 @@ that wheel, otherwise the tests that need a wheel file build one from the checko
 """
 from __future__ import annotations
 
+import ast
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -129,7 +131,7 @@ def test_wheel_contents(tmp_path):
     for pkg in ("edgert/converter/quant/__init__.py", "edgert/converter/prune/__init__.py",
                 "edgert/converter/frontend/onnx_ops/__init__.py",
                 "edgert/_src/csrc/Makefile", "edgert/_src/targets/rpi0.toml", "edgert/_src/cross/edgert.map",
-                "edgert/data/digits_cnn.onnx"):
+                "edgert/data/digits_cnn.onnx", "edgert/data/qemu_icount.c"):
         assert pkg in names, pkg
     # Development-only code stays out.
     for gone in ("edgert/models.py", "edgert/evaldata.py", "edgert/data/digits_sparse90.onnx"):
@@ -187,6 +189,191 @@ def test_sdist_builds_a_working_wheel(tmp_path):
     assert w.returncode == 0, w.stdout + w.stderr
     names = zipfile.ZipFile(next((tmp_path / "w").glob("edgert-*.whl"))).namelist()
     for member in ("edgert/_src/csrc/src/loader.c", "edgert/_src/targets/rpi5.toml", "edgert/_src/cross/edgert.map",
-                   "edgert/data/digits_test.npz"):
+                   "edgert/data/digits_test.npz", "edgert/data/qemu_icount.c"):
         assert member in names, member
     assert any(n.startswith("edgert/_edgert_c") and n.endswith(".so") for n in names)
+
+
+# ---- the installed wheel on its own: QEMU instruction counts, no path out of the package ----
+
+@pytest.fixture(scope="module")
+def wheel_venv(tmp_path_factory) -> tuple[pathlib.Path, pathlib.Path]:
+    """(python, package folder) of the wheel installed with its dependencies into a fresh
+    venv outside the checkout."""
+    tmp = tmp_path_factory.mktemp("wheel_alone")
+    py = _fresh_venv(tmp / "venv")
+    _pip(py, str(_wheel_file(tmp)))
+    r = subprocess.run([str(py), "-c", "import edgert, os; print(os.path.dirname(os.path.realpath(edgert.__file__)))"],
+                       capture_output=True, text=True, cwd=tmp, env=_alone_env(tmp), timeout=120)
+    assert r.returncode == 0, r.stderr
+    return py, pathlib.Path(r.stdout.strip())
+
+
+def _alone_env(tmp: pathlib.Path) -> dict[str, str]:
+    """The environment of a user with only the wheel: no override of the plugin, nothing
+    on the Python path, fresh caches (the plugin and the board build come from the wheel)."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("EDGERT_ICOUNT_DIR", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "VIRTUAL_ENV")}
+    env["EDGERT_CACHE"] = str(tmp / "cache")
+    env["EDGERT_BUILD_CACHE"] = str(tmp / "build-cache")
+    return env
+
+
+def test_instruction_counts_from_the_wheel(wheel_venv, tmp_path):
+    """`edgert report --target rpi4` and `edgert bench --profile --target rpi4` as a wheel user
+    runs them: cwd outside the checkout, neither the checkout nor anything beside it on the
+    path, EDGERT_ICOUNT_DIR unset, an empty cache, so the QEMU plugin is compiled from the
+    source the wheel ships. Both give a count for every node."""
+    missing = [t for t in ("gcc", "make", "qemu-aarch64", "aarch64-linux-gnu-gcc") if shutil.which(t) is None]
+    if missing:
+        msg = f"{', '.join(missing)} missing (apt-get install gcc make qemu-user gcc-aarch64-linux-gnu)"
+        if os.environ.get("EDGERT_REQUIRE_ARM"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    py, pkg = wheel_venv
+    exe = py.parent / "edgert"
+    env = _alone_env(tmp_path)
+    probe = subprocess.run([str(py), "-c", "import sys, json, edgert.cli.report_qemu as q; "
+                            "print(json.dumps([sys.path, str(q.plugin_source())]))"],
+                           capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    assert probe.returncode == 0, probe.stderr
+    path, source = json.loads(probe.stdout)
+    outside = [CHECKOUT, CHECKOUT.parent / "shared"]
+    for entry in path:
+        resolved = pathlib.Path(entry or tmp_path).resolve()
+        assert not any(resolved == o or o in resolved.parents for o in outside), f"{entry} on sys.path"
+    assert pathlib.Path(source) == pkg / "data" / "qemu_icount.c"
+
+    model = tmp_path / "m.edgert"
+    edgert.convert(str(DATA / "digits_cnn.onnx"), str(model), quantize="int8", calibration=str(DATA / "digits_calib.npz"))
+    nodes = [n["name"] for n in edgert.runtime.reader.read(model.read_bytes())["nodes"]]
+
+    edgert_cmd("report", "m.edgert", "-o", "r.html", "--target", "rpi4", cwd=tmp_path, env=env, exe=exe)
+    built = list((tmp_path / "cache" / "icount").glob("libicount-*.so"))
+    assert len(built) == 1, built  # compiled from the wheel's source into EDGERT_CACHE
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "instructions (rpi4)" in page and "edgert&#x27;s icount plugin" in page
+    section = page[page.index('<section id="time">'):]
+    section = section[:section.index("</section>")]
+    rows = re.findall(r"<tr><td class=\"n\">\d+</td><td>([^<]*)</td>.*?<td class=\"n\">([^<]*)</td></tr>", section)
+    per_node = {name: int(v.replace(",", "")) for name, v in rows}
+    assert list(per_node) == nodes
+    conv = sum(v for k, v in per_node.items() if k.endswith("Conv"))
+    assert conv > 0.8 * sum(per_node.values()) > 0
+
+    out = edgert_cmd("bench", "m.edgert", "--profile", "--target", "rpi4", "--runs", "3", cwd=tmp_path, env=env,
+                     exe=exe).stdout
+    lines = out.splitlines()
+    assert lines[0].split()[-1] == "instructions"
+    table = {ln.split()[0]: int(ln.split()[-1].replace(",", "")) for ln in lines[1:1 + len(nodes)]}
+    assert list(table) == nodes
+    whole = re.search(r"^([\d,]+) instructions per inference on rpi4 \(cortex-a72, QEMU\)$", out, re.M)
+    assert whole, out
+    assert sum(table.values()) == int(whole.group(1).replace(",", ""))
+    # The same count as the report's, to within the runs' noise (a few thousand instructions).
+    assert abs(sum(table.values()) - sum(per_node.values())) <= 0.01 * sum(per_node.values())
+    # The cached plugin is reused, not rebuilt.
+    assert list((tmp_path / "cache" / "icount").glob("libicount-*.so")) == built
+
+
+# A path of the checkout beside the package: tools/..., docs/..., tests/..., ../shared/...
+_OUT_PATH = re.compile(r"(?<![\w.$/-])((?:\.\./)*(?:tools|shared)/[\w./-]*)")
+# Text anywhere (comments too) that can only mean a lookup beside the checkout.
+_NEVER = re.compile(r"\.\./shared|shared/tools|qemu-icount/")
+_BINARY = {".so", ".npz", ".onnx", ".pyc", ".whl", ".a", ".o"}
+
+
+def _resolves_inside(path: str, where: pathlib.Path, package: pathlib.Path) -> bool:
+    """True when `path`, read from file `where`, names a file of the package: relative to
+    the file's folder or to one of its folders up to the package."""
+    for base in [where.parent, *where.parent.parents]:
+        target = (base / path).resolve()
+        if package in target.parents and target.exists():
+            return True
+        if base == package:
+            break
+    return False
+
+
+def _code_strings(path: pathlib.Path, text: str) -> list[tuple[int, str]]:
+    """(line, text) of what a file runs or says: a Python file's string constants (not its
+    docstrings; f-strings included), a C file's lines without comments, a Makefile's and a
+    TOML file's lines without # comments. Other text is prose and is not read here."""
+    if path.suffix == ".py":
+        tree = ast.parse(text, str(path))
+        docstrings = set()
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+                first = node.body[0]
+                if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                    docstrings.add(id(first.value))
+        return [(node.lineno, node.value) for node in ast.walk(tree)
+                if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings]
+    if path.suffix in (".c", ".h", ".def"):
+        # comments blanked, line breaks kept so that line numbers stay right
+        text = re.sub(r"/\*.*?\*/|//[^\n]*", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
+    elif path.name == "Makefile" or path.suffix in (".toml", ".sh", ".map"):
+        text = re.sub(r"#[^\n]*", "", text)
+    else:
+        return []
+    return list(enumerate(text.splitlines(), 1))
+
+
+def package_paths_leaving(package: pathlib.Path) -> list[str]:
+    """file:line: text for every path in the package's code and messages that names a file
+    outside it (../shared, tools/ of the checkout, ...), and every mention of a lookup
+    beside the checkout anywhere in its text."""
+    found = []
+    for f in sorted(p for p in package.rglob("*") if p.is_file()):
+        if f.suffix in _BINARY or "__pycache__" in f.parts:
+            continue
+        try:
+            text = f.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        rel = f.relative_to(package)
+        for n, line in enumerate(text.splitlines(), 1):
+            if _NEVER.search(line):
+                found.append(f"{rel}:{n}: {line.strip()}")
+        for n, s in _code_strings(f, text):
+            for m in _OUT_PATH.finditer(s):
+                if not _resolves_inside(m.group(1), f, package):
+                    found.append(f"{rel}:{n}: {m.group(1)!r} in {s.strip()[:120]!r}")
+        if f.suffix == ".py":  # path / "shared" / "tools" ... built from parts
+            for node in ast.walk(ast.parse(text, str(f))):
+                if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+                    for side in (node.left, node.right):
+                        if isinstance(side, ast.Constant) and side.value in ("shared", "tools", "qemu-icount"):
+                            found.append(f"{rel}:{node.lineno}: path part {side.value!r}")
+    return found
+
+
+def test_installed_package_names_no_path_outside_itself(wheel_venv):
+    """The installed package's code and messages name no file outside it: no plugin looked
+    up beside the checkout, no script of the checkout (tools/...) to run."""
+    _, pkg = wheel_venv
+    assert (pkg / "data" / "qemu_icount.c").is_file() and (pkg / "_src" / "csrc" / "Makefile").is_file()
+    found = package_paths_leaving(pkg)
+    assert not found, "paths that leave the installed package:\n" + "\n".join(found)
+
+
+def test_path_scan_catches_what_it_is_for(tmp_path):
+    """The scan above flags a plugin looked up beside the checkout and a message sending a
+    user to a checkout script, and passes paths that stay inside the package."""
+    pkg = tmp_path / "edgert"
+    (pkg / "data").mkdir(parents=True)
+    (pkg / "_src" / "csrc" / "tools").mkdir(parents=True)
+    (pkg / "_src" / "csrc" / "tools" / "run.c").write_text("int main(void) { return 0; }\n")
+    (pkg / "_src" / "csrc" / "Makefile").write_text("# tools/gen.py writes this\nSRCS := tools/run.c\n")
+    (pkg / "a.py").write_text('"""Made by tools/gen.py."""\n'
+                              'import pathlib\n'
+                              'HERE = pathlib.Path(__file__).parent\n'
+                              'd = HERE.parent / "shared" / "tools" / "qemu-icount"\n'
+                              'def f(t):\n'
+                              '    raise RuntimeError(f"{t} missing; see tools/install_system_deps.sh")\n')
+    (pkg / "data" / "p.c").write_text('/* see ../shared for the old one */\nconst char *s = "tools/x.sh";\n')
+    found = package_paths_leaving(pkg)
+    text = "\n".join(found)
+    assert "a.py:4: path part 'shared'" in text and "a.py:6: 'tools/install_system_deps.sh'" in text
+    assert "data/p.c:1:" in text and "data/p.c:2: 'tools/x.sh'" in text
+    assert "Makefile" not in text and "a.py:1:" not in text, text

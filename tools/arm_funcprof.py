@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import bisect
 import collections
+import hashlib
 import os
 import pathlib
 import subprocess
@@ -22,19 +23,24 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from edgert import Session
+from edgert import Session  # noqa: E402
 from edgert.cli import build, targets  # noqa: E402
 from edgert.cli.inputs import example_inputs  # noqa: E402
-from edgert.cli.report_qemu import CACHE, icount_dir  # noqa: E402
+from edgert.cli.report_qemu import CACHE  # noqa: E402
 
 HERE = pathlib.Path(__file__).resolve().parent
 
 
 def plugin() -> pathlib.Path:
-    src, out = HERE / "qemu_tbcount.c", CACHE / "icount" / "libtbcount.so"
-    if not out.exists() or out.stat().st_mtime < src.stat().st_mtime:
+    """tools/qemu_tbcount.c compiled into the cache, under a hash of its source."""
+    src = HERE / "qemu_tbcount.c"
+    cache = pathlib.Path(os.environ.get("EDGERT_CACHE", CACHE))
+    out = cache / "icount" / f"libtbcount-{hashlib.sha256(src.read_bytes()).hexdigest()[:16]}.so"
+    if not out.exists():
         out.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["gcc", "-O2", "-shared", "-fPIC", f"-I{icount_dir()}", "-o", str(out), str(src)], check=True)
+        tmp = out.with_suffix(f".{os.getpid()}.tmp")
+        subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-o", str(tmp), str(src)], check=True)
+        os.replace(tmp, out)
     return out
 
 

