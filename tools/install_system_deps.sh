@@ -1,5 +1,10 @@
 #!/usr/bin/env bash
 # Debian packages the build and tests use. Installs only what is missing.
+# - python3-venv, python3-pip, python3-dev: Debian's Python refuses `pip install` outside
+#   a venv (PEP 668), and its venv module gives a venv pip only with python3-venv
+#   (tools/demo.sh's .venv, tools/test.sh's build/venv); python3-pip is pip for that
+#   Python itself (`python3 -m pip wheel` in tools/test.sh); python3-dev has Python.h, for
+#   the cffi extension that `pip install .` compiles;
 # - clang and its sanitizer runtimes, valgrind: the loader fuzzer, the ASan/UBSan build
 #   and memcheck (tools/sanitize.sh);
 # - Debian's cross toolchains and QEMU user-mode emulation: the board builds and the ARM
@@ -11,7 +16,7 @@ set -euo pipefail
 need=()
 command -v clang >/dev/null || need+=(clang)
 command -v make >/dev/null || need+=(make)
-for pkg in libclang-rt-14-dev fonts-dejavu-core fonts-wqy-microhei \
+for pkg in python3-venv python3-pip python3-dev libclang-rt-14-dev fonts-dejavu-core fonts-wqy-microhei \
            gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu libc6-dev-arm64-cross \
            gcc-arm-linux-gnueabihf binutils-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user chromium valgrind; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")

@@ -3,7 +3,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <time.h>
 
-#include "runtime.h"
+#include "clock.h"
 
 uint64_t ert_clock_ns(void) {
   struct timespec ts;

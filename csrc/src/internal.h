@@ -1,4 +1,5 @@
 /* internal.h: what the loader, the session and the kernels share. Not installed.
+ * What eval may do with its ert_exec (the worker pool, run-time errors) is in exec.h.
  *
  * Kernel contract
  * ---------------
@@ -18,9 +19,9 @@
  * eval runs the op on a session's tensors. It trusts prepare: no checks of what
  * prepare checked, no allocation, no I/O. The one exception is data that eval uses
  * as an index (gather-like ops): eval checks every such value before it reads or
- * writes through it, and on a bad one calls ert_run_fail(ex, ...) with a message
- * naming the node, writes nothing out of bounds and returns; the session then stops
- * the run after this node and returns that status. eval may use node->scratch
+ * writes through it, and on a bad one calls ert_run_fail(ex, ...) (exec.h) with a
+ * message naming the node, writes nothing out of bounds and returns; the session then
+ * stops the run after this node and returns that status. eval may use node->scratch
  * (scratch_bytes, 64-aligned), which the plan gives to this node alone while it
  * runs. Inputs and outputs never alias, except for ops the converter marks in-place
  * (documented per op), where the output may be the first input.
@@ -138,34 +139,8 @@ void ert_conv2d_nhwc_weights(const ert_node *node, float *wt);
 int ert_conv2d_has_act(const ert_node *node);
 #endif
 
-/* Execution context handed to eval: the session's worker pool. */
+/* Execution context handed to eval (exec.h: what a kernel may do with it). */
 typedef struct ert_exec ert_exec;
-typedef void (*ert_task_fn)(void *arg, size_t begin, size_t end);
-/* Runs fn over [0, n) split into contiguous chunks across the session's threads
- * (the calling thread takes part); returns when all chunks are done. */
-void ert_parallel_for(ert_exec *ex, size_t n, ert_task_fn fn, void *arg);
-/* The threads ert_parallel_for runs on (1 without a started pool); x86-64 builds only. */
-int32_t ert_exec_threads(const ert_exec *ex);
-#if defined(ERT_X86_KERNELS)
-/* The parts the NHWC layers cut their m pixels into (part q: pixels q*m/parts to
- * (q+1)*m/parts, src/layout.c): up to `most`, of 8 pixels or more. The GEMMs, the
- * depthwise layers and the binary ops cut the same way, so at two threads every NHWC
- * layer splits its pixels at m / 2 and a thread reads what its own core wrote. */
-static inline size_t ert_pixel_parts(int64_t m, size_t most) {
-  const int64_t p = m / 8;
-  return p < 1 ? 1 : (size_t)p < most ? (size_t)p : most;
-}
-#endif
-
-/* Reports bad run-time data from eval (see the kernel contract): the first call of a
- * run keeps its status and message (the session's last_error). Called by eval itself,
- * on the session's calling thread (check before ert_parallel_for, not inside tasks);
- * a no-op when ex is NULL. */
-void ert_run_fail(ert_exec *ex, edgert_status status, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
 
 typedef struct ert_op_impl {
   edgert_status (*prepare)(ert_node *node, ert_err *err);

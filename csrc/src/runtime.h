@@ -19,9 +19,6 @@ edgert_status ert_sparse_load(const uint8_t *recs, uint32_t count, const uint8_t
 /* CRC-32 with the zlib polynomial (reflected 0xEDB88320); pass 0 to start. */
 uint32_t ert_crc32(uint32_t crc, const void *data, size_t size);
 
-/* Monotonic clock in nanoseconds (csrc/src/clock.c); 0 when the clock is unavailable. */
-uint64_t ert_clock_ns(void);
-
 /* Bounded dimensions (docs/runtime.md; the BOUNDS section of docs/format.md). */
 enum { ERT_MAX_SYMBOLS = 32 };
 typedef struct ert_sym {

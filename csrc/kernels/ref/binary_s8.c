@@ -10,6 +10,7 @@
  * add may run in place (the output is input 0, of the same shape).
  */
 #include "cpu.h"
+#include "exec.h"
 #include "quant_s8.h"
 
 enum { OD_RANK = 0, OD_DIMS = 1, OD_SA = OD_DIMS + EDGERT_MAX_DIMS,

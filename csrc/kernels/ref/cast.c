@@ -14,6 +14,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "exec.h"
 #include "internal.h"
 
 #define CAST_PAR_MIN ((size_t)1 << 16)

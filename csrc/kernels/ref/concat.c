@@ -9,6 +9,7 @@
  */
 #include <string.h>
 
+#include "exec.h"
 #include "internal.h"
 #include "quant_s8.h"
 

@@ -13,6 +13,7 @@
 #include <math.h>
 
 #include "cpu.h"
+#include "exec.h"
 #include "quant_s8.h"
 #include "sgemm.h"
 #include "window.h"

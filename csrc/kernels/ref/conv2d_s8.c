@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "cpu.h"
+#include "exec.h"
 #include "quant_s8.h"
 #include "window.h"
 

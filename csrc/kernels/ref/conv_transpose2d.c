@@ -6,6 +6,7 @@
  * col2im adds each column entry into the output pixel it lands on. When the windows tile
  * the output (kernel == stride, no dilation or padding) every output pixel gets one
  * entry, and col2im writes it with the bias (no bias pass first). */
+#include "exec.h"
 #include "sgemm.h"
 #include "window.h"
 

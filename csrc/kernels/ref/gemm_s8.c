@@ -7,6 +7,7 @@
  * B [N, K] and ert_cpu.gemv_s8 (cpu.h), a block's dot products are one call on A's row.
  */
 #include "cpu.h"
+#include "exec.h"
 #include "quant_s8.h"
 
 enum { P_TA, P_TB, P_ALPHA, P_BETA, P_ACT, P_AZP = 7, P_YZP, P_LO, P_HI, P_SHIFT, P_COUNT };

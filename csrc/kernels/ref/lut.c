@@ -1,6 +1,7 @@
 /* lut.c: int8 -> int8 table lookup, the int8 form of every float unary op
  * (edgert/converter/ops/lut.py). y = table[x + 128]; may run in place. */
 #include "cpu.h"
+#include "exec.h"
 #include "quant_s8.h"
 
 #define LUT_PAR_MIN ((size_t)1 << 16)

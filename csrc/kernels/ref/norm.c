@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "exec.h"
 #include "internal.h"
 
 #define PAR_MIN_WORK 16384u

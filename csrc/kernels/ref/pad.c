@@ -12,6 +12,7 @@
  */
 #include <string.h>
 
+#include "exec.h"
 #include "internal.h"
 
 #define PARALLEL_BYTES (1u << 16)

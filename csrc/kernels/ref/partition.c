@@ -7,6 +7,7 @@
  * ONNX model or a .tflite flatbuffer). Outputs: the boundary outputs (arena tensors).
  * Parameter words: [backend_code (1 onnxruntime, 2 litert), index (the partition
  * number, informative), n_boundary_inputs (= inputs - 1)]. */
+#include "exec.h"
 #include "internal.h"
 
 enum { P_BACKEND = 0, P_INDEX = 1, P_N_INPUTS = 2, P_COUNT = 3 };

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cpu.h"
+#include "exec.h"
 #include "quant_s8.h"
 #include "sgemm.h" /* ERT_SIMD_CLONES */
 #include "window.h"

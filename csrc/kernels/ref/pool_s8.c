@@ -2,6 +2,7 @@
  * Parameters and meaning: edgert/converter/ops/pool_s8.py; the window geometry is the float
  * op's (edgert/converter/ops/pool.py). */
 #include "cpu.h"
+#include "exec.h"
 #include "quant_s8.h"
 #include "window.h"
 

@@ -7,6 +7,7 @@
 #include <math.h>
 
 #include "cpu.h"
+#include "exec.h"
 #include "internal.h"
 
 #define Q_PAR_MIN ((size_t)1 << 15)

@@ -13,6 +13,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "exec.h"
 #include "internal.h"
 
 /* Results do not depend on floating-point exception flags, so comparisons may be

@@ -18,6 +18,7 @@
  */
 #include <string.h>
 
+#include "exec.h"
 #include "internal.h"
 #include "cpu.h"
 

@@ -6,6 +6,8 @@
 
 #include <stdint.h>
 
+#include "exec.h"
+
 /* Checks what every recurrent op shares: arity, parameter words and their ranges,
  * dtypes and shapes of X WT RT B initial_h and of the outputs Y Y_h [Y_c], and
  * activation kinds; fills *c. n_in_max: 7 (lstm) or 5; n_out: 3 (lstm) or 2;

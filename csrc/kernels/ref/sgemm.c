@@ -2,6 +2,7 @@
 #include "sgemm.h"
 
 #include "cpu.h"
+#include "exec.h"
 
 /* Convolutions with K tap-major (taps_setup, taps_panel) where cpu.h's 6-row tile reads B
  * in place over a window (aarch64 NEON). */

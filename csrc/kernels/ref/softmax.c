@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cpu.h"
+#include "exec.h"
 #include "internal.h"
 #include "quant_s8.h"
 

@@ -1,6 +1,7 @@
 /* softmax_s8.c: softmax on int8 through an exp table (edgert/converter/ops/softmax_s8.py).
  * The input is viewed as [outer, n, inner]; lines run along n. May run in place:
  * each output is written after the last read of its input. */
+#include "exec.h"
 #include "quant_s8.h"
 
 #define E_ONE (1 << 20)

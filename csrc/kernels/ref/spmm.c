@@ -3,6 +3,7 @@
  *   Y[n, r, p] = act(bias[r] + sum over j in row r of values[j] * X[n, cols[j], p]).
  * Only the stored weights are visited, so work scales with the nonzero count. Rows of
  * the result are independent and split across threads. */
+#include "exec.h"
 #include "sgemm.h" /* ERT_SIMD_CLONES, fp-contract */
 
 enum { P_K, P_P, P_ACT, P_COUNT = P_ACT + 3 };

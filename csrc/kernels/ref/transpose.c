@@ -22,6 +22,7 @@
  */
 #include <string.h>
 
+#include "exec.h"
 #include "internal.h"
 
 #define TILE 64

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "cpu.h"
+#include "exec.h"
 #include "internal.h"
 #include "quant_s8.h"
 
