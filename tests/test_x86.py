@@ -185,7 +185,7 @@ def test_digits_int8_bit_exact(tmp_path):
 
 
 # Depthwise 3x3 layers that the dw3 kernels take (AVX-512 for w <= 16, AVX2 wider), run by
-# the worker pool's shares (src/session.c) at one to four threads. (channels, h, w,
+# the worker pool's shares (src/exec.c) at one to four threads. (channels, h, w,
 # stride, pads t/l/b/r, activation): padding rows above and below the image or none, fewer
 # planes than pieces, and the activations fused (Clip) or run after (HardSwish).
 _DW_CASES = [
