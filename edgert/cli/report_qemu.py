@@ -33,7 +33,7 @@ from ..errors import EdgertError
 from ..converter.progress import Progress
 
 CACHE = pathlib.Path(os.environ.get("EDGERT_CACHE", pathlib.Path.home() / ".cache" / "edgert"))
-PLUGIN_SOURCE = pathlib.Path(__file__).resolve().parent / "data" / "qemu_icount.c"
+PLUGIN_SOURCE = pathlib.Path(__file__).resolve().parent.parent / "data" / "qemu_icount.c"  # edgert/data
 CFLAGS = ("-O2", "-shared", "-fPIC", "-fvisibility=hidden")
 
 

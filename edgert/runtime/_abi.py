@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the package folder
+HERE = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # the package folder
 
 
 def _header() -> str:
