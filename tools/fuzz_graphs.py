@@ -304,6 +304,45 @@ def _only_ort_nan(e_out, ort_out) -> bool:
     return True
 
 
+def _resize_lengths(node, shapes, inits):
+    """(input shape, output lengths as the implementations compute them, scales) or None."""
+    x = shapes.get(node.input[0])
+    if x is None or _attr(node, "axes") is not None:
+        return None
+    r = len(x)
+    if len(node.input) > 3 and node.input[3] and node.input[3] in inits:
+        out = [int(v) for v in inits[node.input[3]]]
+        return x, out, [out[i] / x[i] for i in range(r)]
+    if len(node.input) > 2 and node.input[2] in inits:
+        sc = inits[node.input[2]].astype(np.float32).astype(np.float64)
+        return x, [int(np.floor(x[i] * sc[i])) for i in range(r)], list(sc)
+    return None
+
+
+def _tf_crop_unit_scale_axis(node, shapes) -> bool:
+    if node.op_type != "Resize" or _bstr(_attr(node, "coordinate_transformation_mode", b"")) != "tf_crop_and_resize":
+        return False
+    got = _resize_lengths(node, shapes, _CURRENT_INITS)
+    roi = _CURRENT_INITS.get(node.input[1]) if len(node.input) > 1 else None
+    if got is None or roi is None:
+        return True
+    x, out, _ = got
+    r = len(x)
+    return any(out[i] == x[i] and (roi[i] != 0 or roi[r + i] != 1) for i in range(r))
+
+
+def _half_pixel_symmetric_fractional(node, shapes) -> bool:
+    if node.op_type != "Resize" or _bstr(_attr(node, "coordinate_transformation_mode", b"")) != "half_pixel_symmetric":
+        return False
+    if _bstr(_attr(node, "mode", b"nearest")) != "cubic":
+        return False
+    got = _resize_lengths(node, shapes, _CURRENT_INITS)
+    if got is None:
+        return True
+    x, out, sc = got
+    return any(abs(x[i] * sc[i] - out[i]) > 1e-6 for i in range(len(x)))
+
+
 ANY = ("ort_off", "edgert_off", "all_differ")
 _CURRENT_INITS: dict = {}  # the case's initializers while DEVIATIONS are matched
 
@@ -363,14 +402,36 @@ DEVIATIONS: list[Deviation] = [
         situations=ANY),
     Deviation(
         name="mvn_constant_slice",
-        op="MeanVarianceNormalization", condition="a slice over `axes` whose values are all equal, where "
-                                                  "onnxruntime gives NaN and edgert a finite value",
+        op="MeanVarianceNormalization", condition="a slice over `axes` whose values are all equal (a size-1 "
+                                                  "axis, or a constant slice)",
         match=lambda n, sh: n.op_type == "MeanVarianceNormalization",
         spec="the function body: Y = (X - ReduceMean(X)) / (Sqrt(ReduceMean(X^2) - ReduceMean(X)^2) + 1e-9): "
              "a zero variance gives 0 / 1e-9 = 0",
-        edgert="0 there (a non-negative variance)",
-        onnxruntime="NaN: E[X^2] - E[X]^2 rounds to a tiny negative number and Sqrt gives NaN",
-        situations=ANY, check=_only_ort_nan),
+        edgert="0 there (a non-negative variance), as the reference (run with the formula in float64)",
+        onnxruntime="NaN (E[X^2] - E[X]^2 rounds below 0 and Sqrt gives NaN), which later ops turn into "
+                    "other values",
+        situations=("ort_off",)),
+    Deviation(
+        name="resize_tf_crop_unit_scale_axis",
+        op="Resize", condition="coordinate_transformation_mode=tf_crop_and_resize, an axis whose output length "
+                              "equals its input length while its roi is not [0, 1]",
+        match=_tf_crop_unit_scale_axis,
+        spec="'x_original = start_x * (length_original - 1) + x_resized * (end_x - start_x) * (length_original - 1) "
+             "/ (length_resized - 1)': the roi applies on every axis, scale 1 or not",
+        edgert="as the spec (checked by hand on a 6-long axis with roi 0.1..0.9); onnx.reference agrees",
+        onnxruntime="copies such an axis unchanged, ignoring its roi",
+        situations=("ort_off",)),
+    Deviation(
+        name="resize_half_pixel_symmetric_fractional",
+        op="Resize", condition="mode=cubic, coordinate_transformation_mode=half_pixel_symmetric, by scales, "
+                              "input length * scale not an integer",
+        match=_half_pixel_symmetric_fractional,
+        spec="'adjustment = output_width_int / output_width; center = input_width / 2; offset = center * "
+             "(1 - adjustment); x_ori = offset + (x + 0.5) / scale - 0.5', output_width 'can be a fractional number "
+             "when it is calculated out of a scale factor'",
+        edgert="as the spec, with the fractional output_width; onnx.reference agrees",
+        onnxruntime="differs in cubic mode on such axes (its adjustment is not the spec's there)",
+        situations=("ort_off",)),
     Deviation(
         name="pool_valid_ceil",
         op="MaxPool/AveragePool/LpPool", condition="auto_pad=VALID and ceil_mode=1",
@@ -460,7 +521,58 @@ def _global_pool_not_4d(node, shapes, inits) -> bool:
     return node.op_type == "GlobalMaxPool" and len(shapes.get(node.input[0], (0, 0, 0, 0))) != 4
 
 
+def _pool_reference_shape_off(node, shapes, inits) -> bool:
+    """A pooling node whose reference output shape is not the spec's: more windows than the
+    ceil formula with explicit pads, or other than ceil(in / stride) with SAME_*."""
+    if node.op_type not in ("MaxPool", "AveragePool", "LpPool"):
+        return False
+    x, y = shapes.get(node.input[0]), shapes.get(node.output[0])
+    k = list(_attr(node, "kernel_shape") or [])
+    if x is None or y is None or not k or len(y) != len(x):
+        return False
+    nd = len(k)
+    st = list(_attr(node, "strides") or [1] * nd)
+    dl = list(_attr(node, "dilations") or [1] * nd)
+    ap = _bstr(_attr(node, "auto_pad", b"NOTSET"))
+    if ap in ("SAME_UPPER", "SAME_LOWER"):
+        return any(y[2 + i] != -(-x[2 + i] // st[i]) for i in range(nd))
+    if ap == "VALID":
+        return any(y[2 + i] != max(0, (x[2 + i] - ((k[i] - 1) * dl[i] + 1)) // st[i] + 1) for i in range(nd))
+    p = list(_attr(node, "pads") or [0] * 2 * nd)
+    for i in range(nd):
+        n = x[2 + i] + p[i] + p[i + nd] - ((k[i] - 1) * dl[i] + 1)
+        if y[2 + i] > -(-n // st[i]) + 1:
+            return True
+    return False
+
+
 REFERENCE_QUIRKS: list[ReferenceQuirk] = [
+    ReferenceQuirk(
+        name="resize_nearest_half_pixel_symmetric",
+        op="Resize", condition="mode=nearest, coordinate_transformation_mode=half_pixel_symmetric",
+        match=lambda n, sh, ini: (n.op_type == "Resize" and _bstr(_attr(n, "mode", b"nearest")) == "nearest" and
+                                  _bstr(_attr(n, "coordinate_transformation_mode", b"")) == "half_pixel_symmetric"),
+        spec="'x_ori = offset + (x + 0.5) / scale - 0.5', then nearest_mode",
+        reference="7 -> 17 by sizes: output 8 (x_ori = 3.0 exactly) takes pixel 2, between two outputs that take 3 "
+                  "(not monotonic)"),
+    ReferenceQuirk(
+        name="lp_normalization_p1",
+        op="LpNormalization", condition="p=1",
+        match=lambda n, sh, ini: n.op_type == "LpNormalization" and _attr(n, "p", 2) == 1,
+        spec="'Given a matrix, apply Lp-normalization along the provided axis': x / sum(|x|) for p=1",
+        reference="divides by sum(x), not sum(|x|): signs flip and values blow up where the slice has "
+                  "negative entries"),
+    ReferenceQuirk(
+        name="pool_reference_shape",
+        op="MaxPool/AveragePool/LpPool", condition="ceil_mode=1 with explicit pads, auto_pad=SAME_* or VALID, "
+                                                   "where the reference's output shape is not the spec's",
+        match=_pool_reference_shape_off,
+        spec="'output_spatial_shape[i] = ceil((input_spatial_shape[i] + pad_shape[i] - dilation[i] * "
+             "(kernel_shape[i] - 1) - 1) / strides_spatial_shape[i] + 1)'; SAME: 'ceil(input_spatial_shape[i] / "
+             "strides_spatial_shape[i])'",
+        reference="MaxPool 5x3, kernel 2, pads 1, ceil_mode=1 gives 8x6 (the spec: 6x4); 1-D SAME_LOWER, "
+                  "kernel 4, stride 5 on 9 gives 1 (the spec: 2); LpPool VALID with dilations 2x3, kernel 3x2, "
+                  "strides 2x1 on 7x9 gives 3x8 (the spec: 2x6)"),
     ReferenceQuirk(
         name="resize_fractional_length",
         op="Resize", condition="coordinate_transformation_mode=align_corners|tf_crop_and_resize, by scales, "
@@ -1215,6 +1327,23 @@ def run_ort(model, feeds):
     return s.run(None, feeds)
 
 
+def _float64_ops():
+    """Ops whose onnx.reference implementation does not run in float64 (a function body
+    with float32 constants), written from the spec's formula."""
+    from onnx.reference.op_run import OpRun
+
+    class MeanVarianceNormalization(OpRun):
+        op_domain = ""
+
+        def _run(self, x, axes=None):
+            ax = tuple(axes if axes is not None else (0, 2, 3))
+            mean = x.mean(axis=ax, keepdims=True)
+            var = ((x - mean) ** 2).mean(axis=ax, keepdims=True)  # E[X^2] - E[X]^2, without its rounding
+            return ((x - mean) / (np.sqrt(var) + 1e-9),)
+
+    return [MeanVarianceNormalization]
+
+
 # Inputs that select shapes or coordinates, not data: never perturbed.
 NO_NOISE = {"Resize": (1, 2, 3), "Upsample": (1,)}
 
@@ -1224,7 +1353,7 @@ def run_reference64(model, feeds, rng_seed=0, noisy_runs=2, with_shapes=False):
     from onnx.reference import ReferenceEvaluator
 
     m64 = to_float64(model)
-    ev = ReferenceEvaluator(m64)
+    ev = ReferenceEvaluator(m64, new_ops=_float64_ops())
     f64 = {k: v.astype(np.float64) if v.dtype == np.float32 else v for k, v in feeds.items()}
     outs = [o.name for o in m64.graph.output]
     rng = np.random.default_rng(rng_seed)
@@ -1245,8 +1374,14 @@ def run_reference64(model, feeds, rng_seed=0, noisy_runs=2, with_shapes=False):
                     keep = NO_NOISE.get(node.op_type, ())
                     ins = [v if j in keep else perturb(v) for j, v in enumerate(ins)]
                 o = node.run(*ins)
+                if noisy:  # relative noise, plus absolute noise on the scale of the operands
+                    scale = max([float(np.max(np.abs(v[np.isfinite(v)]), initial=0.0)) for v in ins
+                                 if isinstance(v, np.ndarray) and v.dtype == np.float64] + [0.0])
                 for name, v in zip(node.output, o):
-                    res[name] = perturb(np.asarray(v)) if noisy else np.asarray(v)
+                    v = np.asarray(v)
+                    if noisy and v.dtype == np.float64 and v.size:
+                        v = perturb(v) + rng.uniform(-NOISE, NOISE, v.shape) * scale
+                    res[name] = v
         if not noisy:
             shapes.update({k: np.shape(v) for k, v in res.items() if k})
         return [np.asarray(res[o]) for o in outs]
@@ -1370,7 +1505,7 @@ def classify(model, feeds, want_edgert=True) -> dict:
         if quirks:  # the reference departs from the spec here: onnxruntime alone decides
             rec["reference_quirks"] = quirks
             if ort_out is not None:
-                ref_out, sens = None, None
+                ref_out = None  # its sensitivities still measure the graph's conditioning
     if ort_out is None and ref_out is None:
         rec["cls"] = "invalid"
         return rec
