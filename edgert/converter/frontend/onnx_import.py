@@ -24,6 +24,7 @@ from .. import ops as edgert_ops
 from ...errors import ConversionError, ModelFormatError, OnnxFormatError, UnsupportedError
 from ..ir import MAX_TENSOR_BYTES, MAX_TENSOR_ELEMENTS, Graph, check_shape
 from ..ops import OpUnsupported
+from ..passes.fold_constants import fold_nodes
 
 MIN_OPSET, MAX_OPSET = 7, 28
 
@@ -39,6 +40,18 @@ MAX_FOLDED_BYTES = 256 << 20
 # convolution or product of constants); a costlier node is lowered and runs in the
 # runtime, as onnxruntime would run it (passes/fold_constants.py keeps the same limit).
 MAX_FOLDED_MACS = 1 << 26
+
+# Ops that, on constant inputs, are lowered and folded with edgert's own references
+# rather than evaluated with onnx's: the float compute ops, whose references are the
+# specification edgert's kernels and onnxruntime are checked against (onnx's evaluator
+# disagrees with the ONNX text on some of them: grouped ConvTranspose, ConvTranspose with
+# output_shape, SAME padding in ceil mode, LpNormalization p=1, GlobalMaxPool of rank 3,
+# negative Pad). Shape arithmetic (Shape, Gather, Concat, Range, ...) stays with onnx.
+FOLD_WITH_OWN_REFERENCES = {
+    "Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool", "GlobalMaxPool", "GlobalAveragePool",
+    "GlobalLpPool", "LpNormalization", "Pad", "Resize", "Upsample", "BatchNormalization", "InstanceNormalization",
+    "LayerNormalization", "GroupNormalization", "LRN", "MeanVarianceNormalization", "Gemm", "MatMul", "Softmax",
+    "LogSoftmax", "Hardmax", "DepthToSpace", "SpaceToDepth", "GRU", "LSTM", "RNN"}
 
 # Ops never evaluated at convert time even with constant inputs.
 _NO_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
@@ -385,6 +398,24 @@ class OnnxImporter:
         self.poisoned.update(o for o in node.output if o)
 
     # ---- folding -------------------------------------------------------------
+    def _fold_by_lowering(self, node, opset: int) -> bool:
+        """Lowers a node whose inputs are constants and folds what it emitted with edgert's
+        own op references (the specification the kernels and onnxruntime are checked
+        against); what is too costly stays a node. False, with the graph as it was, when
+        the lowering refuses the node (the caller then evaluates it with onnx)."""
+        g = self.graph
+        start, tensors, names = len(g.nodes), set(g.tensors), dict(self.names)
+        try:
+            LOWERINGS[node.op_type](LowerCtx(self, node, opset))
+        except ConversionError:  # OpUnsupported included
+            del g.nodes[start:]
+            for t in set(g.tensors) - tensors:
+                del g.tensors[t]
+            self.names = names
+            return False
+        g.nodes[start:] = fold_nodes(g, g.nodes[start:])
+        return True
+
     def _fold(self, node, ins: list[str], opset: int) -> bool:
         g = self.graph
         op = node.op_type
@@ -428,6 +459,8 @@ class OnnxImporter:
         if not present and op not in ("ConstantOfShape", "Range", "EyeLike"):
             return False
         values = [g.tensors[i].data if i else None for i in ins]
+        if op in FOLD_WITH_OWN_REFERENCES and op in LOWERINGS:
+            return self._fold_by_lowering(node, opset)
         if fold_macs(node, values) > MAX_FOLDED_MACS and op in LOWERINGS:
             return False  # too much arithmetic for convert time: the node runs in the runtime
         n = check_fold_size(node, values)

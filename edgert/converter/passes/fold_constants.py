@@ -30,10 +30,12 @@ def _macs(g: Graph, node) -> int:
     return out * (g.tensors[node.inputs[0]].shape[-1] if g.tensors[node.inputs[0]].shape else 1)
 
 
-def run(g: Graph) -> bool:
-    changed = False
+def fold_nodes(g: Graph, nodes: list) -> list:
+    """Folds, in order, each of `nodes` whose inputs are all constants (and that is not
+    too costly); returns the ones left. The importer uses it on the nodes it has just
+    lowered from an ONNX node with constant inputs."""
     keep = []
-    for node in g.nodes:
+    for node in nodes:
         ins = [g.tensors[i] if i else None for i in node.inputs]
         if ins and all(t is None or t.is_const for t in ins) and any(t is not None for t in ins) and \
                 _macs(g, node) <= MAX_FOLDED_MACS:
@@ -41,8 +43,12 @@ def run(g: Graph) -> bool:
             for name, val in zip(node.outputs, outs):
                 t = g.tensors[name]
                 t.data = np.require(np.asarray(val).astype(t.dtype, copy=False).reshape(t.shape), requirements="C")
-            changed = True
         else:
             keep.append(node)
-    g.nodes = keep
-    return changed
+    return keep
+
+
+def run(g: Graph) -> bool:
+    n = len(g.nodes)
+    g.nodes = fold_nodes(g, g.nodes)
+    return len(g.nodes) != n
