@@ -267,6 +267,7 @@ class OnnxImporter:
                 else:
                     g.rename_tensor(name, o.name)
                     self.names = {k: (o.name if v == name else v) for k, v in self.names.items()}
+                    self.names[name] = o.name  # a later output of the old name finds it (z = Identity(y), y)
                     name = o.name
             elif name in g.outputs:
                 name = self.emit("copy", [name], [g.unique_name(o.name)], {}, o.name)[0]
@@ -404,14 +405,16 @@ class OnnxImporter:
         against); what is too costly stays a node. False, with the graph as it was, when
         the lowering refuses the node (the caller then evaluates it with onnx)."""
         g = self.graph
-        start, tensors, names = len(g.nodes), set(g.tensors), dict(self.names)
+        start, tensors, names, derived = len(g.nodes), set(g.tensors), dict(self.names), dict(self.derived)
+        sources = dict(g.metadata.get("const_sources") or {})
         try:
             LOWERINGS[node.op_type](LowerCtx(self, node, opset))
         except ConversionError:  # OpUnsupported included
             del g.nodes[start:]
             for t in set(g.tensors) - tensors:
                 del g.tensors[t]
-            self.names = names
+            self.names, self.derived = names, derived
+            g.metadata["const_sources"] = sources
             return False
         g.nodes[start:] = fold_nodes(g, g.nodes[start:])
         return True

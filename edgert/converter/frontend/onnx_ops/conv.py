@@ -136,21 +136,28 @@ def _conv_transpose(ctx: LowerCtx) -> None:
             ctx.fail(f"output_shape {out_shape} does not have {n} spatial values")
     elif auto in ("SAME_UPPER", "SAME_LOWER"):
         out_shape = [x_shape[2 + i] * strides[i] for i in range(n)]
+    grow = None  # zero rows/columns (before, after) per spatial dim around the natural output
     if out_shape is not None:
-        begin, end = [], []
+        begin, end, grow = [], [], []
         for i in range(n):
             natural = strides[i] * (x_shape[2 + i] - 1) + out_pad[i] + (kernel[i] - 1) * dilations[i] + 1
             total = natural - out_shape[i]
-            if total < 0:  # a larger output: extra rows/columns at the end
+            first = total // 2 if auto == "SAME_UPPER" else total - total // 2
+            if total < 0 and auto in ("SAME_UPPER", "SAME_LOWER"):
+                # negative pads (the spec's total_padding below 0: a stride longer than the
+                # kernel): zeros on both sides, split as the positive pads would be
+                begin.append(0)
+                end.append(0)
+                grow.append((-first, -(total - first)))
+            elif total < 0:  # output_shape larger than the natural output: zeros at the end
                 begin.append(0)
                 end.append(0)
                 out_pad[i] += -total
-            elif auto == "SAME_UPPER":
-                begin.append(total // 2)
-                end.append(total - total // 2)
+                grow.append((0, 0))
             else:
-                begin.append(total - total // 2)
-                end.append(total // 2)
+                begin.append(first)
+                end.append(total - first)
+                grow.append((0, 0))
         pads = begin + end
     elif auto == "VALID":
         pads = [0] * (2 * n)
@@ -161,7 +168,16 @@ def _conv_transpose(ctx: LowerCtx) -> None:
     attrs = {"group": int(ctx.attr("group", 1)), **_window_attrs(kernel, strides, dilations, pads),
              "output_padding": _to_2d(out_pad, 0) if n == 1 else out_pad}
     inputs = [ctx.input(0), ctx.input(1)] + ([ctx.input(2)] if ctx.has(2) else [])
-    ctx.emit("conv_transpose2d", inputs, attrs, outputs=ctx.outputs[:1])
+    if not grow or not any(b or e for b, e in grow):
+        ctx.emit("conv_transpose2d", inputs, attrs, outputs=ctx.outputs[:1])
+        return
+    y, = ctx.emit("conv_transpose2d", inputs, attrs)
+    full = [0] * (n + 2) + [0] * (n + 2)
+    for i, (b, e) in enumerate(grow):
+        full[2 + i], full[n + 2 + 2 + i] = b, e
+    if n == 1:  # the edgert op's height-1 form keeps rank 3
+        full = [0, 0, grow[0][0], 0, 0, grow[0][1]]
+    ctx.emit("pad", [y], {"mode": "constant", "pads": full, "value": 0.0}, outputs=ctx.outputs[:1])
 
 
 # ---- dense ---------------------------------------------------------------------------
