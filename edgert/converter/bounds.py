@@ -3,8 +3,8 @@
 `input_shapes={"x": [1, 3, 48, (32, 960)]}` (CLI `x=1,3,48,32..960`) gives dimension 3
 of x the bounds 32..960. The file is converted and planned at the upper bounds, so every
 size fits its arena. What depends on the size is found by converting the model at
-several sizes within the bounds (the upper and lower bounds and one between) and
-comparing the graphs node by node:
+several sizes within the bounds (the upper and lower bounds, one between, and sizes of
+other residues near both, samples()) and comparing the graphs node by node:
 
 * output shapes that differ are recomputed at run time by the C runtime's shape
   function of each op (docs/runtime.md, "Bounded dimensions");
@@ -15,8 +15,11 @@ comparing the graphs node by node:
 * anything else that differs (a constant computed from the size, a graph that changes
   shape with the size) is refused at conversion, naming the node and op.
 
-The converter then loads the file in the C runtime and checks, at each sample size,
-that the runtime computes the output shapes the sample conversions have.
+Scratch is planned for the largest need over the samples and over a sweep of each
+node's varying input dims (sweep_scratch). The converter then loads the file in the C
+runtime and checks, at each sample size, that it runs and computes the output shapes the
+sample conversions have, and at sample sizes the ONNX model itself cannot run, that the
+runtime refuses them.
 """
 from __future__ import annotations
 
@@ -137,16 +140,27 @@ def resolve(model, input_shapes: dict[str, Any], input_values: dict) -> Bounds:
     return Bounds(symbols, binds)
 
 
+# Offsets from the upper bound (and from the lower bound) of the extra sample sizes: their
+# residues modulo 2, 3, 4, ... 64 differ from the bound's, so a parameter that follows the
+# size non-linearly (SAME pads, which depend on the size modulo the strides on the way;
+# ceil_mode rounding) is seen to vary and gets a rule or is refused (derive_rules).
+HI_OFFSETS = (1, 2, 3, 4, 8, 16, 32)
+LO_OFFSETS = (1,)
+
+
 def samples(sym: Symbol) -> list[int]:
     """Sizes the model is converted at: the upper bound first, the lower bound, one
-    between (a multiple of the largest power of two, up to 32, dividing both)."""
+    between (a multiple of the largest power of two, up to 32, dividing both), then
+    sizes of other residues near both bounds (HI_OFFSETS, LO_OFFSETS) and one odd size
+    between."""
     g = 1
     while g < 32 and sym.lo % (g * 2) == 0 and sym.hi % (g * 2) == 0:
         g *= 2
     mid = sym.lo + (sym.hi - sym.lo) // 2 // g * g
     out = [sym.hi]
-    for v in (sym.lo, mid):
-        if v not in out:
+    extra = [sym.hi - d for d in HI_OFFSETS] + [sym.lo + d for d in LO_OFFSETS] + [mid + 1 - mid % 2 * 2]
+    for v in [sym.lo, mid] + extra:
+        if sym.lo <= v <= sym.hi and v not in out:
             out.append(v)
     return out
 
@@ -171,7 +185,52 @@ def sample_values(bounds: Bounds) -> list[list[int]]:
             out.append(vals)
     if len(bounds.symbols) > 1:
         out.append([s.lo for s in bounds.symbols])
+        both_odd = [min(s.lo + 1 - s.lo % 2, s.hi) for s in bounds.symbols]
+        if both_odd not in out:
+            out.append(both_odd)
     return out
+
+
+def onnx_input_feeds(model, shapes: dict[str, list[int]], values: dict) -> dict[str, np.ndarray]:
+    """Zero feeds of the model's inputs at `shapes` (values: frozen inputs, fed as given)."""
+    from onnx import helper
+    init = {i.name for i in model.graph.initializer}
+    feeds = {}
+    for vi in model.graph.input:
+        if vi.name in init:
+            continue
+        if vi.name in values:
+            feeds[vi.name] = np.asarray(values[vi.name])
+            continue
+        tt = vi.type.tensor_type
+        shape = shapes.get(vi.name) or [int(d.dim_value) for d in tt.shape.dim]
+        feeds[vi.name] = np.zeros(shape, helper.tensor_dtype_to_np_dtype(tt.elem_type))
+    return feeds
+
+
+def model_fails_at(model, shapes: dict[str, list[int]], values: dict, cache: dict) -> str | None:
+    """onnxruntime's error when the ONNX model itself cannot run at `shapes` (an FPN whose
+    skip connections need a multiple of 32), None when it runs or onnxruntime is absent."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return None
+    if "session" not in cache:
+        try:
+            opts = ort.SessionOptions()
+            opts.log_severity_level = 4
+            cache["session"] = ort.InferenceSession(model.SerializeToString(), opts,
+                                                    providers=["CPUExecutionProvider"])
+        except Exception:
+            cache["session"] = None
+    sess = cache["session"]
+    if sess is None:
+        return None
+    try:
+        sess.run(None, onnx_input_feeds(model, shapes, values))
+    except Exception as e:
+        return str(e).strip().splitlines()[0][:300]
+    return None
 
 
 def _prefix_constants(graphs: list, values: list[list[int]]) -> None:
@@ -318,14 +377,79 @@ def upper(input_shapes: dict[str, Any]) -> dict[str, list[int]]:
     return {k: [d[1] if is_bounded(d) else d for d in v] for k, v in input_shapes.items()}
 
 
-def check_with_runtime(data: bytes, graphs: list, bounds: Bounds, values: list[list[int]]) -> None:
+# Values per swept dimension at most (evenly spread, ends included) in sweep_scratch.
+SWEEP_MAX = 1024
+
+
+def sweep_scratch(graphs: list) -> list[int]:
+    """Each node's scratch, at least its largest over the sample graphs and over a sweep of
+    its input sizes: a varying input dim takes every value between its smallest and
+    largest over the samples (the others at their largest), since a scratch need can
+    follow a size non-monotonically (conv_transpose2d's row chunks: rows * W with rows =
+    budget // W). Values the op refuses (sizes no input size gives) are skipped."""
+    from . import ops as edgert_ops
+    g0 = graphs[0]
+    out = []
+    for k, n in enumerate(g0.nodes):
+        fn = edgert_ops.get(n.op).scratch
+        if fn is None:
+            out.append(0)
+            continue
+        best = max(int(fn(g.nodes[k], g)) for g in graphs)
+        shapes = [[tuple(g.tensors[t].shape) if t and not g.tensors[t].is_const else None for t in g.nodes[k].inputs]
+                  for g in graphs]
+        top, varying = {}, []
+        for j, shp in enumerate(shapes[0]):
+            if shp is None or any(s[j] is None or len(s[j]) != len(shp) for s in shapes):
+                continue
+            for d in range(len(shp)):
+                vs = [s[j][d] for s in shapes]
+                if min(vs) != max(vs):
+                    varying.append((j, d, min(vs), max(vs)))
+                top[j] = tuple(max(s[j][e] for s in shapes) for e in range(len(shp)))
+        if not varying:
+            out.append(best)
+            continue
+        saved = {j: g0.tensors[n.inputs[j]].shape for j in top}
+        try:
+            for j, d, lo, hi in varying:
+                span = hi - lo
+                step = max(1, -(-span // SWEEP_MAX))
+                for v in sorted(set(range(lo, hi + 1, step)) | {hi}):
+                    for i, shp in top.items():
+                        g0.tensors[n.inputs[i]].shape = shp
+                    shp = list(top[j])
+                    shp[d] = v
+                    g0.tensors[n.inputs[j]].shape = tuple(shp)
+                    try:
+                        best = max(best, int(fn(n, g0)))
+                    except Exception:
+                        continue
+        finally:
+            for j, shp in saved.items():
+                g0.tensors[n.inputs[j]].shape = shp
+        out.append(best)
+    return out
+
+
+def check_with_runtime(data: bytes, graphs: list, bounds: Bounds, values: list[list[int]],
+                       invalid: list[tuple[list[int], dict, str]] = ()) -> None:
     """Loads the file in the C runtime and checks, at each sample size, the output shapes
-    it computes against the sample conversion's."""
+    it computes against the sample conversion's, and that it runs (its kernels' prepare
+    checks their scratch against the plan); at the sizes where the ONNX model itself
+    fails (invalid: (values, feeds, onnxruntime's error)), that the runtime refuses too."""
     from ..runtime import session as runtime
     try:
         sess = runtime.Session(data, max_contexts=1)
     except Exception as e:  # the loader's message names the node and op
         raise ConversionError(f"bounded dimensions: {e}") from None
+    for vals, feeds, why in invalid:
+        try:
+            sess.run(None, feeds)
+        except Exception:
+            continue
+        raise ConversionError(f"bounded dimensions: at sizes {vals} the model fails in onnxruntime ({why}), but the "
+                              f"runtime would run it; narrow the bounds")
     for g, vals in zip(graphs, values):
         feeds = {}
         for name in g.inputs:

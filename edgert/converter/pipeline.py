@@ -182,8 +182,21 @@ def _convert_bounded(model, input_shapes, bounds, values, optimize, sparse, quan
     quantize the graph at every sample size alike."""
     from . import bounds as bounds_
     from .quant.pipeline import quantize_graph
-    vals = bounds_.sample_values(bounds)
-    graphs = [build_graph(model, bounds_.concrete(input_shapes, bounds, v), values, optimize) for v in vals]
+    vals, graphs, invalid, ort_cache = [], [], [], {}
+    for v in bounds_.sample_values(bounds):
+        shapes = bounds_.concrete(input_shapes, bounds, v)
+        try:
+            graphs.append(build_graph(model, shapes, values, optimize))
+            vals.append(v)
+        except ConversionError as e:
+            # A size the ONNX model itself cannot run (onnxruntime fails too) is no sample;
+            # the runtime must refuse it (check_with_runtime). Else edgert cannot follow it.
+            why = bounds_.model_fails_at(model, shapes, values, ort_cache) if graphs else None
+            if why is None:
+                raise ConversionError(f"bounded dimensions: the model does not convert at sizes {v} within the "
+                                      f"bounds: {e}") from None
+            feeds = {k: a for k, a in bounds_.onnx_input_feeds(model, shapes, values).items() if k not in values}
+            invalid.append((v, feeds, why))
     calibrated = None
     if quantize == "int8":
         # int8 global average pooling folds 1 / (spatial size) into its multiplier: it stays
@@ -205,13 +218,12 @@ def _convert_bounded(model, input_shapes, bounds, values, optimize, sparse, quan
     bounds_.derive_rules(graphs, bounds, vals)
     g = graphs[0]
     g.metadata["bounds"] = bounds
-    needs = [planner.scratch_bytes(x) for x in graphs]
-    g.metadata["scratch_at_least"] = [max(k) for k in zip(*needs)]
+    g.metadata["scratch_at_least"] = bounds_.sweep_scratch(graphs)
     meta = {"source": src, "bounds": {s.name: [s.lo, s.hi] for s in bounds.symbols}}
     if summary is not None:
         meta["quantization"] = summary
     data = serialize(g, meta)
-    bounds_.check_with_runtime(data, graphs, bounds, vals)
+    bounds_.check_with_runtime(data, graphs, bounds, vals, invalid)
     return data
 
 
