@@ -20,12 +20,17 @@ def test_node_case(case):
         assert status in ("pass", "rejected"), f"{status}: {why}"
 
 
-def test_allowlist_covers_80_op_types():
+def test_allowlist_covers_the_op_types():
+    """98 op types pass every case; 133 are clean (some cases pass, every other is
+    rejected at conversion, none computed wrongly: test_node_case checks the last part)."""
     by_op = {}
     for c in ALL:
         by_op.setdefault(op_type_of(c), []).append(c.name)
-    full = [op for op, names in by_op.items() if "+" not in op and all(n in ALLOWED for n in names)]
-    assert len(full) >= 80, f"only {len(full)} op types pass all their cases: {sorted(full)}"
+    by_op = {op: names for op, names in by_op.items() if "+" not in op}
+    full = [op for op, names in by_op.items() if all(n in ALLOWED for n in names)]
+    clean = [op for op, names in by_op.items() if any(n in ALLOWED for n in names)]
+    assert len(full) >= 95, f"only {len(full)} op types pass all their cases: {sorted(full)}"
+    assert len(clean) >= 125, f"only {len(clean)} op types pass some cases: {sorted(clean)}"
 
 
 def test_allowlist_names_exist():

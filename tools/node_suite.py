@@ -157,6 +157,10 @@ def main() -> int:
     print(f"cases: {dict(counts)}")
     print(f"op types with every case passing: {len(full)}")
     print("  " + " ".join(full))
+    clean = sorted(op for op, names in by_op.items()
+                   if "+" not in op and any(status[n][0] == "pass" for n in names)
+                   and all(status[n][0] in ("pass", "rejected") for n in names))
+    print(f"op types clean (some cases pass, every other is rejected, none wrong): {len(clean)}")
     print(f"op types with some cases passing: {len(partial)}")
     print("  " + " ".join(f"{op}({sum(status[n][0] == 'pass' for n in by_op[op])}/{len(by_op[op])})" for op in partial))
     if args.write_allowlist:

@@ -171,13 +171,24 @@ def _conv_transpose(ctx: LowerCtx) -> None:
     if not grow or not any(b or e for b, e in grow):
         ctx.emit("conv_transpose2d", inputs, attrs, outputs=ctx.outputs[:1])
         return
-    y, = ctx.emit("conv_transpose2d", inputs, attrs)
+    # The zeros of the extension get the bias too (the spec adds B to every output): the
+    # transposed convolution without it, the zeros, then B added.
+    bias = None
+    if ctx.has(2):
+        ctx.require_const(2, "B of a ConvTranspose whose SAME padding is negative")
+        bias = ctx.derived_const(2, "channels_last_axes", lambda v: v.reshape([-1] + [1] * (1 if n == 1 else n)),
+                                 "bias")
+    y, = ctx.emit("conv_transpose2d", inputs[:2], attrs)
     full = [0] * (n + 2) + [0] * (n + 2)
     for i, (b, e) in enumerate(grow):
         full[2 + i], full[n + 2 + 2 + i] = b, e
     if n == 1:  # the edgert op's height-1 form keeps rank 3
         full = [0, 0, grow[0][0], 0, 0, grow[0][1]]
-    ctx.emit("pad", [y], {"mode": "constant", "pads": full, "value": 0.0}, outputs=ctx.outputs[:1])
+    if bias is None:
+        ctx.emit("pad", [y], {"mode": "constant", "pads": full, "value": 0.0}, outputs=ctx.outputs[:1])
+        return
+    z, = ctx.emit("pad", [y], {"mode": "constant", "pads": full, "value": 0.0})
+    ctx.emit("add", [z, bias], {}, outputs=ctx.outputs[:1])
 
 
 # ---- dense ---------------------------------------------------------------------------
