@@ -58,7 +58,8 @@ Classes:
   mismatch   shape or value disagreement not explained by DEVIATIONS (kind:
              "edgert_off": onnxruntime and the reference agree and edgert differs;
              "ort_off": edgert agrees with the reference, onnxruntime differs;
-             "all_differ": the three disagree);
+             "all_differ": the three disagree; "no_reference": the reference refused
+             the graph or is out for a quirk, and edgert differs from onnxruntime);
   deviation  a disagreement explained by an entry of DEVIATIONS.
 Exit status 1 when there is a crash or an unexplained mismatch.
 
@@ -127,7 +128,7 @@ class Deviation:
     spec: str                           # the ONNX spec text relied on
     edgert: str
     onnxruntime: str
-    situations: tuple                   # the disagreements it explains: "ort_off", "edgert_off", "all_differ"
+    situations: tuple                   # the disagreements it explains (see the module docstring's kinds)
     check: Callable | None = None       # (edgert outputs, onnxruntime outputs) -> bool: the values fit the entry
 
 
@@ -343,7 +344,7 @@ def _half_pixel_symmetric_fractional(node, shapes) -> bool:
     return any(abs(x[i] * sc[i] - out[i]) > 1e-6 for i in range(len(x)))
 
 
-ANY = ("ort_off", "edgert_off", "all_differ")
+ANY = ("ort_off", "edgert_off", "all_differ", "no_reference")
 _CURRENT_INITS: dict = {}  # the case's initializers while DEVIATIONS are matched
 
 # Only entries checked against the spec text with a float64 implementation of that text
@@ -373,7 +374,7 @@ DEVIATIONS: list[Deviation] = [
         edgert="refuses the node ('the window is larger than the padded input'); a bug: the spec gives an "
                "empty output (issue 31). Once fixed: an empty axis, as onnx.reference",
         onnxruntime="divides with truncation toward zero, so it returns one window",
-        situations=("ort_off",)),
+        situations=("ort_off", "no_reference")),
     Deviation(
         name="pool_same_dilated",
         op="MaxPool/AveragePool/LpPool", condition="auto_pad=SAME_UPPER|SAME_LOWER and any dilation > 1",
@@ -475,7 +476,7 @@ DEVIATIONS: list[Deviation] = [
         edgert="output in * stride; the negative padding extends the output with zeros (plus bias), as "
                "onnx.reference does",
         onnxruntime="clamps the padding at 0: output stride * (in - 1) + ... + 1, shorter than in * stride",
-        situations=("ort_off",)),
+        situations=("ort_off", "no_reference")),
 ]
 
 
@@ -546,7 +547,20 @@ def _pool_reference_shape_off(node, shapes, inits) -> bool:
     return False
 
 
+def _pytorch_half_pixel_to_one(node, shapes, inits) -> bool:
+    if node.op_type != "Resize" or _bstr(_attr(node, "coordinate_transformation_mode", b"")) != "pytorch_half_pixel":
+        return False
+    y = shapes.get(node.output[0])
+    return y is None or 1 in tuple(y)[2:] or 1 in tuple(y)[:2]
+
+
 REFERENCE_QUIRKS: list[ReferenceQuirk] = [
+    ReferenceQuirk(
+        name="resize_pytorch_half_pixel_length_one",
+        op="Resize", condition="coordinate_transformation_mode=pytorch_half_pixel with an output length of 1",
+        match=_pytorch_half_pixel_to_one,
+        spec="'x_original = length_resized > 1 ? (x_resized + 0.5) / scale - 0.5 : 0'",
+        reference="uses x_original = -0.5 there in cubic mode (a 1, 2, 4 axis resized to 1 gives 0.906, not 1)"),
     ReferenceQuirk(
         name="resize_nearest_half_pixel_symmetric",
         op="Resize", condition="mode=nearest, coordinate_transformation_mode=half_pixel_symmetric",
@@ -1504,8 +1518,11 @@ def classify(model, feeds, want_edgert=True) -> dict:
         quirks = sorted({q.name for q in REFERENCE_QUIRKS for n in model.graph.node if q.match(n, shapes, inits)})
         if quirks:  # the reference departs from the spec here: onnxruntime alone decides
             rec["reference_quirks"] = quirks
-            if ort_out is not None:
-                ref_out = None  # its sensitivities still measure the graph's conditioning
+            if ort_out is None:  # and onnxruntime refused: no oracle is left
+                rec.update(cls="invalid", cause="only onnx.reference accepts the graph, and it departs from the "
+                                                "spec here: " + ", ".join(quirks))
+                return rec
+            ref_out = None  # its sensitivities still measure the graph's conditioning
     if ort_out is None and ref_out is None:
         rec["cls"] = "invalid"
         return rec
@@ -1546,7 +1563,7 @@ def classify(model, feeds, want_edgert=True) -> dict:
     elif vs_ort is None or (ort_ref is not None and all(ok for ok, _ in ort_ref)):
         situation = "edgert_off"
     elif vs_ref is None:
-        situation = "edgert_off"  # no reference: onnxruntime decides
+        situation = "no_reference"  # the reference refused the graph (or a quirk): onnxruntime decides alone
     else:
         situation = "all_differ"
     bad = next(i for i, (ok, _) in enumerate(primary) if not ok)

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from . import passes, planner
+from . import passes
 from ..errors import ConversionError, EdgertError
 from .frontend.onnx_import import import_onnx, load_onnx
 from .emit import serialize
