@@ -163,7 +163,13 @@ def _same_dilated_pool(node, shapes) -> bool:
 
 
 def _same_pool_negative_total(node, shapes) -> bool:
-    g = _pool_geometry(node, shapes) if node.op_type in POOLS else None
+    g = _pool_geometry(node, shapes) if node.op_type in POOLS + ("Conv",) else None
+    if g is None and node.op_type == "Conv" and len(node.input) > 1 and node.input[1] in shapes:
+        x = shapes.get(node.input[0])
+        nd = len(shapes[node.input[1]]) - 2
+        g = None if x is None else (list(x[2:]), list(shapes[node.input[1]][2:]),
+                                    list(_attr(node, "strides") or [1] * nd), list(_attr(node, "dilations") or [1] * nd),
+                                    _bstr(_attr(node, "auto_pad", b"NOTSET")), 0)
     if g is None or g[4] not in ("SAME_UPPER", "SAME_LOWER"):
         return False
     sp, k, st, dl = g[:4]
@@ -446,8 +452,8 @@ DEVIATIONS: list[Deviation] = [
         situations=ANY),
     Deviation(
         name="pool_same_negative_total_pad",
-        op="MaxPool/AveragePool/LpPool", condition="auto_pad=SAME_* where the spec's pad_shape is negative "
-                                                   "(stride larger than the kernel extent)",
+        op="MaxPool/AveragePool/LpPool/Conv", condition="auto_pad=SAME_* where the spec's pad_shape is "
+                                                        "negative (stride larger than the kernel extent)",
         match=_same_pool_negative_total,
         spec=("'pad_shape[i] = (output_spatial_shape[i] - 1) * strides_spatial_shape[i] + "
               "((kernel_spatial_shape[i] - 1) * dilations[i] + 1) - input_spatial_shape[i]' can be negative; "
@@ -540,9 +546,13 @@ def _pool_reference_shape_off(node, shapes, inits) -> bool:
     if ap == "VALID":
         return any(y[2 + i] != max(0, (x[2 + i] - ((k[i] - 1) * dl[i] + 1)) // st[i] + 1) for i in range(nd))
     p = list(_attr(node, "pads") or [0] * 2 * nd)
+    ceil = _attr(node, "ceil_mode", 0)
     for i in range(nd):
         n = x[2 + i] + p[i] + p[i + nd] - ((k[i] - 1) * dl[i] + 1)
-        if y[2 + i] > -(-n // st[i]) + 1:
+        want = (-(-n // st[i]) if ceil else n // st[i]) + 1
+        if ceil and want > 0 and (want - 1) * st[i] >= x[2 + i] + p[i]:
+            want -= 1  # a last window that would start in the end padding is dropped (all implementations)
+        if y[2 + i] != max(want, 0):
             return True
     return False
 
