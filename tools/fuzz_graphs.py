@@ -419,6 +419,13 @@ DEVIATIONS: list[Deviation] = [
                     "other values",
         situations=("ort_off",)),
     Deviation(
+        name="mvn_constant_slice_no_reference",
+        op="MeanVarianceNormalization", condition="as mvn_constant_slice, in a graph the reference refuses: "
+                                                  "every disagreement is a NaN of onnxruntime where edgert is finite",
+        match=lambda n, sh: n.op_type == "MeanVarianceNormalization",
+        spec="as mvn_constant_slice", edgert="as mvn_constant_slice", onnxruntime="as mvn_constant_slice",
+        situations=("no_reference",), check=_only_ort_nan),
+    Deviation(
         name="resize_tf_crop_unit_scale_axis",
         op="Resize", condition="coordinate_transformation_mode=tf_crop_and_resize, an axis whose output length "
                               "equals its input length while its roi is not [0, 1]",
@@ -427,7 +434,7 @@ DEVIATIONS: list[Deviation] = [
              "/ (length_resized - 1)': the roi applies on every axis, scale 1 or not",
         edgert="as the spec (checked by hand on a 6-long axis with roi 0.1..0.9); onnx.reference agrees",
         onnxruntime="copies such an axis unchanged, ignoring its roi",
-        situations=("ort_off",)),
+        situations=("ort_off", "no_reference")),
     Deviation(
         name="resize_half_pixel_symmetric_fractional",
         op="Resize", condition="mode=cubic, coordinate_transformation_mode=half_pixel_symmetric, by scales, "
