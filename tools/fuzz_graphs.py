@@ -326,16 +326,27 @@ def _resize_lengths(node, shapes, inits):
     return None
 
 
-def _tf_crop_unit_scale_axis(node, shapes) -> bool:
-    if node.op_type != "Resize" or _bstr(_attr(node, "coordinate_transformation_mode", b"")) != "tf_crop_and_resize":
+def _resize_kept_length_axis(node, shapes) -> bool:
+    """Resize with an axis whose output length equals its input length although its mapping
+    is not the identity (a scale other than 1, or a tf_crop_and_resize roi other than [0, 1])."""
+    coord = _bstr(_attr(node, "coordinate_transformation_mode", b"half_pixel"))
+    if node.op_type != "Resize" or coord == "align_corners":
         return False
     got = _resize_lengths(node, shapes, _CURRENT_INITS)
-    roi = _CURRENT_INITS.get(node.input[1]) if len(node.input) > 1 else None
-    if got is None or roi is None:
+    if got is None:
         return True
-    x, out, _ = got
+    x, out, sc = got
     r = len(x)
-    return any(out[i] == x[i] and (roi[i] != 0 or roi[r + i] != 1) for i in range(r))
+    roi = _CURRENT_INITS.get(node.input[1]) if len(node.input) > 1 and node.input[1] else None
+    for i in range(r):
+        if out[i] != x[i] or x[i] < 2:
+            continue
+        if coord == "tf_crop_and_resize":
+            if roi is None or roi[i] != 0 or roi[r + i] != 1:
+                return True
+        elif abs(sc[i] - 1) > 1e-6:
+            return True
+    return False
 
 
 def _half_pixel_symmetric_fractional(node, shapes) -> bool:
@@ -426,14 +437,16 @@ DEVIATIONS: list[Deviation] = [
         spec="as mvn_constant_slice", edgert="as mvn_constant_slice", onnxruntime="as mvn_constant_slice",
         situations=("no_reference",), check=_only_ort_nan),
     Deviation(
-        name="resize_tf_crop_unit_scale_axis",
-        op="Resize", condition="coordinate_transformation_mode=tf_crop_and_resize, an axis whose output length "
-                              "equals its input length while its roi is not [0, 1]",
-        match=_tf_crop_unit_scale_axis,
-        spec="'x_original = start_x * (length_original - 1) + x_resized * (end_x - start_x) * (length_original - 1) "
-             "/ (length_resized - 1)': the roi applies on every axis, scale 1 or not",
-        edgert="as the spec (checked by hand on a 6-long axis with roi 0.1..0.9); onnx.reference agrees",
-        onnxruntime="copies such an axis unchanged, ignoring its roi",
+        name="resize_kept_length_axis",
+        op="Resize", condition="an axis whose output length equals its input length although its mapping is not "
+                              "the identity: scale != 1 (e.g. 3 * 1.2 -> 3), or tf_crop_and_resize with a roi "
+                              "other than [0, 1] on it",
+        match=_resize_kept_length_axis,
+        spec="the coordinate formulas use the given scale (asymmetric: 'x_original = x_resized / scale'; half_pixel: "
+             "'(x_resized + 0.5) / scale - 0.5'; ...) and tf_crop_and_resize's roi on every axis",
+        edgert="as the spec (checked: linear 3 -> 3 at scale 1.2 in asymmetric, half_pixel, pytorch_half_pixel, "
+               "half_pixel_symmetric; tf_crop_and_resize roi 0.1..0.9 on a 6 -> 6 axis); onnx.reference agrees",
+        onnxruntime="copies such an axis unchanged",
         situations=("ort_off", "no_reference")),
     Deviation(
         name="resize_half_pixel_symmetric_fractional",
