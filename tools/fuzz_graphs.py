@@ -29,20 +29,25 @@ onnx.reference and onnxruntime; a node whose output shape they disagree on is ke
 as a graph output, so no later node is built on a shape that is in dispute.
 
 Tolerance rule (conditioning-scaled). The reference runs the float64 graph three
-times: once exactly, and twice with every node's inputs and outputs multiplied by
-(1 + u), u uniform in [-NOISE, NOISE] with NOISE = 2**-22 (about two float32 ulps, a
-model of float32 rounding at every step, independent per element and per run). The
-sensitivity of output element i is
+times: once exactly, and twice with noise that models float32 rounding at every step:
+each node's data inputs are multiplied by (1 + u), and each output y becomes
+y * (1 + u) + u' * m, where u, u' are uniform in [-NOISE, NOISE], NOISE = 2**-22 (about
+two float32 ulps), independent per element and per run, and m is the largest finite
+|operand| of that node (the absolute error of a sum that cancels, of log near 1, ...).
+Inputs that select shapes or coordinates (Resize's roi, scales, sizes) are not perturbed.
+The sensitivity of output element i is
     sens_i = max over the noisy runs |y_noisy_i - y_i|
 and a result r (edgert's or onnxruntime's) agrees with the exact y when, for every i,
     |r_i - y_i| <= ATOL + RTOL * |y_i| + K_SENS * sens_i
 with ATOL = 1e-5 * (1 + mean |y|), RTOL = 1e-4, K_SENS = 16; NaN must meet NaN and an
-infinity the same infinity (or a finite value where sens_i is itself infinite or NaN).
-So a well-conditioned graph is held to about 1e-4 relative, while Tan near a pole,
-exp of large values, a sum that cancels or a Floor/Round/Sign/max-tie that float32
-rounding can flip gets the slack its own sensitivity shows. edgert against onnxruntime
-uses the same tolerance (both computed in float32); where there is no reference (it
-refused the graph) a fixed RTOL = ATOL = 1e-3 is used.
+infinity the same infinity (anything goes where sens_i is itself infinite). So a
+well-conditioned graph is held to about 1e-4 relative, while Tan near a pole, exp of
+large values, a sum that cancels, or a Floor/Round/Sign/max tie that float32 rounding
+can flip gets the slack its own sensitivity shows. edgert against onnxruntime uses the
+same tolerance (both compute in float32). Where there is no reference (it refused the
+graph) a fixed RTOL = ATOL = 1e-3 is used. When edgert and onnxruntime disagree but
+edgert meets the reference under the rule and onnxruntime is within the fixed 1e-3 of
+it, the case passes (onnxruntime's own rounding, e.g. in InstanceNormalization).
 
 Classes:
   pass       edgert agrees with onnxruntime (or with the reference where onnxruntime
@@ -585,6 +590,14 @@ def _pytorch_half_pixel_to_one(node, shapes, inits) -> bool:
 
 
 REFERENCE_QUIRKS: list[ReferenceQuirk] = [
+    ReferenceQuirk(
+        name="conv_transpose_grouped",
+        op="ConvTranspose", condition="group > 1",
+        match=lambda n, sh, ini: n.op_type == "ConvTranspose" and _attr(n, "group", 1) > 1,
+        spec="the grouped transposed convolution: input channels split in `group` groups, W of shape "
+             "(C, M / group, k...)",
+        reference="fails to reshape W for some shapes ('cannot reshape array of size 32 into shape (1,1,8)') and "
+                  "gives wrong values for others (SAME_UPPER, group 2, kernel 1, stride 2: 0.44 off the spec)"),
     ReferenceQuirk(
         name="resize_pytorch_half_pixel_length_one",
         op="Resize", condition="coordinate_transformation_mode=pytorch_half_pixel with an output length of 1",
@@ -1588,6 +1601,11 @@ def classify(model, feeds, want_edgert=True) -> dict:
         return rec
     ort_ref = [agree(o, r, s) for o, r, s in zip(ort_out, ref_out, sens)] \
         if ort_out is not None and ref_out is not None else None
+    if vs_ref is not None and all(ok for ok, _ in vs_ref) and ort_out is not None and all(
+            agree(o, r)[0] for o, r in zip(ort_out, ref_out)):
+        rec["cls"] = "pass"  # edgert matches the reference; onnxruntime is within FIXED_TOL of it (its own rounding)
+        rec["note"] = "onnxruntime off the reference by less than FIXED_TOL"
+        return rec
     if vs_ref is not None and all(ok for ok, _ in vs_ref):
         situation = "ort_off"
     elif vs_ort is None or (ort_ref is not None and all(ok for ok, _ in ort_ref)):
