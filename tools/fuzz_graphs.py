@@ -366,6 +366,13 @@ def _half_pixel_symmetric_fractional(node, shapes) -> bool:
     return any(abs(x[i] * sc[i] - out[i]) > 1e-6 for i in range(len(x)))
 
 
+def _only_edgert_nan(e_out, ort_out) -> bool:
+    """Every disagreement is a NaN of edgert where onnxruntime has a number."""
+    if ort_out is None:
+        return False
+    return _only_ort_nan(ort_out, e_out)
+
+
 ANY = ("ort_off", "edgert_off", "all_differ", "no_reference")
 _CURRENT_INITS: dict = {}  # the case's initializers while DEVIATIONS are matched
 
@@ -464,6 +471,17 @@ DEVIATIONS: list[Deviation] = [
         edgert="as the spec, with the fractional output_width; onnx.reference agrees",
         onnxruntime="differs in cubic mode on such axes (its adjustment is not the spec's there)",
         situations=("ort_off",)),
+    Deviation(
+        name="nan_propagation",
+        op="ReduceMax/ReduceMin/ReduceMean/MaxPool/Max/Min...", condition="a NaN inside the graph (Pow of a negative "
+                                                                        "base, 0/0, ...) that onnxruntime drops",
+        match=lambda n, sh: True,
+        spec="the spec's ops are defined elementwise on IEEE floats (numpy semantics): a NaN operand gives a NaN "
+             "result; no op says NaN is skipped",
+        edgert="propagates the NaN, as onnx.reference does",
+        onnxruntime="its max/min reductions and pools skip NaN (std::max keeps the other operand), so a NaN "
+                    "disappears",
+        situations=("ort_off", "no_reference"), check=_only_edgert_nan),
     Deviation(
         name="pool_valid_ceil",
         op="MaxPool/AveragePool/LpPool", condition="auto_pad=VALID and ceil_mode=1",
