@@ -586,7 +586,7 @@ def test_board_wheel_pip_install(arch, tmp_path, workdir, real_model, board_venv
     script = tmp_path / "run.py"
     script.write_text(
         "import importlib.util, sys, numpy as np, edgert\n"
-        "from edgert import _abi\n"
+        "from edgert.runtime import _abi\n"
         "assert edgert.__file__.startswith(sys.argv[1]), edgert.__file__\n"
         "assert importlib.util.find_spec('edgert._edgert_c') is None  # ABI mode only\n"
         "assert _abi.find_library().startswith(sys.argv[1])\n"

@@ -531,7 +531,7 @@ static edgert_status window_shape(ert_node *node, ert_err *err) {
   dims[rank - 1] = ert_window_out(x->shape[rank - 1], ert_pi(node, P_KW), ert_pi(node, P_SW),
                                   ert_pi(node, P_DW), ert_pi(node, P_PL), ert_pi(node, P_PR), ceil_mode);
   if ((!rank1d && dims[2] < 0) || dims[rank - 1] < 0)
-    return ert_fail(err, EDGERT_ERR_SHAPE, "pool '%s': the input is smaller than the window", node->name);
+    return ert_fail(err, EDGERT_ERR_SHAPE, "%s '%s': window larger than the padded input", "pool", node->name);
   ert_tensor_set_shape(y, rank, dims);
   return EDGERT_OK;
 }

@@ -13,12 +13,10 @@
  * shape, and every caller refuses it (convolutions refuse below 1). */
 static inline int64_t ert_window_out(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0,
                                      int64_t p1, int ceil_mode) {
-  const int64_t span = d * (k - 1) + 1, num = in + p0 + p1 - span;
-  /* floor and ceil division for a numerator of either sign (s >= 1) */
-  const int64_t fl = num >= 0 ? num / s : -((-num + s - 1) / s);
-  if (!ceil_mode) return fl + 1;
-  int64_t out = (num >= 0 ? (num + s - 1) / s : -(-num / s)) + 1;
-  if (out > 0 && (out - 1) * s >= in + p0) --out;
+  /* floor(q / s) for q of either sign, s >= 1; ceil(a / s) is floor((a + s - 1) / s) */
+  const int64_t q = in + p0 + p1 - (d * (k - 1) + 1) + (ceil_mode ? s - 1 : 0);
+  int64_t out = (q >= 0 ? q / s : -((s - 1 - q) / s)) + 1;
+  if (ceil_mode && out > 0 && (out - 1) * s >= in + p0) --out;
   return out;
 }
 

@@ -168,6 +168,16 @@ def _conv_transpose(ctx: LowerCtx) -> None:
     attrs = {"group": int(ctx.attr("group", 1)), **_window_attrs(kernel, strides, dilations, pads),
              "output_padding": _to_2d(out_pad, 0) if n == 1 else out_pad}
     inputs = [ctx.input(0), ctx.input(1)] + ([ctx.input(2)] if ctx.has(2) else [])
+    if 0 in x_shape:  # no input element reaches the output: it is B (or 0) everywhere, a constant
+        dims = [strides[i] * (x_shape[2 + i] - 1) + out_pad[i] + (kernel[i] - 1) * dilations[i] + 1 - pads[i] - pads[n + i]
+                + (grow[i][0] + grow[i][1] if grow else 0) for i in range(n)]
+        if min(dims) < 0:
+            ctx.fail(f"the output length {dims} of an empty input is negative")
+        b = ctx.require_const(2, "B of a ConvTranspose of an empty input") if ctx.has(2) else np.zeros(1, np.float32)
+        c_out = w_shape[1] * int(ctx.attr("group", 1))
+        y = np.zeros([x_shape[0], c_out] + dims, np.float32) + np.asarray(b, np.float32).reshape([-1] + [1] * n)
+        ctx.alias(0, ctx.add_const(y, "empty_input"))
+        return
     if not grow or not any(b or e for b, e in grow):
         ctx.emit("conv_transpose2d", inputs, attrs, outputs=ctx.outputs[:1])
         return
