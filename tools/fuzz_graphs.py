@@ -400,8 +400,8 @@ DEVIATIONS: list[Deviation] = [
         spec="'output_spatial_shape[i] = floor((input_spatial_shape[i] + pad_shape[i] - dilation[i] * "
              "(kernel_shape[i] - 1) - 1) / strides_spatial_shape[i] + 1)': negative numerator, floor gives 0 "
              "(or fewer) windows",
-        edgert="refuses the node ('the window is larger than the padded input'); a bug: the spec gives an "
-               "empty output (issue 31). Once fixed: an empty axis, as onnx.reference",
+        edgert="an empty axis (0 windows), as the formula and onnx.reference; a negative length is refused at "
+               "conversion",
         onnxruntime="divides with truncation toward zero, so it returns one window",
         situations=("ort_off", "no_reference")),
     Deviation(
