@@ -1732,9 +1732,11 @@ MODES = {"float32": mode_float32, "int8": mode_int8, "bounded": mode_bounded}
 # Workers: every edgert call runs in a worker process; a dead worker is a crash
 # --------------------------------------------------------------------------------------
 
-def _worker(conn, mode, stage):
+def _worker(conn, mode, stage, edgert_home=None):
     global _STAGE
     _STAGE = stage
+    if edgert_home:  # the edgert the driver imported (the installed one under pytest), not the checkout's
+        sys.path.insert(0, edgert_home)
     warnings.filterwarnings("ignore", category=RuntimeWarning)  # numpy on empty and non-finite values
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     fn = MODES[mode]
@@ -1779,7 +1781,10 @@ class Worker:
     def start(self):
         self.conn, child = self.ctx.Pipe()
         self.stage = self.ctx.Value("i", 0, lock=False)
-        self.proc = self.ctx.Process(target=_worker, args=(child, self.mode, self.stage), daemon=True)
+        import edgert
+
+        home = os.path.dirname(os.path.dirname(os.path.abspath(edgert.__file__)))
+        self.proc = self.ctx.Process(target=_worker, args=(child, self.mode, self.stage, home), daemon=True)
         self.proc.start()
         child.close()
         self.busy = None

@@ -34,7 +34,93 @@ def render() -> str:
               "Any op type is also accepted when all its inputs are constants (it is evaluated at",
               "conversion). These are always folded: " + ", ".join(folded) + ".", "",
               ", ".join(sorted(LOWERINGS)), ""]
-    return "\n".join(lines)
+    return "\n".join(lines) + deviations()
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def deviations() -> str:
+    """The known-deviation section: the random-graph tester's table (tools/fuzz_graphs.py,
+    DEVIATIONS and REFERENCE_QUIRKS: the one list it decides disagreements with) between
+    the prose of DEVIATIONS_INTRO and DEVIATIONS_NOTES."""
+    from tools import fuzz_graphs
+
+    rows, seen = ["| op | when | the ONNX text | edgert | onnxruntime |", "|---|---|---|---|---|"], set()
+    for d in fuzz_graphs.DEVIATIONS:
+        if (d.op, d.condition) not in seen:
+            seen.add((d.op, d.condition))
+            rows.append(f"| {_cell(d.op)} | {_cell(d.condition)} | {_cell(d.spec)} | {_cell(d.edgert)} | "
+                        f"{_cell(d.onnxruntime)} |")
+    rows += ["", "Where onnx's ReferenceEvaluator itself departs from the ONNX text, it is not used as an",
+             "oracle for that graph (onnxruntime decides alone):", ""]
+    rows += [f"- {q.op}: {_cell(q.condition)}" for q in fuzz_graphs.REFERENCE_QUIRKS]
+    return DEVIATIONS_INTRO + "\n".join(rows) + "\n" + DEVIATIONS_NOTES
+
+
+DEVIATIONS_INTRO = """
+## Known deviations
+
+Users check their exports on onnxruntime, so every place where edgert's answer differs
+from onnxruntime's is a decision, written down here. The rule: edgert follows the ONNX
+operator text; where the text is silent, it does what onnxruntime, PyTorch and
+TensorFlow users expect. The random-graph tester (`tools/fuzz_graphs.py`) holds this
+table as its `DEVIATIONS` list and decides every disagreement with it; a disagreement
+that no entry explains fails CI (`tests/test_fuzz_graphs.py`). Each entry was checked
+against a float64 implementation of the text and against onnx's ReferenceEvaluator.
+
+"""
+
+DEVIATIONS_NOTES = """
+Two decisions that differ from onnx's own node-test data (`tools/node_suite.py`,
+`DEVIATIONS`, checked against onnxruntime instead):
+
+- **Resize `align_corners` and `tf_crop_and_resize` at a non-integer scale** divide by
+  the integer output length less one: the text's `length_resized` is the length of the
+  resized axis, and onnxruntime and PyTorch (`F.interpolate(..., align_corners=True)`)
+  agree. onnx's ReferenceEvaluator and the suite's `test_resize_downsample_scales_*_align_corners`
+  data use the unrounded `scale * length`.
+- **Whole-number source coordinates are exact**: a coordinate that is an integer in
+  exact arithmetic (8.5 * 7 / 17 - 0.5 = 3) is snapped to it before a nearest pick or a tap
+  split, as onnxruntime's arithmetic lands on it; the ReferenceEvaluator's 1-ulp error
+  can pick the pixel before.
+
+### What edgert does at the edges
+
+- **Pooling windows longer than the padded input** give the formula's length: 0 windows
+  (an empty axis), or 1 in ceil mode when the division rounds up to 0. A negative length
+  (no valid shape) is refused at conversion, naming the node.
+- **Constant folding.** The importer evaluates shape arithmetic on constants (Shape,
+  Gather, Concat, Range, ...) with onnx's evaluator, and the float compute ops
+  (convolutions, pooling, normalizations, Pad, Resize, products, recurrent ops) with
+  edgert's own op references: those are the specification the kernels are tested
+  against, and onnx's evaluator refuses or gets wrong some of them (grouped and
+  `output_shape` transposed convolutions, SAME pooling in ceil mode, LpNormalization
+  p=1, GlobalMaxPool of rank 3, negative Pad). A convolution or product above 2^26
+  multiply-adds is not folded: it stays a node and runs in the runtime, as onnxruntime
+  runs it.
+- **Pad with negative pads** crops, constant or not.
+- **ConvTranspose SAME with a stride longer than the kernel**: the negative total padding
+  adds zeros (plus the bias) on both sides, split as the positive padding would be.
+
+### The random-graph tester
+
+`python tools/fuzz_graphs.py --seed S --graphs N [--minutes M] [--out DIR]` builds random
+DAGs of 3-15 nodes over 90 ONNX op types with random shapes and attributes (odd and prime
+sizes, size-1 dims, strides longer than kernels, constant sub-graphs), and compares
+edgert with onnxruntime and with onnx's ReferenceEvaluator run on a float64 copy of the
+graph. **Tolerances follow the graph's conditioning**: the float64 reference is run again
+twice with every node's inputs and outputs perturbed by about two float32 ulps (and an
+absolute noise on the operands' scale); an output element may be off by
+`1e-5 * (1 + mean|y|) + 1e-4 * |y| + 16 * sens`, where `sens` is how far the perturbed runs
+moved it. A well-conditioned graph is held to about 1e-4 relative; Tan near a pole, exp
+of large values, a cancelling sum or a rounding tie gets the slack its own sensitivity
+shows. Failures are shrunk to a minimal graph and written with a ready test; the ones
+found so far are regression tests (`tests/data/fuzz_cases/`, `tests/test_fuzz_cases.py`).
+`--mode int8` compares edgert's int8 file with its own float32 file by SQNR, with a floor
+per op; a bounded mode (random sizes within bounds) waits for the symbolic-shape work.
+"""
 
 
 def main() -> int:
