@@ -36,17 +36,14 @@ LOWERINGS: dict[str, Callable[["LowerCtx"], None]] = {}
 # converter limits").
 MAX_FOLDED_BYTES = 256 << 20
 
-# The most multiply-adds the importer spends on evaluating one node on constants (a
-# convolution or product of constants); a costlier node is lowered and runs in the
-# runtime, as onnxruntime would run it (passes/fold_constants.py keeps the same limit).
-MAX_FOLDED_MACS = 1 << 26
-
 # Ops that, on constant inputs, are lowered and folded with edgert's own references
 # rather than evaluated with onnx's: the float compute ops, whose references are the
 # specification edgert's kernels and onnxruntime are checked against (onnx's evaluator
 # disagrees with the ONNX text on some of them: grouped ConvTranspose, ConvTranspose with
 # output_shape, SAME padding in ceil mode, LpNormalization p=1, GlobalMaxPool of rank 3,
-# negative Pad). Shape arithmetic (Shape, Gather, Concat, Range, ...) stays with onnx.
+# negative Pad). A convolution or product above passes/fold_constants.MAX_FOLDED_MACS
+# stays a node and runs in the runtime. Shape arithmetic (Shape, Gather, Concat, Range,
+# ...) stays with onnx.
 FOLD_WITH_OWN_REFERENCES = {
     "Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool", "GlobalMaxPool", "GlobalAveragePool",
     "GlobalLpPool", "LpNormalization", "Pad", "Resize", "Upsample", "BatchNormalization", "InstanceNormalization",
@@ -464,8 +461,6 @@ class OnnxImporter:
         values = [g.tensors[i].data if i else None for i in ins]
         if op in FOLD_WITH_OWN_REFERENCES and op in LOWERINGS:
             return self._fold_by_lowering(node, opset)
-        if fold_macs(node, values) > MAX_FOLDED_MACS and op in LOWERINGS:
-            return False  # too much arithmetic for convert time: the node runs in the runtime
         n = check_fold_size(node, values)
         itemsize = max([np.asarray(v).dtype.itemsize for v in values if v is not None] + [4])
         if n is not None and n * itemsize > MAX_FOLDED_BYTES:
@@ -894,22 +889,6 @@ def check_attributes(node, opset: int) -> None:
 _BROADCAST = {"Add", "Sub", "Mul", "Div", "Pow", "Mod", "And", "Or", "Xor", "Equal", "Greater", "Less",
               "GreaterOrEqual", "LessOrEqual", "Where", "Max", "Min", "Mean", "Sum", "BitShift", "PRelu",
               "BitwiseAnd", "BitwiseOr", "BitwiseXor"}
-
-
-def fold_macs(node, values: list[np.ndarray | None]) -> int:
-    """An upper estimate of the multiply-adds of evaluating a convolution or a product on
-    these constant inputs (0 for other ops): every input position meets the whole
-    weight (times the strides for a transposed convolution)."""
-    op = node.op_type
-    shapes = [np.shape(v) if v is not None else None for v in values]
-    if op in ("Conv", "ConvTranspose", "ConvInteger") and len(shapes) > 1 and shapes[0] and shapes[1]:
-        x, w = shapes[0], shapes[1]
-        per_pixel = math.prod(x) // max(x[1], 1) if len(x) > 1 else math.prod(x)
-        strides = next((list(a.ints) for a in node.attribute if a.name == "strides"), [])
-        return per_pixel * math.prod(w) * (math.prod(strides) if op == "ConvTranspose" and strides else 1)
-    if op in ("MatMul", "Gemm", "MatMulInteger") and len(shapes) > 1 and shapes[0] and shapes[1]:
-        return math.prod(shapes[0]) * (shapes[1][-1] if len(shapes[1]) else 1)
-    return 0
 
 
 def check_fold_size(node, values: list[np.ndarray | None]) -> int | None:

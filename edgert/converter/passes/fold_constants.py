@@ -12,7 +12,7 @@ import numpy as np
 from .. import ops as edgert_ops
 from ..ir import Graph
 
-MAX_FOLDED_MACS = 1 << 26  # the importer's limit (frontend/onnx_import.py)
+MAX_FOLDED_MACS = 1 << 26  # also the importer's limit (it folds through fold_nodes)
 _PRODUCTS = {"conv2d", "conv_transpose2d", "gemm", "matmul"}
 
 
