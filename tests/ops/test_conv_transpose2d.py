@@ -125,3 +125,30 @@ def test_prepare_rejects_bad_params():
     model, feeds = _ct_model(x, w, rng.standard_normal(6).astype(np.float32), strides=[2, 1], pads=[1, 0, 0, 1],
                              output_padding=[1, 0], group=2)
     mutate_params(model, feeds)
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_same_at_random_strides_kernels_and_sizes(seed):
+    """SAME_UPPER / SAME_LOWER: output in * stride, the total padding split as the text
+    says, negative (a stride longer than the kernel's extent) included, the bias over the
+    extension too. Against the text as onnx's ReferenceEvaluator computes it (onnxruntime
+    clamps a negative total: docs/ops.md, "Known deviations"); random ranks, sizes,
+    kernels, strides and dilations."""
+    from onnx.reference import ReferenceEvaluator
+
+    rng = np.random.default_rng(seed)
+    rank = int(rng.integers(1, 3))
+    size = [int(v) for v in rng.integers(1, 8, rank)]
+    kernel = [int(v) for v in rng.integers(1, 4, rank)]
+    strides = [int(v) for v in rng.integers(1, 5, rank)]
+    dilations = [int(v) for v in rng.integers(1, 3, rank)]
+    x = rng.standard_normal([1, 2] + size).astype(np.float32)
+    w = rng.standard_normal([2, 3] + kernel).astype(np.float32)
+    b = rng.standard_normal(3).astype(np.float32)
+    node = helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], auto_pad=["SAME_UPPER", "SAME_LOWER"][seed % 2],
+                            kernel_shape=kernel, strides=strides, dilations=dilations)
+    model = make_model(node, {"x": x}, ["y"], {"w": w, "b": b}, opset=19)
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    got = edgert.Session(edgert.convert(model)).run(None, {"x": x})[0]
+    assert got.shape[2:] == tuple(n * st for n, st in zip(size, strides)), (got.shape, size, strides)
+    assert_close(got, want.astype(np.float32), 1e-4, 1e-4)
