@@ -44,7 +44,8 @@ assert _RECORD.size == RECORD_SIZE
 
 # ---- the BOUNDS section: symbols, their input dims, and the rules evaluated at run
 # time (docs/runtime.md, "Bounded dimensions")
-RULE_PARAM, RULE_OUTDIM, RULE_INFER, RULE_PARAM_SYM, RULE_RESIZE_NEAREST = 0, 1, 2, 3, 4
+RULE_PARAM, RULE_OUTDIM, RULE_INFER, RULE_PARAM_SYM, RULE_RESIZE_NEAREST, RULE_SAME, RULE_STEP = 0, 1, 2, 3, 4, 5, 6
+RULE_NO_NODE = 0xFFFFFFFF  # the node of a STEP rule (a constraint on a symbol, after every node's rules)
 
 _HEAD = struct.Struct("<IIII")
 _SYM = struct.Struct("<IIqq")
@@ -66,6 +67,12 @@ def unpack_bounds(data: bytes, strings: bytes, inputs: list[str]) -> dict[str, A
         i, d, s = _BIND.unpack_from(data, pos)
         pos += _BIND.size
         binds.append({"input": inputs[i] if i < len(inputs) else i, "dim": d, "symbol": syms[s]["name"]})
+    for _ in range(nr):
+        node, kind, sym, lo, step, hi = _RULE.unpack_from(data, pos)
+        pos += _RULE.size
+        if kind == RULE_STEP and node == RULE_NO_NODE and sym < len(syms):
+            mask = lo | (hi & 0xFFFFFFFF) << 32
+            syms[sym]["step"] = [step, [r for r in range(64) if mask >> r & 1]]
     return {"symbols": syms, "binds": binds, "rules": nr}
 
 

@@ -172,6 +172,8 @@ edgert_status edgert_model_output_info(const edgert_model *model, size_t index,
 typedef struct edgert_dim_info {
   const char *symbol;   /* the dimension's name in the model (lives as long as it) */
   int64_t lo, hi;       /* inclusive bounds */
+  int64_t step;         /* the model runs the sizes step * k + r only, for the r whose */
+  uint64_t residues;    /* bit is set here (step <= 64; step 1 and residues 1: every size) */
 } edgert_dim_info;
 
 edgert_status edgert_model_input_dim(const edgert_model *model, size_t index, size_t dim,
@@ -284,6 +286,11 @@ edgert_status edgert_session_set_input(edgert_session *session, size_t index,
  * EDGERT_ERR_SHAPE). Guarded like set_input; allocates nothing. */
 edgert_status edgert_session_set_input_shape(edgert_session *session, size_t index,
                                              size_t ndim, const int64_t *dims);
+/* Applies the input shapes set since the last run now, without running: the shape
+ * pass and the prepare of every node that follows them, as the next run would. Gives
+ * that run's shape error (EDGERT_ERR_SHAPE, EDGERT_ERR_PARAM) early, and the actual
+ * output shapes (edgert_session_output_info) before a run. Allocates nothing. */
+edgert_status edgert_session_prepare(edgert_session *session);
 /* The actual shapes in this session: an input's as last set, an output's as computed
  * by the last successful run (before any run: the upper bounds). */
 edgert_status edgert_session_input_info(const edgert_session *session, size_t index,

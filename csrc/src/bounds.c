@@ -51,14 +51,50 @@ static edgert_status out_rules(ert_node *n, const ert_rule *r0, const ert_rule *
   return EDGERT_OK;
 }
 
-/* The value a PARAM or PARAM_SYM rule gives; sym: the symbols' values. */
+/* The value a PARAM, PARAM_SYM or SAME rule gives; sym: the symbols' values. */
 static int64_t param_value(const ert_node *n, const ert_rule *r, const int64_t *sym) {
   if (r->kind == ERT_RULE_PARAM_SYM) return sym[r->in] + r->add;
-  return (int64_t)n->in[r->in]->shape[r->in_dim] + r->add;
+  const int64_t x = n->in[r->in]->shape[r->in_dim];
+  if (r->kind != ERT_RULE_SAME) return x + r->add;
+  /* ONNX auto_pad SAME: ceil(x / stride) outputs; the odd pad goes at the end (UPPER)
+   * or at the beginning (LOWER). */
+  const uint32_t a = (uint32_t)r->add, k = a & 0xFFFFu, stride = (a >> 16) & 0xFFFu;
+  const int64_t total = ((x + stride - 1) / stride - 1) * stride + k - x;
+  if (total <= 0) return 0;
+  const bool end = (a >> 28) & 1u, lower = (a >> 29) & 1u;
+  return end != lower ? total - total / 2 : total / 2;
 }
 
 static bool is_param(const ert_rule *r) {
-  return r->kind == ERT_RULE_PARAM || r->kind == ERT_RULE_PARAM_SYM || r->kind == ERT_RULE_RESIZE_NEAREST;
+  return r->kind == ERT_RULE_PARAM || r->kind == ERT_RULE_PARAM_SYM || r->kind == ERT_RULE_RESIZE_NEAREST ||
+         r->kind == ERT_RULE_SAME;
+}
+
+uint64_t ert_bounds_residues(const ert_bounds *b, uint32_t sym, uint32_t *step) {
+  *step = 1;
+  for (uint32_t q = b->n_rules; q-- > 0 && b->rules[q].node == ERT_RULE_NO_NODE;)
+    if (b->rules[q].in == sym) {
+      *step = b->rules[q].target;
+      return b->rules[q].in_dim | (uint64_t)(uint32_t)b->rules[q].add << 32;
+    }
+  return 1;
+}
+
+edgert_status ert_bounds_step(const ert_bounds *b, uint32_t sym, int64_t v, const char *input, size_t dim,
+                              ert_err *err) {
+  uint32_t step;
+  const uint64_t mask = ert_bounds_residues(b, sym, &step);
+  if (step < 2 || (mask >> (v % step) & 1u)) return EDGERT_OK;
+  char list[160] = "";
+  size_t len = 0;
+  for (uint32_t r = 0; r < step && len + 12 < sizeof list; r++)
+    if (mask >> r & 1u) len += (size_t)snprintf(list + len, sizeof list - len, len ? ", %u" : "%u", (unsigned)r);
+  const ert_sym *y = &b->syms[sym];
+  return ert_fail(err, EDGERT_ERR_SHAPE,
+                  "input '%s' dim %zu is %lld: the model runs '%s' = %u*k + r only, r in {%s} (here r = %u), "
+                  "within %lld..%lld",
+                  input, dim, (long long)v, y->name, (unsigned)step, list, (unsigned)(v % step), (long long)y->lo,
+                  (long long)y->hi);
 }
 
 /* Nearest resize (rules [r0, r1) include its RESIZE_NEAREST ones; see runtime.h): the

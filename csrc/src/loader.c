@@ -700,9 +700,15 @@ static edgert_status load_bounds(loader *L, edgert_model *m) {
     r->in_dim = rd32(p + 12);
     r->target = rd32(p + 16);
     r->add = (int32_t)rd32(p + 20);
-    if (r->node >= m->n_nodes || (i > 0 && r->node < b->rules[i - 1].node) || r->kind > ERT_RULE_RESIZE_NEAREST)
+    const bool step = r->kind == ERT_RULE_STEP;
+    const uint64_t mask = r->in_dim | (uint64_t)(uint32_t)r->add << 32;
+    if ((step ? r->node != ERT_RULE_NO_NODE || r->in >= ns || r->target < 2 || r->target > 64 || mask == 0 ||
+                    (r->target < 64 && mask >> r->target != 0)
+              : r->node >= m->n_nodes) ||
+        (i > 0 && r->node < b->rules[i - 1].node) || r->kind > ERT_RULE_STEP)
       return ert_fail(L->err, EDGERT_ERR_FORMAT, "BOUNDS rule %u: node out of range or order, or kind unknown",
                       (unsigned)i);
+    if (step) continue;
     const ert_node *n = &m->nodes[r->node];
     if (r->kind == ERT_RULE_PARAM_SYM) {
       if (r->in >= ns || r->target >= n->n_params)
@@ -711,9 +717,10 @@ static edgert_status load_bounds(loader *L, edgert_model *m) {
       continue;
     }
     if (r->in >= n->n_in || n->in[r->in] == NULL || r->in_dim >= (uint32_t)n->in[r->in]->ndim ||
-        (r->kind == ERT_RULE_PARAM && r->target >= n->n_params) ||
+        ((r->kind == ERT_RULE_PARAM || r->kind == ERT_RULE_SAME) && r->target >= n->n_params) ||
+        (r->kind == ERT_RULE_SAME && ((r->add & 0xFFFF) == 0 || ((r->add >> 16) & 0xFFF) == 0)) ||
         (r->kind == ERT_RULE_RESIZE_NEAREST && (r->in != 0 || r->add < 1 || strcmp(kind_op(n), "resize") != 0)) ||
-        (r->kind != ERT_RULE_PARAM &&
+        (r->kind != ERT_RULE_PARAM && r->kind != ERT_RULE_SAME &&
          (r->target / 8 >= n->n_out || r->target % 8 >= (uint32_t)n->out[r->target / 8]->ndim)))
       return ert_fail(L->err, EDGERT_ERR_FORMAT, "BOUNDS rule %u (node '%s'): operand out of range",
                       (unsigned)i, n->name);
@@ -908,6 +915,8 @@ edgert_status edgert_model_input_dim(const edgert_model *model, size_t index, si
   memset(info, 0, sizeof *info);
   info->symbol = "";
   info->lo = info->hi = t->shape[dim];
+  info->step = 1;
+  info->residues = 1;
   const ert_bounds *b = model->bounds;
   for (uint32_t k = 0; b != NULL && k < b->n_binds; k++) {
     if (b->binds[k].input != index || b->binds[k].dim != dim) continue;
@@ -915,6 +924,9 @@ edgert_status edgert_model_input_dim(const edgert_model *model, size_t index, si
     info->symbol = y->name;
     info->lo = y->lo;
     info->hi = y->hi;
+    uint32_t step;
+    info->residues = ert_bounds_residues(b, b->binds[k].sym, &step);
+    info->step = step;
   }
   return EDGERT_OK;
 }

@@ -32,15 +32,21 @@ typedef struct ert_bind {
 } ert_bind;
 enum {
   ERT_RULE_PARAM = 0, ERT_RULE_OUTDIM = 1, ERT_RULE_INFER = 2, ERT_RULE_PARAM_SYM = 3,
-  ERT_RULE_RESIZE_NEAREST = 4
+  ERT_RULE_RESIZE_NEAREST = 4, ERT_RULE_SAME = 5, ERT_RULE_STEP = 6
 };
+#define ERT_RULE_NO_NODE 0xFFFFFFFFu
 /* PARAM: parameter word `target` = in[in].shape[in_dim] + add;
  * OUTDIM: out[target / 8].shape[target % 8] = in[in].shape[in_dim] + add;
  * INFER: out[target / 8].shape[target % 8] = in[in].numel / (the other dims);
  * PARAM_SYM: parameter word `target` = the value of symbol `in` + add;
  * RESIZE_NEAREST: a nearest resize whose axis `in_dim` scales by the integer `add`
  *   (output index o reads o / add); the node's index tables and output shape are
- *   rebuilt from these rules (one per table axis) instead of its shape function. */
+ *   rebuilt from these rules (one per table axis) instead of its shape function;
+ * SAME: parameter word `target` = the auto_pad SAME pad of in[in].shape[in_dim], with
+ *   add = k_eff | stride << 16 | end << 28 | lower << 29 (docs/format.md);
+ * STEP: a constraint, node ERT_RULE_NO_NODE (after every node's rules): the value v of
+ *   symbol `in` runs only when bit v % target (target <= 64) of the residue mask
+ *   in_dim | (uint32_t)add << 32 is set (checked when an input shape is set). */
 typedef struct ert_rule {
   uint32_t node;
   uint32_t kind, in, in_dim, target;
@@ -62,6 +68,12 @@ typedef struct ert_bounds {
 
 /* Checks the parsed bounds against the model (dynamic nodes, shape functions and rules
  * reproduce the file's shapes at the upper bounds) and fills dyn_nodes / param_base. */
+/* EDGERT_ERR_SHAPE with a message naming the input, dim and rule when value v of symbol
+ * `sym` breaks one of its STEP constraints. */
+/* Symbol `sym`'s residue mask and its step (1 and mask 1 without a STEP rule). */
+uint64_t ert_bounds_residues(const ert_bounds *b, uint32_t sym, uint32_t *step);
+edgert_status ert_bounds_step(const ert_bounds *b, uint32_t sym, int64_t v, const char *input, size_t dim,
+                              ert_err *err);
 edgert_status ert_bounds_check(struct edgert_model *m, ert_err *err);
 /* Recomputes the shapes of every dynamic node of a session from its input shapes
  * (tensors, nodes: the session's copies; params: its parameter copy), and prepares

@@ -241,16 +241,28 @@ void *edgert_session_input_data(edgert_session *s, size_t index) {
 }
 
 /* Runs every node; when node_ns is not NULL, node i's time goes to node_ns[i]. */
+static edgert_status apply_shapes(edgert_session *s) {
+  if (!s->shapes_dirty) return EDGERT_OK;
+  s->error[0] = '\0';
+  ert_err e = {s->error, sizeof s->error};
+  edgert_status st = ert_bounds_apply(s->model, s->tensors, s->nodes, &e);
+  if (st == EDGERT_OK) s->shapes_dirty = false;
+  return st;
+}
+
+edgert_status edgert_session_prepare(edgert_session *s) {
+  if (s == NULL) return EDGERT_ERR_INVALID_ARGUMENT;
+  if (!acquire(s)) return EDGERT_ERR_BUSY;
+  edgert_status st = apply_shapes(s);
+  release(s);
+  return st;
+}
+
 static edgert_status run(edgert_session *s, uint64_t *node_ns) {
   const edgert_model *m = s->model;
   s->exec.failed = 0;
-  if (s->shapes_dirty) {
-    s->error[0] = '\0';
-    ert_err e = {s->error, sizeof s->error};
-    edgert_status st = ert_bounds_apply(m, s->tensors, s->nodes, &e);
-    if (st != EDGERT_OK) return st;
-    s->shapes_dirty = false;
-  }
+  edgert_status st = apply_shapes(s);
+  if (st != EDGERT_OK) return st;
   uint64_t t = node_ns != NULL ? ert_clock_ns() : 0;
   for (uint32_t i = 0; i < m->n_nodes; i++) {
     m->evals[i](&s->nodes[i], &s->exec);
@@ -335,6 +347,9 @@ static edgert_status set_input_shape(edgert_session *s, size_t index, size_t ndi
                t->name, d, (long long)dims[d], (long long)y->lo, (long long)y->hi, y->name);
       return EDGERT_ERR_SHAPE;
     }
+    ert_err e = {s->error, sizeof s->error};
+    if (y != NULL && ert_bounds_step(b, (uint32_t)(y - b->syms), dims[d], t->name, d, &e) != EDGERT_OK)
+      return EDGERT_ERR_SHAPE;
   }
   bool same = true;
   for (size_t d = 0; d < ndim; d++) same = same && t->shape[d] == dims[d];

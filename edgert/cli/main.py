@@ -287,6 +287,11 @@ def inspect(model, as_json) -> None:
         planned = ", planned for the upper bounds " + ", ".join(f"{s['name']}={s['lo']}..{s['hi']}"
                                                                 for s in b["symbols"])
     click.echo(f"arena: {d['arena_bytes']:,} bytes (lower bound {d['arena_lower_bound_bytes']:,}){planned}")
+    for s in (b["symbols"] if b else []):
+        if s.get("step"):
+            step, rs = s["step"]
+            rule = f"a multiple of {step}" if rs == [0] else f"{step}*k + r, r in {{{', '.join(map(str, rs))}}}"
+            click.echo(f"constraint: {s['name']} must be {rule} (the model runs no other size)")
     bound_dims = {(x["input"], x["dim"]): x["symbol"] for x in (b["binds"] if b else [])}
     for kind in ("inputs", "outputs"):
         for t in d[kind]:

@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConversionError
-from ..fileformat import (_BIND, _HEAD, _RULE, _SYM, RULE_INFER, RULE_OUTDIM, RULE_PARAM, RULE_PARAM_SYM,
-                          RULE_RESIZE_NEAREST)
+from ..fileformat import (_BIND, _HEAD, _RULE, _SYM, RULE_INFER, RULE_NO_NODE, RULE_OUTDIM, RULE_PARAM,
+                          RULE_PARAM_SYM, RULE_RESIZE_NEAREST, RULE_SAME, RULE_STEP)
 
 # Ops whose output shape is stored in the file rather than computed from inputs and
 # parameters: their varying output dims need a rule.
@@ -49,15 +49,19 @@ class Bounds:
     binds: list[tuple[str, int, int]]  # (input name, dim, symbol index)
     rules: list[tuple[int, int, int, int, int, int]] = dataclasses.field(default_factory=list)
     # (node index, kind, input index, input dim, target, add)
+    steps: dict[int, tuple[int, int]] = dataclasses.field(default_factory=dict)
+    # symbol -> (step, residue mask): the model runs the sizes v with bit v % step set
 
     def pack(self, input_index: dict[str, int], string_ref) -> bytes:
-        out = bytearray(_HEAD.pack(len(self.symbols), len(self.binds), len(self.rules), 0))
+        out = bytearray(_HEAD.pack(len(self.symbols), len(self.binds), len(self.rules) + len(self.steps), 0))
         for s in self.symbols:
             off, n = string_ref(s.name)
             out += _SYM.pack(off, n, s.lo, s.hi)
         for name, dim, sym in self.binds:
             out += _BIND.pack(input_index[name], dim, sym)
-        for r in sorted(self.rules):
+        steps = [(RULE_NO_NODE, RULE_STEP, k, mask & 0xFFFFFFFF, step, int(np.int32(np.uint32(mask >> 32))))
+                 for k, (step, mask) in self.steps.items()]
+        for r in sorted(self.rules) + sorted(steps):
             out += _RULE.pack(*r)
         return bytes(out)
 
@@ -297,8 +301,12 @@ def derive_rules(graphs: list, bounds: Bounds, values: list[list[int]]) -> None:
             raise ConversionError(f"node {n.name!r}: op {n.op} does not support bounded dimensions yet "
                                   f"(its parameter count follows the input size)")
         in_shapes = [[g.tensors[t].shape if t else None for t in m.inputs] for m, g in zip([n] + others, graphs)]
+        same = _same_rules(k, n, g0, in_shapes)
+        bounds.rules += same
         for w in range(len(words[0])):
             vals = [ws[w] for ws in words]
+            if any(r[4] == w for r in same):
+                continue
             if all(v == vals[0] for v in vals):
                 continue
             rule = _dim_rule(vals, in_shapes)
@@ -322,6 +330,51 @@ def derive_rules(graphs: list, bounds: Bounds, values: list[list[int]]) -> None:
                     raise ConversionError(f"node {n.name!r}: op {n.op} does not support bounded dimensions yet "
                                           f"(output dim {d} follows the input size in a way the runtime cannot compute)")
                 bounds.rules.append((k, RULE_OUTDIM, rule[0], rule[1], d, rule[2]))
+
+
+def _same_rules(k: int, n, g, in_shapes: list[list]) -> list[tuple[int, int, int, int, int, int]]:
+    """SAME rules of window node n (index k) whose ONNX auto_pad was SAME_UPPER or
+    SAME_LOWER (attr same_pad): each pad word of a spatial axis whose input size varies
+    (over in_shapes, the samples' input shapes) is recomputed at run time from the actual
+    size by the auto_pad formula itself (csrc/src/bounds.c), whatever the samples show."""
+    auto = n.attrs.get("same_pad")
+    if auto is None:
+        return []
+    from . import ops as edgert_ops
+    pack = edgert_ops.get(n.op).pack
+    pads = list(n.attrs["pads"])
+    base = pack(n, g)
+    rules = []
+    try:
+        for p in range(len(pads)):
+            axis = p % (len(pads) // 2)
+            dim = 2 + axis
+            if all(s[0][dim] == in_shapes[0][0][dim] for s in in_shapes):
+                continue
+            n.attrs["pads"] = pads[:p] + [pads[p] + 7919] + pads[p + 1:]
+            moved = [w for w, (a, b) in enumerate(zip(base, pack(n, g))) if a != b]
+            n.attrs["pads"] = pads
+            stride, dil, kern = n.attrs["strides"][axis], n.attrs["dilations"][axis], n.attrs["kernel"][axis]
+            k_eff = (kern - 1) * dil + 1
+            if len(moved) != 1 or k_eff >= 1 << 16 or stride >= 1 << 12:
+                raise ConversionError(f"node {n.name!r}: op {n.op} with auto_pad {auto} does not support bounded "
+                                      f"dimensions (its pads cannot be recomputed at run time)")
+            end = p >= len(pads) // 2
+            add = k_eff | stride << 16 | int(end) << 28 | int(auto == "SAME_LOWER") << 29
+            rules.append((k, RULE_SAME, 0, dim, moved[0], add))
+    finally:
+        n.attrs["pads"] = pads
+    return rules
+
+
+def same_pad(x: int, add: int) -> int:
+    """The pad a SAME rule gives for input size x (the runtime's formula, for tests)."""
+    k, stride = add & 0xFFFF, (add >> 16) & 0xFFF
+    total = (-(-x // stride) - 1) * stride + k - x
+    if total <= 0:
+        return 0
+    end, lower = (add >> 28) & 1, (add >> 29) & 1
+    return total - total // 2 if end != lower else total // 2
 
 
 def _resize_rules(k: int, n, others: list, graphs: list, bounds: Bounds) -> bool:
@@ -464,3 +517,137 @@ def check_with_runtime(data: bytes, graphs: list, bounds: Bounds, values: list[l
             if tuple(arr.shape) != want:
                 raise ConversionError(f"bounded dimensions: output {name!r} at sizes {vals} computes to "
                                       f"{list(arr.shape)}, the model gives {list(want)}")
+
+
+# Every size of a symbol is tried when it has at most this many (more are sampled evenly).
+MAX_ENUMERATED = 4096
+# Symbol value combinations tried together, beyond each symbol alone (all when fewer).
+MAX_COMBINATIONS = 400
+
+
+def _symbol_values(s: Symbol) -> list[int]:
+    span = s.hi - s.lo + 1
+    step = max(1, -(-span // MAX_ENUMERATED))
+    return sorted(set(range(s.lo, s.hi + 1, step)) | {s.hi})
+
+
+def _step_of(valid: dict[int, bool]) -> tuple[int, int] | None:
+    """(step, residue mask) for the smallest step <= 64 such that whether a size runs
+    depends on size % step alone, over the sizes tried (each residue seen twice at
+    least), when some size does not run; else None."""
+    sizes = sorted(valid)
+    if all(valid.values()) or not any(valid.values()):
+        return None
+    for step in range(2, min(64, len(sizes) // 2) + 1):
+        mask, seen = 0, {}
+        for v in sizes:
+            if seen.setdefault(v % step, valid[v]) != valid[v]:
+                break
+        else:
+            for r, ok in seen.items():
+                mask |= int(ok) << r
+            return step, mask
+    return None
+
+
+def residues(mask: int) -> list[int]:
+    return [r for r in range(64) if mask >> r & 1]
+
+
+def settle(serialize_fn, g, bounds: Bounds, input_shapes: dict[str, Any]) -> bytes:
+    """The file's bytes after trying, in the C runtime's shape pass (Session.shapes_at:
+    every node's shape function and prepare, no kernel), every size of each symbol (the
+    others at their upper bounds; evenly spread when more than MAX_ENUMERATED) and up to
+    MAX_COMBINATIONS combinations of all symbols:
+
+    * a node whose scratch falls short at some size gets that size's need
+      (g.metadata["scratch_at_least"]), and the file is written and tried again;
+    * sizes the model cannot run (feature maps that no longer match after stride-32 FPN
+      levels, windows longer than the input) become a STEP constraint (bounds.steps)
+      when they are exactly the sizes off a step (H % 32 == 0); inputs are then checked
+      against it with a message naming the input, dimension and rule;
+    * any other pattern is a ConversionError that says which bounds to give instead.
+
+    serialize_fn(g) -> bytes writes the file."""
+    import re
+    from ..errors import EdgertError
+    from ..runtime import session as runtime
+    names = {n.name: k for k, n in enumerate(g.nodes)}
+    scratch = g.metadata.setdefault("scratch_at_least", [0] * len(g.nodes))
+    hi = [s.hi for s in bounds.symbols]
+    syms = [s.name for s in bounds.symbols]
+    rng = np.random.default_rng(0)
+
+    for _ in range(8):
+        bounds.steps.clear()
+        data = serialize_fn(g)
+        try:
+            sess = runtime.Session(data, max_contexts=1)
+        except EdgertError as e:  # the loader's message names the node and op
+            raise ConversionError(f"bounded dimensions: {e}") from None
+        short: dict[int, int] = {}
+
+        def fails(vals) -> str | None:
+            try:
+                sess.shapes_at(concrete(input_shapes, bounds, vals))
+            except EdgertError as e:
+                m = re.search(r"'([^']*)': needs (\d+) scratch bytes", str(e))
+                if m is None or m.group(1) not in names:
+                    return str(e)
+                k = names[m.group(1)]
+                short[k] = max(short.get(k, 0), int(m.group(2)))
+            return None
+
+        lists = []
+        for k, s in enumerate(bounds.symbols):
+            valid = {}
+            for v in _symbol_values(s):
+                vals = list(hi)
+                vals[k] = v
+                valid[v] = fails(vals) is None
+            lists.append([v for v in sorted(valid) if valid[v]])
+            if all(valid.values()):
+                continue
+            good, bad = lists[-1], [v for v in sorted(valid) if not valid[v]]
+            step = _step_of(valid)
+            if step is None:
+                inner = _step_of({v: ok for v, ok in valid.items() if good and good[0] <= v <= good[-1]})
+                hint = ""
+                if good:
+                    hint = f"; it runs {_ranges(good)}: give bounds {good[0]}..{good[-1]}" + (
+                        f" (it runs sizes {inner[0]}*k + {residues(inner[1])})" if inner else "")
+                raise ConversionError(f"bounded dimensions: the model cannot run {s.name!r} = {_ranges(bad)} within "
+                                      f"{s.lo}..{s.hi}{hint}")
+            bounds.steps[k] = step
+        if len(lists) > 1:
+            total = int(np.prod([len(v) for v in lists]))
+            if total <= MAX_COMBINATIONS:
+                combos = [[int(x) for x in c] for c in
+                          np.array(np.meshgrid(*lists, indexing="ij")).reshape(len(lists), -1).T]
+            else:
+                combos = [[v[min(len(v) - 1, j * len(v) // 19)] for v in lists] for j in range(20)]
+                combos += [[int(rng.choice(v)) for v in lists] for _ in range(MAX_COMBINATIONS - 20)]
+            for vals in combos:
+                why = fails(vals)
+                if why is not None:
+                    raise ConversionError(f"bounded dimensions: at sizes {dict(zip(syms, vals))} the runtime fails "
+                                          f"({why}) though each size runs alone; fix all but one of {syms}")
+        if not short:
+            break
+        for k, need in short.items():
+            scratch[k] = max(scratch[k], need)
+    else:
+        raise ConversionError("bounded dimensions: the scratch plan does not settle over the sizes")
+    return data if not bounds.steps else serialize_fn(g)
+
+
+def _ranges(vals: list[int]) -> str:
+    """[1, 2, 3, 7, 9, 10] -> '1..3, 7, 9..10' (at most 6 runs shown)."""
+    runs: list[list[int]] = []
+    for v in vals:
+        if runs and v == runs[-1][1] + 1:
+            runs[-1][1] = v
+        else:
+            runs.append([v, v])
+    text = [f"{a}..{b}" if a != b else f"{a}" for a, b in runs[:6]]
+    return ", ".join(text) + (", ..." if len(runs) > 6 else "")

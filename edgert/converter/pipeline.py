@@ -222,7 +222,7 @@ def _convert_bounded(model, input_shapes, bounds, values, optimize, sparse, quan
     meta = {"source": src, "bounds": {s.name: [s.lo, s.hi] for s in bounds.symbols}}
     if summary is not None:
         meta["quantization"] = summary
-    data = serialize(g, meta)
+    data = bounds_.settle(lambda g: serialize(g, meta), g, bounds, input_shapes)
     bounds_.check_with_runtime(data, graphs, bounds, vals, invalid)
     return data
 

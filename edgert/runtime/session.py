@@ -115,6 +115,19 @@ class TensorInfo:
     dtype: np.dtype
     nbytes: int
     bounds: list[tuple[int, int]] | None = None
+    steps: list[tuple[int, list[int]]] | None = None
+    # per dim (step, residues): the model runs the sizes step * k + r, r in residues, only
+
+    @property
+    def constraints(self) -> list[str]:
+        """The rules a bounded input's dims follow, as text ("H: a multiple of 32")."""
+        out = []
+        for d, (step, rs) in enumerate(self.steps or ()):
+            if step > 1:
+                sym = self.shape[d] if isinstance(self.shape[d], str) else f"dim {d}"
+                out.append(f"{sym}: a multiple of {step}" if rs == [0] else
+                           f"{sym}: {step}*k + r, r in {{{', '.join(map(str, rs))}}}")
+        return out
 
     @property
     def type(self) -> str:
@@ -369,14 +382,56 @@ class Session:
     def _input_info(self, k: int) -> TensorInfo:
         t = self._info(self._lib.edgert_model_input_info, k)
         d = self._ffi.new("edgert_dim_info *")
-        shape, bounds, bounded = [], [], False
+        shape, bounds, steps, bounded = [], [], [], False
         for i, n in enumerate(t.shape):
             _check(self._lib.edgert_model_input_dim(self._model, k, i, d), "")
             sym = self._ffi.string(d.symbol).decode(errors="replace")
             shape.append(sym if sym else n)
             bounds.append((int(d.lo), int(d.hi)))
+            steps.append((int(d.step), [r for r in range(64) if int(d.residues) >> r & 1]))
             bounded = bounded or bool(sym)
-        return dataclasses.replace(t, shape=shape, bounds=bounds) if bounded else t
+        return dataclasses.replace(t, shape=shape, bounds=bounds, steps=steps) if bounded else t
+
+    def shapes_at(self, input_shapes: dict[str, Sequence[int]]) -> dict[str, list[int]]:
+        """The output shapes a run at these input shapes gives (bounded dimensions),
+        without running: the runtime's shape pass and its nodes' prepare
+        (edgert_session_prepare). InputError, as run() raises it, when a size is outside
+        the bounds or breaks a constraint; RuntimeError when the model cannot run it."""
+        ffi, lib = self._ffi, self._lib
+        info = ffi.new("edgert_tensor_info *")
+        names = [t.name for t in self._inputs]
+        unknown = sorted(set(input_shapes) - set(names))
+        if unknown:
+            raise InputError(f"unknown inputs {unknown}; the model's inputs are {names}")
+        ctx = self._acquire()
+        try:
+            status, shape_error = 0, False
+            for k, name in enumerate(names):
+                shp = [int(v) for v in input_shapes.get(name, self._inputs[k].shape if
+                                                        self._inputs[k].bounds is None else
+                                                        [hi for _, hi in self._inputs[k].bounds])]
+                dims = ffi.new("int64_t[]", max(1, len(shp)))
+                for i, v in enumerate(shp):
+                    dims[i] = v
+                status = lib.edgert_session_set_input_shape(ctx, k, len(shp), dims)
+                if status:
+                    shape_error = True
+                    break
+            if status == 0:
+                status = lib.edgert_session_prepare(ctx)
+                shape_error = status == 300
+            out = {}
+            if status == 0:
+                for k, t in enumerate(self._outputs):
+                    _check(lib.edgert_session_output_info(ctx, k, info), "")
+                    out[t.name] = [int(info.shape[d]) for d in range(info.ndim)]
+            message = ffi.string(lib.edgert_session_last_error(ctx)).decode(errors="replace") if status else ""
+        finally:
+            self._release(ctx)
+        if shape_error:
+            raise InputError(f"{ffi.string(lib.edgert_status_str(status)).decode()}: {message}", status)
+        _check(status, message)
+        return out
 
     def _run_bounded(self, arrays: list[np.ndarray], wanted: list[int]) -> list[np.ndarray]:
         """run() for a file with bounded dimensions: sets each input's shape, runs, and

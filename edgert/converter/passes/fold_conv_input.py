@@ -32,6 +32,8 @@ def _fold(g: Graph, node, conv) -> bool:
     v = _per_channel(c, shape)
     if conv.inputs[0] != node.outputs[0] or any(int(p) for p in conv.attrs.get("pads", (0, 0, 0, 0))):
         return False
+    if conv.attrs.get("same_pad"):  # its pads follow the input size (bounded dims)
+        return False
     w = g.const(conv.inputs[1])
     b_name = conv.inputs[2] if len(conv.inputs) > 2 else ""
     b = g.const(b_name) if b_name else None

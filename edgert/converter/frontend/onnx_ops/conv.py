@@ -65,6 +65,13 @@ def _window_pads(ctx: LowerCtx, spatial: tuple[int, ...], kernel: list[int], str
     return pads
 
 
+def _same(ctx: LowerCtx) -> dict:
+    """{"same_pad": "SAME_UPPER" | "SAME_LOWER"} for a window op whose pads follow its input
+    size (bounded dimensions recompute them at run time: bounds.py, RULE_SAME), else {}."""
+    auto = ctx.attr("auto_pad", "NOTSET")
+    return {"same_pad": auto} if auto in ("SAME_UPPER", "SAME_LOWER") else {}
+
+
 def _to_2d(values: list[int], one: int) -> list[int]:
     """A 1-D window value as its height-1 2-D form."""
     return [one] + list(values)
@@ -102,7 +109,7 @@ def _conv(ctx: LowerCtx) -> None:
     if min(strides + dilations) < 1:
         ctx.fail("strides and dilations must be >= 1")
     pads = _window_pads(ctx, ctx.shape(0)[2:], kernel, strides, dilations)
-    attrs = {"group": int(ctx.attr("group", 1)), **_window_attrs(kernel, strides, dilations, pads)}
+    attrs = {"group": int(ctx.attr("group", 1)), **_window_attrs(kernel, strides, dilations, pads), **_same(ctx)}
     inputs = [ctx.input(0), ctx.input(1)] + ([ctx.input(2)] if ctx.has(2) else [])
     ctx.emit("conv2d", inputs, attrs, outputs=ctx.outputs[:1])
 
@@ -245,7 +252,7 @@ def _pool(ctx: LowerCtx, op: str, extra: dict) -> None:
     ceil_mode = bool(ctx.attr("ceil_mode", 0))
     if ctx.attr("auto_pad", "NOTSET") != "NOTSET":
         ceil_mode = False
-    attrs = {**_window_attrs(kernel, strides, dilations, pads), "ceil_mode": ceil_mode, **extra}
+    attrs = {**_window_attrs(kernel, strides, dilations, pads), "ceil_mode": ceil_mode, **extra, **_same(ctx)}
     ctx.emit(op, [ctx.input(0)], attrs, outputs=ctx.outputs[:1])
 
 
