@@ -42,7 +42,7 @@ from edgert.cli import targets
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FP32_TOL = 1e-4          # max |arm - host| <= FP32_TOL * max |host|
-MAX_AARCH64_LIB = 200_000  # 200 KB, read strictly (decimal)
+MAX_AARCH64_LIB = 256_000  # 256 KB, read strictly (decimal); docs/arm.md "Library size budget"
 BOARDS = ["rpi0", "rpi2", "rpi3", "rpi4", "rpi5"]
 
 

@@ -136,20 +136,35 @@ def test_runtime_shape_expression(tmp_path):
 
 
 def test_ppocr_det_sizes_match_onnxruntime(real_model, tmp_path):
+    """PP-OCR det bounded 32..960: the converter finds the sizes the FPN runs (32*k + r,
+    r in {0, 29, 30, 31}: the maps of the last levels must match in its Adds), the file
+    refuses the others with that rule, and 20 random sizes it runs (both extremes, odd
+    ones among them) match onnxruntime without allocating."""
     src = real_model("ppocr_det")
     out = tmp_path / "det.edgert"
-    edgert.convert(src, out, input_shapes={"x": [1, 3, (320, 960), (320, 960)]})
+    edgert.convert(src, out, input_shapes={"x": [1, 3, (32, 960), (32, 960)]})
     sess = runtime.Session(out, max_contexts=1)
+    (x,) = sess.get_inputs()
+    assert x.steps[2] == x.steps[3] == (32, [0, 29, 30, 31]), x.steps
     ref = _ort(src)
-    rng = np.random.default_rng(2)
-    for h, w in ((320, 320), (640, 480), (960, 960), (352, 928)):
+    rng = np.random.default_rng(20261128)
+    runs = [v for v in range(32, 961) if v % 32 in (0, 29, 30, 31)]
+    sizes = [(32, 960), (960, 32)] + [(int(rng.choice(runs)), int(rng.choice(runs))) for _ in range(18)]
+    assert any(h % 2 for h, _ in sizes) and any(h % 32 for h, _ in sizes)
+    for h, w in sizes:
         x = rng.standard_normal((1, 3, h, w)).astype(np.float32)
         want = ref.run(None, {"x": x})[0]
         before = runtime.alloc_count()
         got = sess.run(None, {"x": x})[0]
         assert runtime.alloc_count() == before
-        assert got.shape == want.shape == (1, 1, h, w)
+        assert got.shape == want.shape, (h, w)
         np.testing.assert_allclose(got, want, atol=1e-3, rtol=0)
+    for _ in range(6):
+        h = int(rng.choice([v for v in range(32, 961) if v not in runs]))
+        with pytest.raises(InputError, match=rf"input 'x' dim 2 is {h}: the model runs '.*' = 32\*k \+ r only"):
+            sess.run(None, {"x": np.zeros((1, 3, h, 64), np.float32)})
+        with pytest.raises(Exception):  # onnxruntime cannot run it either
+            ref.run(None, {"x": np.zeros((1, 3, h, 64), np.float32)})
 
 
 def test_unsupported_op_refused_at_conversion(tmp_path):

@@ -385,8 +385,13 @@ def _resize_rules(k: int, n, others: list, graphs: list, bounds: Bounds) -> bool
     if all(s == shapes[0] for s in shapes):
         return False
     a = n.attrs
-    nearest_floor = a.get("mode") == "nearest" and a.get("coord") == "asymmetric" and \
-        a.get("nearest_mode") in ("floor", "simple") and not a.get("antialias")
+    # Output index o reads o // scale: asymmetric with floor; and half_pixel (the ONNX
+    # default) with rounding, as (o + 0.5) / scale - 0.5 lies strictly within half a step
+    # of o // scale for an integer scale (no tie to round).
+    nearest_floor = a.get("mode") == "nearest" and not a.get("antialias") and (
+        (a.get("coord") == "asymmetric" and a.get("nearest_mode") in ("floor", "simple")) or
+        (a.get("coord") in ("half_pixel", "pytorch_half_pixel") and
+         a.get("nearest_mode") in ("round_prefer_floor", "round_prefer_ceil")))
     rules = []
     for d in range(len(shapes[0][0])):
         if all(i[d] == o[d] for i, o in shapes):

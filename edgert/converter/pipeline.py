@@ -191,7 +191,10 @@ def _convert_bounded(model, input_shapes, bounds, values, optimize, sparse, quan
         except ConversionError as e:
             # A size the ONNX model itself cannot run (onnxruntime fails too) is no sample;
             # the runtime must refuse it (check_with_runtime). Else edgert cannot follow it.
-            why = bounds_.model_fails_at(model, shapes, values, ort_cache) if graphs else None
+            why = bounds_.model_fails_at(model, shapes, values, ort_cache)
+            if why is not None and not graphs:
+                raise ConversionError(f"bounded dimensions: the model cannot run at the upper bounds {v} (onnxruntime "
+                                      f"fails too: {why}); give upper bounds it runs") from None
             if why is None:
                 raise ConversionError(f"bounded dimensions: the model does not convert at sizes {v} within the "
                                       f"bounds: {e}") from None
