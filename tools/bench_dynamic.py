@@ -6,8 +6,8 @@ statically for that size, in the same run, plus onnxruntime's time for scale.
                                   [--models ppocr_rec minilm ppocr_det] [--icount]
 
 Models from tools/models.py: ppocr_rec at widths 96, 320, 960 (bounds 32..960) and
-MiniLM at sequence lengths 8, 32, 128 (bounds 8..128) and ppocr_det at 320x320,
-640x480, 960x960 (bounds 320..960 on both sides). Each engine runs in blocks, the
+MiniLM at sequence lengths 8, 32, 128 (bounds 8..128) and ppocr_det at 32x32, 320x320,
+640x480, 960x960 (bounds 32..960 on both sides). Each engine runs in blocks, the
 median of `runs` timed runs after warm-up is reported; ratio = bounded / static.
 "shape change" is the host time of the run-time shape pass, which a run whose input
 shape differs from the previous run's adds (profiled runs: wall time outside the nodes,
@@ -39,8 +39,8 @@ CASES = {
                   "sizes": [96, 320, 960],
                   "static": lambda w: {"x": [1, 3, 48, w]},
                   "feeds": lambda w, rng: {"x": rng.standard_normal((1, 3, 48, w)).astype(np.float32)}},
-    "ppocr_det": {"bounded": {"x": [1, 3, (320, 960), (320, 960)]},
-                  "sizes": [(320, 320), (640, 480), (960, 960)],
+    "ppocr_det": {"bounded": {"x": [1, 3, (32, 960), (32, 960)]},
+                  "sizes": [(32, 32), (320, 320), (640, 480), (960, 960)],
                   "static": lambda hw: {"x": [1, 3, *hw]},
                   "feeds": lambda hw, rng: {"x": rng.standard_normal((1, 3, *hw)).astype(np.float32)}},
     "minilm": {"bounded": {"input_ids": [1, (8, 128)]},

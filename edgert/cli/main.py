@@ -404,12 +404,28 @@ def verify(onnx_model, edgert_file, inputs, input_values) -> None:
 @click.option("--profile", is_flag=True, help="Time every node (median over the runs) and print a per-node table.")
 @click.option("--target", default=None, help="With --profile: also count instructions per node on this board "
               "under QEMU (docs/report.md).")
-def bench(model, threads, runs, warmup, as_json, profile, target) -> None:
+@click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=D0,D1,...",
+              help="A file with bounded dimensions: run at this size (default: the upper bounds); also times a "
+                   "size change (the shape pass and prepare).")
+def bench(model, threads, runs, warmup, as_json, profile, target, input_shapes) -> None:
     """Measure inference latency of an .edgert model on random inputs."""
     from ..runtime.session import Session
 
     sess = Session(model, threads=threads)
-    feeds = example_inputs(sess)
+    shapes = {}
+    for item in input_shapes:
+        name, _, dims = item.rpartition("=")
+        try:
+            shapes[name] = [int(d) for d in dims.split(",") if d.strip()]
+        except ValueError:
+            raise click.BadParameter(f"{item!r}: expected NAME=D0,D1,... (integers)", param_hint="--input-shape") \
+                from None
+    try:
+        feeds = example_inputs(sess, shapes=shapes)
+        resize_us = _size_change_us(sess, shapes) if shapes else None
+    except EdgertError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(1)
     if profile:
         from .report import profile_rows
 
@@ -452,11 +468,28 @@ def bench(model, threads, runs, warmup, as_json, profile, target) -> None:
     t = np.array(times)
     res = {"model": model, "threads": threads, "runs": runs, "median_ms": float(np.median(t)),
            "mean_ms": float(t.mean()), "min_ms": float(t.min()), "arena_bytes": sess.arena_bytes}
+    if shapes:
+        res.update(input_shapes=shapes, size_change_us=resize_us)
     if as_json:
         click.echo(json.dumps(res, indent=2))
     else:
         click.echo(f"{model}: median {res['median_ms']:.3f} ms, min {res['min_ms']:.3f} ms over {runs} runs, "
                    f"{threads} thread(s)")
+        if resize_us is not None:
+            click.echo(f"size change (shape pass and prepare, from Python): median {resize_us:.1f} us")
+
+
+def _size_change_us(sess, shapes: dict[str, list[int]], rounds: int = 200) -> float:
+    """Median microseconds of a size change: Session.shapes_at alternating between
+    `shapes` and the upper bounds (each call sets the shapes and runs the shape pass and
+    the prepare of every node that follows them)."""
+    top = {t.name: [hi for _, hi in t.bounds] for t in sess.get_inputs() if t.bounds}
+    times = []
+    for k in range(rounds):
+        t0 = time.perf_counter()
+        sess.shapes_at(shapes if k % 2 else top)
+        times.append((time.perf_counter() - t0) * 1e6)
+    return float(np.median(times))
 
 
 @main.command()
