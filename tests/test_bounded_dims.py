@@ -128,7 +128,8 @@ def test_runtime_shape_expression(tmp_path):
     edgert.convert(model, out, input_shapes={"x": [1, (2, 50), 4]})
     sess = runtime.Session(out)
     ref = _ort(model)
-    for n in (2, 7, 50):
+    rng = np.random.default_rng(20261128)
+    for n in [2, 50] + [int(v) for v in rng.integers(2, 51, 18)]:  # both bounds and 18 random lengths
         x = np.arange(n * 4, dtype=np.float32).reshape(1, n, 4)
         got, want = sess.run(None, {"x": x})[0], ref.run(None, {"x": x})[0]
         assert got.shape == want.shape == (1, 2, 2, n)
