@@ -175,13 +175,10 @@ static edgert_status resize_rules(ert_node *n, const ert_rule *r0, const ert_rul
       scale = (double)f;
     }
     const int64_t n_in = x->shape[d];
-    if (code & ERT_RESIZE_FIXED_OUT) {
-      dims[d] = y->shape[d];
-      scale = n_in > 0 ? (double)dims[d] / (double)n_in : 0.0;
-    } else {
-      dims[d] = (int64_t)(scale * (double)n_in);
-    }
-    if (n_in == 0 || !(scale > 0.0) || (uint64_t)dims[d] * taps * (linear ? 2u : 1u) > capacity - pos)
+    const double len = code & ERT_RESIZE_FIXED_OUT ? (double)y->shape[d] : scale * (double)n_in;
+    if (code & ERT_RESIZE_FIXED_OUT) scale = n_in > 0 ? len / (double)n_in : 0.0;
+    dims[d] = len >= 0.0 && len < 2147483648.0 ? (int64_t)len : -1; /* no cast of an out-of-range double */
+    if (n_in == 0 || !(scale > 0.0) || dims[d] < 0 || (uint64_t)dims[d] * taps * (linear ? 2u : 1u) > capacity - pos)
       return ert_fail_node(err, EDGERT_ERR_SHAPE, n->name, " (resize): axis %d cannot be resized to %lld", (int)d,
                            (long long)dims[d]);
     const uint32_t coord = code & 7u, mode = (code >> 3) & 7u;
