@@ -201,9 +201,40 @@ def test_partition_output_that_no_rule_follows_is_refused():
                        fallback="onnxruntime", fallback_ops=["MaxPool"])
 
 
-def test_bounds_with_litert_partition_is_refused_clearly():
-    with pytest.raises(ConversionError, match=r"--fallback litert.*--fallback onnxruntime"):
-        edgert.convert(cnn(), None, input_shapes=BOUNDS, fallback="litert", fallback_ops=["Relu"])
+def test_bounds_with_litert_partition():
+    """A LiteRT partition (the 1x1 layer): one .tflite written for the upper bounds, whose
+    interpreter the backend resizes to each run's shapes."""
+    pytest.importorskip("ai_edge_litert")
+    model = cnn()
+    data = edgert.convert(model, None, input_shapes=BOUNDS, fallback="litert", fallback_ops=["conv3"])
+    (part,) = reader.read(data)["metadata"]["partitions"]
+    assert part["backend"] == "litert" and part["nodes"] == ["conv3"]
+    n, worst = against_ort(data, model, np.random.default_rng(8))
+    assert n >= 20
+
+
+def test_litert_partition_that_does_not_resize_is_refused():
+    """A payload holding a shape of its own (a flatten's RESHAPE target) does not follow
+    the input size: checked at every sample size and refused, naming the partition."""
+    pytest.importorskip("ai_edge_litert")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, "H", "W"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Flatten", ["r"], ["f"], axis=1, name="flat"),
+             helper.make_node("Sigmoid", ["f"], ["y"], name="sig")]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y]), opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(ConversionError, match=r"partition_0 \(flat\): its LiteRT payload, written for the upper "
+                                              r"bounds, does not follow the input size"):
+        edgert.convert(model.SerializeToString(), None, input_shapes={"x": [1, 3, (8, 32), (8, 32)]},
+                       fallback="litert", fallback_ops=["flat"])
+
+
+def test_litert_strided_partition_output_is_refused():
+    """A stride-2 layer in a LiteRT partition: its payload resizes (explicit pads, not
+    SAME), but its output size is no boundary dim plus a constant."""
+    pytest.importorskip("ai_edge_litert")
+    with pytest.raises(ConversionError, match=r"partition_0 \(conv2, conv3\): its output 'r3' dim 2 follows"):
+        edgert.convert(cnn(), None, input_shapes=BOUNDS, fallback="litert", fallback_ops=["conv2", "conv3"])
 
 
 def test_convert_options_object_and_keywords(tmp_path):

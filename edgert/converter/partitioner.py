@@ -676,6 +676,57 @@ def share_payloads(graphs: list, bounds) -> None:
             n.attrs["backend_bytes"] = node.attrs.get("backend_bytes")  # at the upper bounds: the most
 
 
+def share_litert_payloads(graphs: list) -> None:
+    """Makes each litert partition's payload the one written at the upper bounds
+    (graphs[0]) in every graph: the runtime resizes the interpreter's inputs to each
+    run's shapes. Checked here at every sample size: the upper payload, resized to that
+    size's boundary shapes, must compute what the payload written at that size computes
+    (a payload holding a shape of its own, a RESHAPE target or a STRIDED_SLICE end,
+    would not); ConversionError naming the partition otherwise."""
+    for node in [n for n in graphs[0].nodes if n.op == "partition" and n.attrs.get("backend") == "litert"]:
+        nodes = _partition_nodes(graphs, node.name)
+        blobs = [g.const(n.inputs[-1]).tobytes() for g, n in zip(graphs, nodes)]
+        for g, n, blob in zip(graphs[1:], nodes[1:], blobs[1:]):
+            if blob != blobs[0]:
+                _check_resizes(node, blobs[0], blob, [g.tensors[t] for t in n.inputs[:-1]])
+        data = np.frombuffer(blobs[0], np.uint8).copy()
+        for g, n in zip(graphs, nodes):
+            t = g.tensors[n.inputs[-1]]
+            t.data, t.shape = data, data.shape
+            n.attrs["backend_bytes"] = node.attrs.get("backend_bytes")
+
+
+def _check_resizes(node, upper: bytes, own: bytes, inputs: list) -> None:
+    """The upper-bound payload resized to `inputs`' shapes computes what `own` (the
+    payload written at those shapes) computes, on random inputs."""
+    from ..runtime.backends import LiteRtRunner, choose_runtime
+
+    runtime = choose_runtime("litert", None)
+    if runtime is None:
+        raise ConversionError("bounded dimensions with --fallback litert need ai-edge-litert (or tflite-runtime) at "
+                              "conversion, to check each LiteRT payload at the sample sizes: pip install "
+                              "'edgert[litert]'")
+    rng = np.random.default_rng(0)
+    xs = [(rng.standard_normal(t.shape) * 2).astype(t.dtype) if t.dtype.kind == "f"
+          else rng.integers(-100, 100, t.shape).astype(t.dtype) for t in inputs]
+    why = None
+    try:
+        got = LiteRtRunner(runtime, upper).run(xs)
+        want = LiteRtRunner(runtime, own).run(xs)
+        for a, b in zip(got, want):
+            if a.shape != b.shape:
+                why = f"an output of shape {list(a.shape)} instead of {list(b.shape)}"
+            elif not np.allclose(a, b, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(b).max()))):
+                why = f"outputs off by up to {float(np.abs(a.astype(np.float64) - b).max()):.3g}"
+    except Exception as e:  # noqa: BLE001 - LiteRT refusing the resize is the answer
+        why = f"LiteRT cannot resize it ({type(e).__name__}: {str(e).strip().splitlines()[0][:200]})"
+    if why is not None:
+        raise ConversionError(
+            f"{node.name} ({', '.join(node.attrs.get('nodes') or [])}): its LiteRT payload, written for the upper "
+            f"bounds, does not follow the input size (resized to {[list(t.shape) for t in inputs]}: {why}); use "
+            "--fallback onnxruntime, leave those nodes to edgert, fix the dimension, or convert one file per size")
+
+
 def _varying_dims(models: list) -> dict[str, set[int]]:
     """{graph input or output name: dims whose value differs between the models}."""
     out: dict[str, set[int]] = {}
@@ -733,12 +784,15 @@ def partition_rules(graphs: list) -> list[tuple[int, int, int, int, int, int]]:
 # ---- litert: carving the edgert graph ------------------------------------------------
 
 def carve_ir(g, names: set[str], delegate: str | None, max_partitions: int,
-             requested: dict[str, set[str]] | None = None) -> None:
+             requested: dict[str, set[str]] | None = None, plan: list[list[str]] | None = None,
+             resizable: bool = False) -> None:
     """Replaces the nodes named in `names` (edgert node names: the ONNX node each came
     from) with litert `partition` nodes whose payload the TFLite writer makes.
     requested: each --fallback-ops entry and the ONNX nodes it named; an entry none of
     whose nodes an edgert node still carries (the passes fused them into other nodes)
-    is an error."""
+    is an error. plan: the groups as edgert node names (the partitions' "nodes" of the
+    same model converted at another size), carved as they are; resizable: payloads that
+    LiteRT will run at other sizes too (write_tflite's resizable)."""
     from .ir import Graph
 
     try:
@@ -765,7 +819,11 @@ def carve_ir(g, names: set[str], delegate: str | None, max_partitions: int,
             "or convert with --no-optimize")
     if not chosen:
         return
-    groups = group_nodes(len(nodes), deps, chosen)
+    at = {n.name: k for k, n in enumerate(nodes)}
+    if plan is not None and any(nm not in at for grp in plan for nm in grp):
+        raise ConversionError("the converted graph changes with the input size (bounded dimensions need one graph "
+                              "for every size): the LiteRT partitions' nodes differ between sizes")
+    groups = [[at[nm] for nm in grp] for grp in plan] if plan is not None else group_nodes(len(nodes), deps, chosen)
 
     def standalone(idx: Iterable[int]) -> Graph:
         return _subgraph(g, [nodes[i] for i in idx])
@@ -790,7 +848,7 @@ def carve_ir(g, names: set[str], delegate: str | None, max_partitions: int,
         total += sum(g.tensors[t].nbytes for t in {i for j in part for i in nodes[j].inputs if i in outs_s})
         return total
 
-    if len(groups) > 1:
+    if plan is None and len(groups) > 1:
         groups, _ = absorb_segments(len(nodes), deps, groups, can_run, compute, crossing)
     check_count(groups, lambda i: f"{nodes[i].name} ({nodes[i].op})", max_partitions)
     replaced: set[int] = set()
@@ -806,7 +864,7 @@ def carve_ir(g, names: set[str], delegate: str | None, max_partitions: int,
                 raise ConversionError(
                     f"partition_{k}: LiteRT has no mapping for " + ", ".join(f"{b.name} ({b.op})" for b in bad)
                     + "; run these nodes with onnxruntime instead: --fallback onnxruntime")
-            payload = write_tflite(sub)
+            payload = write_tflite(sub, resizable=resizable)
             const = g.add_const(np.frombuffer(payload, np.uint8).copy(), f"partition_{k}_payload")
             from .ir import Node
             inner = {o for j in grp for o in nodes[j].outputs} - set(sub.outputs)

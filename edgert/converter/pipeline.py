@@ -197,11 +197,6 @@ def stage_load(job: Job) -> None:
         job.model, job.qdq = qdq_import.strip(job.model)
     job.input_shapes = {k: list(v) for k, v in o.input_shapes.items()} if o.input_shapes else o.input_shapes
     if o.bounded:
-        if o.fallback == "litert":
-            raise ConversionError(
-                "bounded dimensions cannot be combined with --fallback litert yet: a LiteRT payload is written "
-                "for static shapes; use --fallback onnxruntime (whose partitions follow the input size), fix the "
-                "dimension, or convert one file per size")
         from . import bounds as bounds_
         job.bounds = bounds_.resolve(job.model, job.input_shapes, job.values)
 
@@ -289,7 +284,15 @@ def stage_litert(job: Job) -> None:
     if not names[0]:
         return
     from .partitioner import carve_ir
-    carve_ir(job.graphs[0], set(names[0][0]), o.delegate, o.max_partitions, names[0][1])
+    carve_ir(job.graphs[0], set(names[0][0]), o.delegate, o.max_partitions, names[0][1],
+             resizable=job.bounds is not None)
+    if job.bounds is None:
+        return
+    from .partitioner import share_litert_payloads
+    plan = [list(n.attrs["nodes"]) for n in job.graphs[0].nodes if n.op == "partition" and n.attrs["backend"] == "litert"]
+    for g in job.graphs[1:]:
+        carve_ir(g, set(names[0][0]), o.delegate, o.max_partitions, names[0][1], plan, resizable=True)
+    share_litert_payloads(job.graphs)
 
 
 def stage_sparse(job: Job) -> None:

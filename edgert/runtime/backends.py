@@ -125,13 +125,21 @@ class LiteRtRunner:
         self.interpreter = mod.Interpreter(model_content=payload, experimental_delegates=delegates or None,
                                            num_threads=threads)
         self.interpreter.allocate_tensors()
-        self.inputs = [d["index"] for d in self.interpreter.get_input_details()]
+        details = self.interpreter.get_input_details()
+        self.inputs = [d["index"] for d in details]
+        self.shapes = [tuple(int(v) for v in d["shape"]) for d in details]
         self.outputs = [d["index"] for d in self.interpreter.get_output_details()]
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         if len(inputs) != len(self.inputs):
             raise ValueError(f"the .tflite payload has {len(self.inputs)} inputs, the node {len(inputs)}")
         it = self.interpreter
+        shapes = [tuple(x.shape) for x in inputs]
+        if shapes != self.shapes:  # bounded dimensions: the run's sizes (docs/partitions.md)
+            for idx, shape in zip(self.inputs, shapes):
+                it.resize_tensor_input(idx, list(shape), strict=False)
+            it.allocate_tensors()
+            self.shapes = shapes
         for idx, x in zip(self.inputs, inputs):
             it.set_tensor(idx, x)
         it.invoke()
