@@ -264,3 +264,25 @@ def test_convert_options_object_and_keywords(tmp_path):
 def dataclasses_frozen_error():
     import dataclasses
     return dataclasses.FrozenInstanceError
+
+
+def test_ppocr_rec_bounded_with_onnxruntime_partition(real_model):
+    """The real recognizer, width 32..960, with its first attention softmax handed to
+    onnxruntime (both of its last dims follow the width): 24 widths against onnxruntime."""
+    src = real_model("ppocr_rec")
+    data = edgert.convert(src, None, input_shapes={"x": [1, 3, 48, (32, 960)]}, fallback="onnxruntime",
+                          fallback_ops=["p2o.Softmax.0"])
+    (part,) = reader.read(data)["metadata"]["partitions"]
+    assert part["ops"] == ["Softmax"]
+    rng = np.random.default_rng(9)
+    widths = [32, 960, 33, 959, 37, 953, 101, 499, 641, 127] + [int(v) for v in rng.integers(32, 961, 14)]
+    sess = runtime.Session(data, max_contexts=1)
+    ref = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"])
+    worst = 0.0
+    for w in widths:
+        x = rng.standard_normal((1, 3, 48, w)).astype(np.float32)
+        got, want = sess.run(None, {"x": x})[0], ref.run(None, {"x": x})[0]
+        assert got.shape == want.shape, w
+        worst = max(worst, float(np.abs(got - want).max() / np.abs(want).max()))
+    print(f"{len(widths)} widths, max relative error {worst:.2e}")
+    assert worst <= 1e-3
