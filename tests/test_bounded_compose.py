@@ -286,3 +286,22 @@ def test_ppocr_rec_bounded_with_onnxruntime_partition(real_model):
         worst = max(worst, float(np.abs(got - want).max() / np.abs(want).max()))
     print(f"{len(widths)} widths, max relative error {worst:.2e}")
     assert worst <= 1e-3
+
+
+def test_cli_bounds_with_channel_pruning_and_partition(tmp_path):
+    """`edgert convert` builds one ConvertOptions from its flags: bounds, channel
+    pruning and an onnxruntime partition together."""
+    from click.testing import CliRunner
+
+    from edgert.cli.main import main
+
+    src = tmp_path / "m.onnx"
+    src.write_bytes(cnn(erf=True))
+    out = tmp_path / "m.edgert"
+    res = CliRunner().invoke(main, ["convert", str(src), "-o", str(out), "--input-shape", "x=1,3,9..61,7..53",
+                                    "--prune", "0.5", "--prune-method", "channel", "--fallback", "onnxruntime",
+                                    "--fallback-ops", "Erf"])
+    assert res.exit_code == 0, res.output
+    sess = runtime.Session(str(out), max_contexts=1)
+    assert sess.get_inputs()[0].bounds == [(1, 1), (3, 3), (9, 61), (7, 53)]
+    assert sess.run(None, {"x": np.ones((1, 3, 13, 29), np.float32)})[0].shape == (1, 4, 7, 15)
