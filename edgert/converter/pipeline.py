@@ -22,6 +22,7 @@ derives the run-time rules):
     serialize   plan the arena, write the file (bounded: every size tried in the
                 runtime's shape pass, bounds.settle)
     check       the file loaded in the C runtime and run at every sample size
+    summary     the partitions on stderr (progress=True)
 """
 from __future__ import annotations
 
