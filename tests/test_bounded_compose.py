@@ -124,7 +124,7 @@ def test_bounds_with_channel_pruning():
     assert n >= 20
 
 
-def test_bounds_pruning_refuses_nothing_it_cannot_follow():
+def test_bounds_pruning_keeps_dense_kernels_where_the_size_varies():
     """The 1x1 layer is sparse enough for the sparse kernel, whose column count would
     follow the size: it keeps the dense kernel (with compressed weights) instead."""
     data = edgert.convert(cnn(), None, input_shapes=BOUNDS, prune=0.9)
