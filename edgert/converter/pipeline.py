@@ -392,6 +392,8 @@ def _size_dependent_gap(graphs: list[Graph]) -> set[str]:
     """int8 global average pooling folds 1 / (spatial size) into its multiplier: the
     nodes whose spatial size follows the input size stay float."""
     g0 = graphs[0]
+    if not _aligned(graphs):
+        return set()  # the bounds stage refuses them
     return {n.name for k, n in enumerate(g0.nodes) if n.op == "global_avg_pool"
             and any(g.tensors[g.nodes[k].inputs[0]].shape != g0.tensors[n.inputs[0]].shape for g in graphs)}
 
@@ -420,14 +422,24 @@ def _calibrate(job: Job, keep: set[str]) -> tuple[set[str], tuple]:
 
 def _fixed_shape_nodes(graphs: list[Graph]) -> set[str]:
     """Names of the nodes whose input shapes are the same in every graph: the sparse
-    kernel's parameters (its column count) would follow the size elsewhere."""
+    kernel's parameters (its column count) would follow the size elsewhere. Empty when
+    the graphs do not hold the same nodes (the bounds stage refuses them)."""
     g0 = graphs[0]
+    if not _aligned(graphs):
+        return set()
     out = set()
     for k, n in enumerate(g0.nodes):
         shapes = [[g.tensors[t].shape if t else None for t in g.nodes[k].inputs] for g in graphs]
         if all(s == shapes[0] for s in shapes):
             out.add(n.name)
     return out
+
+
+def _aligned(graphs: list[Graph]) -> bool:
+    """True when the graphs hold the same nodes (names and ops) in the same order."""
+    g0 = graphs[0]
+    return all(len(g.nodes) == len(g0.nodes) and all(a.name == b.name and a.op == b.op
+                                                     for a, b in zip(g.nodes, g0.nodes)) for g in graphs)
 
 
 def write_atomic(path: str | os.PathLike, data: bytes) -> None:
