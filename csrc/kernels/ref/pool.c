@@ -454,6 +454,13 @@ static void global_worker(void *arg, size_t begin, size_t end) {
       for (; i < n; ++i) s0 += x[i];
       j->y[p] = ((s0 + s1) + (s2 + s3)) / (float)n;
     }
+    /* the max above skips NaN (v > m ? v : m); a NaN anywhere is the answer (ONNX's max, numpy's) */
+    if (j->is_max)
+      for (i = 0; i < n; ++i)
+        if (x[i] != x[i]) {
+          j->y[p] = x[i];
+          break;
+        }
   }
 }
 
@@ -476,6 +483,10 @@ static void global_nhwc_worker(void *arg, size_t begin, size_t end) {
   }
   if (!j->is_max)
     for (size_t ch = begin; ch < end; ++ch) j->y[ch] /= (float)j->px;
+  else /* a NaN anywhere is the max, as in global_worker */
+    for (size_t p = 0; p < j->px; ++p)
+      for (size_t ch = begin; ch < end; ++ch)
+        if (j->x[p * j->c + ch] != j->x[p * j->c + ch]) j->y[ch] = j->x[p * j->c + ch];
 }
 #endif
 
