@@ -957,6 +957,17 @@ REFERENCE_QUIRKS: list[ReferenceQuirk] = [
         edgert="the text's windows; the taps of the last window past the end padding are left out (not counted "
                "as padding), as onnxruntime and PyTorch"),
     ReferenceQuirk(
+        name="max_pool_ceil_begin_pads",
+        op="MaxPool", condition="ceil_mode=1 with explicit pads, a begin pad > 0",
+        match=lambda n, sh, ini: (n.op_type == "MaxPool" and _attr(n, "ceil_mode", 0) == 1 and
+                                  _bstr(_attr(n, "auto_pad", b"NOTSET")) == "NOTSET" and
+                                  any(p > 0 for p in list(_attr(n, "pads") or [])[:len(_attr(n, "kernel_shape") or [])])),
+        spec="pads: 'the number of pixels added to the beginning and end part of the corresponding axis': window i "
+             "starts at i * stride - pad_begin",
+        reference="leaves out the begin padding in some of these (kernel 3, stride 1, pads [2, 0], ceil_mode=1 on "
+                  "17: window 0 is x[0..2], not x[-2..0]), with the output shape right",
+        edgert="the text's windows, as onnxruntime"),
+    ReferenceQuirk(
         name="resize_fractional_length",
         op="Resize", condition="coordinate_transformation_mode=align_corners|tf_crop_and_resize, by scales, "
                               "input length * scale not an integer",
