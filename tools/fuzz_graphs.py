@@ -80,7 +80,7 @@ into a test module; the data paths it uses are tests/data/fuzz_cases/<name>/).
 
 Modes: float32 (static shapes); int8 (edgert's int8 file against edgert's own float32
 file, by SQNR, with a floor per op type: SQNR_FLOOR); bounded (random sizes within
-"lo..hi" input bounds) has its place in the code (mode_bounded) and is not implemented.
+"lo..hi" input bounds: tools/fuzz_bounded.py, which --mode bounded runs).
 
     python tools/fuzz_graphs.py --seed 1 --graphs 300 [--jobs 1] [--out DIR]
     python tools/fuzz_graphs.py --seed 7 --minutes 60 --out /tmp/fuzz
@@ -2102,11 +2102,12 @@ def mode_int8(model, feeds) -> dict:
 
 
 def mode_bounded(model, feeds) -> dict:
-    """Bounded dimensions: convert once with input_shapes "lo..hi" ranges over some input
-    dims, then run several random sizes within the bounds, each against the oracles at
-    that size (the generator must then keep shape-dependent constants, such as Reshape
-    targets and Resize sizes, valid at every size). Not implemented yet."""
-    raise NotImplementedError("--mode bounded is not implemented yet")
+    """Bounded dimensions have their own generator and driver, tools/fuzz_bounded.py
+    (spatial graphs whose attributes stay valid at every size, converted with bounds and
+    run at random sizes against a static conversion at each size and onnxruntime's
+    shape); `--mode bounded` runs it with this tool's --seed, --graphs, --minutes and
+    --out."""
+    raise NotImplementedError("--mode bounded runs tools/fuzz_bounded.py (see main)")
 
 
 MODES = {"float32": mode_float32, "int8": mode_int8, "bounded": mode_bounded}
@@ -2558,8 +2559,11 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     warnings.filterwarnings("ignore", category=RuntimeWarning)
     if args.mode == "bounded":
-        print("--mode bounded is not implemented yet (see mode_bounded)", file=sys.stderr)
-        return 2
+        from tools import fuzz_bounded
+        argv2 = ["--seed", str(args.seed)] + (["--graphs", str(args.graphs)] if args.graphs else []) + \
+            (["--minutes", str(args.minutes)] if args.minutes else []) + (["--out", str(args.out)] if args.out else []) + \
+            (["--replay", str(args.replay)] if args.replay is not None else [])
+        return fuzz_bounded.main(argv2)
     if args.replay is not None:
         g = generate(args.seed, args.replay, args.max_nodes)
         if g is None:
