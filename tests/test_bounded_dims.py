@@ -171,10 +171,10 @@ def test_ppocr_det_sizes_match_onnxruntime(real_model, tmp_path):
 def test_unsupported_op_refused_at_conversion(tmp_path):
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "n"])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
-    pads = helper.make_tensor("pads", TensorProto.INT64, [4], [0, 1, 0, 1])
-    g = helper.make_graph([helper.make_node("Pad", ["x", "pads"], ["y"], name="the_pad")], "g", [x], [y], [pads])
+    axis = helper.make_tensor("axis", TensorProto.INT64, [], [1])
+    g = helper.make_graph([helper.make_node("CumSum", ["x", "axis"], ["y"], name="the_cumsum")], "g", [x], [y], [axis])
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
-    with pytest.raises(ConversionError, match=r"node 'the_pad': op pad does not support bounded dimensions yet"):
+    with pytest.raises(ConversionError, match=r"node 'the_cumsum': op cumsum does not support bounded dimensions yet"):
         edgert.convert(model, tmp_path / "p.edgert", input_shapes={"x": [1, (2, 9)]})
 
 
