@@ -167,3 +167,17 @@ edgert_status ert_concat_shape(ert_node *node, ert_err *err) {
   ert_tensor_set_shape(y, y->ndim, dims);
   return EDGERT_OK;
 }
+
+/* Output k is the input's shape with the axis at its size (parameter word 2 + k, which
+ * the file's rules rewrite when it follows a size). */
+edgert_status ert_split_shape(ert_node *node, ert_err *err) {
+  (void)err;
+  const ert_tensor *x = node->in[0];
+  int64_t dims[EDGERT_MAX_DIMS];
+  for (int32_t d = 0; d < x->ndim; d++) dims[d] = x->shape[d];
+  for (uint32_t k = 0; k < node->n_out; k++) {
+    dims[ert_pi(node, 0)] = ert_pi(node, 2 + k);
+    ert_tensor_set_shape(node->out[k], x->ndim, dims);
+  }
+  return EDGERT_OK;
+}

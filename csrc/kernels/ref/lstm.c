@@ -5,13 +5,7 @@
 enum { LSTM_GATES = 4, LSTM_ACTS = 3 };
 
 edgert_status ert_lstm_prepare(ert_node *node, ert_err *err) {
-  ert_rnn_cfg c = {0};
-  edgert_status st = ert_rnn_prepare_common(node, err, LSTM_GATES, 7, 3, LSTM_ACTS, &c);
-  if (st != EDGERT_OK) return st;
-  const size_t H = c.hidden, N = c.batch;
-  /* bias | proj | gates | h | c */
-  const size_t terms[] = {LSTM_GATES, H, 1, c.seq, N, LSTM_GATES * H, N, LSTM_GATES, H, N, H, 2};
-  return ert_rnn_check_scratch(node, err, terms, 4);
+  return ert_rnn_prepare_common(node, err, LSTM_GATES, 7, 3, LSTM_ACTS);
 }
 
 void ert_lstm_eval(const ert_node *node, ert_exec *ex) {

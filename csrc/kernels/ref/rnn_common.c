@@ -20,12 +20,30 @@ static void out_dims(const ert_node *n, int64_t *y, int64_t *h) {
   for (int k = 0; k < 3; k++) h[k] = y[k + (k >= l)];
 }
 
+/* Checks node->scratch_bytes >= 4 * floats, where floats = sum of `count` products
+ * of three factors each (terms[3k..3k+2]), computed without overflow. */
+static edgert_status check_scratch(const ert_node *n, ert_err *err, const size_t *terms, size_t count) {
+  size_t total = 0;
+  bool ok = true;
+  for (size_t k = 0; k < count && ok; k++) {
+    size_t p;
+    ok = ert_rnn_mul(terms[3 * k], terms[3 * k + 1], &p) && ert_rnn_mul(p, terms[3 * k + 2], &p);
+    ok = ok && total <= SIZE_MAX - p;
+    if (ok) total += p;
+  }
+  ok = ok && ert_rnn_mul(total, sizeof(float), &total);
+  if (!ok || n->scratch_bytes < total)
+    return ert_fail_node(err, EDGERT_ERR_PARAM, n->name ? n->name : "", ": scratch of %zu bytes is too small",
+                         n->scratch_bytes);
+  return EDGERT_OK;
+}
+
 /* Checks what every recurrent op shares: arity, parameter words and their ranges,
  * dtypes and shapes of X WT RT B initial_h [initial_c P] and of the outputs Y Y_h
- * [Y_c], and activation kinds; fills *c. n_in_max: 7 (lstm) or 5; n_out: 3 (lstm) or 2;
- * n_act: activation slots per direction. */
+ * [Y_c], activation kinds, and the scratch (layout in rnn.py: aux only when gates > 1).
+ * n_in_max: 7 (lstm) or 5; n_out: 3 (lstm) or 2; n_act: activation slots per direction. */
 edgert_status ert_rnn_prepare_common(ert_node *n, ert_err *err, size_t gates, uint32_t n_in_max,
-                                     uint32_t n_out, size_t n_act, ert_rnn_cfg *c) {
+                                     uint32_t n_out, size_t n_act) {
   edgert_status st = ert_check_arity(n, err, 3, n_in_max, n_out, n_out);
   if (st != EDGERT_OK) return st;
   st = ert_check_params(n, err, ERT_RNN_FIXED_PARAMS);
@@ -51,14 +69,8 @@ edgert_status ert_rnn_prepare_common(ert_node *n, ert_err *err, size_t gates, ui
     if (act.kind < 0 || act.kind >= ERT_RNN_ACT_COUNT || !isfinite(act.a) || !isfinite(act.b))
       return ert_fail_node(err, EDGERT_ERR_PARAM, nm, ": bad activation %zu (kind %d)", k, act.kind);
   }
-  for (uint32_t i = 0; i < n->n_in; i++) {
-    if (n->in[i] == NULL) {
-      if (i < 3)
-        return ert_fail_node(err, EDGERT_ERR_SHAPE, nm, ": input %u (X, WT, RT) is required", i);
-      continue;
-    }
-    st = ert_check_dtype(n, err, n->in[i], EDGERT_FLOAT32);
-    if (st != EDGERT_OK) return st;
+  for (uint32_t i = 0; i < n->n_in; i++) { /* X, WT and RT are present (the arity check) */
+    if (n->in[i] != NULL && (st = ert_check_dtype(n, err, n->in[i], EDGERT_FLOAT32)) != EDGERT_OK) return st;
   }
   for (uint32_t i = 0; i < n->n_out; i++) {
     st = ert_check_dtype(n, err, n->out[i], EDGERT_FLOAT32);
@@ -67,37 +79,23 @@ edgert_status ert_rnn_prepare_common(ert_node *n, ert_err *err, size_t gates, ui
   const ert_tensor *x = n->in[0];
   if (x->ndim != 3 || x->shape[0] <= 0 || x->shape[1] <= 0 || x->shape[2] <= 0)
     return ert_fail_node(err, EDGERT_ERR_SHAPE, nm, ": X must be a non-empty rank-3 tensor");
-  ert_rnn_cfg_read(n, gates, c);
-  const int64_t D = (int64_t)c->dirs, H = (int64_t)c->hidden, GH = (int64_t)gates * H;
+  ert_rnn_cfg c;
+  ert_rnn_cfg_read(n, gates, &c);
+  const int64_t D = (int64_t)c.dirs, H = (int64_t)c.hidden, GH = (int64_t)gates * H;
   int64_t y[4], h[3];
   out_dims(n, y, h);
   /* Inputs 1..6 (WT RT B initial_h initial_c P): rank, then dims. */
-  const int64_t want[6][4] = {{3, D, (int64_t)c->input, GH}, {3, D, H, GH}, {2, D, 2 * GH},
+  const int64_t want[6][4] = {{3, D, (int64_t)c.input, GH}, {3, D, H, GH}, {2, D, 2 * GH},
                               {3, h[0], h[1], h[2]},         {3, h[0], h[1], h[2]}, {2, D, 3 * H}};
   for (uint32_t i = 1; i < n->n_in && st == EDGERT_OK; i++)
     if (n->in[i] != NULL) st = ert_check_shape(n, err, n->in[i], (int32_t)want[i - 1][0], want[i - 1] + 1);
   for (uint32_t i = 0; i < n_out && st == EDGERT_OK; i++)
     st = ert_check_shape(n, err, n->out[i], i == 0 ? 4 : 3, i == 0 ? y : h);
-  return st;
-}
-
-/* Checks node->scratch_bytes >= 4 * floats, where floats = sum of `count` products
- * of three factors each (terms[3k..3k+2]), computed without overflow. */
-edgert_status ert_rnn_check_scratch(const ert_node *n, ert_err *err, const size_t *terms,
-                                    size_t count) {
-  size_t total = 0;
-  bool ok = true;
-  for (size_t k = 0; k < count && ok; k++) {
-    size_t p;
-    ok = ert_rnn_mul(terms[3 * k], terms[3 * k + 1], &p) && ert_rnn_mul(p, terms[3 * k + 2], &p);
-    ok = ok && total <= SIZE_MAX - p;
-    if (ok) total += p;
-  }
-  ok = ok && ert_rnn_mul(total, sizeof(float), &total);
-  if (!ok || n->scratch_bytes < total)
-    return ert_fail_node(err, EDGERT_ERR_PARAM, n->name ? n->name : "", ": scratch of %zu bytes is too small",
-                         n->scratch_bytes);
-  return EDGERT_OK;
+  if (st != EDGERT_OK) return st;
+  /* bias | proj | gates | h [| aux] */
+  const size_t terms[] = {gates,   c.hidden, 1,        c.seq,    c.batch,  gates * c.hidden,
+                          c.batch, gates,    c.hidden, c.batch,  c.hidden, gates > 1 ? 2 : 1};
+  return check_scratch(n, err, terms, 4);
 }
 
 /* On x86-64 GCC/glibc the product is also compiled for AVX+FMA, chosen at load time
