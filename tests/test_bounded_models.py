@@ -250,18 +250,48 @@ def test_pad_and_tile_follow_the_input():
     run_sizes(data, lambda f: ref.run(None, f), _frames(rng, True), random_sizes(rng, 1, 500))
 
 
-def test_what_cannot_follow_is_refused_at_conversion():
-    """Pads that shrink as the input grows (padding to a fixed length: the runtime's rules
-    are input dim + c) are refused, naming the node and op, as is a recurrent op whose
-    constant sequence_lens holds at one size only."""
+def test_split_follows_the_input():
+    """A split of the time axis into [T - 3, 3] (sizes from Shape(x)), then of the
+    features into [2, 4]."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "T", 6])
+    nodes = [helper.make_node("Shape", ["x"], ["x_shape"]), helper.make_node("Gather", ["x_shape", "one"], ["T"], axis=0),
+             helper.make_node("Sub", ["T", "three"], ["head"]),
+             helper.make_node("Concat", ["head", "three"], ["sizes"], axis=0),
+             helper.make_node("Split", ["x", "sizes"], ["a", "b"], axis=1, name="split_time"),
+             helper.make_node("Split", ["a", "sizes_feat"], ["c", "d"], axis=2, name="split_features")]
+    model = _model(nodes, [x], ["b", "c", "d"], [_i64("one", [1]), _i64("three", [3]), _i64("sizes_feat", [2, 4])])
+    data = edgert.convert(model, None, input_shapes={"x": [1, (4, 500), 6]})
+    rng = np.random.default_rng(41)
+    ref = _ort(model)
+    run_sizes(data, lambda f: ref.run(None, f), lambda t: {"x": rng.standard_normal((1, t, 6)).astype(np.float32)},
+              random_sizes(rng, 4, 500))
+
+
+def _pad_time(name: str, nodes: list, inits: list) -> bytes:
+    """x [1, T, 4] padded at the end of the time axis by `p` (computed by nodes)."""
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "T", 4])
-    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "one"], ["T"], axis=0),
-             helper.make_node("Sub", ["c64", "T"], ["rest"]),
-             helper.make_node("Concat", ["z", "z", "z", "z", "rest", "z"], ["pads"], axis=0),
-             helper.make_node("Pad", ["x", "pads"], ["y"], name="pad_to_64")]
-    model = _model(nodes, [x], ["y"], [_i64("one", [1]), _i64("c64", [64]), _i64("z", [0])])
-    with pytest.raises(ConversionError, match=r"node 'pad_to_64': op pad does not support bounded dimensions yet"):
-        edgert.convert(model, None, input_shapes={"x": [1, (1, 64), 4]})
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "one"], ["T"], axis=0), *nodes,
+             helper.make_node("Concat", ["z", "z", "z", "z", "p", "z"], ["pads"], axis=0),
+             helper.make_node("Pad", ["x", "pads"], ["y"], name=name)]
+    return _model(nodes, [x], ["y"], [_i64("one", [1]), _i64("z", [0]), *inits])
+
+
+def test_what_cannot_follow_is_refused_at_conversion():
+    """Parameters that follow the size other than as input dim + c are refused, naming
+    the node and op: pads to a fixed length (64 - T) or to a multiple of 8, a split into
+    equal halves (T / 2); and a recurrent op whose constant sequence_lens holds at one
+    size only."""
+    to_64 = _pad_time("pad_to_64", [helper.make_node("Sub", ["c64", "T"], ["p"])], [_i64("c64", [64])])
+    to_8 = _pad_time("pad_to_8", [helper.make_node("Mod", ["T", "c8"], ["r"]), helper.make_node("Sub", ["c8", "r"], ["q"]),
+                                  helper.make_node("Mod", ["q", "c8"], ["p"])], [_i64("c8", [8])])
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "T", 4])
+    g = helper.make_graph([helper.make_node("Split", ["x"], ["a", "b"], axis=1, num_outputs=2, name="split_halves")],
+                          "g", [x], [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in "ab"])
+    halves = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString()
+    for model, node, op in ((to_64, "pad_to_64", "pad"), (to_8, "pad_to_8", "pad"), (halves, "split_halves", "split")):
+        with pytest.raises(ConversionError, match=rf"node '{node}': op {op} does not support bounded dimensions yet "
+                                                  r"\(parameter \d+ follows the input size"):
+            edgert.convert(model, None, input_shapes={"x": [1, (2, 64), 4]})
 
     rng = np.random.default_rng(36)
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["T", 1, 4])
