@@ -215,23 +215,29 @@ def test_recurrent_layout_1(op, direction):
 
 
 def test_recurrent_batch_and_time_bounded():
-    """Batch and time both bounded (no initial state, so nothing is sized by the batch);
-    the last step read by Gather and Slice at -1, and a mean over time."""
+    """Batch and time both bounded; zero initial states built from the input's shape
+    (ConstantOfShape [1, N, H], as exporters write them: at run time a slice of the upper
+    bound's zeros); the last step read by Gather and Slice at -1, and a mean over time."""
     rng = np.random.default_rng(34)
     H, I = 32, 12
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["T", "N", I])
-    nodes = [helper.make_node("LSTM", ["x", "W", "R", "B"], ["Y", "Y_h", "Y_c"], hidden_size=H, name="lstm"),
-             helper.make_node("Squeeze", ["Y", "axis1"], ["Y_s"], name="squeeze"),
+    nodes = [helper.make_node("Shape", ["x"], ["x_shape"]),
+             helper.make_node("Gather", ["x_shape", "one"], ["N"], axis=0),
+             helper.make_node("Concat", ["one", "N", "hidden"], ["state_shape"], axis=0),
+             helper.make_node("ConstantOfShape", ["state_shape"], ["zeros"]),
+             helper.make_node("LSTM", ["x", "W", "R", "B", "", "zeros", "zeros"], ["Y", "Y_h", "Y_c"], hidden_size=H,
+                              name="lstm"),
+             helper.make_node("Squeeze", ["Y", "one"], ["Y_s"], name="squeeze"),
              helper.make_node("Gather", ["Y_s", "minus1"], ["last"], axis=0, name="gather_last"),
              helper.make_node("Slice", ["Y_s", "minus1s", "end", "zero"], ["last_slice"], name="slice_last"),
              helper.make_node("ReduceMean", ["Y_s"], ["mean"], axes=[0], keepdims=0, name="mean")]
     inits = [_w(rng, "W", (1, 4 * H, I)), _w(rng, "R", (1, 4 * H, H)), _w(rng, "B", (1, 8 * H)),
-             _i64("axis1", [1]), helper.make_tensor("minus1", TensorProto.INT64, [], [-1]), _i64("minus1s", [-1]),
-             _i64("end", [2 ** 62]), _i64("zero", [0])]
+             _i64("one", [1]), _i64("hidden", [H]), helper.make_tensor("minus1", TensorProto.INT64, [], [-1]),
+             _i64("minus1s", [-1]), _i64("end", [2 ** 62]), _i64("zero", [0])]
     model = _model(nodes, [x], ["last", "last_slice", "mean", "Y_h", "Y_c"], inits)
     data = edgert.convert(model, None, input_shapes={"x": [(1, 100), (1, 8), I]})
     ref = _ort(model)
-    # Random (T, N) pairs, coded as one index: both corners, then uniform.
+    # Random (T, N) pairs, run by their index: both corners, then uniform.
     pairs = [(1, 1), (100, 8), (97, 1), (1, 7)] + [(int(rng.integers(1, 101)), int(rng.integers(1, 9)))
                                                    for _ in range(40)]
     pairs = list(dict.fromkeys(pairs))[:N_SIZES]
