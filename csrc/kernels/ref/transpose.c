@@ -533,6 +533,17 @@ edgert_status ert_slice_shape(ert_node *node, ert_err *err) {
   return EDGERT_OK;
 }
 
+/* Each output dim is the input's times its repeat count (a parameter word, which the
+ * file's rules rewrite when it follows a size). */
+edgert_status ert_tile_shape(ert_node *node, ert_err *err) {
+  (void)err;
+  const ert_tensor *x = node->in[0];
+  int64_t dims[EDGERT_MAX_DIMS];
+  for (int32_t d = 0; d < x->ndim; d++) dims[d] = (int64_t)x->shape[d] * ert_pi(node, 1 + (uint32_t)d);
+  ert_tensor_set_shape(node->out[0], x->ndim, dims);
+  return EDGERT_OK;
+}
+
 /* expand's output shape is its target, from the file; bounded dims follow its rules. */
 edgert_status ert_expand_shape(ert_node *node, ert_err *err) {
   (void)node;
