@@ -16,18 +16,19 @@ from .partitioner import DEFAULT_MAX_PARTITIONS, FALLBACKS
 
 
 def build_graph(model, input_shapes: dict[str, Any] | None = None, input_values: dict[str, Any] | None = None,
-                optimize: bool = True, fallback: dict[str, Any] | None = None) -> Graph:
+                optimize: bool = True, fallback: dict[str, Any] | None = None, run_time=frozenset()) -> Graph:
     """The optimized edgert graph of an ONNX model (path, bytes or ModelProto); bounded
     dimensions (LO, HI) are built at their upper bound.
     fallback: {"fallback", "fallback_ops", "delegate", "max_partitions"} as convert
     takes them; onnxruntime partitions are carved here, before import; for litert the
     names of the nodes to carve after passes and quantization go to
-    g.metadata["litert_nodes"]."""
+    g.metadata["litert_nodes"]. run_time: ONNX tensors computed from the input size to
+    keep as run-time nodes (bounded conversions' shape programs)."""
     from .bounds import upper
     shapes = {k: [int(d) for d in v] for k, v in upper(input_shapes or {}).items()}
     fb = fallback or {}
     if fb.get("fallback", "off") == "off":
-        g = import_onnx(model, shapes, input_values)
+        g = import_onnx(model, shapes, input_values, run_time)
     else:
         from .partitioner import import_with_fallback
         g, litert_nodes, requested = import_with_fallback(load_onnx(model), shapes, input_values, fb["fallback"],
@@ -177,16 +178,50 @@ def _check_fallback(fallback, fallback_ops, delegate, max_partitions) -> dict[st
 def _convert_bounded(model, input_shapes, bounds, values, optimize, sparse, quantize, src, calibration=None,
                      calibration_method="percentile", keep_fp32=(), calibration_samples=None, progress=None) -> bytes:
     """A file for every size within the bounds (edgert/converter/bounds.py): converted at each
-    sample size, rules derived from the differences, checked in the C runtime. int8 is
+    sample size, rules derived from the differences, checked in the C runtime. Values
+    computed from the input size that no rule follows are computed at run time instead
+    (shape programs): the samples are converted again with them kept as nodes. int8 is
     calibrated once, on the graph at the calibration data's size, and those parameters
     quantize the graph at every sample size alike."""
+    from . import bounds as bounds_
+    run_time: set[str] = set()
+    while True:
+        try:
+            graphs, vals, invalid = _bounded_samples(model, input_shapes, bounds, values, optimize, sparse, quantize,
+                                                     calibration, calibration_method, keep_fp32,
+                                                     calibration_samples, progress, run_time)
+            bounds.rules = []
+            bounds_.derive_rules(graphs, bounds, vals)
+            break
+        except bounds_.NeedsRunTime as e:
+            if e.names <= run_time:
+                raise ConversionError(str(e)) from None
+            run_time |= e.names
+    summary = graphs[0].metadata.pop("quantization_summary", None)
+    g = graphs[0]
+    g.metadata["bounds"] = bounds
+    g.metadata["scratch_at_least"] = bounds_.sweep_scratch(graphs)
+    meta = {"source": src, "bounds": {s.name: [s.lo, s.hi] for s in bounds.symbols}}
+    if summary is not None:
+        meta["quantization"] = summary
+    data = bounds_.settle(lambda g: serialize(g, meta), g, bounds, input_shapes)
+    bounds_.check_with_runtime(data, graphs, bounds, vals, invalid)
+    return data
+
+
+def _bounded_samples(model, input_shapes, bounds, values, optimize, sparse, quantize, calibration,
+                     calibration_method, keep_fp32, calibration_samples, progress, run_time):
+    """(graphs, their symbols' values, invalid sizes) of a bounded conversion: the graph at
+    each sample size, quantized and with sparse kernels as asked; run_time: ONNX tensors
+    kept as run-time nodes (shape programs). invalid: (values, feeds, onnxruntime's
+    error) of the sample sizes the ONNX model itself cannot run."""
     from . import bounds as bounds_
     from .quant.pipeline import quantize_graph
     vals, graphs, invalid, ort_cache = [], [], [], {}
     for v in bounds_.sample_values(bounds):
         shapes = bounds_.concrete(input_shapes, bounds, v)
         try:
-            graphs.append(build_graph(model, shapes, values, optimize))
+            graphs.append(build_graph(model, shapes, values, optimize, run_time=run_time))
             vals.append(v)
         except ConversionError as e:
             # A size the ONNX model itself cannot run (onnxruntime fails too) is no sample;
@@ -208,7 +243,7 @@ def _convert_bounded(model, input_shapes, bounds, values, optimize, sparse, quan
             n.name for k, n in enumerate(graphs[0].nodes) if n.op == "global_avg_pool"
             and any(g.tensors[g.nodes[k].inputs[0]].shape != graphs[0].tensors[n.inputs[0]].shape for g in graphs)}
         calibrated = _calibrate_bounded(model, input_shapes, bounds, values, optimize, calibration,
-                                        calibration_method, keep_fp32, calibration_samples, progress)
+                                        calibration_method, keep_fp32, calibration_samples, progress, run_time)
     summary = None
     for i, g in enumerate(graphs):
         if quantize is not None:
@@ -218,20 +253,13 @@ def _convert_bounded(model, input_shapes, bounds, values, optimize, sparse, quan
         if sparse:
             from . import sparse as sparse_
             sparse_.apply(g, kernels=sparse is True, storage=True)
-    bounds_.derive_rules(graphs, bounds, vals)
-    g = graphs[0]
-    g.metadata["bounds"] = bounds
-    g.metadata["scratch_at_least"] = bounds_.sweep_scratch(graphs)
-    meta = {"source": src, "bounds": {s.name: [s.lo, s.hi] for s in bounds.symbols}}
     if summary is not None:
-        meta["quantization"] = summary
-    data = bounds_.settle(lambda g: serialize(g, meta), g, bounds, input_shapes)
-    bounds_.check_with_runtime(data, graphs, bounds, vals, invalid)
-    return data
+        graphs[0].metadata["quantization_summary"] = summary
+    return graphs, vals, invalid
 
 
 def _calibrate_bounded(model, input_shapes, bounds, values, optimize, calibration, method, keep_fp32, max_samples,
-                       progress):
+                       progress, run_time=frozenset()):
     """(qparams, means, samples) of int8 for a bounded conversion: the symbols take the
     sizes of the calibration data (every bounded input's samples must share them)."""
     from . import bounds as bounds_
@@ -253,7 +281,7 @@ def _calibrate_bounded(model, input_shapes, bounds, values, optimize, calibratio
             raise ConversionError(f"calibration data for {name!r} has shape {list(arr.shape)}: dimension {dim} must "
                                   f"be one size within {s.lo}..{s.hi}, shared by every input with {s.name!r}")
         sizes[sym] = size
-    g = build_graph(model, bounds_.concrete(input_shapes, bounds, sizes), values, optimize)
+    g = build_graph(model, bounds_.concrete(input_shapes, bounds, sizes), values, optimize, run_time=run_time)
     keep = set(keep_fp32 or ())
     prepare_for_int8(g, keep)
     feeds = batches(g, data, max_samples)

@@ -167,3 +167,19 @@ edgert_status ert_concat_shape(ert_node *node, ert_err *err) {
   ert_tensor_set_shape(y, y->ndim, dims);
   return EDGERT_OK;
 }
+
+/* Bounded dimensions: each output is the input's shape with the axis its size (word
+ * 2 + k; prepare checks they add up). */
+edgert_status ert_split_shape(ert_node *node, ert_err *err) {
+  const ert_tensor *x = node->in[0];
+  const int32_t axis = ert_pi(node, 0);
+  if (axis < 0 || axis >= x->ndim || node->n_params < 2u + node->n_out)
+    return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node), " (split): axis %d out of range", (int)axis);
+  int64_t dims[EDGERT_MAX_DIMS];
+  for (int32_t d = 0; d < x->ndim; d++) dims[d] = x->shape[d];
+  for (uint32_t k = 0; k < node->n_out; k++) {
+    dims[axis] = ert_pi(node, 2 + k);
+    ert_tensor_set_shape(node->out[k], x->ndim, dims);
+  }
+  return EDGERT_OK;
+}
