@@ -312,6 +312,9 @@ def derive_rules(graphs: list, bounds: Bounds, values: list[list[int]]) -> None:
                                                 for a, b in zip(g0.nodes, g.nodes)):
             refuse("the converted graph changes with the input size (bounded dimensions need one graph "
                    "for every size); convert a static file per size instead")
+    for t in g0.outputs:
+        if g0.tensors[t].is_const and any(not np.array_equal(g.tensors[t].data, g0.tensors[t].data) for g in graphs):
+            refuse(f"output {t!r} is a constant computed from the input size", size_constants.get(t))
     for k, n in enumerate(g0.nodes):
         others = [g.nodes[k] for g in graphs[1:]]
         for j, t in enumerate(n.inputs):

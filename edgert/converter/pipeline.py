@@ -185,6 +185,7 @@ def _convert_bounded(model, input_shapes, bounds, values, optimize, sparse, quan
     quantize the graph at every sample size alike."""
     from . import bounds as bounds_
     run_time: set[str] = set()
+    why = ""
     while True:
         try:
             graphs, vals, invalid = _bounded_samples(model, input_shapes, bounds, values, optimize, sparse, quantize,
@@ -197,6 +198,11 @@ def _convert_bounded(model, input_shapes, bounds, values, optimize, sparse, quan
             if e.names <= run_time:
                 raise ConversionError(str(e)) from None
             run_time |= e.names
+            why = str(e)
+        except ConversionError as e:
+            if not run_time:
+                raise
+            raise ConversionError(f"{why}; computing it at run time instead fails: {e}") from None
     summary = graphs[0].metadata.pop("quantization_summary", None)
     g = graphs[0]
     g.metadata["bounds"] = bounds
