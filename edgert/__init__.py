@@ -17,14 +17,24 @@ from .runtime.session import Session, TensorInfo, runtime_info
 
 __version__ = "0.1.0"
 
-__all__ = ["convert", "Session", "TensorInfo", "runtime_info", "EdgertError", "ConversionError", "UnsupportedError",
-           "ModelFormatError", "OnnxFormatError", "InputError", "RuntimeFailure", "__version__"]
+__all__ = ["convert", "ConvertOptions", "Session", "TensorInfo", "runtime_info", "EdgertError", "ConversionError",
+           "UnsupportedError", "ModelFormatError", "OnnxFormatError", "InputError", "RuntimeFailure", "__version__"]
 
 
-def convert(model, output=None, input_shapes=None, input_values=None, optimize: bool = True, **options) -> bytes:
-    """Converts an ONNX model (path, bytes or onnx.ModelProto) to .edgert; see
-    edgert.converter.convert for the arguments. Returns the file's bytes."""
+def convert(model, output=None, options=None, **kwargs) -> bytes:
+    """Converts an ONNX model (path, bytes or onnx.ModelProto) to .edgert; the settings
+    are an edgert.ConvertOptions and/or its fields as keyword arguments (see
+    edgert.converter.pipeline.convert). Returns the file's bytes."""
     from .converter.pipeline import convert as _convert
 
-    return _convert(model, output, input_shapes=input_shapes, input_values=input_values, optimize=optimize,
-                    **options)
+    return _convert(model, output, options, **kwargs)
+
+
+def __getattr__(name: str):
+    # The converter side is imported on first use: a runtime-only install (numpy, cffi)
+    # imports edgert without it.
+    if name == "ConvertOptions":
+        from .converter.options import ConvertOptions
+
+        return ConvertOptions
+    raise AttributeError(f"module 'edgert' has no attribute {name!r}")

@@ -44,7 +44,8 @@ assert _RECORD.size == RECORD_SIZE
 
 # ---- the BOUNDS section: symbols, their input dims, and the rules evaluated at run
 # time (docs/runtime.md, "Bounded dimensions")
-RULE_PARAM, RULE_OUTDIM, RULE_INFER, RULE_PARAM_SYM, RULE_RESIZE_NEAREST, RULE_SAME, RULE_STEP = 0, 1, 2, 3, 4, 5, 6
+(RULE_PARAM, RULE_OUTDIM, RULE_INFER, RULE_PARAM_SYM, RULE_RESIZE_NEAREST, RULE_SAME, RULE_STEP, RULE_RESIZE,
+ RULE_SLICE) = range(9)
 RULE_NO_NODE = 0xFFFFFFFF  # the node of a STEP rule (a constraint on a symbol, after every node's rules)
 
 _HEAD = struct.Struct("<IIII")

@@ -239,8 +239,9 @@ edgert_status edgert_model_partition_tensor(const edgert_model *model, size_t in
  * in *state; release is called for each prepared partition (reverse order) at
  * edgert_session_destroy or when session creation fails later. invoke runs at each run:
  * inputs[i] / outputs[o] point at the boundary tensors in the session's arena (their
- * nbytes from edgert_model_partition_tensor); the pointers are the same for every run of
- * one session. On failure prepare and invoke write a NUL-terminated message of at most
+ * nbytes from edgert_model_partition_tensor, or, in a file with bounded dimensions, for
+ * this run from edgert_partition_call_tensor); the pointers are the same for every run
+ * of one session. On failure prepare and invoke write a NUL-terminated message of at most
  * msg_size bytes to msg and return a status other than EDGERT_OK. Several sessions call
  * the same backend from different threads at once, each with its own state. */
 typedef struct edgert_backend {
@@ -251,6 +252,14 @@ typedef struct edgert_backend {
                           void *const *outputs, char *msg, size_t msg_size);
   void (*release)(void *user, void *state);
 } edgert_backend;
+
+/* Inside a backend's invoke, on the thread edgert called it from: boundary tensor k
+ * of the partition being run (input k when is_output is 0, else output k) with its
+ * shape and nbytes for this run. In a file with bounded dimensions these follow the
+ * input sizes of the run (the outputs' from the file's BOUNDS rules, which the backend
+ * must produce exactly); elsewhere they are the model's. EDGERT_ERR_INVALID_ARGUMENT
+ * outside an invoke or when k is out of range. */
+edgert_status edgert_partition_call_tensor(int is_output, size_t k, edgert_tensor_info *info);
 
 typedef struct edgert_session_options {
   void *arena;          /* caller's arena or NULL to allocate one at creation */

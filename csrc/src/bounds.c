@@ -3,9 +3,10 @@
  * before a run whose input shapes changed, the output shapes of every node that depends
  * on an input (the op's shape function, then the file's rules) and preparing that node
  * again on the session's own copy. Shape programs: where a shape function reads values
- * (range's operands, expand's target), the nodes computing those values from constants
- * and tensor shapes (value nodes) also run in that pass. Nothing here allocates after
- * load. */
+ * (range's operands, expand's target, tile's repeats), the nodes computing those values
+ * from constants and tensor shapes (value nodes) also run in that pass. Nothing here
+ * allocates after load. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -62,9 +63,31 @@ static edgert_status out_rules(ert_node *n, const ert_rule *r0, const ert_rule *
   return EDGERT_OK;
 }
 
-/* The value a PARAM, PARAM_SYM or SAME rule gives; sym: the symbols' values. */
-static int64_t param_value(const ert_node *n, const ert_rule *r, const int64_t *sym) {
+static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* The value a PARAM, PARAM_SYM, SAME or SLICE rule gives parameter word `word` (a SLICE
+ * rule sets its start word, `target`, and its size word, target + 2); sym: the symbols'
+ * values; w: the node's parameter words (a slice's step, target + 1). */
+static int64_t param_value(const ert_node *n, const ert_rule *r, const int64_t *sym, const uint32_t *w,
+                           uint32_t word) {
   if (r->kind == ERT_RULE_PARAM_SYM) return sym[r->in] + r->add;
+  if (r->kind == ERT_RULE_SLICE) {
+    /* ONNX Slice on the actual dim: start `add`, end `in` (int32, clamped by the converter). */
+    const int64_t dim = n->in[0]->shape[r->in_dim], step = (int32_t)w[r->target + 1];
+    int64_t start = r->add, end = (int32_t)r->in, count;
+    start += start < 0 ? dim : 0;
+    end += end < 0 ? dim : 0;
+    if (step > 0) {
+      start = clamp64(start, 0, dim);
+      count = clamp64(end, 0, dim) - start;
+      count = count > 0 ? (count + step - 1) / step : 0;
+    } else {
+      start = clamp64(start, 0, dim - 1);
+      count = start - clamp64(end, -1, dim - 1);
+      count = count > 0 ? (count - step - 1) / -step : 0;
+    }
+    return word == r->target ? (count > 0 ? start : 0) : count;
+  }
   const int64_t x = n->in[r->in]->shape[r->in_dim];
   if (r->kind != ERT_RULE_SAME) return x + r->add;
   /* ONNX auto_pad SAME: ceil(x / stride) outputs; the odd pad goes at the end (UPPER)
@@ -76,9 +99,13 @@ static int64_t param_value(const ert_node *n, const ert_rule *r, const int64_t *
   return end != lower ? total - total / 2 : total / 2;
 }
 
+static bool is_resize(const ert_rule *r) {
+  return r->kind == ERT_RULE_RESIZE_NEAREST || r->kind == ERT_RULE_RESIZE;
+}
+
 static bool is_param(const ert_rule *r) {
-  return r->kind == ERT_RULE_PARAM || r->kind == ERT_RULE_PARAM_SYM || r->kind == ERT_RULE_RESIZE_NEAREST ||
-         r->kind == ERT_RULE_SAME;
+  return r->kind == ERT_RULE_PARAM || r->kind == ERT_RULE_PARAM_SYM || is_resize(r) || r->kind == ERT_RULE_SAME ||
+         r->kind == ERT_RULE_SLICE;
 }
 
 uint64_t ert_bounds_residues(const ert_bounds *b, uint32_t sym, uint32_t *step) {
@@ -108,43 +135,95 @@ edgert_status ert_bounds_step(const ert_bounds *b, uint32_t sym, int64_t v, cons
                   (long long)y->hi);
 }
 
-/* Nearest resize (rules [r0, r1) include its RESIZE_NEAREST ones; see runtime.h): the
- * output shape and index tables for the input's actual shape. The tables are written to
- * `words` (the session's parameter copy) or, when `words` is NULL, compared with the
- * node's parameter words (at load, on the file's upper-bound shapes). */
+/* Source coordinate of output index o along an axis (ONNX coordinate_transformation_mode,
+ * RESIZE rule codes), snapped to a whole number within 1e-9 as the converter does
+ * (edgert/converter/ops/resize.py, _x_original). */
+static double resize_x(uint32_t coord, double o, double scale, int64_t n_in, int64_t n_out) {
+  double x;
+  if (coord == ERT_RESIZE_ALIGN_CORNERS) {
+    x = n_out == 1 ? 0.0 : o * (double)(n_in - 1) / (double)(n_out - 1);
+  } else if (coord == ERT_RESIZE_ASYMMETRIC) {
+    x = o / scale;
+  } else {
+    x = coord == ERT_RESIZE_PYTORCH_HALF_PIXEL && n_out == 1 ? 0.0 : (o + 0.5) / scale - 0.5;
+  }
+  const double r = floor(x + 0.5);
+  return fabs(x - r) < 1e-9 ? r : x;
+}
+
+/* A resize with RESIZE or RESIZE_NEAREST rules (rules [r0, r1)): the output shape and,
+ * for the input's actual shape, the index (and, linear, weight) tables of every resized
+ * axis, as the converter computes them. The tables are written to `words` (the
+ * session's parameter copy) or, when `words` is NULL, compared with the node's
+ * parameter words (at load, on the file's upper-bound shapes). */
 static edgert_status resize_rules(ert_node *n, const ert_rule *r0, const ert_rule *r1, uint32_t *words,
                                   uint32_t capacity, ert_err *err) {
   const ert_tensor *x = n->in[0];
   ert_tensor *y = n->out[0];
   const int32_t r = ert_pi(n, 1);
-  if (ert_pi(n, 0) != 0 || r != x->ndim || r != y->ndim || capacity < 3u + (uint32_t)r)
-    return ert_fail_node(err, EDGERT_ERR_FORMAT, n->name, " (resize): BOUNDS rules need a nearest resize");
+  const bool linear = ert_pi(n, 0) == 1;
+  if (ert_pi(n, 0) > 1 || r != x->ndim || r != y->ndim || capacity < 3u + (uint32_t)r)
+    return ert_fail_node(err, EDGERT_ERR_FORMAT, n->name, " (resize): BOUNDS rules need a nearest or linear resize");
   int64_t dims[EDGERT_MAX_DIMS];
   uint64_t pos = 3u + (uint32_t)r;
   for (int32_t d = 0; d < r; d++) {
-    const int32_t taps = ert_pi(n, 3 + (uint32_t)d);
-    int64_t scale = 0;
+    const uint32_t taps = (uint32_t)ert_pi(n, 3 + (uint32_t)d);
+    const ert_rule *rule = NULL;
     for (const ert_rule *q = r0; q < r1; q++)
-      if (q->kind == ERT_RULE_RESIZE_NEAREST && q->in_dim == (uint32_t)d) scale = q->add;
-    if (taps == 0) {
-      dims[d] = x->shape[d];
-      continue;
+      if ((q->kind == ERT_RULE_RESIZE_NEAREST || q->kind == ERT_RULE_RESIZE) && q->in_dim == (uint32_t)d) rule = q;
+    dims[d] = x->shape[d];
+    if (taps == 0) continue;
+    if (taps != (linear ? 2u : 1u) || rule == NULL)
+      return ert_fail_node(err, EDGERT_ERR_FORMAT, n->name, " (resize): axis %d has no BOUNDS rule", (int)d);
+    /* RESIZE_NEAREST: asymmetric, floor, by the integer `add`. RESIZE: `target` codes,
+     * `add` the float32 scale's bits, or the output length fixed (scale = out / in). */
+    uint32_t code = ERT_RESIZE_ASYMMETRIC | ERT_RESIZE_FLOOR << 3;
+    double scale = (double)rule->add;
+    if (rule->kind == ERT_RULE_RESIZE) {
+      code = rule->target;
+      float f;
+      memcpy(&f, &rule->add, sizeof f);
+      scale = (double)f;
     }
-    if (taps != 1 || scale < 1)
-      return ert_fail_node(err, EDGERT_ERR_FORMAT, n->name, " (resize): axis %d has no BOUNDS scale", (int)d);
-    dims[d] = x->shape[d] * scale;
-    if ((uint64_t)dims[d] > capacity - pos)
-      return ert_fail_node(err, EDGERT_ERR_SHAPE, n->name, " (resize): tables exceed the parameter words");
+    const int64_t n_in = x->shape[d];
+    const double len = code & ERT_RESIZE_FIXED_OUT ? (double)y->shape[d] : scale * (double)n_in;
+    if (code & ERT_RESIZE_FIXED_OUT) scale = n_in > 0 ? len / (double)n_in : 0.0;
+    dims[d] = len >= 0.0 && len < 2147483648.0 ? (int64_t)len : -1; /* no cast of an out-of-range double */
+    if (n_in == 0 || !(scale > 0.0) || dims[d] < 0 || (uint64_t)dims[d] * taps * (linear ? 2u : 1u) > capacity - pos)
+      return ert_fail_node(err, EDGERT_ERR_SHAPE, n->name, " (resize): axis %d cannot be resized to %lld", (int)d,
+                           (long long)dims[d]);
+    const uint32_t coord = code & 7u, mode = (code >> 3) & 7u;
     for (int64_t o = 0; o < dims[d]; o++) {
-      const uint32_t v = (uint32_t)(o / scale);
-      if (words != NULL) {
-        words[pos + (uint64_t)o] = v;
-      } else if (n->params[pos + (uint64_t)o] != v) {
-        return ert_fail_node(err, EDGERT_ERR_FORMAT, n->name,
-                             " (resize): axis %d table differs from its BOUNDS scale", (int)d);
+      const double xo = resize_x(coord, (double)o, scale, n_in, dims[d]);
+      const double fl = floor(xo);
+      const double ratio = xo == fl ? 1.0 : xo - fl;
+      int64_t i0 = (int64_t)fl - (xo == fl), i1 = i0 + 1;
+      i0 = i0 < 0 ? 0 : i0 >= n_in ? n_in - 1 : i0;
+      i1 = i1 < 0 ? 0 : i1 >= n_in ? n_in - 1 : i1;
+      uint32_t v[4] = {(uint32_t)i0, (uint32_t)i1, 0, 0};
+      if (linear) {
+        const float w[2] = {(float)(1.0 - ratio), (float)ratio};
+        memcpy(&v[2], w, sizeof w);
+      } else {
+        const uint32_t m = mode == ERT_RESIZE_SIMPLE ? (scale >= 1.0 ? ERT_RESIZE_FLOOR : ERT_RESIZE_CEIL) : mode;
+        const bool second = ratio == 1.0 || (m == ERT_RESIZE_ROUND_PREFER_FLOOR && ratio > 0.5) ||
+                            (m == ERT_RESIZE_ROUND_PREFER_CEIL && ratio >= 0.5) || m == ERT_RESIZE_CEIL;
+        v[0] = second ? v[1] : v[0];
+      }
+      /* Layout: the axis's indices (taps each), then its weights (linear). */
+      const uint64_t at[4] = {pos + (uint64_t)o * taps, pos + (uint64_t)o * taps + 1,
+                              pos + (uint64_t)dims[d] * taps + (uint64_t)o * 2, 0};
+      for (uint32_t k = 0; k < (linear ? 4u : 1u); k++) {
+        const uint64_t p = k < 2 ? at[k] : at[2] + (k - 2);
+        if (words != NULL) {
+          words[p] = v[k];
+        } else if (n->params[p] != v[k]) {
+          return ert_fail_node(err, EDGERT_ERR_FORMAT, n->name,
+                               " (resize): axis %d table differs from its BOUNDS rule", (int)d);
+        }
       }
     }
-    pos += (uint64_t)dims[d];
+    pos += (uint64_t)dims[d] * taps * (linear ? 2u : 1u);
   }
   ert_tensor_set_shape(y, r, dims);
   if (words != NULL) n->n_params = (uint32_t)pos; /* prepare wants the tables' exact length */
@@ -155,7 +234,8 @@ static edgert_status resize_rules(ert_node *n, const ert_rule *r0, const ert_rul
 static edgert_status node_shape(ert_node *n, const ert_op_impl *impl, const ert_rule *r0, const ert_rule *r1,
                                 uint32_t *words, uint32_t capacity, ert_err *err) {
   for (const ert_rule *q = r0; q < r1; q++)
-    if (q->kind == ERT_RULE_RESIZE_NEAREST) return resize_rules(n, r0, r1, words, capacity, err);
+    if (q->kind == ERT_RULE_RESIZE_NEAREST || q->kind == ERT_RULE_RESIZE)
+      return resize_rules(n, r0, r1, words, capacity, err);
   return impl->shape(n, err);
 }
 
@@ -231,13 +311,17 @@ edgert_status ert_bounds_check(edgert_model *m, ert_err *err) {
     /* At the upper bounds, the rules and the shape function must give the file's values. */
     ert_op_impl impl;
     const char *op = op_of(n, &impl);
-    for (uint32_t q = r0; q < r && st == EDGERT_OK; q++)
-      if (is_param(&b->rules[q]) && b->rules[q].kind != ERT_RULE_RESIZE_NEAREST &&
-          param_value(n, &b->rules[q], hi) != ert_pi(n, b->rules[q].target))
-        st = ert_fail_node(err, EDGERT_ERR_FORMAT, n->name,
-                           " (%s): BOUNDS rule for parameter %u gives %lld, the file has %d", op,
-                           (unsigned)b->rules[q].target, (long long)param_value(n, &b->rules[q], hi),
-                           (int)ert_pi(n, b->rules[q].target));
+    for (uint32_t q = r0; q < r && st == EDGERT_OK; q++) {
+      const ert_rule *rule = &b->rules[q];
+      for (uint32_t w = rule->target; is_param(rule) && !is_resize(rule) && st == EDGERT_OK &&
+                                      w <= rule->target + (rule->kind == ERT_RULE_SLICE ? 2u : 0u); w += 2) {
+        const int64_t v = param_value(n, rule, hi, n->params, w);
+        if (v != ert_pi(n, w))
+          st = ert_fail_node(err, EDGERT_ERR_FORMAT, n->name,
+                             " (%s): BOUNDS rule for parameter %u gives %lld, the file has %d", op, (unsigned)w,
+                             (long long)v, (int)ert_pi(n, w));
+      }
+    }
     if (st != EDGERT_OK) break;
     if (n->n_out > 8) {
       st = ert_fail_node(err, EDGERT_ERR_UNSUPPORTED, n->name,
@@ -295,9 +379,12 @@ edgert_status ert_bounds_apply(const edgert_model *m, ert_tensor *tensors, ert_n
     const uint32_t r0 = r;
     while (r < b->n_rules && b->rules[r].node == i) r++;
     uint32_t *words = (uint32_t *)(uintptr_t)n->params; /* the session's copy when rules write it */
-    for (uint32_t q = r0; q < r; q++)
-      if (is_param(&b->rules[q]) && b->rules[q].kind != ERT_RULE_RESIZE_NEAREST)
-        words[b->rules[q].target] = (uint32_t)(int32_t)param_value(n, &b->rules[q], val);
+    for (uint32_t q = r0; q < r; q++) {
+      const ert_rule *rule = &b->rules[q];
+      for (uint32_t w = rule->target; is_param(rule) && !is_resize(rule) &&
+                                      w <= rule->target + (rule->kind == ERT_RULE_SLICE ? 2u : 0u); w += 2)
+        words[w] = (uint32_t)(int32_t)param_value(n, rule, val, words, w);
+    }
     ert_op_impl impl;
     const char *op = op_of(n, &impl);
     const ert_rule *q0 = b->rules != NULL ? b->rules + r0 : NULL; /* no rules: NULL, not NULL + 0 */
@@ -309,13 +396,15 @@ edgert_status ert_bounds_apply(const edgert_model *m, ert_tensor *tensors, ert_n
       const ert_tensor *y = n->out[k];
       const ert_tensor *planned = &m->tensors[y - tensors];
       uint64_t count = 1; /* the element count again, without overflow (rules come from the file) */
-      bool over = false;
+      bool over = false, empty = false, neg = false; /* a partial product may pass numel when a later dim is 0 */
       for (int32_t d = 0; d < y->ndim; d++) {
         const uint64_t v = y->shape[d] < 0 ? UINT64_MAX : (uint64_t)y->shape[d];
-        over = over || (v != 0 && count > planned->numel / v) || y->shape[d] < 0;
+        over = over || (v != 0 && count > planned->numel / v);
+        empty = empty || y->shape[d] == 0;
+        neg = neg || y->shape[d] < 0;
         count = over ? count : count * v;
       }
-      if (over || y->nbytes > planned->nbytes)
+      if (neg || (over && !empty) || y->nbytes > planned->nbytes)
         return ert_fail_node(err, EDGERT_ERR_SHAPE, n->name,
                              " (%s): output '%s' needs %zu bytes, more than the %zu planned for the "
                              "upper bounds",

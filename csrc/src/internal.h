@@ -244,6 +244,10 @@ static inline const ert_partition_ctx *ert_partition_binding(const ert_node *n) 
   return c;
 }
 
+/* The partition node whose backend invoke is running on this thread (set by the
+ * partition kernel around the call), or NULL: edgert_partition_call_tensor reads it. */
+const ert_node *ert_partition_current(void);
+
 /* "onnxruntime", "litert" or "unknown" for an edgert_backend_kind value. */
 const char *ert_backend_name(uint32_t code);
 

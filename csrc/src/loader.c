@@ -705,11 +705,18 @@ static edgert_status load_bounds(loader *L, edgert_model *m) {
     if ((step ? r->node != ERT_RULE_NO_NODE || r->in >= ns || r->target < 2 || r->target > 64 || mask == 0 ||
                     (r->target < 64 && mask >> r->target != 0)
               : r->node >= m->n_nodes) ||
-        (i > 0 && r->node < b->rules[i - 1].node) || r->kind > ERT_RULE_STEP)
+        (i > 0 && r->node < b->rules[i - 1].node) || r->kind > ERT_RULE_SLICE)
       return ert_fail(L->err, EDGERT_ERR_FORMAT, "BOUNDS rule %u: node out of range or order, or kind unknown",
                       (unsigned)i);
     if (step) continue;
     const ert_node *n = &m->nodes[r->node];
+    if (r->kind == ERT_RULE_SLICE) {
+      if (strcmp(kind_op(n), "slice") != 0 || n->n_in < 1 || n->in[0] == NULL || r->in_dim >= (uint32_t)n->in[0]->ndim ||
+          r->target + 2u >= n->n_params || r->target != 1u + 3u * r->in_dim || ert_pi(n, r->target + 1) == 0)
+        return ert_fail(L->err, EDGERT_ERR_FORMAT, "BOUNDS rule %u (node '%s'): operand out of range",
+                        (unsigned)i, n->name);
+      continue;
+    }
     if (r->kind == ERT_RULE_PARAM_SYM) {
       if (r->in >= ns || r->target >= n->n_params)
         return ert_fail(L->err, EDGERT_ERR_FORMAT, "BOUNDS rule %u (node '%s'): operand out of range",
@@ -720,7 +727,10 @@ static edgert_status load_bounds(loader *L, edgert_model *m) {
         ((r->kind == ERT_RULE_PARAM || r->kind == ERT_RULE_SAME) && r->target >= n->n_params) ||
         (r->kind == ERT_RULE_SAME && ((r->add & 0xFFFF) == 0 || ((r->add >> 16) & 0xFFF) == 0)) ||
         (r->kind == ERT_RULE_RESIZE_NEAREST && (r->in != 0 || r->add < 1 || strcmp(kind_op(n), "resize") != 0)) ||
-        (r->kind != ERT_RULE_PARAM && r->kind != ERT_RULE_SAME &&
+        (r->kind == ERT_RULE_RESIZE && (r->in != 0 || (r->target & 7u) > ERT_RESIZE_ALIGN_CORNERS ||
+                                        ((r->target >> 3) & 7u) > ERT_RESIZE_SIMPLE || r->target >> 7 != 0 ||
+                                        strcmp(kind_op(n), "resize") != 0)) ||
+        (r->kind != ERT_RULE_PARAM && r->kind != ERT_RULE_SAME && r->kind != ERT_RULE_RESIZE &&
          (r->target / 8 >= n->n_out || r->target % 8 >= (uint32_t)n->out[r->target / 8]->ndim)))
       return ert_fail(L->err, EDGERT_ERR_FORMAT, "BOUNDS rule %u (node '%s'): operand out of range",
                       (unsigned)i, n->name);

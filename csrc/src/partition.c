@@ -70,6 +70,14 @@ edgert_status edgert_model_partition_tensor(const edgert_model *model, size_t in
   return EDGERT_OK;
 }
 
+edgert_status edgert_partition_call_tensor(int is_output, size_t k, edgert_tensor_info *info) {
+  const ert_node *n = ert_partition_current();
+  if (n == NULL || info == NULL) return EDGERT_ERR_INVALID_ARGUMENT;
+  if (is_output ? k >= n->n_out : k + 1 >= n->n_in) return EDGERT_ERR_INVALID_ARGUMENT;
+  ert_fill_info(is_output ? n->out[k] : n->in[k], info);
+  return EDGERT_OK;
+}
+
 /* ---- sessions --------------------------------------------------------------------- */
 
 struct ert_partitions {

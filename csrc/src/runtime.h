@@ -32,7 +32,17 @@ typedef struct ert_bind {
 } ert_bind;
 enum {
   ERT_RULE_PARAM = 0, ERT_RULE_OUTDIM = 1, ERT_RULE_INFER = 2, ERT_RULE_PARAM_SYM = 3,
-  ERT_RULE_RESIZE_NEAREST = 4, ERT_RULE_SAME = 5, ERT_RULE_STEP = 6
+  ERT_RULE_RESIZE_NEAREST = 4, ERT_RULE_SAME = 5, ERT_RULE_STEP = 6, ERT_RULE_RESIZE = 7,
+  ERT_RULE_SLICE = 8
+};
+/* RESIZE rule codes (`target`): coordinate mode in bits 0-2, nearest mode in bits 3-5,
+ * ERT_RESIZE_FIXED_OUT when the output length is the file's (ONNX sizes). */
+enum {
+  ERT_RESIZE_HALF_PIXEL = 0, ERT_RESIZE_PYTORCH_HALF_PIXEL = 1, ERT_RESIZE_ASYMMETRIC = 2,
+  ERT_RESIZE_ALIGN_CORNERS = 3,
+  ERT_RESIZE_ROUND_PREFER_FLOOR = 0, ERT_RESIZE_ROUND_PREFER_CEIL = 1, ERT_RESIZE_FLOOR = 2, ERT_RESIZE_CEIL = 3,
+  ERT_RESIZE_SIMPLE = 4,
+  ERT_RESIZE_FIXED_OUT = 1u << 6
 };
 #define ERT_RULE_NO_NODE 0xFFFFFFFFu
 /* PARAM: parameter word `target` = in[in].shape[in_dim] + add;
@@ -44,6 +54,12 @@ enum {
  *   rebuilt from these rules (one per table axis) instead of its shape function;
  * SAME: parameter word `target` = the auto_pad SAME pad of in[in].shape[in_dim], with
  *   add = k_eff | stride << 16 | end << 28 | lower << 29 (docs/format.md);
+ * RESIZE: a nearest or linear resize whose axis `in_dim` follows the size: codes in
+ *   `target` (below), the float32 scale's bits in `add`; tables rebuilt like
+ *   RESIZE_NEAREST's;
+ * SLICE: a slice's axis `in_dim` with the ONNX start `add` and end `in` (int32 bits):
+ *   its start word `target` and size word target + 2 follow the actual dim (step: word
+ *   target + 1);
  * STEP: a constraint, node ERT_RULE_NO_NODE (after every node's rules): the value v of
  *   symbol `in` runs only when bit v % target (target <= 64) of the residue mask
  *   in_dim | (uint32_t)add << 32 is set (checked when an input shape is set). */

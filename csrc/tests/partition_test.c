@@ -83,6 +83,14 @@ static edgert_status ao_invoke(void *user, void *state, const void *const *input
     snprintf(msg, msg_size, "boom in partition %u", (unsigned)s->index);
     return EDGERT_ERR_BACKEND;
   }
+  /* The run's boundary shapes (a static file: the model's); nothing past the end. */
+  edgert_tensor_info t;
+  if (edgert_partition_call_tensor(0, 0, &t) != EDGERT_OK || t.nbytes != s->count * sizeof(float) ||
+      edgert_partition_call_tensor(1, 0, &t) != EDGERT_OK || t.nbytes != s->count * sizeof(float) ||
+      edgert_partition_call_tensor(0, 1, &t) != EDGERT_ERR_INVALID_ARGUMENT) {
+    snprintf(msg, msg_size, "edgert_partition_call_tensor disagrees with the model");
+    return EDGERT_ERR_BACKEND;
+  }
   const float *x = inputs[0];
   float *y = outputs[0];
   for (size_t i = 0; i < s->count; i++) y[i] = x[i] + 1.0f;
@@ -128,6 +136,7 @@ static void test_queries(edgert_model *m) {
   CHECK(edgert_model_partition_tensor(m, 1, 1, 0, &t) == EDGERT_OK && strcmp(t.name, "y") == 0, "partition 1 output");
   CHECK(edgert_model_partition_tensor(m, 0, 0, 1, &t) == EDGERT_ERR_INVALID_ARGUMENT, "the payload is not a boundary");
   CHECK(edgert_model_partition_tensor(m, 0, 1, 1, &t) == EDGERT_ERR_INVALID_ARGUMENT, "output past the end");
+  CHECK(edgert_partition_call_tensor(0, 0, &t) == EDGERT_ERR_INVALID_ARGUMENT, "call_tensor outside an invoke");
 }
 
 static void test_no_backend(edgert_model *m) {

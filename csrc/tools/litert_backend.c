@@ -651,10 +651,29 @@ static edgert_status be_prepare(void *user, const edgert_model *model, const edg
   return EDGERT_OK;
 }
 
+/* Bounded dimensions: the compiled model has the upper bounds' shapes, which this
+ * backend does not resize; a run at other sizes is refused rather than run on the
+ * wrong bytes (the Python Session's LiteRT backend resizes). */
+static edgert_status check_sizes(const litert_partition *p, char *msg, size_t msg_size) {
+  for (size_t k = 0; k < p->n_in + p->n_out; k++) {
+    const int is_out = k >= p->n_in;
+    edgert_tensor_info t;
+    if (edgert_partition_call_tensor(is_out, is_out ? k - p->n_in : k, &t) != EDGERT_OK || t.nbytes == p->bytes[k])
+      continue;
+    set_msg(msg, msg_size,
+            "%s %zu is %zu bytes in this run, %zu at the upper bounds: this LiteRT backend runs partitions of a "
+            "file with bounded dimensions at the upper bounds only; use the Python edgert.Session for other sizes",
+            is_out ? "output" : "input", is_out ? k - p->n_in : k, t.nbytes, p->bytes[k]);
+    return EDGERT_ERR_BACKEND;
+  }
+  return EDGERT_OK;
+}
+
 static edgert_status be_invoke(void *user, void *state, const void *const *inputs, void *const *outputs, char *msg,
                                size_t msg_size) {
   (void)user;
-  return litert_partition_run(state, inputs, outputs, msg, msg_size);
+  edgert_status st = check_sizes(state, msg, msg_size);
+  return st != EDGERT_OK ? st : litert_partition_run(state, inputs, outputs, msg, msg_size);
 }
 
 static void be_release(void *user, void *state) {

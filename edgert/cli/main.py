@@ -150,16 +150,17 @@ def convert(model, output, input_shapes, input_values, no_optimize, sparse, prun
             prune_exclude, calibration, report, quantize, calibration_method, keep_fp32, sqnr_target, fallback,
             fallback_ops, delegate, max_partitions) -> None:
     """Convert an ONNX MODEL into an .edgert file."""
+    from ..converter.options import ConvertOptions
     from ..converter.pipeline import convert as _convert
 
     t0 = time.perf_counter()
-    data = _convert(model, output, input_shapes=_parse_shapes(input_shapes), input_values=_parse_values(input_values),
-                    optimize=not no_optimize, sparse={"auto": True, "storage": "storage", "off": False}[sparse],
-                    prune=prune, prune_method=prune_method, prune_scope=prune_scope, prune_exclude=prune_exclude,
-                    calibration=calibration, report=report, quantize=quantize,
-                    calibration_method=calibration_method, keep_fp32=keep_fp32, sqnr_target=sqnr_target,
-                    progress=None, fallback=fallback, fallback_ops=fallback_ops, delegate=delegate,
-                    max_partitions=max_partitions)
+    options = ConvertOptions(
+        input_shapes=_parse_shapes(input_shapes), input_values=_parse_values(input_values), optimize=not no_optimize,
+        sparse={"auto": True, "storage": "storage", "off": False}[sparse], prune=prune, prune_method=prune_method,
+        prune_scope=prune_scope, prune_exclude=prune_exclude, calibration=calibration, report=report,
+        quantize=quantize, calibration_method=calibration_method, keep_fp32=keep_fp32, sqnr_target=sqnr_target,
+        progress=None, fallback=fallback, fallback_ops=fallback_ops, delegate=delegate, max_partitions=max_partitions)
+    data = _convert(model, output, options)
     if report and prune:
         _print_prune_report(report)
     from ..runtime import reader as fmt

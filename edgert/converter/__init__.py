@@ -6,7 +6,8 @@
     partitioner.py  nodes handed to a fallback runtime;  bounds.py  bounded dimensions
     planner.py    the static arena plan;  writer.py  the file writer;  emit.py  graph -> bytes
     tflite/       the TFLite writer (LiteRT partitions)
-    pipeline.py   convert(): the stages in order
+    options.py    ConvertOptions: every setting, checked in one place
+    pipeline.py   convert(): the stages in order, over one graph per sample size
 
 May import edgert.runtime (calibration and checks run the converted graph) and the base
 modules; never edgert.cli (docs/design.md, "Layout")."""

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..errors import ConversionError
 from ..fileformat import (_BIND, _HEAD, _RULE, _SYM, RULE_INFER, RULE_NO_NODE, RULE_OUTDIM, RULE_PARAM,
-                          RULE_PARAM_SYM, RULE_RESIZE_NEAREST, RULE_SAME, RULE_STEP)
+                          RULE_PARAM_SYM, RULE_RESIZE, RULE_SAME, RULE_SLICE, RULE_STEP)
 
 # Ops whose output shape is stored in the file rather than computed from inputs and
 # parameters: their varying output dims need a rule.
@@ -334,11 +334,11 @@ def derive_rules(graphs: list, bounds: Bounds, values: list[list[int]]) -> None:
                    f"(its parameter count follows the input size)", size_inputs.get(n.name))
             continue
         in_shapes = [[g.tensors[t].shape if t else None for t in m.inputs] for m, g in zip([n] + others, graphs)]
-        same = _same_rules(k, n, g0, in_shapes)
+        same = _same_rules(k, n, g0, in_shapes) + _slice_rules(k, n, others, in_shapes)
         bounds.rules += same
         for w in range(len(words[0])):
             vals = [ws[w] for ws in words]
-            if any(r[4] == w for r in same):
+            if any(r[4] == w or (r[1] == RULE_SLICE and r[4] + 2 == w) for r in same):
                 continue
             if all(v == vals[0] for v in vals):
                 continue
@@ -405,6 +405,27 @@ def _same_rules(k: int, n, g, in_shapes: list[list]) -> list[tuple[int, int, int
     return rules
 
 
+def _slice_rules(k: int, n, others: list, in_shapes: list[list]) -> list[tuple[int, int, int, int, int, int]]:
+    """SLICE rules of slice node n (index k) for each axis whose input size varies: the
+    runtime recomputes start and size from the ONNX start and end (attr onnx_se, the same
+    at every sample) by the ONNX rule, checked here against every sample's words."""
+    se = n.attrs.get("onnx_se")
+    if n.op != "slice" or se is None or any(m.attrs.get("onnx_se") != se for m in others):
+        return []
+    from .ops.shape_ops import normalize_slice
+    rules = []
+    for d, (start, end) in enumerate(se):
+        if all(s[0][d] == in_shapes[0][0][d] for s in in_shapes):
+            continue
+        step = n.attrs["steps"][d]
+        for m, s in zip([n] + others, in_shapes):
+            st, _, sz = normalize_slice(s[0], [start], [end], [d], [step])
+            if (st[d], sz[d]) != (m.attrs["starts"][d], m.attrs["sizes"][d]):
+                return []  # a pass changed the slice: the fitted rules decide
+        rules.append((k, RULE_SLICE, end & 0xFFFFFFFF, d, 1 + 3 * d, start))
+    return rules
+
+
 def same_pad(x: int, add: int) -> int:
     """The pad a SAME rule gives for input size x (the runtime's formula, for tests)."""
     k, stride = add & 0xFFFF, (add >> 16) & 0xFFF
@@ -415,32 +436,56 @@ def same_pad(x: int, add: int) -> int:
     return total - total // 2 if end != lower else total // 2
 
 
+RESIZE_COORDS = {"half_pixel": 0, "pytorch_half_pixel": 1, "asymmetric": 2, "align_corners": 3}
+RESIZE_NEAREST_MODES = {"round_prefer_floor": 0, "round_prefer_ceil": 1, "floor": 2, "ceil": 3, "simple": 4}
+RESIZE_FIXED_OUT = 1 << 6
+
+
 def _resize_rules(k: int, n, others: list, graphs: list, bounds: Bounds) -> bool:
-    """Rules for a nearest resize by integer scales (output index o reads o / scale on
-    each resized axis), whose index tables the runtime rebuilds for the actual size;
-    False when its output does not depend on the size (nothing to do)."""
+    """RESIZE rules for a nearest or linear resize whose input size varies: the runtime
+    rebuilds each resized axis's index (and weight) table for the actual size by the
+    converter's own formula (csrc/src/bounds.c, resize_rules), with the output length
+    floor(scale * input) (ONNX scales) or the file's (ONNX sizes, the same at every
+    sample); False when nothing about it varies."""
+    from .ops.resize import _tables
     shapes = [(g.tensors[m.inputs[0]].shape, g.tensors[m.outputs[0]].shape) for m, g in zip([n] + others, graphs)]
-    if all(s == shapes[0] for s in shapes):
-        return False
     a = n.attrs
-    # Output index o reads o // scale: asymmetric with floor; and half_pixel (the ONNX
-    # default) with rounding, as (o + 0.5) / scale - 0.5 lies strictly within half a step
-    # of o // scale for an integer scale (no tie to round).
-    nearest_floor = a.get("mode") == "nearest" and not a.get("antialias") and (
-        (a.get("coord") == "asymmetric" and a.get("nearest_mode") in ("floor", "simple")) or
-        (a.get("coord") in ("half_pixel", "pytorch_half_pixel") and
-         a.get("nearest_mode") in ("round_prefer_floor", "round_prefer_ceil")))
+    why = None
+    if a.get("mode") not in ("nearest", "linear") or a.get("antialias") or a.get("roi") is not None:
+        why = "mode or antialias"
+    elif a.get("coord") not in RESIZE_COORDS:
+        why = f"coordinate_transformation_mode {a.get('coord')}"
+    elif a["mode"] == "linear" and a.get("exclude_outside"):
+        why = "exclude_outside"
+    if why is not None and all(sh == shapes[0] for sh in shapes):
+        return False  # the runtime refuses it at load if a bounded dimension reaches it
+    if why is not None:
+        raise ConversionError(f"node {n.name!r}: op resize does not support bounded dimensions yet ({why}; nearest "
+                              f"and linear resizing with half_pixel, pytorch_half_pixel, asymmetric or align_corners "
+                              f"coordinates follow the input size)")
+    code = RESIZE_COORDS[a["coord"]] | RESIZE_NEAREST_MODES.get(a.get("nearest_mode", "round_prefer_floor"), 0) << 3
+    tables = _tables(n, shapes[0][0])
     rules = []
-    for d in range(len(shapes[0][0])):
-        if all(i[d] == o[d] for i, o in shapes):
-            if any(i[d] != shapes[0][0][d] for i, _ in shapes) or float(a["scales"][d]) == 1.0:
-                continue  # identity axis (no table)
-        scale = shapes[0][1][d] // max(shapes[0][0][d], 1)
-        if not nearest_floor or scale < 1 or float(a["scales"][d]) != float(scale) or \
-                any(o[d] != i[d] * scale for i, o in shapes):
-            raise ConversionError(f"node {n.name!r}: op resize does not support bounded dimensions yet (only nearest "
-                                  f"asymmetric floor resizing by integer scales follows the input size)")
-        rules.append((k, RULE_RESIZE_NEAREST, 0, d, 0, scale))
+    for d, t in enumerate(tables):
+        if t is None:
+            if any(i[d] != o[d] for i, o in shapes):
+                raise ConversionError(f"node {n.name!r}: op resize does not support bounded dimensions yet (axis "
+                                      f"{d} is an identity at the upper bounds only)")
+            continue
+        if any(i[d] == 0 or o[d] == 0 for i, o in shapes):
+            raise ConversionError(f"node {n.name!r}: op resize does not support bounded dimensions yet (axis {d} is "
+                                  f"empty at some sizes)")
+        scale = float(a["scales"][d])
+        f32 = np.float32(scale)
+        if float(f32) == scale and all(o[d] == int(np.float64(scale) * i[d]) for i, o in shapes):
+            rules.append((k, RULE_RESIZE, 0, d, code, int(f32.view(np.int32))))
+        elif all(o[d] == shapes[0][1][d] for _, o in shapes):
+            rules.append((k, RULE_RESIZE, 0, d, code | RESIZE_FIXED_OUT, 0))
+        else:
+            raise ConversionError(f"node {n.name!r}: op resize does not support bounded dimensions yet (the output "
+                                  f"size of axis {d} follows the input size by other than its scale)")
+    if not rules:  # every axis an identity: one rule still makes the runtime copy the shape
+        rules.append((k, RULE_RESIZE, 0, 0, code, int(np.float32(1.0).view(np.int32))))
     bounds.rules += rules
     return True
 

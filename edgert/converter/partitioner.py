@@ -282,9 +282,11 @@ def with_input_shapes(model, shapes: dict[str, list[int]]):
 
 
 def carve_onnx(model, chosen: set[int], delegate: str | None, max_partitions: int,
-               shapes: dict[str, list[int]], absorb: bool = True):
+               shapes: dict[str, list[int]], absorb: bool = True, plan: list[list[str]] | None = None):
     """(ONNX model with each group replaced by a placeholder node, {placeholder name:
-    OnnxPartition}). `model` must be normalized; `chosen` indexes its nodes."""
+    OnnxPartition}). `model` must be normalized; `chosen` indexes its nodes. plan: the
+    groups as node names (a conversion at another size of the same model), used as
+    they are instead of grouping `chosen` again."""
     import onnx
     from onnx import helper
 
@@ -296,8 +298,9 @@ def carve_onnx(model, chosen: set[int], delegate: str | None, max_partitions: in
     idx_in_order = {pos[id(n)]: k for k, n in enumerate(nodes)}
     chosen_o = {idx_in_order[i] for i in chosen}
     deps = onnx_dependencies(nodes)
-    groups = group_nodes(len(nodes), deps, chosen_o)
-    if absorb and len(groups) > 1:
+    at = {n.name: k for k, n in enumerate(nodes)}
+    groups = [[at[nm] for nm in grp] for grp in plan] if plan is not None else group_nodes(len(nodes), deps, chosen_o)
+    if plan is None and absorb and len(groups) > 1:
         known = static_shapes(with_input_shapes(model, shapes))
         sizes = {k: math.prod(d) * item for k, (d, item) in known.items()}
 
@@ -544,9 +547,13 @@ def emit_placeholder(importer, node) -> None:
     importer.emit("partition", edgert_ins + [const], list(part.outputs), attrs, part.name)
 
 
-def import_with_fallback(model, shapes, values, fallback: str, fallback_ops, delegate, max_partitions: int):
+def import_with_fallback(model, shapes, values, fallback: str, fallback_ops, delegate, max_partitions: int,
+                         plan: list[list[str]] | None = None, run_time=frozenset()):
     """The edgert graph of an ONNX model whose unsupported (and forced) nodes run as
-    onnxruntime partitions; for litert, the graph and the node names to carve later."""
+    onnxruntime partitions; for litert, the graph and the node names to carve later.
+    The onnxruntime groups, as node names, are left in g.metadata["partition_plan"];
+    given as `plan` (the same model at another size), they are carved as they are.
+    run_time: as import_onnx takes it (a bounded conversion's shape programs)."""
     from .frontend.onnx_import import OnnxImporter
 
     if fallback == "onnxruntime":
@@ -562,7 +569,7 @@ def import_with_fallback(model, shapes, values, fallback: str, fallback_ops, del
     forced = select_forced(names, op_types, fallback_ops)
     if fallback == "litert":
         try:
-            g = OnnxImporter(norm, shapes, values).run()
+            g = OnnxImporter(norm, shapes, values, run_time).run()
         except UnsupportedError as e:
             raise ConversionError(
                 "LiteRT partitions are made from nodes edgert imports; these cannot be imported:\n"
@@ -571,16 +578,20 @@ def import_with_fallback(model, shapes, values, fallback: str, fallback_ops, del
         requested = {item: {nm for nm, op in zip(names, op_types) if item in (nm, op, "all")}
                      for item in fallback_ops}
         return g, {names[i] for i in forced}, requested
+    if plan is not None:
+        return _import_plan(norm, shapes, values, delegate, max_partitions, plan, run_time), set(), {}
     chosen = set(forced)
     for _ in range(len(names) + 1):
         if chosen:
             carved, parts = carve_onnx(norm, chosen, delegate, max_partitions, shapes)
         else:
             carved, parts = norm, {}
-        imp = OnnxImporter(carved, shapes, values)
+        imp = OnnxImporter(carved, shapes, values, run_time)
         imp.partitions, imp.emit_placeholder = parts, emit_placeholder
         try:
-            return imp.run(), set(), {}
+            g = imp.run()
+            g.metadata["partition_plan"] = [[n.name for n in p.nodes] for p in parts.values()]
+            return g, set(), {}
         except UnsupportedError as e:
             # A partition output whose shape follows the data pulls its readers in: the
             # partition ends where the model bounds it again (or the error stays).
@@ -604,15 +615,185 @@ def import_with_fallback(model, shapes, values, fallback: str, fallback_ops, del
     raise ConversionError("fallback partitioning did not converge")
 
 
+def _import_plan(norm, shapes, values, delegate, max_partitions: int, plan: list[list[str]], run_time=frozenset()):
+    """The graph of `norm` with exactly the partitions of `plan` (node names per group)."""
+    from .frontend.onnx_import import OnnxImporter
+
+    if plan:
+        carved, parts = carve_onnx(norm, set(), delegate, max_partitions, shapes, plan=plan)
+    else:
+        carved, parts = norm, {}
+    imp = OnnxImporter(carved, shapes, values, run_time)
+    imp.partitions, imp.emit_placeholder = parts, emit_placeholder
+    try:
+        g = imp.run()
+    except UnsupportedError as e:
+        raise ConversionError(
+            f"at input shapes {shapes} the model needs other fallback partitions than at the upper bounds:\n"
+            + "\n".join(f"  {n or '<unnamed>'} ({op}): {why}" for n, op, why in e.problems)) from None
+    g.metadata["partition_plan"] = [list(grp) for grp in plan]
+    return g
+
+
+# ---- bounded dimensions: one payload for every size ----------------------------------
+
+def _partition_nodes(graphs: list, name: str) -> list:
+    """The node `name` of each graph (the same model converted at another size)."""
+    out = []
+    for g in graphs:
+        n = next((m for m in g.nodes if m.name == name and m.op == "partition"), None)
+        if n is None:
+            raise ConversionError("the converted graph changes with the input size (bounded dimensions need one "
+                                  f"graph for every size): {name} is missing at some sizes")
+        out.append(n)
+    return out
+
+
+def share_payloads(graphs: list, bounds) -> None:
+    """Makes each onnxruntime partition's payload one ONNX model for every size: the
+    boundary dims that differ between the graphs (the same model converted at the
+    sample sizes of `bounds`) become symbolic (dim_param), everything else must be
+    equal; the graphs then all hold that payload. onnxruntime runs it at the actual
+    shapes the runtime passes (docs/partitions.md, "Bounded dimensions")."""
+    import onnx
+
+    for node in [n for n in graphs[0].nodes if n.op == "partition" and n.attrs.get("backend") == "onnxruntime"]:
+        nodes = _partition_nodes(graphs, node.name)
+        models = [onnx.load_from_string(g.const(n.inputs[-1]).tobytes()) for g, n in zip(graphs, nodes)]
+        varying = _varying_dims(models)
+        blobs = [_symbolic(m, varying, node.name).SerializeToString() for m in models]
+        for g, n, blob in zip(graphs[1:], nodes[1:], blobs[1:]):
+            if blob != blobs[0]:
+                raise ConversionError(
+                    f"{node.name} ({', '.join(node.attrs.get('nodes') or [])}): its ONNX payload changes with the "
+                    "input size beyond its boundary shapes (a constant computed from the size reaches it), so one "
+                    "payload cannot serve every size; hand the nodes computing that constant to the partition "
+                    "too (--fallback-ops), fix the dimension, or convert one file per size")
+        _check_runs(OnnxPartition(int(node.attrs.get("index", 0)), node.name, [], [], [], []), blobs[0])
+        data = np.frombuffer(blobs[0], np.uint8).copy()
+        for g, n in zip(graphs, nodes):
+            t = g.tensors[n.inputs[-1]]
+            t.data, t.shape = data, data.shape
+            n.attrs["backend_bytes"] = node.attrs.get("backend_bytes")  # at the upper bounds: the most
+
+
+def share_litert_payloads(graphs: list) -> None:
+    """Makes each litert partition's payload the one written at the upper bounds
+    (graphs[0]) in every graph: the runtime resizes the interpreter's inputs to each
+    run's shapes. Checked here at every sample size: the upper payload, resized to that
+    size's boundary shapes, must compute what the payload written at that size computes
+    (a payload holding a shape of its own, a RESHAPE target or a STRIDED_SLICE end,
+    would not); ConversionError naming the partition otherwise."""
+    for node in [n for n in graphs[0].nodes if n.op == "partition" and n.attrs.get("backend") == "litert"]:
+        nodes = _partition_nodes(graphs, node.name)
+        blobs = [g.const(n.inputs[-1]).tobytes() for g, n in zip(graphs, nodes)]
+        for g, n, blob in zip(graphs[1:], nodes[1:], blobs[1:]):
+            if blob != blobs[0]:
+                _check_resizes(node, blobs[0], blob, [g.tensors[t] for t in n.inputs[:-1]])
+        data = np.frombuffer(blobs[0], np.uint8).copy()
+        for g, n in zip(graphs, nodes):
+            t = g.tensors[n.inputs[-1]]
+            t.data, t.shape = data, data.shape
+            n.attrs["backend_bytes"] = node.attrs.get("backend_bytes")
+
+
+def _check_resizes(node, upper: bytes, own: bytes, inputs: list) -> None:
+    """The upper-bound payload resized to `inputs`' shapes computes what `own` (the
+    payload written at those shapes) computes, on random inputs."""
+    from ..runtime.backends import LiteRtRunner, choose_runtime
+
+    runtime = choose_runtime("litert", None)
+    if runtime is None:
+        raise ConversionError("bounded dimensions with --fallback litert need ai-edge-litert (or tflite-runtime) at "
+                              "conversion, to check each LiteRT payload at the sample sizes: pip install "
+                              "'edgert[litert]'")
+    rng = np.random.default_rng(0)
+    xs = [(rng.standard_normal(t.shape) * 2).astype(t.dtype) if t.dtype.kind == "f"
+          else rng.integers(-100, 100, t.shape).astype(t.dtype) for t in inputs]
+    why = None
+    try:
+        got = LiteRtRunner(runtime, upper).run(xs)
+        want = LiteRtRunner(runtime, own).run(xs)
+        for a, b in zip(got, want):
+            if a.shape != b.shape:
+                why = f"an output of shape {list(a.shape)} instead of {list(b.shape)}"
+            elif not np.allclose(a, b, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(b).max()))):
+                why = f"outputs off by up to {float(np.abs(a.astype(np.float64) - b).max()):.3g}"
+    except Exception as e:  # noqa: BLE001 - LiteRT refusing the resize is the answer
+        why = f"LiteRT cannot resize it ({type(e).__name__}: {str(e).strip().splitlines()[0][:200]})"
+    if why is not None:
+        raise ConversionError(
+            f"{node.name} ({', '.join(node.attrs.get('nodes') or [])}): its LiteRT payload, written for the upper "
+            f"bounds, does not follow the input size (resized to {[list(t.shape) for t in inputs]}: {why}); use "
+            "--fallback onnxruntime, leave those nodes to edgert, fix the dimension, or convert one file per size")
+
+
+def _varying_dims(models: list) -> dict[str, set[int]]:
+    """{graph input or output name: dims whose value differs between the models}."""
+    out: dict[str, set[int]] = {}
+    for vis in zip(*[list(m.graph.input) + list(m.graph.output) for m in models]):
+        dims = [[d.dim_value for d in vi.type.tensor_type.shape.dim] for vi in vis]
+        for k in range(len(dims[0])):
+            if any(len(d) != len(dims[0]) or d[k] != dims[0][k] for d in dims):
+                out.setdefault(vis[0].name, set()).add(k)
+    return out
+
+
+def _symbolic(m, varying: dict[str, set[int]], part: str):
+    """m with the varying boundary dims named instead of fixed (one name per dim)."""
+    for vi in list(m.graph.input) + list(m.graph.output):
+        for k in sorted(varying.get(vi.name, ())):
+            d = vi.type.tensor_type.shape.dim[k]
+            d.Clear()
+            d.dim_param = f"{part}:{vi.name}:{k}"
+    return m
+
+
+def partition_rules(graphs: list) -> list[tuple[int, int, int, int, int, int]]:
+    """BOUNDS rules (edgert/converter/bounds.py) for the partition outputs whose dims
+    differ between the graphs: each such dim must equal a boundary input's dim plus a
+    constant at every size, which the runtime then computes before the run (the backend
+    gets these shapes and must produce them). ConversionError naming the partition
+    otherwise."""
+    from ..fileformat import RULE_OUTDIM
+    from .bounds import _dim_rule
+
+    g0 = graphs[0]
+    rules = []
+    for k, n in enumerate(g0.nodes):
+        if n.op != "partition":
+            continue
+        nodes = [g.nodes[k] for g in graphs]
+        in_shapes = [[g.tensors[t].shape if t else None for t in m.inputs[:-1]] for m, g in zip(nodes, graphs)]
+        for j, o in enumerate(n.outputs):
+            shapes = [g.tensors[m.outputs[j]].shape for m, g in zip(nodes, graphs)]
+            for d in range(len(shapes[0])):
+                vals = [s[d] for s in shapes]
+                if all(v == vals[0] for v in vals):
+                    continue
+                rule = _dim_rule(vals, in_shapes)
+                if rule is None:
+                    raise ConversionError(
+                        f"{n.name} ({', '.join(n.attrs.get('nodes') or [])}): its output {o!r} dim {d} follows the "
+                        f"input size ({', '.join(map(str, sorted(set(vals))))} at the sample sizes) but is no "
+                        "boundary input's dim plus a constant, which is what the runtime can compute for a "
+                        "partition; move the partition's boundary (--fallback-ops) or fix the dimension")
+                rules.append((k, RULE_OUTDIM, rule[0], rule[1], j * 8 + d, rule[2]))
+    return rules
+
+
 # ---- litert: carving the edgert graph ------------------------------------------------
 
 def carve_ir(g, names: set[str], delegate: str | None, max_partitions: int,
-             requested: dict[str, set[str]] | None = None) -> None:
+             requested: dict[str, set[str]] | None = None, plan: list[list[str]] | None = None,
+             resizable: bool = False) -> None:
     """Replaces the nodes named in `names` (edgert node names: the ONNX node each came
     from) with litert `partition` nodes whose payload the TFLite writer makes.
     requested: each --fallback-ops entry and the ONNX nodes it named; an entry none of
     whose nodes an edgert node still carries (the passes fused them into other nodes)
-    is an error."""
+    is an error. plan: the groups as edgert node names (the partitions' "nodes" of the
+    same model converted at another size), carved as they are; resizable: payloads that
+    LiteRT will run at other sizes too (write_tflite's resizable)."""
     from .ir import Graph
 
     try:
@@ -639,7 +820,11 @@ def carve_ir(g, names: set[str], delegate: str | None, max_partitions: int,
             "or convert with --no-optimize")
     if not chosen:
         return
-    groups = group_nodes(len(nodes), deps, chosen)
+    at = {n.name: k for k, n in enumerate(nodes)}
+    if plan is not None and any(nm not in at for grp in plan for nm in grp):
+        raise ConversionError("the converted graph changes with the input size (bounded dimensions need one graph "
+                              "for every size): the LiteRT partitions' nodes differ between sizes")
+    groups = [[at[nm] for nm in grp] for grp in plan] if plan is not None else group_nodes(len(nodes), deps, chosen)
 
     def standalone(idx: Iterable[int]) -> Graph:
         return _subgraph(g, [nodes[i] for i in idx])
@@ -664,7 +849,7 @@ def carve_ir(g, names: set[str], delegate: str | None, max_partitions: int,
         total += sum(g.tensors[t].nbytes for t in {i for j in part for i in nodes[j].inputs if i in outs_s})
         return total
 
-    if len(groups) > 1:
+    if plan is None and len(groups) > 1:
         groups, _ = absorb_segments(len(nodes), deps, groups, can_run, compute, crossing)
     check_count(groups, lambda i: f"{nodes[i].name} ({nodes[i].op})", max_partitions)
     replaced: set[int] = set()
@@ -680,7 +865,7 @@ def carve_ir(g, names: set[str], delegate: str | None, max_partitions: int,
                 raise ConversionError(
                     f"partition_{k}: LiteRT has no mapping for " + ", ".join(f"{b.name} ({b.op})" for b in bad)
                     + "; run these nodes with onnxruntime instead: --fallback onnxruntime")
-            payload = write_tflite(sub)
+            payload = write_tflite(sub, resizable=resizable)
             const = g.add_const(np.frombuffer(payload, np.uint8).copy(), f"partition_{k}_payload")
             from .ir import Node
             inner = {o for j in grp for o in nodes[j].outputs} - set(sub.outputs)

@@ -134,12 +134,13 @@ def _plan(g: Graph, n: Node) -> dict[str, Any] | None:
     return None
 
 
-def use_sparse_kernels(g: Graph, threshold: float | None = None) -> list[str]:
+def use_sparse_kernels(g: Graph, threshold: float | None = None, only: set[str] | None = None) -> list[str]:
     """Rewrites eligible nodes with weights at least `threshold` sparse into spmm
-    (default: the measured break-even of the node's shape); returns their names."""
+    (default: the measured break-even of the node's shape); returns their names.
+    only: the node names that may become spmm (None: any)."""
     done = []
     for k, n in enumerate(g.nodes):
-        if n.op not in ("conv2d", "gemm", "matmul"):
+        if n.op not in ("conv2d", "gemm", "matmul") or (only is not None and n.name not in only):
             continue
         plan = _plan(g, n)
         if plan is None:
@@ -173,9 +174,10 @@ def mark_storage(g: Graph) -> list[str]:
 
 
 def apply(g: Graph, kernels: bool = True, storage: bool = True,
-          threshold: float | None = None) -> dict[str, list[str]]:
-    """Both steps; returns {"spmm": node names, "sparse_storage": tensor names}."""
-    spmm = use_sparse_kernels(g, threshold) if kernels else []
+          threshold: float | None = None, only: set[str] | None = None) -> dict[str, list[str]]:
+    """Both steps; returns {"spmm": node names, "sparse_storage": tensor names}.
+    only: the nodes that may use the sparse kernel (None: any)."""
+    spmm = use_sparse_kernels(g, threshold, only) if kernels else []
     stored = mark_storage(g) if storage else []
     if not storage:
         g.metadata.pop("sparse_tensors", None)

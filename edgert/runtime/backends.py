@@ -125,13 +125,21 @@ class LiteRtRunner:
         self.interpreter = mod.Interpreter(model_content=payload, experimental_delegates=delegates or None,
                                            num_threads=threads)
         self.interpreter.allocate_tensors()
-        self.inputs = [d["index"] for d in self.interpreter.get_input_details()]
+        details = self.interpreter.get_input_details()
+        self.inputs = [d["index"] for d in details]
+        self.shapes = [tuple(int(v) for v in d["shape"]) for d in details]
         self.outputs = [d["index"] for d in self.interpreter.get_output_details()]
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         if len(inputs) != len(self.inputs):
             raise ValueError(f"the .tflite payload has {len(self.inputs)} inputs, the node {len(inputs)}")
         it = self.interpreter
+        shapes = [tuple(x.shape) for x in inputs]
+        if shapes != self.shapes:  # bounded dimensions: the run's sizes (docs/partitions.md)
+            for idx, shape in zip(self.inputs, shapes):
+                it.resize_tensor_input(idx, list(shape), strict=False)
+            it.allocate_tensors()
+            self.shapes = shapes
         for idx, x in zip(self.inputs, inputs):
             it.set_tensor(idx, x)
         it.invoke()
@@ -215,6 +223,7 @@ class Partition:
         self.reason: str | None = None
         self.shared: OrtRunner | None = None  # onnxruntime: one runner for every context
         self.lock = threading.Lock()
+        self.bounded = False  # the file has bounded dimensions: shapes follow each run
 
     @property
     def nodes(self) -> list[str]:
@@ -230,8 +239,12 @@ class Backends:
     with the cffi callbacks they point at. Keep this object alive as long as any C
     session created with it."""
 
-    def __init__(self, ffi, partitions: list[Partition], delegate_options: dict | None, threads: int | None):
+    def __init__(self, ffi, partitions: list[Partition], delegate_options: dict | None, threads: int | None,
+                 lib=None):
+        """lib: the C library, for a file with bounded dimensions, whose boundary shapes
+        follow each run's input sizes (asked with edgert_partition_call_tensor)."""
         self.ffi = ffi
+        self.lib = lib
         self.by_node = {p.node: p for p in partitions}
         self.delegate_options = delegate_options
         self.threads = threads
@@ -289,14 +302,15 @@ class Backends:
         ffi = self.ffi
         try:
             p, runner = self.states[int(ffi.cast("uintptr_t", state))]
+            ins, outs = (self._call_specs(p) if self.lib is not None else (p.inputs, p.outputs))
             xs = []
-            for k, (shape, dt, nbytes) in enumerate(p.inputs):
+            for k, (shape, dt, nbytes) in enumerate(ins):
                 xs.append(np.frombuffer(ffi.buffer(inputs[k], nbytes), dt).reshape(shape) if nbytes
                           else np.zeros(shape, dt))
             ys = runner.run(xs)
-            if len(ys) != len(p.outputs):
-                raise ValueError(f"the payload gave {len(ys)} outputs, the node has {len(p.outputs)}")
-            for k, (shape, dt, nbytes) in enumerate(p.outputs):
+            if len(ys) != len(outs):
+                raise ValueError(f"the payload gave {len(ys)} outputs, the node has {len(outs)}")
+            for k, (shape, dt, nbytes) in enumerate(outs):
                 y = np.asarray(ys[k])
                 if y.dtype != dt or tuple(y.shape) != tuple(shape):
                     raise ValueError(f"payload output {k} is {y.dtype}{list(y.shape)}, the node's is {dt}{list(shape)}")
@@ -306,6 +320,19 @@ class Backends:
         except BaseException as e:  # noqa: BLE001
             _write_msg(ffi, msg, int(msg_size), f"{type(e).__name__}: {e}")
             return STATUS_BACKEND
+
+    def _call_specs(self, p: Partition) -> tuple[list, list]:
+        """The boundary tensors' (shape, dtype, nbytes) for the run under way."""
+        info = self.ffi.new("edgert_tensor_info *")
+        specs = []
+        for is_out, side in ((0, p.inputs), (1, p.outputs)):
+            got = []
+            for k in range(len(side)):
+                if self.lib.edgert_partition_call_tensor(is_out, k, info) != 0:
+                    raise RuntimeError("edgert_partition_call_tensor failed outside an invoke")
+                got.append(tensor_spec(self.ffi, info))
+            specs.append(got)
+        return specs[0], specs[1]
 
     def _on_release(self, user, state):
         try:

@@ -271,7 +271,23 @@ class Session:
             elif delegate is not None:
                 p.reason = "delegates apply to LiteRT partitions; this one runs on onnxruntime's CPU provider"
             self._partitions.append(p)
-        self._backends = backends.Backends(ffi, self._partitions, delegate_options, self._threads)
+        bounded = self._has_bounds()
+        self._backends = backends.Backends(ffi, self._partitions, delegate_options, self._threads,
+                                           lib if bounded else None)
+        for p in self._partitions:
+            p.bounded = bounded
+
+    def _has_bounds(self) -> bool:
+        """True when an input of the model has a bounded dimension."""
+        d = self._ffi.new("edgert_dim_info *")
+        info = self._ffi.new("edgert_tensor_info *")
+        for k in range(self._lib.edgert_model_num_inputs(self._model)):
+            _check(self._lib.edgert_model_input_info(self._model, k, info), "")
+            for i in range(info.ndim):
+                _check(self._lib.edgert_model_input_dim(self._model, k, i, d), "")
+                if d.lo != d.hi:
+                    return True
+        return False
 
     def _no_backend(self, c_message: str) -> NoBackendError:
         """The error for partitions no installed (or allowed) runtime can run."""

@@ -41,12 +41,27 @@ edgert_status ert_partition_prepare(ert_node *n, ert_err *err) {
   return EDGERT_OK;
 }
 
+/* Bounded dimensions: the output shapes are the file's, as far as its BOUNDS rules
+ * (csrc/src/bounds.c) do not set them from the boundary inputs' actual shapes; the
+ * backend gets those shapes during invoke (edgert_partition_call_tensor). */
+edgert_status ert_partition_shape(ert_node *n, ert_err *err) {
+  (void)n;
+  (void)err;
+  return EDGERT_OK;
+}
+
+static _Thread_local const ert_node *calling;
+
+const ert_node *ert_partition_current(void) { return calling; }
+
 void ert_partition_eval(const ert_node *n, ert_exec *ex) {
   const ert_partition_ctx *c = ert_partition_binding(n);
   char msg[384];
   msg[0] = '\0';
+  calling = n;
   edgert_status st = c->backend->invoke(c->backend->user, c->state, (const void *const *)c->in,
                                         (void *const *)c->out, msg, sizeof msg);
+  calling = NULL;
   if (st != EDGERT_OK) {
     msg[sizeof msg - 1] = '\0';
     ert_run_fail(ex, EDGERT_ERR_BACKEND, "partition '%s' (%s): %s", n->name, ert_backend_name(n->params[P_BACKEND]),

@@ -116,3 +116,34 @@ def prune_with_report(g: Graph, target: float, method: str = "magnitude", scope:
     with open(os.fspath(report), "w") as f:
         json.dump(info, f, indent=2, default=float)
     return info
+
+
+def transplant(src: Graph, attrs_before: list[dict], dst: Graph) -> None:
+    """Makes dst, the same model converted at another input size, pruned as src was:
+    every constant a node of src reads is copied to the same node of dst, and the
+    attributes pruning changed on src (attrs_before: each node's attributes before
+    pruning) are set on dst; dst's tensor shapes are then inferred again. The graphs
+    must hold the same nodes in the same order (ConversionError otherwise)."""
+    if len(src.nodes) != len(dst.nodes) or any(a.op != b.op or a.name != b.name for a, b in zip(src.nodes, dst.nodes)):
+        raise ConversionError("the converted graph changes with the input size, so pruning cannot be applied alike "
+                              "at every size (bounded dimensions need one graph for every size); convert a static "
+                              "file per size instead")
+    for s, d, before in zip(src.nodes, dst.nodes, attrs_before):
+        inputs = []
+        for j, t in enumerate(s.inputs):
+            if t and src.tensors[t].is_const:
+                dst.tensors[t] = copy.copy(src.tensors[t])
+                inputs.append(t)
+            else:
+                inputs.append(d.inputs[j] if j < len(d.inputs) else t)
+        d.inputs = inputs
+        d.attrs.update({k: v for k, v in s.attrs.items() if k not in before or _differs(before[k], v)})
+    channel.reinfer_shapes(dst)
+    dst.remove_unused_tensors()
+
+
+def _differs(a: Any, b: Any) -> bool:
+    try:
+        return bool(np.any(np.asarray(a) != np.asarray(b))) or np.shape(a) != np.shape(b)
+    except Exception:  # values numpy cannot compare
+        return a is not b

@@ -46,15 +46,19 @@ def unsupported(g: Graph) -> list[Node]:
     return [n for n, _ in w.failed]
 
 
-def write_tflite(g: Graph, exact: bool = False) -> bytes:
+def write_tflite(g: Graph, exact: bool = False, resizable: bool = False) -> bytes:
     """The .tflite bytes of standalone graph `g` (see the module docstring).
 
     int8 table ops (edgert/converter/ops/lut.py): by default TFLite's own int8 op where one
     computes the same table up to a step (HARD_SWISH; LOGISTIC for a 1/256, -128 output),
     which is much faster under LiteRT; exact=True writes a GATHER from edgert's table
-    instead, so that the file reproduces edgert bit for bit (docs/partitions.md)."""
+    instead, so that the file reproduces edgert bit for bit (docs/partitions.md).
+    resizable: the file is run at other input sizes too (bounded dimensions), so a
+    strided window's padding is an explicit PAD rather than TFLite's SAME, whose pads
+    follow the size."""
     w = _Writer(g)
     w.exact = exact
+    w.resizable = resizable
     w.run()
     if w.failed:
         lines = "\n".join(f"  {n.name or '<unnamed>'} ({n.op}): {why}" for n, why in w.failed)
@@ -84,6 +88,7 @@ class _Writer:
         self.tfl: dict[tuple[str, str], int] = {}  # (IR tensor, "nchw" | "nhwc") -> tflite tensor
         self.failed: list[tuple[Node, str]] = []
         self.exact = False
+        self.resizable = False
         self.inputs: list[int] = []
         self.outputs: list[int] = []
 
@@ -516,7 +521,7 @@ class _Writer:
             return S.PADDING_VALID
         o1, t, b = _same_pads(h, dh * (kh - 1) + 1, sh)
         o2, left, r = _same_pads(w, dw * (kw - 1) + 1, sw)
-        if (o1, o2) == (oh, ow) and tuple(pads) == (t, left, b, r):
+        if (o1, o2) == (oh, ow) and tuple(pads) == (t, left, b, r) and (not self.resizable or (sh, sw) == (1, 1)):
             return S.PADDING_SAME
         return None
 

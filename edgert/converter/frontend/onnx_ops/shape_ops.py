@@ -211,7 +211,13 @@ def _slice(ctx: LowerCtx) -> None:
     if not len(starts) == len(ends) == len(axes) == len(steps):
         ctx.fail("starts, ends, axes and steps must have the same length")
     st, sp, sz = normalize_slice(xs, starts, ends, axes, steps)
-    ctx.emit("slice", [ctx.input(0)], {"starts": st, "steps": sp, "sizes": sz}, outputs=ctx.outputs)
+    # The ONNX starts and ends per dim (clamped to int32, which keeps their meaning for
+    # any dim): bounded dimensions recompute start and size from them at run time.
+    onnx_se = [[0, 2**31 - 1] for _ in xs]
+    for a, b, e in zip(axes, starts, ends):
+        onnx_se[int(a) % max(len(xs), 1)] = [min(max(int(b), -2**31), 2**31 - 1), min(max(int(e), -2**31), 2**31 - 1)]
+    ctx.emit("slice", [ctx.input(0)], {"starts": st, "steps": sp, "sizes": sz, "onnx_se": onnx_se},
+             outputs=ctx.outputs)
 
 
 # ---- gather family ----------------------------------------------------------------
