@@ -14,7 +14,7 @@ from edgert.converter.bounds import Bounds, Symbol
 from edgert.converter.ir import Graph
 from edgert.converter.pipeline import build_graph, serialize
 from edgert.errors import ConversionError, InputError, ModelFormatError
-from edgert.runtime import session as runtime
+from edgert.runtime import reader, session as runtime
 
 BOUNDS = {"x": [1, 3, (32, 640), (32, 640)]}
 
@@ -236,6 +236,40 @@ def test_static_conversion_still_folds_the_anchors():
     got = edgert.Session(edgert.convert(model, None, input_shapes={"x": [1, 3, 96, 160]})).run(None, {"x": x})[0]
     want = _ort(model).run(None, {"x": x})[0]
     assert _relative_error(got, want) <= 1e-3
+
+
+def _max_error(got, want) -> float:
+    return float(np.abs(got - want).max() / np.abs(want).max())
+
+
+@pytest.mark.parametrize("option", ["fp16", "int8", "onnxruntime"])
+def test_shape_programs_with_quantization_and_partitions(option):
+    """fp16 gives what the static fp16 file of each size gives; int8 keeps the program and
+    what it computes float (their ranges follow the size) and, at the calibration size,
+    is as close to onnxruntime as the static int8 file there; an onnxruntime partition
+    (the last stage) beside the program runs as float does."""
+    model = yolo_head()
+    rng = np.random.default_rng(4)
+    cal = {"x": rng.standard_normal((4, 1, 3, 160, 128)).astype(np.float32)}
+    kw = {"fp16": {"quantize": "fp16"}, "int8": {"quantize": "int8", "calibration": cal},
+          "onnxruntime": {"fallback": "onnxruntime", "fallback_ops": ["act4"]}}[option]
+    data = edgert.convert(model, None, input_shapes=BOUNDS, **kw)
+    sess = runtime.Session(data, max_contexts=1)
+    ref = _ort(model)
+    if option == "int8":
+        kept = set(reader.read(data)["metadata"]["quantization"]["fp32_nodes"])
+        assert {"l0_shape", "l0_range_x", "anchors", "strides", "x1y1", "boxes"} <= kept, kept
+    for h, w in ((160, 128), (53, 97), (640, 640)):
+        x = rng.standard_normal((1, 3, h, w)).astype(np.float32)
+        want = ref.run(None, {"x": x})[0]
+        got = sess.run(None, {"x": x})[0]
+        assert got.shape == want.shape, (h, w)
+        if option == "onnxruntime":
+            assert _relative_error(got, want) <= 1e-3, (h, w)
+        elif option == "fp16" or (h, w) == (160, 128):
+            static = edgert.convert(model, None, input_shapes={"x": [1, 3, h, w]}, **kw)
+            bound = _max_error(edgert.Session(static).run(None, {"x": x})[0], want)
+            assert _max_error(got, want) <= bound * 1.1 + 1e-6, (h, w, _max_error(got, want), bound)
 
 
 # ---- files the loader refuses ---------------------------------------------------------

@@ -291,7 +291,7 @@ def derive_rules(graphs: list, bounds: Bounds, values: list[list[int]]) -> None:
     from . import ops as edgert_ops
     _prefix_constants(graphs, values)
     g0 = graphs[0]
-    size_constants = g0.metadata.get("size_constants") or {}
+    size_constants = {k: v for g in graphs for k, v in (g.metadata.get("size_constants") or {}).items()}
     size_inputs = g0.metadata.get("size_inputs") or {}
     wanted: set[str] = set()
 
@@ -310,8 +310,12 @@ def derive_rules(graphs: list, bounds: Bounds, values: list[list[int]]) -> None:
     for g in graphs[1:]:
         if len(g.nodes) != len(g0.nodes) or any(a.op != b.op or a.inputs != b.inputs or a.outputs != b.outputs
                                                 for a, b in zip(g0.nodes, g.nodes)):
-            refuse("the converted graph changes with the input size (bounded dimensions need one graph "
-                   "for every size); convert a static file per size instead")
+            # Constants computed from the size may be why (a pass that treats small and
+            # large constants apart): computed at run time, they are the same nodes.
+            wanted.update(_varying_constants(graphs, size_constants))
+            refuse.first = ("the converted graph changes with the input size (bounded dimensions need one graph "
+                            "for every size); convert a static file per size instead")
+            refuse(refuse.first)
     for t in g0.outputs:
         if g0.tensors[t].is_const and any(not np.array_equal(g.tensors[t].data, g0.tensors[t].data) for g in graphs):
             refuse(f"output {t!r} is a constant computed from the input size", size_constants.get(t))
@@ -368,6 +372,18 @@ def derive_rules(graphs: list, bounds: Bounds, values: list[list[int]]) -> None:
                 bounds.rules.append((k, RULE_OUTDIM, rule[0], rule[1], d, rule[2]))
     if wanted:
         raise NeedsRunTime(refuse.first, wanted)
+
+
+def _varying_constants(graphs: list, size_constants: dict[str, str]) -> set[str]:
+    """ONNX names of the constants computed from the size (size_constants: tensor -> ONNX
+    name) that are not the same constant in every graph."""
+    out = set()
+    for t, source in size_constants.items():
+        data = [g.tensors[t].data if t in g.tensors else None for g in graphs]
+        if any(d is not None for d in data) and (any(d is None for d in data) or any(
+                d.shape != data[0].shape or not np.array_equal(d, data[0]) for d in data)):
+            out.add(source)
+    return out
 
 
 def _same_rules(k: int, n, g, in_shapes: list[list]) -> list[tuple[int, int, int, int, int, int]]:

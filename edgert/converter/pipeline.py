@@ -278,7 +278,7 @@ def stage_quantize(job: Job) -> None:
     keep = set(o.keep_fp32)
     calibrated = None
     if mode == "int8" and job.qdq is None:
-        keep |= _size_dependent_gap(job.graphs)
+        keep |= _size_dependent_gap(job.graphs) | _from_shape_programs(job.graphs[0])
         keep, calibrated = _calibrate(job, keep)
     for s in job.samples:
         s.graph, job.quant_summary = quantize_graph(s.graph, mode, o.calibration, o.calibration_method, keep,
@@ -421,6 +421,19 @@ def _size_dependent_gap(graphs: list[Graph]) -> set[str]:
         return set()  # the bounds stage refuses them
     return {n.name for k, n in enumerate(g0.nodes) if n.op == "global_avg_pool"
             and any(g.tensors[g.nodes[k].inputs[0]].shape != g0.tensors[n.inputs[0]].shape for g in graphs)}
+
+
+def _from_shape_programs(g: Graph) -> set[str]:
+    """Names of the nodes computed from a shape program's values (anchor coordinates,
+    strides and what they give): their ranges follow the input size, which one
+    calibration size cannot cover, so int8 keeps them float."""
+    made: set[str] = set()
+    out = set()
+    for n in g.nodes:
+        if n.op == "shape" or any(i in made for i in n.inputs):
+            made.update(n.outputs)
+            out.add(n.name)
+    return out
 
 
 def _calibrate(job: Job, keep: set[str]) -> tuple[set[str], tuple]:
