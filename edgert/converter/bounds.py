@@ -318,7 +318,8 @@ def derive_rules(graphs: list, bounds: Bounds, values: list[list[int]]) -> None:
             refuse(refuse.first)
     for t in g0.outputs:
         if g0.tensors[t].is_const and any(not np.array_equal(g.tensors[t].data, g0.tensors[t].data) for g in graphs):
-            refuse(f"output {t!r} is a constant computed from the input size", size_constants.get(t))
+            refuse(f"output {t!r} is a constant that differs between input sizes (bounded dimensions compute "
+                   f"outputs at run time)", size_constants.get(t))
     for k, n in enumerate(g0.nodes):
         others = [g.nodes[k] for g in graphs[1:]]
         for j, t in enumerate(n.inputs):
