@@ -7,6 +7,11 @@ disappear; Shape and Size are answered from the static shapes. Every other node 
 lowered by the function registered for its op type in onnx_ops/ (loaded by the package),
 which emits edgert ops whose output shapes come from each op's `infer`.
 Problems are collected for every node, so one error lists them all.
+
+A bounded conversion may ask (run_time) for values computed from input sizes to be
+computed at run time instead: the nodes computing them, back to their Shape nodes, are
+lowered as run-time nodes (Shape to `shape`), and their value at the size imported stays
+known, for the lowerings that need a constant (LowerCtx.require_const, computed).
 """
 from __future__ import annotations
 
