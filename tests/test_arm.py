@@ -777,6 +777,28 @@ def test_bounded_int8_under_qemu(board, cpu, workdir, real_model):
             f"{board}/{cpu} width {w}: bounded and static differ in {int(np.sum(got[0] != got[1]))} values"
 
 
+@pytest.mark.parametrize("board,cpu", [("rpi4", "cortex-a72"), ("rpi2", "cortex-a7")], ids=["a72-neon", "a7-neon"])
+def test_bounded_recurrent_under_qemu(board, cpu, workdir):
+    """Bounded GRU and bidirectional LSTM files (1..500 frames, tests/test_bounded_models.py)
+    run 1, 173 and 500 frames on the board (its recurrent kernels over the actual sequence
+    length) within FP32_TOL of the host."""
+    from tests.test_bounded_models import recurrent_model
+
+    exe = built(board) / "bin" / "edgert-run"
+    rng = np.random.default_rng(6)
+    for op, direction in (("GRU", "forward"), ("LSTM", "bidirectional")):
+        data = edgert.convert(recurrent_model(op, direction), None, input_shapes={"x": [1, (1, 500), 40]})
+        for t in (1, 173, 500):
+            path, inputs, ref = _write_case(workdir / f"{op}-bounded-{t}",
+                                            data, {"x": rng.standard_normal((1, t, 40)).astype(np.float32)})
+            out = workdir / f"{op}-bounded-{t}-{board}-{cpu}"
+            out.mkdir(exist_ok=True)
+            r = run_on(board, [str(exe), str(path), "--output-dir", str(out), "--input", f"x={inputs['x']}"], cpu=cpu)
+            assert r.returncode == 0, r.stdout + r.stderr
+            assert next(iter(ref.values())).shape == (1, t, 10)
+            _compare(ref, out, f"{board}/{cpu} {op} {t} frames")
+
+
 # ---- fallback partitions on the boards (docs/partitions.md) --------------------------------
 # A mixed file: the digits CNN with its convolutions handed to LiteRT (edgert runs the rest),
 # run on the host with ai-edge-litert, then on each board kind with what that board has.

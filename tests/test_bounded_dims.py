@@ -171,10 +171,10 @@ def test_ppocr_det_sizes_match_onnxruntime(real_model, tmp_path):
 def test_unsupported_op_refused_at_conversion(tmp_path):
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "n"])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
-    pads = helper.make_tensor("pads", TensorProto.INT64, [4], [0, 1, 0, 1])
-    g = helper.make_graph([helper.make_node("Pad", ["x", "pads"], ["y"], name="the_pad")], "g", [x], [y], [pads])
+    axis = helper.make_tensor("axis", TensorProto.INT64, [], [1])
+    g = helper.make_graph([helper.make_node("CumSum", ["x", "axis"], ["y"], name="the_cumsum")], "g", [x], [y], [axis])
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
-    with pytest.raises(ConversionError, match=r"node 'the_pad': op pad does not support bounded dimensions yet"):
+    with pytest.raises(ConversionError, match=r"node 'the_cumsum': op cumsum does not support bounded dimensions yet"):
         edgert.convert(model, tmp_path / "p.edgert", input_shapes={"x": [1, (2, 9)]})
 
 
@@ -261,3 +261,57 @@ def test_minilm_int8_bounded(real_model, tmp_path):
     for n in (8, 128):
         feeds = {"input_ids": rng.integers(0, 30000, (1, n)).astype(np.int64), "attention_mask": np.ones((1, n), np.int64)}
         assert [o.shape for o in b.run(None, feeds)] == [(1, n), (1, n), (1, n, 384), (1, 384)]
+
+
+def _with_hostile_rule(monkeypatch, model, input_shapes, op, word) -> bytes:
+    """The bounded file of `model` plus a rule setting parameter `word` of its first `op`
+    node to (symbol - upper bound + the word's value): the file's value at the upper
+    bound, where the loader checks rules, another one at every other size."""
+    from edgert.converter import bounds as bounds_
+    from edgert.converter import ops
+
+    derive = bounds_.derive_rules
+
+    def derive_and_add(graphs, bounds, values):
+        derive(graphs, bounds, values)
+        g = graphs[0]
+        k = next(i for i, n in enumerate(g.nodes) if n.op == op)
+        value = ops.get(op).pack(g.nodes[k], g)[word]
+        bounds.rules.append((k, fmt.RULE_PARAM_SYM, 0, 0, word, value - bounds.symbols[0].hi))
+
+    monkeypatch.setattr(bounds_, "derive_rules", derive_and_add)
+    # Written as is: the converter's own tries at every size would refuse the rule.
+    monkeypatch.setattr(bounds_, "settle", lambda serialize_fn, g, *a: serialize_fn(g))
+    monkeypatch.setattr(bounds_, "check_with_runtime", lambda *a, **k: None)
+    return edgert.convert(model, None, input_shapes=input_shapes)
+
+
+def test_hostile_rules_on_axes_and_strides_fail_runs_with_a_message(monkeypatch):
+    """Rules are untrusted like the rest of the file: one that moves a concat's or split's
+    axis out of range, or a convolution's or pool's stride to zero or below, fails the
+    run at that size with a message (no write outside the shape, no division by zero)."""
+    rng = np.random.default_rng(6)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "T", 6])
+    parts = helper.make_tensor("sizes", TensorProto.INT64, [2], [2, 4])
+    g = helper.make_graph([helper.make_node("Split", ["x", "sizes"], ["a", "b"], axis=2, name="sp"),
+                           helper.make_node("Concat", ["a", "b"], ["y"], axis=2, name="cc")], "g", [x],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [parts])
+    split_concat = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 8, "W"])
+    w = helper.make_tensor("w", TensorProto.FLOAT, [3, 2, 3, 3], rng.standard_normal(54).astype(np.float32).tolist())
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["c"], kernel_shape=[3, 3], strides=[2, 2], name="cv"),
+                           helper.make_node("MaxPool", ["c"], ["y"], kernel_shape=[2, 2], strides=[2, 2], name="mp")],
+                          "g", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+    conv_pool = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    cases = [(split_concat, {"x": [1, (1, 50), 6]}, "split", 0, (1, 40, 6), r"node 'sp' \(split\): axis -8 out of range"),
+             (split_concat, {"x": [1, (1, 50), 6]}, "concat", 0, (1, 40, 6), r"node 'cc' \(concat\): axis -8 out of range"),
+             (conv_pool, {"x": [1, 2, 8, (8, 50)]}, "conv2d", 3, (1, 2, 8, 48), r"node 'cv' \(conv2d\)"),
+             (conv_pool, {"x": [1, 2, 8, (8, 50)]}, "max_pool2d", 3, (1, 2, 8, 48), r"'mp'")]
+    for model, shapes, op, word, shape, message in cases:
+        with monkeypatch.context() as m:
+            data = _with_hostile_rule(m, model, shapes, op, word)
+        sess = runtime.Session(data)
+        with pytest.raises(edgert.EdgertError, match=message):
+            sess.run(None, {"x": np.zeros(shape, np.float32)})
+        hi = [d[1] if isinstance(d, tuple) else d for d in shapes["x"]]
+        sess.run(None, {"x": np.zeros(hi, np.float32)})  # the session still runs at the upper bound

@@ -55,6 +55,19 @@ def seeds():
                               numpy_helper.from_array(np.array([2**62], np.int64), "en"),
                               numpy_helper.from_array(np.array([1], np.int64), "ax")]),
                       {"x": [1, 3, 6, (2, 9)]})
+    # The shape functions of pad, tile, split and the recurrent ops over a bounded sequence.
+    i64 = lambda name, v: numpy_helper.from_array(np.array(v, np.int64), name)  # noqa: E731
+    wg = numpy_helper.from_array(rng.standard_normal((1, 9, 4)).astype(np.float32), "wg")
+    rg = numpy_helper.from_array(rng.standard_normal((1, 9, 3)).astype(np.float32), "rg")
+    yield "bounded_recurrent", (_model([helper.make_node("Pad", ["x", "pads"], ["p"]),
+                                        helper.make_node("Tile", ["p", "reps"], ["t"]),
+                                        helper.make_node("Split", ["t", "parts"], ["a", "b"], axis=2),
+                                        helper.make_node("Concat", ["b", "a"], ["c"], axis=2),
+                                        helper.make_node("GRU", ["c", "wg", "rg"], ["y", "h"], hidden_size=3)],
+                                       [("x", ["n", 1, 4])], ["y", "h"],
+                                       [i64("pads", [1, 0, 0, 2, 0, 0]), i64("reps", [2, 1, 1]), i64("parts", [2, 2]),
+                                        wg, rg]),
+                                {"x": [(1, 9), 1, 4]})
 
 
 def main() -> int:

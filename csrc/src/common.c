@@ -207,6 +207,18 @@ edgert_status ert_check_same_shape(const ert_node *n, ert_err *err, const ert_te
   return EDGERT_OK;
 }
 
+edgert_status ert_check_shape(const ert_node *n, ert_err *err, const ert_tensor *t, int32_t ndim,
+                              const int64_t *dims) {
+  bool same = t->ndim == ndim;
+  for (int32_t i = 0; same && i < ndim; i++) same = t->shape[i] == dims[i];
+  if (same) return EDGERT_OK;
+  ert_tensor want = {.ndim = ndim};
+  for (int32_t i = 0; i < ndim; i++) want.shape[i] = (int32_t)dims[i];
+  char st[48], sh[120], sw[120];
+  return ert_fail_node(err, EDGERT_ERR_SHAPE, node_name(n), " (%s): %s has shape %s, expected %s", op_name(n),
+                       slot_name(n, t, st, sizeof st), shape_str(t, sh, sizeof sh), shape_str(&want, sw, sizeof sw));
+}
+
 bool ert_is_f32(const ert_tensor *t, int ndim) {
   return t != NULL && t->dtype == EDGERT_FLOAT32 && (ndim < 0 || t->ndim == ndim);
 }

@@ -139,7 +139,8 @@ typedef void (*ert_gru_cell_fn)(int phase, float *g, const float *x, const float
  *   gpool       over x[0..n) (n >= 1) in four partials (x[i] into partial i % 4 for
  *               i < n - n % 4, the rest into partial 0, in order; max by v > m ? v : m from
  *               -inf), combined as (p0 op p1) op (p2 op p3) (max: p1 > p0 ? p1 : p0, p3 > p2 ?
- *               p3 : p2, then the second > the first ? ...). */
+ *               p3 : p2, then the second > the first ? ...). global_avg_pool calls it with
+ *               op 0 only: global_max_pool needs a NaN to stick, which this max skips. */
 typedef void (*ert_pool_vred_fn)(float *t, const float *x, ptrdiff_t rs, int32_t rows, int32_t n,
                                  int op);
 typedef int (*ert_pool_hred_fn)(float *y, const float *t, int32_t n, int32_t kw, int32_t sw,

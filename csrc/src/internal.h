@@ -175,6 +175,10 @@ edgert_status ert_check_dtype(const ert_node *n, ert_err *err, const ert_tensor 
                               int32_t dtype);
 edgert_status ert_check_same_shape(const ert_node *n, ert_err *err,
                                    const ert_tensor *a, const ert_tensor *b);
+/* t (present) has the shape dims[0..ndim) (ndim <= EDGERT_MAX_DIMS); else a message
+ * naming its slot, its shape and the expected one. */
+edgert_status ert_check_shape(const ert_node *n, ert_err *err, const ert_tensor *t, int32_t ndim,
+                              const int64_t *dims);
 /* True when t is present, f32, has ndim dims (any ndim when ndim < 0). */
 bool ert_is_f32(const ert_tensor *t, int ndim);
 /* Inputs i that prepare requires to be constants (with data readable now). */

@@ -6,13 +6,7 @@
 enum { GRU_GATES = 3, GRU_ACTS = 2 };
 
 edgert_status ert_gru_prepare(ert_node *node, ert_err *err) {
-  ert_rnn_cfg c = {0};
-  edgert_status st = ert_rnn_prepare_common(node, err, GRU_GATES, 5, 2, GRU_ACTS, &c);
-  if (st != EDGERT_OK) return st;
-  const size_t H = c.hidden, N = c.batch;
-  /* bias | proj | gates | h | r*h */
-  const size_t terms[] = {GRU_GATES, H, 1, c.seq, N, GRU_GATES * H, N, GRU_GATES, H, N, H, 2};
-  return ert_rnn_check_scratch(node, err, terms, 4);
+  return ert_rnn_prepare_common(node, err, GRU_GATES, 5, 2, GRU_ACTS);
 }
 
 void ert_gru_eval(const ert_node *node, ert_exec *ex) {

@@ -5,20 +5,7 @@
 enum { LSTM_GATES = 4, LSTM_ACTS = 3 };
 
 edgert_status ert_lstm_prepare(ert_node *node, ert_err *err) {
-  ert_rnn_cfg c = {0};
-  edgert_status st = ert_rnn_prepare_common(node, err, LSTM_GATES, 7, 3, LSTM_ACTS, &c);
-  if (st != EDGERT_OK) return st;
-  const char *nm = node->name ? node->name : "";
-  const size_t H = c.hidden, N = c.batch, D = c.dirs;
-  size_t h_dims[3] = {D, N, H}, h1_dims[3] = {N, D, H}, p_dims[2] = {D, 3 * H};
-  const ert_tensor *c0 = ert_rnn_opt(node, 5), *p = ert_rnn_opt(node, 6);
-  if (c0 && !ert_rnn_shape_is(c0, 3, c.layout == 0 ? h_dims : h1_dims))
-    return ert_fail_node(err, EDGERT_ERR_SHAPE, nm, ": initial_c must have initial_h's shape");
-  if (p && !ert_rnn_shape_is(p, 2, p_dims))
-    return ert_fail_node(err, EDGERT_ERR_SHAPE, nm, ": P must be [%zu,%zu]", D, 3 * H);
-  /* bias | proj | gates | h | c */
-  const size_t terms[] = {LSTM_GATES, H, 1, c.seq, N, LSTM_GATES * H, N, LSTM_GATES, H, N, H, 2};
-  return ert_rnn_check_scratch(node, err, terms, 4);
+  return ert_rnn_prepare_common(node, err, LSTM_GATES, 7, 3, LSTM_ACTS);
 }
 
 void ert_lstm_eval(const ert_node *node, ert_exec *ex) {

@@ -66,6 +66,18 @@ edgert_status ert_pad_prepare(ert_node *node, ert_err *err) {
   return EDGERT_OK;
 }
 
+/* Bounded dimensions: each output dim is the input's plus its two pads (the file's
+ * rules rewrite pads that follow a size before this runs). */
+edgert_status ert_pad_shape(ert_node *node, ert_err *err) {
+  (void)err;
+  const ert_tensor *x = node->in[0];
+  const uint32_t r = (uint32_t)x->ndim;
+  int64_t dims[EDGERT_MAX_DIMS];
+  for (uint32_t d = 0; d < r; d++) dims[d] = (int64_t)x->shape[d] + ert_pi(node, 2 + d) + ert_pi(node, 2 + r + d);
+  ert_tensor_set_shape(node->out[0], x->ndim, dims);
+  return EDGERT_OK;
+}
+
 /* Input index along one dim for output index o, or -1 for the fill value. */
 static int64_t src_index(int64_t mode, int64_t o, int64_t pre, int64_t lo, int64_t m) {
   int64_t c = o - pre;

@@ -426,24 +426,17 @@ static void global_worker(void *arg, size_t begin, size_t end) {
   for (size_t p = begin; p < end; ++p) {
     const float *x = j->x + p * j->size;
     const size_t n = j->size;
-    /* four independent partial results, kept in registers */
     size_t i = 0;
-    if (ert_cpu.gpool != NULL) {
-      const float r = ert_cpu.gpool(x, n, j->is_max);
-      j->y[p] = j->is_max ? r : r / (float)n;
-    } else if (j->is_max) {
-      float m0 = -INFINITY, m1 = m0, m2 = m0, m3 = m0;
-      for (; i + 4 <= n; i += 4) {
-        m0 = x[i] > m0 ? x[i] : m0;
-        m1 = x[i + 1] > m1 ? x[i + 1] : m1;
-        m2 = x[i + 2] > m2 ? x[i + 2] : m2;
-        m3 = x[i + 3] > m3 ? x[i + 3] : m3;
-      }
-      for (; i < n; ++i) m0 = x[i] > m0 ? x[i] : m0;
-      m0 = m1 > m0 ? m1 : m0;
-      m2 = m3 > m2 ? m3 : m2;
-      j->y[p] = m2 > m0 ? m2 : m0;
+    if (j->is_max) {
+      /* one running max in which a NaN sticks: a NaN anywhere is the result (ONNX's max,
+       * numpy's; onnxruntime agrees), so not the optimized gpool, whose v > m ? v : m skips it */
+      float m = -INFINITY;
+      for (; i < n; ++i) m = x[i] > m || x[i] != x[i] ? x[i] : m;
+      j->y[p] = m;
+    } else if (ert_cpu.gpool != NULL) {
+      j->y[p] = ert_cpu.gpool(x, n, 0) / (float)n;
     } else {
+      /* four independent partial sums, kept in registers (the gpool contract's order) */
       float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
       for (; i + 4 <= n; i += 4) {
         s0 += x[i];
@@ -471,8 +464,8 @@ static void global_nhwc_worker(void *arg, size_t begin, size_t end) {
   for (size_t ch = begin; ch < end; ++ch) j->y[ch] = j->is_max ? -INFINITY : 0.0f;
   for (size_t p = 0; p < j->px; ++p) {
     const float *xp = j->x + p * j->c;
-    for (size_t ch = begin; ch < end; ++ch)
-      j->y[ch] = j->is_max ? (xp[ch] > j->y[ch] ? xp[ch] : j->y[ch]) : j->y[ch] + xp[ch];
+    for (size_t ch = begin; ch < end; ++ch) /* max: a NaN sticks, as in global_worker */
+      j->y[ch] = j->is_max ? (xp[ch] > j->y[ch] || xp[ch] != xp[ch] ? xp[ch] : j->y[ch]) : j->y[ch] + xp[ch];
   }
   if (!j->is_max)
     for (size_t ch = begin; ch < end; ++ch) j->y[ch] /= (float)j->px;

@@ -3,13 +3,7 @@
 #include "rnn_common.h"
 
 edgert_status ert_rnn_prepare(ert_node *node, ert_err *err) {
-  ert_rnn_cfg c = {0};
-  edgert_status st = ert_rnn_prepare_common(node, err, 1, 5, 2, 1, &c);
-  if (st != EDGERT_OK) return st;
-  const size_t H = c.hidden, N = c.batch;
-  /* bias | proj | gates | h */
-  const size_t terms[] = {H, 1, 1, c.seq, N, H, N, H, 2};
-  return ert_rnn_check_scratch(node, err, terms, 3);
+  return ert_rnn_prepare_common(node, err, 1, 5, 2, 1);
 }
 
 void ert_rnn_eval(const ert_node *node, ert_exec *ex) {

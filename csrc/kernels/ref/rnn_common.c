@@ -8,12 +8,42 @@
 
 #include "exec.h"
 
+/* Y's dims [S,D,N,H] (layout 0) or [N,S,D,H], and the states' [D,N,H] or [N,D,H] (Y's
+ * without S), for X's actual shape. */
+static void out_dims(const ert_node *n, int64_t *y, int64_t *h) {
+  const ert_tensor *x = n->in[0];
+  const int l = ert_pi(n, 2) != 0;
+  y[0] = x->shape[0];
+  y[1 + l] = ert_pi(n, 0) == ERT_RNN_BIDIRECTIONAL ? 2 : 1;
+  y[2 - l] = x->shape[1];
+  y[3] = ert_pi(n, 1);
+  for (int k = 0; k < 3; k++) h[k] = y[k + (k >= l)];
+}
+
+/* Checks node->scratch_bytes >= 4 * floats, where floats = sum of `count` products
+ * of three factors each (terms[3k..3k+2]), computed without overflow. */
+static edgert_status check_scratch(const ert_node *n, ert_err *err, const size_t *terms, size_t count) {
+  size_t total = 0;
+  bool ok = true;
+  for (size_t k = 0; k < count && ok; k++) {
+    size_t p;
+    ok = ert_rnn_mul(terms[3 * k], terms[3 * k + 1], &p) && ert_rnn_mul(p, terms[3 * k + 2], &p);
+    ok = ok && total <= SIZE_MAX - p;
+    if (ok) total += p;
+  }
+  ok = ok && ert_rnn_mul(total, sizeof(float), &total);
+  if (!ok || n->scratch_bytes < total)
+    return ert_fail_node(err, EDGERT_ERR_PARAM, n->name ? n->name : "", ": scratch of %zu bytes is too small",
+                         n->scratch_bytes);
+  return EDGERT_OK;
+}
+
 /* Checks what every recurrent op shares: arity, parameter words and their ranges,
- * dtypes and shapes of X WT RT B initial_h and of the outputs Y Y_h [Y_c], and
- * activation kinds; fills *c. n_in_max: 7 (lstm) or 5; n_out: 3 (lstm) or 2;
- * n_act: activation slots per direction. */
+ * dtypes and shapes of X WT RT B initial_h [initial_c P] and of the outputs Y Y_h
+ * [Y_c], activation kinds, and the scratch (layout in rnn.py: aux only when gates > 1).
+ * n_in_max: 7 (lstm) or 5; n_out: 3 (lstm) or 2; n_act: activation slots per direction. */
 edgert_status ert_rnn_prepare_common(ert_node *n, ert_err *err, size_t gates, uint32_t n_in_max,
-                                     uint32_t n_out, size_t n_act, ert_rnn_cfg *c) {
+                                     uint32_t n_out, size_t n_act) {
   edgert_status st = ert_check_arity(n, err, 3, n_in_max, n_out, n_out);
   if (st != EDGERT_OK) return st;
   st = ert_check_params(n, err, ERT_RNN_FIXED_PARAMS);
@@ -39,14 +69,8 @@ edgert_status ert_rnn_prepare_common(ert_node *n, ert_err *err, size_t gates, ui
     if (act.kind < 0 || act.kind >= ERT_RNN_ACT_COUNT || !isfinite(act.a) || !isfinite(act.b))
       return ert_fail_node(err, EDGERT_ERR_PARAM, nm, ": bad activation %zu (kind %d)", k, act.kind);
   }
-  for (uint32_t i = 0; i < n->n_in; i++) {
-    if (n->in[i] == NULL) {
-      if (i < 3)
-        return ert_fail_node(err, EDGERT_ERR_SHAPE, nm, ": input %u (X, WT, RT) is required", i);
-      continue;
-    }
-    st = ert_check_dtype(n, err, n->in[i], EDGERT_FLOAT32);
-    if (st != EDGERT_OK) return st;
+  for (uint32_t i = 0; i < n->n_in; i++) { /* X, WT and RT are present (the arity check) */
+    if (n->in[i] != NULL && (st = ert_check_dtype(n, err, n->in[i], EDGERT_FLOAT32)) != EDGERT_OK) return st;
   }
   for (uint32_t i = 0; i < n->n_out; i++) {
     st = ert_check_dtype(n, err, n->out[i], EDGERT_FLOAT32);
@@ -55,49 +79,23 @@ edgert_status ert_rnn_prepare_common(ert_node *n, ert_err *err, size_t gates, ui
   const ert_tensor *x = n->in[0];
   if (x->ndim != 3 || x->shape[0] <= 0 || x->shape[1] <= 0 || x->shape[2] <= 0)
     return ert_fail_node(err, EDGERT_ERR_SHAPE, nm, ": X must be a non-empty rank-3 tensor");
-  ert_rnn_cfg_read(n, gates, c);
-  size_t H = c->hidden, GH = gates * H, N = c->batch, S = c->seq, D = c->dirs;
-  size_t w_dims[3] = {D, c->input, GH}, r_dims[3] = {D, H, GH}, b_dims[2] = {D, 2 * GH};
-  size_t h_dims[3] = {D, N, H}, h1_dims[3] = {N, D, H};
-  size_t y_dims[4] = {S, D, N, H}, y1_dims[4] = {N, S, D, H};
-  const size_t *hd = c->layout == 0 ? h_dims : h1_dims;
-  const size_t *yd = c->layout == 0 ? y_dims : y1_dims;
-  if (!ert_rnn_shape_is(n->in[1], 3, w_dims))
-    return ert_fail_node(err, EDGERT_ERR_SHAPE, nm, ": WT must be [%zu,%zu,%zu]", D, c->input, GH);
-  if (!ert_rnn_shape_is(n->in[2], 3, r_dims))
-    return ert_fail_node(err, EDGERT_ERR_SHAPE, nm, ": RT must be [%zu,%zu,%zu]", D, H, GH);
-  const ert_tensor *b = ert_rnn_opt(n, 3), *h0 = ert_rnn_opt(n, 4);
-  if (b && !ert_rnn_shape_is(b, 2, b_dims))
-    return ert_fail_node(err, EDGERT_ERR_SHAPE, nm, ": B must be [%zu,%zu]", D, 2 * GH);
-  if (h0 && !ert_rnn_shape_is(h0, 3, hd))
-    return ert_fail_node(err, EDGERT_ERR_SHAPE, nm, ": initial_h must be [%zu,%zu,%zu]", hd[0], hd[1], hd[2]);
-  if (!ert_rnn_shape_is(n->out[0], 4, yd))
-    return ert_fail_node(err, EDGERT_ERR_SHAPE, nm, ": Y must be [%zu,%zu,%zu,%zu]", yd[0], yd[1], yd[2],
-                         yd[3]);
-  for (uint32_t i = 1; i < n_out; i++)
-    if (!ert_rnn_shape_is(n->out[i], 3, hd))
-      return ert_fail_node(err, EDGERT_ERR_SHAPE, nm, ": output %u must be [%zu,%zu,%zu]", i, hd[0], hd[1],
-                           hd[2]);
-  return EDGERT_OK;
-}
-
-/* Checks node->scratch_bytes >= 4 * floats, where floats = sum of `count` products
- * of three factors each (terms[3k..3k+2]), computed without overflow. */
-edgert_status ert_rnn_check_scratch(const ert_node *n, ert_err *err, const size_t *terms,
-                                    size_t count) {
-  size_t total = 0;
-  bool ok = true;
-  for (size_t k = 0; k < count && ok; k++) {
-    size_t p;
-    ok = ert_rnn_mul(terms[3 * k], terms[3 * k + 1], &p) && ert_rnn_mul(p, terms[3 * k + 2], &p);
-    ok = ok && total <= SIZE_MAX - p;
-    if (ok) total += p;
-  }
-  ok = ok && ert_rnn_mul(total, sizeof(float), &total);
-  if (!ok || n->scratch_bytes < total)
-    return ert_fail_node(err, EDGERT_ERR_PARAM, n->name ? n->name : "", ": scratch of %zu bytes is too small",
-                         n->scratch_bytes);
-  return EDGERT_OK;
+  ert_rnn_cfg c;
+  ert_rnn_cfg_read(n, gates, &c);
+  const int64_t D = (int64_t)c.dirs, H = (int64_t)c.hidden, GH = (int64_t)gates * H;
+  int64_t y[4], h[3];
+  out_dims(n, y, h);
+  /* Inputs 1..6 (WT RT B initial_h initial_c P): rank, then dims. */
+  const int64_t want[6][4] = {{3, D, (int64_t)c.input, GH}, {3, D, H, GH}, {2, D, 2 * GH},
+                              {3, h[0], h[1], h[2]},         {3, h[0], h[1], h[2]}, {2, D, 3 * H}};
+  for (uint32_t i = 1; i < n->n_in && st == EDGERT_OK; i++)
+    if (n->in[i] != NULL) st = ert_check_shape(n, err, n->in[i], (int32_t)want[i - 1][0], want[i - 1] + 1);
+  for (uint32_t i = 0; i < n_out && st == EDGERT_OK; i++)
+    st = ert_check_shape(n, err, n->out[i], i == 0 ? 4 : 3, i == 0 ? y : h);
+  if (st != EDGERT_OK) return st;
+  /* bias | proj | gates | h [| aux] */
+  const size_t terms[] = {gates,   c.hidden, 1,        c.seq,    c.batch,  gates * c.hidden,
+                          c.batch, gates,    c.hidden, c.batch,  c.hidden, gates > 1 ? 2 : 1};
+  return check_scratch(n, err, terms, 4);
 }
 
 /* On x86-64 GCC/glibc the product is also compiled for AVX+FMA, chosen at load time
@@ -186,6 +184,19 @@ void ert_rnn_cfg_read(const ert_node *n, size_t gates, ert_rnn_cfg *c) {
   c->batch = (size_t)(c->layout == 0 ? x->shape[1] : x->shape[0]);
   c->input = (size_t)x->shape[2];
 }
+
+edgert_status ert_rnn_shape_common(ert_node *n, ert_err *err) {
+  (void)err;
+  int64_t y[4], h[3];
+  out_dims(n, y, h);
+  ert_tensor_set_shape(n->out[0], 4, y);
+  for (uint32_t k = 1; k < n->n_out; k++) ert_tensor_set_shape(n->out[k], 3, h);
+  return EDGERT_OK;
+}
+
+ERT_SHAPE_AS(lstm, ert_rnn_shape_common)
+ERT_SHAPE_AS(gru, ert_rnn_shape_common)
+ERT_SHAPE_AS(rnn, ert_rnn_shape_common)
 
 void ert_rnn_mv_run(ert_exec *ex, ert_rnn_mv *a, size_t cols) {
   if (cols * a->k * a->nvec >= 32768)

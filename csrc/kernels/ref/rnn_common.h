@@ -79,24 +79,17 @@ static inline bool ert_rnn_mul(size_t a, size_t b, size_t *out) {
   return true;
 }
 
-static inline bool ert_rnn_shape_is(const ert_tensor *t, int32_t ndim, const size_t *dims) {
-  if (t->ndim != ndim) return false;
-  for (int32_t k = 0; k < ndim; k++)
-    if ((size_t)t->shape[k] != dims[k]) return false;
-  return true;
-}
-
 /* Checks what every recurrent op shares: arity, parameter words and their ranges,
- * dtypes and shapes of X WT RT B initial_h and of the outputs Y Y_h [Y_c], and
- * activation kinds; fills *c. n_in_max: 7 (lstm) or 5; n_out: 3 (lstm) or 2;
- * n_act: activation slots per direction. (rnn_common.c, once for the three ops) */
+ * dtypes and shapes of X WT RT B initial_h [initial_c P] and of the outputs Y Y_h
+ * [Y_c], activation kinds, and the scratch (layout in rnn.py: aux only when gates > 1).
+ * n_in_max: 7 (lstm) or 5; n_out: 3 (lstm) or 2; n_act: activation slots per direction.
+ * (rnn_common.c, once for the three ops) */
 edgert_status ert_rnn_prepare_common(ert_node *n, ert_err *err, size_t gates, uint32_t n_in_max,
-                                     uint32_t n_out, size_t n_act, ert_rnn_cfg *c);
+                                     uint32_t n_out, size_t n_act);
 
-/* Checks node->scratch_bytes >= 4 * floats, where floats = sum of `count` products
- * of three factors each (terms[3k..3k+2]), computed without overflow. */
-edgert_status ert_rnn_check_scratch(const ert_node *n, ert_err *err, const size_t *terms,
-                                    size_t count);
+/* The shape function of the three ops (bounded dimensions): Y [S,D,N,H] (layout 0) or
+ * [N,S,D,H] and the states [D,N,H] or [N,D,H] from X's actual S and N. */
+edgert_status ert_rnn_shape_common(ert_node *n, ert_err *err);
 
 /* ---- eval helpers ---- */
 

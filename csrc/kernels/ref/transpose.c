@@ -618,8 +618,8 @@ edgert_status ert_slice_shape(ert_node *node, ert_err *err) {
   return EDGERT_OK;
 }
 
-/* tile's output shape: each input dim times its repeats (parameter words, or the repeats
- * input's values once they exist). */
+/* tile's output shape: each input dim times its repeats (parameter words, which the file's
+ * rules rewrite when they follow a size, or the repeats input's values once they exist). */
 edgert_status ert_tile_shape(ert_node *node, ert_err *err) {
   const ert_tensor *x = node->in[0];
   int64_t dims[EDGERT_MAX_DIMS];

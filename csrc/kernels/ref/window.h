@@ -10,9 +10,11 @@
  * dilation d and pads p0, p1: floor((padded - span) / s) + 1, or with ceil_mode
  * (pooling) ceil(...) + 1 less a last window that would start in the end pad. A window
  * longer than the padded input gives 0 or (ceil_mode) 1; a result below 0 means no valid
- * shape, and every caller refuses it (convolutions refuse below 1). */
+ * shape, and every caller refuses it (convolutions refuse below 1), as it is for a
+ * stride below 1 (which a hostile file's bounds rules could write). */
 static inline int64_t ert_window_out(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0,
                                      int64_t p1, int ceil_mode) {
+  if (s < 1) return -1;
   /* floor(q / s) for q of either sign, s >= 1; ceil(a / s) is floor((a + s - 1) / s) */
   const int64_t q = in + p0 + p1 - (d * (k - 1) + 1) + (ceil_mode ? s - 1 : 0);
   int64_t out = (q >= 0 ? q / s : -((s - 1 - q) / s)) + 1;
