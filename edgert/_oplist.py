@@ -115,6 +115,8 @@ OPS: dict[str, int] = {
     'one_hot': 186,
     'scatter_elements': 187,
     'topk': 188,
+    'shape': 189,
+    'range': 190,
     'lstm': 200,
     'gru': 201,
     'rnn': 202,

@@ -32,7 +32,10 @@ def render() -> str:
     folded = ["Constant", "Shape", "Size", "If (constant condition)"]
     lines += ["", "## ONNX op types the importer accepts", "",
               "Any op type is also accepted when all its inputs are constants (it is evaluated at",
-              "conversion). These are always folded: " + ", ".join(folded) + ".", "",
+              "conversion). These are always folded: " + ", ".join(folded) + "; in a bounded",
+              "conversion, Shape (and what is computed from it) may instead be kept as run-time nodes",
+              "(a shape program: docs/runtime.md, \"Bounded dimensions\"). Range and ConstantOfShape",
+              "are lowered only there.", "",
               ", ".join(sorted(LOWERINGS)), ""]
     return "\n".join(lines) + deviations()
 

@@ -2,12 +2,22 @@
  * bounds of its symbols; a session runs it at any sizes within them by recomputing,
  * before a run whose input shapes changed, the output shapes of every node that depends
  * on an input (the op's shape function, then the file's rules) and preparing that node
- * again on the session's own copy. Nothing here allocates after load. */
+ * again on the session's own copy. Shape programs: where a shape function reads values
+ * (range's operands, expand's target, tile's repeats), the nodes computing those values
+ * from constants and tensor shapes (value nodes) also run in that pass. Nothing here
+ * allocates after load. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "exec.h"
 #include "runtime.h"
+
+enum {
+#define ERT_OP(code, name) OP_##name = code,
+#include "edgert_ops.def"
+#undef ERT_OP
+};
 
 void ert_bounds_free(ert_bounds *b) {
   if (b == NULL) return;
@@ -15,6 +25,7 @@ void ert_bounds_free(ert_bounds *b) {
   ert_free(b->rules);
   ert_free(b->dyn_nodes);
   ert_free(b->param_base);
+  ert_free(b->value_nodes);
   ert_free(b);
 }
 
@@ -228,26 +239,65 @@ static edgert_status node_shape(ert_node *n, const ert_op_impl *impl, const ert_
   return impl->shape(n, err);
 }
 
+/* The inputs whose values node n's shape function reads, as bits. */
+static uint32_t value_inputs(const ert_node *n) {
+  return n->op == OP_range ? 7u : n->op == OP_expand || n->op == OP_tile ? 2u : 0u;
+}
+
+/* Marks the value nodes (backwards: a node is one when a shape function or another value
+ * node reads its output's values; shape reads no value of its input) and checks that
+ * their values come from constants and shapes alone, and that their outputs, which the
+ * shape pass writes before a run, share no arena bytes with a graph input. */
+static edgert_status mark_values(edgert_model *m, uint8_t *need, ert_err *err) {
+  ert_bounds *b = m->bounds;
+  for (uint32_t i = m->n_nodes; i-- > 0;) {
+    const ert_node *n = &m->nodes[i];
+    for (uint32_t k = 0; k < n->n_out; k++) b->value_nodes[i] |= need[n->out[k] - m->tensors];
+    const bool all = b->value_nodes[i] && n->op != OP_shape;
+    for (uint32_t k = 0; k < n->n_in; k++)
+      if (n->in[k] != NULL && (all || (k < 32 && (value_inputs(n) >> k & 1u)))) need[n->in[k] - m->tensors] = 1;
+  }
+  for (uint32_t j = 0; j < m->n_inputs; j++) {
+    const ert_tensor *x = &m->tensors[m->inputs[j]];
+    if (need[m->inputs[j]])
+      return ert_fail(err, EDGERT_ERR_FORMAT, "BOUNDS: a shape follows the values of input '%s'", x->name);
+    for (uint32_t i = 0; i < m->n_nodes; i++)
+      for (uint32_t k = 0; b->value_nodes[i] && k < m->nodes[i].n_out; k++) {
+        const ert_tensor *y = m->nodes[i].out[k];
+        if (ert_ranges_overlap(y->offset, y->nbytes, x->offset, x->nbytes))
+          return ert_fail_node(err, EDGERT_ERR_FORMAT, m->nodes[i].name,
+                               ": its output '%s' is computed before a run, over input '%s'", y->name, x->name);
+      }
+  }
+  return EDGERT_OK;
+}
+
 edgert_status ert_bounds_check(edgert_model *m, ert_err *err) {
   ert_bounds *b = m->bounds;
   uint8_t *dyn = ert_calloc(m->n_tensors > 0 ? m->n_tensors : 1, 1);
   b->param_base = ert_calloc(m->n_nodes > 0 ? m->n_nodes : 1, sizeof *b->param_base);
   b->dyn_nodes = ert_calloc(m->n_nodes > 0 ? m->n_nodes : 1, sizeof *b->dyn_nodes);
-  if (dyn == NULL || b->param_base == NULL || b->dyn_nodes == NULL) {
+  b->value_nodes = ert_calloc(m->n_nodes > 0 ? m->n_nodes : 1, 1);
+  if (dyn == NULL || b->param_base == NULL || b->dyn_nodes == NULL || b->value_nodes == NULL) {
     ert_free(dyn);
     return ert_fail(err, EDGERT_ERR_NO_MEMORY, "out of memory");
+  }
+  edgert_status st = mark_values(m, dyn, err);
+  memset(dyn, 0, m->n_tensors);
+  if (st != EDGERT_OK) {
+    ert_free(dyn);
+    return st;
   }
   for (uint32_t i = 0; i < b->n_binds; i++) dyn[m->inputs[b->binds[i].input]] = 1;
   int64_t hi[ERT_MAX_SYMBOLS];
   for (uint32_t k = 0; k < b->n_syms; k++) hi[k] = b->syms[k].hi;
-  edgert_status st = EDGERT_OK;
   uint32_t r = 0;
   for (uint32_t i = 0; i < m->n_nodes && st == EDGERT_OK; i++) {
     ert_node *n = &m->nodes[i];
     const uint32_t r0 = r;
     bool has_param = false;
     while (r < b->n_rules && b->rules[r].node == i) has_param |= is_param(&b->rules[r++]);
-    bool is_dyn = r > r0;
+    bool is_dyn = r > r0 || b->value_nodes[i];
     for (uint32_t k = 0; k < n->n_in; k++) is_dyn |= n->in[k] != NULL && dyn[n->in[k] - m->tensors];
     b->param_base[i] = ERT_ABSENT;
     if (!is_dyn) continue;
@@ -298,7 +348,8 @@ edgert_status ert_bounds_check(edgert_model *m, ert_err *err) {
   return st;
 }
 
-edgert_status ert_bounds_apply(const edgert_model *m, ert_tensor *tensors, ert_node *nodes, ert_err *err) {
+edgert_status ert_bounds_apply(const edgert_model *m, ert_tensor *tensors, ert_node *nodes, ert_exec *ex,
+                               ert_err *err) {
   const ert_bounds *b = m->bounds;
   int64_t val[ERT_MAX_SYMBOLS];
   uint32_t from[ERT_MAX_SYMBOLS];
@@ -364,6 +415,10 @@ edgert_status ert_bounds_apply(const edgert_model *m, ert_tensor *tensors, ert_n
       if (err->msg != NULL && err->size > 0 && err->msg[0] == '\0')
         ert_fail_node(err, st, n->name, " (%s): %s", op, edgert_status_str(st));
       return st;
+    }
+    if (b->value_nodes[i]) {
+      m->evals[i](n, ex);
+      if (ex->failed) return ex->fail_status;
     }
   }
   return EDGERT_OK;

@@ -36,6 +36,10 @@
  * changes; prepare then re-derives opdata for the actual sizes and checks them, so a
  * shape function only has to be right, not defensive. Ops without one (the weak
  * fallback in ops.c) refuse files whose bounded dimensions reach them, at load.
+ * A shape function may read input values where the op's output shape follows them
+ * (range, expand's target, tile's repeats: listed in bounds.c's value_inputs, which
+ * makes the shape pass run the nodes computing them first); with no data yet (at load)
+ * it keeps the file's shapes, and the op's eval checks the values still give them.
  */
 #ifndef EDGERT_INTERNAL_H_
 #define EDGERT_INTERNAL_H_

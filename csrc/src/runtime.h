@@ -80,6 +80,8 @@ typedef struct ert_bounds {
   uint32_t *param_base;   /* per node: where its parameter words start in a session's
                              copy, or ERT_ABSENT when the node has no PARAM rule */
   size_t n_param_words;
+  uint8_t *value_nodes;   /* per node: 1 when a shape function reads its output's values
+                             (directly or through other value nodes): the shape pass runs it */
 } ert_bounds;
 
 /* Checks the parsed bounds against the model (dynamic nodes, shape functions and rules
@@ -92,10 +94,11 @@ edgert_status ert_bounds_step(const ert_bounds *b, uint32_t sym, int64_t v, cons
                               ert_err *err);
 edgert_status ert_bounds_check(struct edgert_model *m, ert_err *err);
 /* Recomputes the shapes of every dynamic node of a session from its input shapes
- * (tensors, nodes: the session's copies; params: its parameter copy), and prepares
- * those nodes again. No allocation. */
+ * (tensors, nodes: the session's copies; params: its parameter copy), prepares those
+ * nodes again and runs the value nodes on ex (their run-time errors end the pass with
+ * ex's status and message). No allocation. */
 edgert_status ert_bounds_apply(const struct edgert_model *m, ert_tensor *tensors, ert_node *nodes,
-                               ert_err *err);
+                               ert_exec *ex, ert_err *err);
 void ert_bounds_free(ert_bounds *b);
 
 /* A loaded model: the tensors and nodes prepared once, read-only afterwards.

@@ -245,7 +245,8 @@ static edgert_status apply_shapes(edgert_session *s) {
   if (!s->shapes_dirty) return EDGERT_OK;
   s->error[0] = '\0';
   ert_err e = {s->error, sizeof s->error};
-  edgert_status st = ert_bounds_apply(s->model, s->tensors, s->nodes, &e);
+  s->exec.failed = 0;
+  edgert_status st = ert_bounds_apply(s->model, s->tensors, s->nodes, &s->exec, &e);
   if (st == EDGERT_OK) s->shapes_dirty = false;
   return st;
 }

@@ -271,18 +271,55 @@ def _prefix_constants(graphs: list, values: list[list[int]]) -> None:
         k += 1
 
 
+class NeedsRunTime(ConversionError):
+    """derive_rules: values computed from the input size (ONNX tensor names) that the
+    graphs fold into constants or parameters which vary in a way no rule follows; the
+    conversion is to be made again with them computed at run time (a shape program,
+    docs/runtime.md). The message is the error to give if that does not help."""
+
+    def __init__(self, message: str, names: set[str]):
+        super().__init__(message)
+        self.names = names
+
+
 def derive_rules(graphs: list, bounds: Bounds, values: list[list[int]]) -> None:
     """Compares the graphs converted at the sample sizes (graphs[0] at the upper bounds,
     the one written; values: the symbols' values of each) and fills bounds.rules;
-    ConversionError for what the runtime could not follow."""
+    ConversionError for what the runtime could not follow, NeedsRunTime when values
+    computed from the input size (the importer's g.metadata["size_constants"] and
+    ["size_inputs"]) could be computed at run time instead."""
     from . import ops as edgert_ops
     _prefix_constants(graphs, values)
     g0 = graphs[0]
+    size_constants = {k: v for g in graphs for k, v in (g.metadata.get("size_constants") or {}).items()}
+    size_inputs = g0.metadata.get("size_inputs") or {}
+    wanted: set[str] = set()
+
+    def refuse(message: str, source: str | None = None):
+        """Asks for `source` (an ONNX name) at run time, else gives up with `message`; the
+        first message stays, for when computing at run time does not help."""
+        if source is not None:
+            if not wanted:
+                refuse.first = message
+            wanted.add(source)
+            return
+        if wanted:
+            raise NeedsRunTime(refuse.first, wanted)
+        raise ConversionError(message)
+
     for g in graphs[1:]:
         if len(g.nodes) != len(g0.nodes) or any(a.op != b.op or a.inputs != b.inputs or a.outputs != b.outputs
                                                 for a, b in zip(g0.nodes, g.nodes)):
-            raise ConversionError("the converted graph changes with the input size (bounded dimensions need one graph "
-                                  "for every size); convert a static file per size instead")
+            # Constants computed from the size may be why (a pass that treats small and
+            # large constants apart): computed at run time, they are the same nodes.
+            wanted.update(_varying_constants(graphs, size_constants))
+            refuse.first = ("the converted graph changes with the input size (bounded dimensions need one graph "
+                            "for every size); convert a static file per size instead")
+            refuse(refuse.first)
+    for t in g0.outputs:
+        if g0.tensors[t].is_const and any(not np.array_equal(g.tensors[t].data, g0.tensors[t].data) for g in graphs):
+            refuse(f"output {t!r} is a constant that differs between input sizes (bounded dimensions compute "
+                   f"outputs at run time)", size_constants.get(t))
     for k, n in enumerate(g0.nodes):
         others = [g.nodes[k] for g in graphs[1:]]
         for j, t in enumerate(n.inputs):
@@ -290,16 +327,17 @@ def derive_rules(graphs: list, bounds: Bounds, values: list[list[int]]) -> None:
                 for g in graphs[1:]:
                     d = g.tensors[t].data
                     if d.shape != g0.tensors[t].data.shape or not np.array_equal(d, g0.tensors[t].data):
-                        raise ConversionError(
-                            f"node {n.name!r}: op {n.op} does not support bounded dimensions yet (its input {j} is a "
-                            f"constant computed from the input size)")
+                        refuse(f"node {n.name!r}: op {n.op} does not support bounded dimensions yet (its input {j} "
+                               f"is a constant computed from the input size)", size_constants.get(t))
+                        break
         if n.op == "resize" and _resize_rules(k, n, others, graphs, bounds):
             continue
         opdef = edgert_ops.get(n.op)
         words = [opdef.pack(n, g0)] + [opdef.pack(m, g) for m, g in zip(others, graphs[1:])]
         if any(len(w) != len(words[0]) for w in words):
-            raise ConversionError(f"node {n.name!r}: op {n.op} does not support bounded dimensions yet "
-                                  f"(its parameter count follows the input size)")
+            refuse(f"node {n.name!r}: op {n.op} does not support bounded dimensions yet "
+                   f"(its parameter count follows the input size)", size_inputs.get(n.name))
+            continue
         in_shapes = [[g.tensors[t].shape if t else None for t in m.inputs] for m, g in zip([n] + others, graphs)]
         same = _same_rules(k, n, g0, in_shapes) + _slice_rules(k, n, others, in_shapes)
         bounds.rules += same
@@ -315,10 +353,12 @@ def derive_rules(graphs: list, bounds: Bounds, values: list[list[int]]) -> None:
                 continue
             sym = _sym_rule(vals, values)
             if sym is None:
-                raise ConversionError(f"node {n.name!r}: op {n.op} does not support bounded dimensions yet "
-                                      f"(parameter {w} follows the input size in a way the runtime cannot compute)")
+                refuse(f"node {n.name!r}: op {n.op} does not support bounded dimensions yet "
+                       f"(parameter {w} follows the input size in a way the runtime cannot compute)",
+                       size_inputs.get(n.name))
+                continue
             bounds.rules.append((k, RULE_PARAM_SYM, sym[0], 0, w, sym[1]))
-        if n.op in SHAPE_FROM_FILE:
+        if n.op in SHAPE_FROM_FILE and len([i for i in n.inputs if i]) == 1:  # else its target input gives it
             out_shapes = [g.tensors[m.outputs[0]].shape for m, g in zip([n] + others, graphs)]
             varying = [d for d in range(len(out_shapes[0])) if any(s[d] != out_shapes[0][d] for s in out_shapes)]
             infer = n.op == "reshape" and len(varying) == 1  # the element count fixes it
@@ -327,9 +367,24 @@ def derive_rules(graphs: list, bounds: Bounds, values: list[list[int]]) -> None:
             for d in varying if not infer else ():
                 rule = _dim_rule([s[d] for s in out_shapes], in_shapes)
                 if rule is None:
-                    raise ConversionError(f"node {n.name!r}: op {n.op} does not support bounded dimensions yet "
-                                          f"(output dim {d} follows the input size in a way the runtime cannot compute)")
+                    refuse(f"node {n.name!r}: op {n.op} does not support bounded dimensions yet (output dim {d} "
+                           f"follows the input size in a way the runtime cannot compute)", size_inputs.get(n.name))
+                    continue
                 bounds.rules.append((k, RULE_OUTDIM, rule[0], rule[1], d, rule[2]))
+    if wanted:
+        raise NeedsRunTime(refuse.first, wanted)
+
+
+def _varying_constants(graphs: list, size_constants: dict[str, str]) -> set[str]:
+    """ONNX names of the constants computed from the size (size_constants: tensor -> ONNX
+    name) that are not the same constant in every graph."""
+    out = set()
+    for t, source in size_constants.items():
+        data = [g.tensors[t].data if t in g.tensors else None for g in graphs]
+        if any(d is not None for d in data) and (any(d is None for d in data) or any(
+                d.shape != data[0].shape or not np.array_equal(d, data[0]) for d in data)):
+            out.add(source)
+    return out
 
 
 def _same_rules(k: int, n, g, in_shapes: list[list]) -> list[tuple[int, int, int, int, int, int]]:

@@ -548,11 +548,12 @@ def emit_placeholder(importer, node) -> None:
 
 
 def import_with_fallback(model, shapes, values, fallback: str, fallback_ops, delegate, max_partitions: int,
-                         plan: list[list[str]] | None = None):
+                         plan: list[list[str]] | None = None, run_time=frozenset()):
     """The edgert graph of an ONNX model whose unsupported (and forced) nodes run as
     onnxruntime partitions; for litert, the graph and the node names to carve later.
     The onnxruntime groups, as node names, are left in g.metadata["partition_plan"];
-    given as `plan` (the same model at another size), they are carved as they are."""
+    given as `plan` (the same model at another size), they are carved as they are.
+    run_time: as import_onnx takes it (a bounded conversion's shape programs)."""
     from .frontend.onnx_import import OnnxImporter
 
     if fallback == "onnxruntime":
@@ -568,7 +569,7 @@ def import_with_fallback(model, shapes, values, fallback: str, fallback_ops, del
     forced = select_forced(names, op_types, fallback_ops)
     if fallback == "litert":
         try:
-            g = OnnxImporter(norm, shapes, values).run()
+            g = OnnxImporter(norm, shapes, values, run_time).run()
         except UnsupportedError as e:
             raise ConversionError(
                 "LiteRT partitions are made from nodes edgert imports; these cannot be imported:\n"
@@ -578,14 +579,14 @@ def import_with_fallback(model, shapes, values, fallback: str, fallback_ops, del
                      for item in fallback_ops}
         return g, {names[i] for i in forced}, requested
     if plan is not None:
-        return _import_plan(norm, shapes, values, delegate, max_partitions, plan), set(), {}
+        return _import_plan(norm, shapes, values, delegate, max_partitions, plan, run_time), set(), {}
     chosen = set(forced)
     for _ in range(len(names) + 1):
         if chosen:
             carved, parts = carve_onnx(norm, chosen, delegate, max_partitions, shapes)
         else:
             carved, parts = norm, {}
-        imp = OnnxImporter(carved, shapes, values)
+        imp = OnnxImporter(carved, shapes, values, run_time)
         imp.partitions, imp.emit_placeholder = parts, emit_placeholder
         try:
             g = imp.run()
@@ -614,7 +615,7 @@ def import_with_fallback(model, shapes, values, fallback: str, fallback_ops, del
     raise ConversionError("fallback partitioning did not converge")
 
 
-def _import_plan(norm, shapes, values, delegate, max_partitions: int, plan: list[list[str]]):
+def _import_plan(norm, shapes, values, delegate, max_partitions: int, plan: list[list[str]], run_time=frozenset()):
     """The graph of `norm` with exactly the partitions of `plan` (node names per group)."""
     from .frontend.onnx_import import OnnxImporter
 
@@ -622,7 +623,7 @@ def _import_plan(norm, shapes, values, delegate, max_partitions: int, plan: list
         carved, parts = carve_onnx(norm, set(), delegate, max_partitions, shapes, plan=plan)
     else:
         carved, parts = norm, {}
-    imp = OnnxImporter(carved, shapes, values)
+    imp = OnnxImporter(carved, shapes, values, run_time)
     imp.partitions, imp.emit_placeholder = parts, emit_placeholder
     try:
         g = imp.run()

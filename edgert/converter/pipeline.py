@@ -18,7 +18,10 @@ derives the run-time rules):
                 applied with the same parameters to every graph
     litert      LiteRT partitions carved from the optimized (quantized) graphs
     sparse      sparse kernels and storage, the same nodes in every graph
-    bounds      run-time rules from the graphs' differences, scratch over the sizes
+    bounds      run-time rules from the graphs' differences, scratch over the sizes; values
+                computed from the input size that no rule follows are computed at run
+                time instead (shape programs): the stages from build on run again with
+                them kept as nodes
     serialize   plan the arena, write the file (bounded: every size tried in the
                 runtime's shape pass, bounds.settle)
     check       the file loaded in the C runtime and run at every sample size
@@ -47,24 +50,26 @@ __all__ = ["convert", "ConvertOptions", "build_graph", "serialize", "write_atomi
 
 def build_graph(model, input_shapes: dict[str, Any] | None = None, input_values: dict[str, Any] | None = None,
                 optimize: bool = True, fallback: dict[str, Any] | None = None,
-                plan: list[list[str]] | None = None) -> Graph:
+                plan: list[list[str]] | None = None, run_time=frozenset()) -> Graph:
     """The optimized edgert graph of an ONNX model (path, bytes or ModelProto); bounded
     dimensions (LO, HI) are built at their upper bound.
     fallback: {"fallback", "fallback_ops", "delegate", "max_partitions"} as convert
     takes them; onnxruntime partitions are carved here, before import (as `plan` says
     when given: the groups, as node names, of g.metadata["partition_plan"] of the same
     model at another size); for litert the names of the nodes to carve after passes
-    and quantization go to g.metadata["litert_nodes"]."""
+    and quantization go to g.metadata["litert_nodes"]. run_time: ONNX tensors computed
+    from the input size to keep as run-time nodes (bounded conversions' shape programs)."""
     from .bounds import upper
     shapes = {k: [int(d) for d in v] for k, v in upper(input_shapes or {}).items()}
     fb = fallback or {}
     if fb.get("fallback", "off") == "off":
-        g = import_onnx(model, shapes, input_values)
+        g = import_onnx(model, shapes, input_values, run_time)
     else:
         from .partitioner import import_with_fallback
         g, litert_nodes, requested = import_with_fallback(load_onnx(model), shapes, input_values, fb["fallback"],
                                                           fb.get("fallback_ops") or (), fb.get("delegate"),
-                                                          fb.get("max_partitions", DEFAULT_MAX_PARTITIONS), plan)
+                                                          fb.get("max_partitions", DEFAULT_MAX_PARTITIONS), plan,
+                                                          run_time)
         if litert_nodes:
             g.metadata["litert_nodes"] = (sorted(litert_nodes), requested)
     if optimize:
@@ -158,6 +163,7 @@ class Job:
     samples: list[Sample] = dataclasses.field(default_factory=list)
     invalid: list = dataclasses.field(default_factory=list)  # sizes the ONNX model itself cannot run
     calib: Graph | None = None  # bounded: the graph at the calibration data's size
+    run_time: set[str] = dataclasses.field(default_factory=set)  # bounded: ONNX tensors of shape programs
     quant_summary: dict | None = None
     data: bytes = b""
 
@@ -178,7 +184,8 @@ class Job:
         """The optimized graph of the model at `shapes` (QDQ models: without activation
         fusions, so that each tensor the model quantizes stays a tensor)."""
         o = self.options
-        g = build_graph(self.model, shapes, self.values, o.optimize and self.qdq is None, self.fallback(), plan)
+        g = build_graph(self.model, shapes, self.values, o.optimize and self.qdq is None, self.fallback(), plan,
+                        self.run_time)
         if self.qdq is not None and o.optimize:
             from .quant import qdq as qdq_import
             g.metadata["passes"] = qdq_import.optimize(g)
@@ -271,7 +278,7 @@ def stage_quantize(job: Job) -> None:
     keep = set(o.keep_fp32)
     calibrated = None
     if mode == "int8" and job.qdq is None:
-        keep |= _size_dependent_gap(job.graphs)
+        keep |= _size_dependent_gap(job.graphs) | _from_shape_programs(job.graphs[0])
         keep, calibrated = _calibrate(job, keep)
     for s in job.samples:
         s.graph, job.quant_summary = quantize_graph(s.graph, mode, o.calibration, o.calibration_method, keep,
@@ -307,12 +314,30 @@ def stage_sparse(job: Job) -> None:
 
 
 def stage_bounds(job: Job) -> None:
+    """Rules from the graphs' differences. Values computed from the input size that vary
+    in a way no rule follows (bounds.NeedsRunTime) join job.run_time, and the stages
+    before this one run again, keeping them as run-time nodes (shape programs)."""
     if job.bounds is None:
         return
     from . import bounds as bounds_
     from .partitioner import partition_rules
-    values = [s.values for s in job.samples]
-    bounds_.derive_rules(job.graphs, job.bounds, values)
+    why = ""
+    while True:
+        job.bounds.rules = []
+        try:
+            bounds_.derive_rules(job.graphs, job.bounds, [s.values for s in job.samples])
+            break
+        except bounds_.NeedsRunTime as e:
+            if e.names <= job.run_time:
+                raise ConversionError(str(e)) from None
+            job.run_time |= e.names
+            why = str(e)
+        job.samples, job.invalid, job.calib, job.quant_summary = [], [], None, None
+        try:
+            for stage in STAGES[STAGES.index(stage_build):STAGES.index(stage_bounds)]:
+                stage(job)
+        except ConversionError as e:
+            raise ConversionError(f"{why}; computing it at run time instead fails: {e}") from None
     job.bounds.rules += partition_rules(job.graphs)
     g = job.graphs[0]
     g.metadata["bounds"] = job.bounds
@@ -396,6 +421,19 @@ def _size_dependent_gap(graphs: list[Graph]) -> set[str]:
         return set()  # the bounds stage refuses them
     return {n.name for k, n in enumerate(g0.nodes) if n.op == "global_avg_pool"
             and any(g.tensors[g.nodes[k].inputs[0]].shape != g0.tensors[n.inputs[0]].shape for g in graphs)}
+
+
+def _from_shape_programs(g: Graph) -> set[str]:
+    """Names of the nodes computed from a shape program's values (anchor coordinates,
+    strides and what they give): their ranges follow the input size, which one
+    calibration size cannot cover, so int8 keeps them float."""
+    made: set[str] = set()
+    out = set()
+    for n in g.nodes:
+        if n.op == "shape" or any(i in made for i in n.inputs):
+            made.update(n.outputs)
+            out.add(n.name)
+    return out
 
 
 def _calibrate(job: Job, keep: set[str]) -> tuple[set[str], tuple]:

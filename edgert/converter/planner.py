@@ -10,6 +10,10 @@ share bytes unless the planner aliases them on purpose:
 - in-place aliases: an op registered `inplace` writes its output over its first input
   when that input's buffer is read by no later node and is not a graph output.
 
+Shape programs (bounded dimensions, docs/runtime.md): the outputs of value nodes, which
+the runtime's shape pass computes before a run, are alive from step 0, so that they
+share no bytes with a graph input or another value node's output.
+
 Aliased tensors form one buffer. Buffers are placed greedily (largest first, lowest
 offset that does not collide with a placed buffer alive at an overlapping step),
 trying a few orders and keeping the smallest arena. `lower_bound` is the largest total
@@ -43,18 +47,39 @@ class Plan:
     lower_bound: int
 
 
+# The inputs whose values an op's shape function reads (csrc/src/bounds.c, value_inputs).
+VALUE_INPUTS = {"range": (0, 1, 2), "expand": (1,), "tile": (1,)}
+
+
+def value_nodes(g: Graph) -> set[int]:
+    """Indices of the value nodes: those whose outputs a shape function reads, directly or
+    through other value nodes (`shape` reads no value of its input). The runtime finds
+    the same ones at load (csrc/src/bounds.c, mark_values)."""
+    need: set[str] = set()
+    out: set[int] = set()
+    for k in range(len(g.nodes) - 1, -1, -1):
+        node = g.nodes[k]
+        value = any(o in need for o in node.outputs)
+        if value:
+            out.add(k)
+        reads = range(len(node.inputs)) if value and node.op != "shape" else VALUE_INPUTS.get(node.op, ())
+        need.update(node.inputs[i] for i in reads if i < len(node.inputs) and node.inputs[i])
+    return out
+
+
 def lifetimes(g: Graph) -> dict[str, tuple[int, int]]:
     """Inclusive [first, last] step of every arena (non-constant) tensor."""
     n = len(g.nodes)
     life: dict[str, list[int]] = {}
     for name in g.inputs:
         life[name] = [0, 0]
+    values = value_nodes(g)
     for k, node in enumerate(g.nodes):
         for i in node.inputs:
             if i and not g.tensors[i].is_const:
                 life[i][1] = max(life[i][1], k)
         for o in node.outputs:
-            life[o] = [k, k]
+            life[o] = [0 if k in values else k, k]
     for o in g.outputs:
         if o in life:
             life[o][1] = max(n, life[o][1])
@@ -200,7 +225,7 @@ def verify(g: Graph, p: Plan) -> None:
         if kind == "inplace":
             k = producer_step[dst]
             for t in names:
-                if root[t] == root[dst] and t != dst and life[t][0] <= k and life[t][1] > k:
+                if root[t] == root[dst] and t != dst and producer_step.get(t, 0) <= k and life[t][1] > k:
                     raise ConversionError(f"plan: in-place write of {dst} clobbers {t}, still read at step {life[t][1]}")
     items = [(t, p.offsets[t], g.tensors[t].nbytes, life[t][0], life[t][1]) for t in names]
     items += [(f"<scratch of node {k}>", off, size, k, k) for k, (off, size) in p.scratch.items()]

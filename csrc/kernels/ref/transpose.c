@@ -17,8 +17,9 @@
  *   depth_to_space  0 blocksize, 1 mode (0 DCR, 1 CRD)
  *   space_to_depth  0 blocksize, 1 mode (0 DCR, 1 CRD)
  *   slice           0 rank, then per dim d: 1+3d start, 2+3d step, 3+3d size
- *   expand          none (the output shape is the target; numpy broadcasting)
- *   tile            0 rank, 1.. repeats
+ *   expand          none (the output shape is the target, from the file or input 1; numpy
+ *                   broadcasting)
+ *   tile            0 rank, 1.. repeats (none with input 1, the repeats as data)
  */
 #include <string.h>
 
@@ -451,12 +452,50 @@ void ert_slice_eval(const ert_node *node, ert_exec *ex) { run_view(node, ex); }
 
 /* ---- expand -------------------------------------------------------------- */
 
+/* The output dims of expand to the values of target t (int32 or int64, aligned to the
+ * right, numpy broadcasting) into dims[0..r); false when they do not broadcast or their
+ * rank is not r. */
+static bool target_dims(const ert_tensor *x, const ert_tensor *t, int32_t r, int64_t *dims) {
+  const int32_t len = (int32_t)t->numel;
+  if (x->ndim > r || len > r || (x->ndim != r && len != r)) return false;
+  for (int32_t d = 0; d < r; d++) {
+    const int64_t a = d >= r - x->ndim ? x->shape[d - (r - x->ndim)] : 1;
+    int64_t b = 1;
+    if (d >= r - len) {
+      const size_t k = (size_t)(d - (r - len));
+      if (t->dtype == EDGERT_INT32) {
+        int32_t v;
+        memcpy(&v, (const char *)t->data + 4 * k, 4);
+        b = v;
+      } else {
+        memcpy(&b, (const char *)t->data + 8 * k, 8);
+      }
+    }
+    dims[d] = a == b || b == 1 ? a : a == 1 ? b : -1;
+    if (dims[d] < 0 || dims[d] > INT32_MAX) return false;
+  }
+  return true;
+}
+
+/* Input 1, when present, is the target shape as data (a shape program computes it under
+ * bounded dimensions: the shape function reads it, eval checks the output still
+ * matches it); without it the target is the output's shape from the file. */
 edgert_status ert_expand_prepare(ert_node *node, ert_err *err) {
-  edgert_status st = start(node, err, "expand", 0);
-  if (st != EDGERT_OK) return st;
-  const ert_tensor *x = node->in[0], *y = node->out[0];
+  edgert_status st = ert_check_arity(node, err, 1, 2, 1, 1);
+  if (st != EDGERT_OK || (st = check_es(node, err, "expand")) != EDGERT_OK) return st;
+  const ert_tensor *x = node->in[0], *y = node->out[0], *t = node->n_in > 1 ? node->in[1] : NULL;
   if (x->ndim > y->ndim)
     return ert_fail_node(err, EDGERT_ERR_SHAPE, nm(node), " (expand): input rank exceeds output rank");
+  if (t != NULL) {
+    int64_t dims[EDGERT_MAX_DIMS];
+    if ((t->dtype != EDGERT_INT32 && t->dtype != EDGERT_INT64) || t->ndim != 1 || t->numel > (size_t)y->ndim)
+      return ert_fail_node(err, EDGERT_ERR_SHAPE, nm(node),
+                           " (expand): the target must be int32 or int64 [k], k <= the output rank");
+    bool same = t->data == NULL || target_dims(x, t, y->ndim, dims);
+    for (int32_t d = 0; same && t->data != NULL && d < y->ndim; d++) same = dims[d] == y->shape[d];
+    if (!same)
+      return ert_fail_node(err, EDGERT_ERR_SHAPE, nm(node), " (expand): the target does not give the output shape");
+  }
   int64_t xs[EDGERT_MAX_DIMS];
   strides_of(x, xs);
   const int lead = y->ndim - x->ndim;
@@ -477,23 +516,59 @@ edgert_status ert_expand_prepare(ert_node *node, ert_err *err) {
   return store_view(node, err, "expand", &v, x);
 }
 
-void ert_expand_eval(const ert_node *node, ert_exec *ex) { run_view(node, ex); }
+void ert_expand_eval(const ert_node *node, ert_exec *ex) {
+  const ert_tensor *y = node->out[0];
+  if (node->n_in > 1 && node->in[1] != NULL) {
+    int64_t dims[EDGERT_MAX_DIMS];
+    bool same = target_dims(node->in[0], node->in[1], y->ndim, dims);
+    for (int32_t d = 0; same && d < y->ndim; d++) same = dims[d] == y->shape[d];
+    if (!same) {
+      ert_run_fail(ex, EDGERT_ERR_SHAPE, "node '%s' (expand): its target no longer gives the output shape",
+                   nm(node));
+      return;
+    }
+  }
+  run_view(node, ex);
+}
 
 /* ---- tile ---------------------------------------------------------------- */
 
+/* The repeats of dim d: parameter word 1 + d, or, with the repeats input (int32/int64
+ * data computed by a shape program), its value d; before that value exists (at load),
+ * what the planned shapes give (y / x). */
+static int64_t tile_reps(const ert_node *node, int d) {
+  const ert_tensor *t = node->n_in > 1 ? node->in[1] : NULL;
+  if (t == NULL) return ert_pi(node, 1 + (uint32_t)d);
+  if (t->data == NULL) return node->in[0]->shape[d] > 0 ? node->out[0]->shape[d] / node->in[0]->shape[d] : 0;
+  if (t->dtype == EDGERT_INT32) {
+    int32_t v;
+    memcpy(&v, (const char *)t->data + 4 * (size_t)d, 4);
+    return v;
+  }
+  int64_t v;
+  memcpy(&v, (const char *)t->data + 8 * (size_t)d, 8);
+  return v;
+}
+
 /* The output viewed as [r0, d0, r1, d1, ...]: repeat dims have stride 0. */
 edgert_status ert_tile_prepare(ert_node *node, ert_err *err) {
-  edgert_status st = start(node, err, "tile", 1);
-  if (st != EDGERT_OK || (st = rank_param(node, err, "tile", 1)) != EDGERT_OK) return st;
-  const ert_tensor *x = node->in[0], *y = node->out[0];
+  edgert_status st = ert_check_arity(node, err, 1, 2, 1, 1);
+  if (st != EDGERT_OK || (st = check_es(node, err, "tile")) != EDGERT_OK ||
+      (st = ert_check_params(node, err, 1)) != EDGERT_OK)
+    return st;
+  const ert_tensor *x = node->in[0], *y = node->out[0], *t = node->n_in > 1 ? node->in[1] : NULL;
+  if (t != NULL && ((t->dtype != EDGERT_INT32 && t->dtype != EDGERT_INT64) || t->ndim != 1 ||
+                    t->numel != (size_t)x->ndim))
+    return ert_fail_node(err, EDGERT_ERR_SHAPE, nm(node), " (tile): repeats must be int32 or int64 [rank]");
+  if ((st = rank_param(node, err, "tile", t != NULL ? 0 : 1)) != EDGERT_OK) return st;
   int64_t xs[EDGERT_MAX_DIMS];
   strides_of(x, xs);
   view v;
   v.rank = 2 * x->ndim;
   v.base = 0;
   for (int d = 0; d < x->ndim; d++) {
-    const int64_t reps = ert_pi(node, 1 + (uint32_t)d);
-    if (reps < 0 || (int64_t)x->shape[d] * reps != y->shape[d])
+    const int64_t reps = tile_reps(node, d);
+    if (reps < 0 || reps > INT32_MAX || (int64_t)x->shape[d] * reps != y->shape[d])
       return ert_fail_node(err, EDGERT_ERR_PARAM, nm(node), " (tile): dim %d: %d * %lld != %d", d,
                            (int)x->shape[d], (long long)reps, (int)y->shape[d]);
     v.shape[2 * d] = reps;
@@ -504,7 +579,17 @@ edgert_status ert_tile_prepare(ert_node *node, ert_err *err) {
   return store_view(node, err, "tile", &v, x);
 }
 
-void ert_tile_eval(const ert_node *node, ert_exec *ex) { run_view(node, ex); }
+void ert_tile_eval(const ert_node *node, ert_exec *ex) {
+  const ert_tensor *x = node->in[0], *y = node->out[0];
+  for (int d = 0; node->n_in > 1 && d < x->ndim; d++) {
+    const int64_t reps = tile_reps(node, d);
+    if (reps < 0 || reps > INT32_MAX || x->shape[d] * reps != y->shape[d]) {
+      ert_run_fail(ex, EDGERT_ERR_SHAPE, "node '%s' (tile): its repeats no longer give the output shape", nm(node));
+      return;
+    }
+  }
+  run_view(node, ex);
+}
 
 /* ---- shapes (bounded dimensions) ----------------------------------------- */
 
@@ -533,20 +618,31 @@ edgert_status ert_slice_shape(ert_node *node, ert_err *err) {
   return EDGERT_OK;
 }
 
-/* Each output dim is the input's times its repeat count (a parameter word, which the
- * file's rules rewrite when it follows a size). */
+/* tile's output shape: each input dim times its repeats (parameter words, which the file's
+ * rules rewrite when they follow a size, or the repeats input's values once they exist). */
 edgert_status ert_tile_shape(ert_node *node, ert_err *err) {
-  (void)err;
   const ert_tensor *x = node->in[0];
   int64_t dims[EDGERT_MAX_DIMS];
-  for (int32_t d = 0; d < x->ndim; d++) dims[d] = (int64_t)x->shape[d] * ert_pi(node, 1 + (uint32_t)d);
+  for (int d = 0; d < x->ndim; d++) {
+    const int64_t reps = tile_reps(node, d);
+    dims[d] = reps < 0 || reps > INT32_MAX ? -1 : x->shape[d] * reps;
+    if (dims[d] < 0 || dims[d] > INT32_MAX)
+      return ert_fail_node(err, EDGERT_ERR_SHAPE, nm(node), " (tile): dim %d repeats %lld times", d, (long long)reps);
+  }
   ert_tensor_set_shape(node->out[0], x->ndim, dims);
   return EDGERT_OK;
 }
 
-/* expand's output shape is its target, from the file; bounded dims follow its rules. */
+/* expand's output shape: from its target input's values when it has one (at load, before
+ * any value exists, the file's shape stays); else the file's, whose bounded dims follow
+ * its rules. */
 edgert_status ert_expand_shape(ert_node *node, ert_err *err) {
-  (void)node;
-  (void)err;
+  const ert_tensor *t = node->n_in > 1 ? node->in[1] : NULL;
+  if (t == NULL || t->data == NULL) return EDGERT_OK;
+  int64_t dims[EDGERT_MAX_DIMS];
+  ert_tensor *y = node->out[0];
+  if (!target_dims(node->in[0], t, y->ndim, dims))
+    return ert_fail_node(err, EDGERT_ERR_SHAPE, nm(node), " (expand): the input does not broadcast to the target");
+  ert_tensor_set_shape(y, y->ndim, dims);
   return EDGERT_OK;
 }

@@ -7,6 +7,11 @@ disappear; Shape and Size are answered from the static shapes. Every other node 
 lowered by the function registered for its op type in onnx_ops/ (loaded by the package),
 which emits edgert ops whose output shapes come from each op's `infer`.
 Problems are collected for every node, so one error lists them all.
+
+A bounded conversion may ask (run_time) for values computed from input sizes to be
+computed at run time instead: the nodes computing them, back to their Shape nodes, are
+lowered as run-time nodes (Shape to `shape`), and their value at the size imported stays
+known, for the lowerings that need a constant (LowerCtx.require_const, computed).
 """
 from __future__ import annotations
 
@@ -117,10 +122,20 @@ class LowerCtx:
         return self.graph.const(name) if name else None
 
     def require_const(self, i: int, what: str) -> np.ndarray:
+        """The value of input i: a constant's, or, for a value a shape program computes at run
+        time (computed(i)), its value at the size converted (which the bounded conversion's
+        rules then follow)."""
         v = self.const(i)
+        if v is None:
+            v = self._imp.known.get(self.input(i))
         if v is None:
             self.fail(f"{what} (input {i}) must be constant after folding; it depends on runtime data")
         return v
+
+    def computed(self, i: int) -> bool:
+        """Input i is computed at run time from the input size (a shape program of a bounded
+        conversion, docs/runtime.md); require_const gives its value at the size converted."""
+        return bool(self.input(i)) and self.input(i) in self._imp.known
 
     # ---- attributes -----------------------------------------------------------
     def has_attr(self, name: str) -> bool:
@@ -192,10 +207,19 @@ class LowerCtx:
 
 
 class OnnxImporter:
-    def __init__(self, model, input_shapes: dict[str, list[int]] | None, input_values: dict[str, np.ndarray] | None):
+    def __init__(self, model, input_shapes: dict[str, list[int]] | None, input_values: dict[str, np.ndarray] | None,
+                 run_time: set[str] | frozenset[str] = frozenset()):
         self.model = model
         self.input_shapes = dict(input_shapes or {})
         self.input_values = dict(input_values or {})
+        # Shape programs (bounded conversions): ONNX tensors computed from input sizes that
+        # must be computed at run time (see size_values); `runtime` is their closure,
+        # `known` the value of each (edgert name) at the size imported.
+        self.wanted = set(run_time)
+        self.size_values: set[str] = set()
+        self.runtime: set[str] = set()
+        self.known: dict[str, np.ndarray] = {}
+        self._pending: dict[str, np.ndarray] = {}
         self.graph = Graph()
         self.names: dict[str, str] = {}  # ONNX name -> edgert tensor name
         self.derived: dict[tuple[str, str], str] = {}  # (constant, how) -> LowerCtx.derived_const
@@ -245,6 +269,8 @@ class OnnxImporter:
         if not MIN_OPSET <= self.opset <= MAX_OPSET:
             raise ConversionError(f"opset {self.opset} is outside the supported range {MIN_OPSET}..{MAX_OPSET}")
         nodes = check_graph(m.graph, set())
+        self.size_values = size_values(nodes, [vi.name for vi in m.graph.input])
+        self.runtime = run_time_closure(nodes, self.size_values, self.wanted)
         self._graph_inputs(m.graph)
         self._initializers(m.graph)
         self._nodes(nodes, self.opset)
@@ -384,6 +410,12 @@ class OnnxImporter:
             for o in node.output:
                 if o and self.resolve(o) not in self.graph.tensors:
                     raise ConversionError(f"lowering of {node.op_type} did not produce output {o!r}")
+            for o, v in self._pending.items():  # a shape program's node: its value at this size
+                self.known[self.resolve(o)] = v
+            if any(i in self.size_values for i in node.input[1:]) and node.op_type in ("Expand", "Tile"):
+                # its output dims may need its shape input computed at run time (bounds.derive_rules)
+                g = self.graph
+                g.metadata.setdefault("size_inputs", {})[ctx.name] = node.input[1]
         except OpUnsupported as e:
             self._problem(node, name, str(e))
         except ConversionError as e:
@@ -416,9 +448,26 @@ class OnnxImporter:
         g.nodes[start:] = fold_nodes(g, g.nodes[start:])
         return True
 
+    def _value(self, name: str) -> np.ndarray | None:
+        """A constant's data, or the value at this size of a shape program's tensor."""
+        t = self.graph.tensors[name]
+        return t.data if t.is_const else self.known.get(name)
+
+    def _add_folded(self, onnx_name: str, val: np.ndarray) -> None:
+        """A folded node's output; one computed from input sizes is recorded (edgert name ->
+        ONNX name) for bounds.derive_rules, which asks for it at run time when it varies."""
+        self._add_const_value(onnx_name, val)
+        if onnx_name in self.size_values:
+            self.graph.metadata.setdefault("size_constants", {})[self.resolve(onnx_name)] = onnx_name
+
     def _fold(self, node, ins: list[str], opset: int) -> bool:
+        """True when the node was evaluated into constants now. A node of a shape program
+        (its output in self.runtime) is evaluated too, for its value at this size
+        (self._pending, recorded once lowered), and False is returned: it is lowered to
+        run-time nodes; Shape itself becomes the `shape` op."""
         g = self.graph
         op = node.op_type
+        self._pending = {}
         if op == "Constant":
             if len(node.attribute) != 1 or len(node.output) != 1:
                 raise ConversionError("Constant needs exactly one value attribute and one output")
@@ -449,17 +498,26 @@ class OnnxImporter:
                 start = min(max(start + r if start < 0 else start, 0), r)
                 end = min(max(end + r if end < 0 else end, 0), r)
                 val = shape[start:end]
-            self._add_const_value(node.output[0], val)
+            if node.output[0] in self.runtime:
+                if op == "Size":
+                    raise OpUnsupported("Size in a computation kept for run time is not supported yet")
+                name = node.name or node.output[0]
+                self.emit("shape", [ins[0]], [node.output[0]], {"start": int(start), "end": int(end)}, name)
+                self.known[node.output[0]] = val
+                return True
+            self._add_folded(node.output[0], val)
             return True
         if op in _NO_FOLD or op in ("If", "Loop", "Scan"):
             return False
         present = [i for i in ins if i]
-        if not all(g.tensors[i].is_const for i in present):
+        values = [self._value(i) if i else None for i in ins]
+        if any(i and v is None for i, v in zip(ins, values)):
             return False
         if not present and op not in ("ConstantOfShape", "Range", "EyeLike"):
             return False
-        values = [g.tensors[i].data if i else None for i in ins]
-        if op in FOLD_WITH_OWN_REFERENCES and op in LOWERINGS:
+        run_time = any(o in self.runtime for o in node.output if o)
+        if op in FOLD_WITH_OWN_REFERENCES and op in LOWERINGS and not run_time and all(
+                g.tensors[i].is_const for i in present):
             return self._fold_by_lowering(node, opset)
         n = check_fold_size(node, values)
         itemsize = max([np.asarray(v).dtype.itemsize for v in values if v is not None] + [4])
@@ -476,9 +534,12 @@ class OnnxImporter:
             if oname and np.asarray(val).nbytes > MAX_FOLDED_BYTES:
                 raise ConversionError(f"constant output {oname!r} takes {np.asarray(val).nbytes} bytes, more than "
                                       f"the converter's limit of {MAX_FOLDED_BYTES} for a constant it computes")
+        if run_time:
+            self._pending = {o: np.asarray(v) for o, v in zip(node.output, outs) if o}
+            return False
         for oname, val in zip(node.output, outs):
             if oname:
-                self._add_const_value(oname, np.asarray(val))
+                self._add_folded(oname, np.asarray(val))
         if op == "Transpose" and node.output[0]:  # another layout of the same weight (edgert inspect)
             sources = dict(g.metadata.get("const_sources") or {})
             sources[self.resolve(node.output[0])] = sources.get(present[0], present[0])
@@ -996,6 +1057,39 @@ def check_fold_size(node, values: list[np.ndarray | None]) -> int | None:
     return n
 
 
-def import_onnx(model, input_shapes=None, input_values=None) -> Graph:
+def size_values(nodes, inputs) -> set[str]:
+    """The ONNX tensors whose values are computed from the shapes of run-time tensors and
+    from constants alone (Shape or Size of a run-time tensor, and what is computed from
+    them and constants): what a conversion at a fixed size folds into constants, and a
+    bounded conversion may compute at run time instead (a shape program). nodes: in
+    execution order; inputs: the graph's input names."""
+    data, sized = set(inputs), set()
+    for n in nodes:
+        ins = [i for i in n.input if i] + sorted(_subgraph_inputs(n))
+        outs = [o for o in n.output if o]
+        if n.op_type in ("Shape", "Size") and n.domain in ("", "ai.onnx"):
+            if any(i in data or i in sized for i in ins[:1]):
+                sized.update(outs)
+        elif any(i in data for i in ins) or n.op_type in _NO_FOLD:
+            data.update(outs)
+        elif any(i in sized for i in ins):
+            sized.update(outs)
+    return sized
+
+
+def run_time_closure(nodes, sized: set[str], wanted: set[str]) -> set[str]:
+    """The tensors of `sized` to compute at run time so that those of `wanted` are: the
+    wanted ones and, back to the Shape nodes, every sized tensor they are computed from
+    (a Shape's input too: it reads that tensor's run-time shape)."""
+    need = set(wanted) & sized
+    for n in reversed(nodes):
+        if any(o in need for o in n.output):
+            need.update(i for i in n.input if i in sized)
+    return need
+
+
+def import_onnx(model, input_shapes=None, input_values=None, run_time=frozenset()) -> Graph:
+    """run_time: ONNX tensors computed from the input size to compute at run time instead
+    of folding them (bounded conversions, edgert/converter/bounds.py)."""
     m = load_onnx(model)
-    return OnnxImporter(m, input_shapes, input_values).run()
+    return OnnxImporter(m, input_shapes, input_values, run_time).run()

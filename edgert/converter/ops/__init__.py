@@ -15,8 +15,8 @@ tests/test_layout.py).
 from __future__ import annotations
 
 from . import (binary, binary_s8, cast, concat_s8, conv2d, conv2d_s8, conv_transpose2d, gather, gemm,
-              gemm_s8, lut, matmul, misc, norm, partition, pool, pool_s8, quantize, reduce, resize, rnn,
-              shape_ops, softmax, softmax_s8, spmm, unary)  # each registers its ops
+              gemm_s8, lut, matmul, misc, norm, partition, pool, pool_s8, quantize, range, reduce, resize, rnn,
+              shape, shape_ops, softmax, softmax_s8, spmm, unary)  # each registers its ops
 from .registry import REGISTRY, OpDef, OpUnsupported, Shape, get, in_dtypes, in_shapes, register, require_dtype
 
 __all__ = ["REGISTRY", "OpDef", "OpUnsupported", "Shape", "get", "in_dtypes", "in_shapes", "register", "require_dtype"]

@@ -3,7 +3,8 @@ depth_to_space, space_to_depth.
 
 All of them move elements without looking at their values, so they accept every
 edgert dtype (the C kernels work by element size). Every shape-like quantity is an
-attribute fixed at convert time; output shapes are static.
+attribute fixed at convert time, except expand's target and tile's repeats, which a
+bounded conversion may give as data computed at run time (a shape program).
 
 Attributes and parameter words per op (ints are int32 words, floats binary32 words):
 
@@ -31,13 +32,18 @@ slice (inputs: x)
            when sizes[d] is 0)
     words  0 rank, then per dim d: 1+3d start, 2+3d step, 3+3d size
 
-expand (inputs: x)
+expand (inputs: x, optional target)
     attrs  shape: list[int]  the output shape, numpy-broadcast-compatible with x
     words  none
+    target: int32/int64 [k], k <= output rank, the shape as data, computed at run time
+    (a shape program, docs/runtime.md): the output is the broadcast of x's shape and
+    the target's values; `shape` is that at the size converted
 
-tile (inputs: x)
+tile (inputs: x, optional repeats)
     attrs  repeats: list[int] (>= 0, one per dim)
-    words  0 rank, 1.. repeats
+    words  0 rank, 1.. repeats (only without the repeats input)
+    repeats: int32/int64 [rank], the repeats as data computed at run time (a shape
+    program); `repeats` holds them at the size converted
 
 pad (inputs: x)
     attrs  mode: "constant" | "reflect" | "edge" | "wrap"; pads: list[int] of 2*rank
@@ -264,10 +270,24 @@ register("slice", infer=_slice_infer, pack=_slice_pack, reference=_slice_ref)
 
 # ---- expand -------------------------------------------------------------------
 
+def _shape_input(node, graph, what: str, rank: int | None) -> None:
+    """Checks the optional input 1 of expand or tile: int32/int64 [k], k <= the output
+    rank (expand) or k == the input rank (tile)."""
+    if len(node.inputs) < 2 or not node.inputs[1]:
+        return
+    t = graph.tensors[node.inputs[1]]
+    if t.dtype not in (np.dtype(np.int32), np.dtype(np.int64)) or len(t.shape) != 1 or (
+            rank is not None and t.shape[0] != rank):
+        raise OpUnsupported(f"{node.op}: {what} must be int32 or int64 [k], got {t.dtype} {list(t.shape)}")
+
+
 def _expand_infer(node, graph):
     dt = data_dtype(node, graph)
     xs = in_shapes(node, graph)[0]
     shape = tuple(int(d) for d in node.attrs["shape"])
+    _shape_input(node, graph, "the target", None)
+    if len(node.inputs) > 1 and node.inputs[1] and graph.tensors[node.inputs[1]].shape[0] > len(shape):
+        raise OpUnsupported("expand: the target has more dims than the output")
     if len(xs) > len(shape):
         raise OpUnsupported(f"expand: rank of {xs} exceeds that of {shape}")
     for a, b in zip(xs[::-1], shape[::-1]):
@@ -276,8 +296,14 @@ def _expand_infer(node, graph):
     return [(shape, dt)]
 
 
-register("expand", infer=_expand_infer, pack=lambda node, graph: [],
-         reference=lambda node, ins: [np.ascontiguousarray(np.broadcast_to(ins[0], node.attrs["shape"]))])
+def _expand_ref(node, ins):
+    shape = node.attrs["shape"]
+    if len(ins) > 1 and ins[1] is not None:
+        shape = np.broadcast_shapes(ins[0].shape, tuple(int(d) for d in ins[1]))
+    return [np.ascontiguousarray(np.broadcast_to(ins[0], shape))]
+
+
+register("expand", infer=_expand_infer, pack=lambda node, graph: [], reference=_expand_ref)
 
 
 # ---- tile ---------------------------------------------------------------------
@@ -288,12 +314,24 @@ def _tile_infer(node, graph):
     reps = [int(r) for r in node.attrs["repeats"]]
     if len(reps) != len(xs) or any(r < 0 for r in reps):
         raise OpUnsupported(f"tile: repeats {reps} do not fit rank {len(xs)}")
+    _shape_input(node, graph, "repeats", len(xs))
     return [(tuple(a * r for a, r in zip(xs, reps)), dt)]
 
 
-register("tile", infer=_tile_infer,
-         pack=lambda node, graph: [len(node.attrs["repeats"]), *[int(r) for r in node.attrs["repeats"]]],
-         reference=lambda node, ins: [np.tile(ins[0], node.attrs["repeats"])])
+def _tile_pack(node, graph):
+    if len(node.inputs) > 1 and node.inputs[1]:
+        return [len(node.attrs["repeats"])]
+    return [len(node.attrs["repeats"]), *[int(r) for r in node.attrs["repeats"]]]
+
+
+def _tile_ref(node, ins):
+    reps = node.attrs["repeats"] if len(ins) < 2 or ins[1] is None else [int(r) for r in ins[1]]
+    if any(r < 0 for r in reps) or len(reps) != ins[0].ndim:
+        raise ValueError(f"tile: repeats {list(reps)} do not fit rank {ins[0].ndim}")
+    return [np.tile(ins[0], reps)]
+
+
+register("tile", infer=_tile_infer, pack=_tile_pack, reference=_tile_ref)
 
 
 # ---- pad ----------------------------------------------------------------------

@@ -9,12 +9,21 @@ Every shape-like input (shapes, axes, starts/ends/steps, pads, repeats, split si
 roi/scales/sizes, k, depth, ...) must be constant after folding; its value becomes an
 attribute and output shapes are static. Data inputs, and the indices of Gather,
 GatherElements, ScatterElements and OneHot, may be runtime tensors.
+
+Shape programs (bounded conversions, docs/runtime.md): a value computed from the input
+size that the importer keeps for run time (LowerCtx.computed) gives shape-like inputs
+its value at the size converted, whose variation the bounds' rules follow, except for
+Range (-> range), Expand's target and Tile's repeats (-> their data input) and
+ConstantOfShape (-> expand of the value to the computed shape), whose output shapes the
+runtime takes from the values.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ...ir import check_shape
+from ...ops.range import range_length
+from ...ops.registry import OpUnsupported
 from ...ops.shape_ops import normalize_slice
 from ..onnx_import import LowerCtx, lower
 
@@ -270,7 +279,8 @@ def _expand(ctx: LowerCtx) -> None:
         out = np.broadcast_shapes(tuple(ctx.shape(0)), tuple(shape))
     except ValueError:
         ctx.fail(f"shape {shape} does not broadcast with input {ctx.shape(0)}")
-    ctx.emit("expand", [ctx.input(0)], {"shape": [int(d) for d in out]}, outputs=ctx.outputs)
+    ins = [ctx.input(0)] + ([ctx.input(1)] if ctx.computed(1) else [])
+    ctx.emit("expand", ins, {"shape": [int(d) for d in out]}, outputs=ctx.outputs)
 
 
 @lower("Tile")
@@ -281,7 +291,38 @@ def _tile(ctx: LowerCtx) -> None:
     reps = _ints(ctx, 1, "repeats")
     if len(reps) != len(ctx.shape(0)):
         ctx.fail(f"{len(reps)} repeats for rank {len(ctx.shape(0))}")
-    ctx.emit("tile", [ctx.input(0)], {"repeats": reps}, outputs=ctx.outputs)
+    ins = [ctx.input(0)] + ([ctx.input(1)] if ctx.computed(1) else [])
+    ctx.emit("tile", ins, {"repeats": reps}, outputs=ctx.outputs)
+
+
+@lower("ConstantOfShape")
+def _constant_of_shape(ctx: LowerCtx) -> None:
+    """Reached with a shape computed at run time (a constant shape is folded): an expand
+    of the value to it."""
+    ctx.only_attrs("value")
+    shape = _ints(ctx, 0, "shape")
+    value = ctx.attr("value", None)
+    value = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
+    if value.size != 1:
+        ctx.fail(f"value must hold one element, got {value.size}")
+    if any(d < 0 for d in shape):
+        ctx.fail(f"shape {shape} has a negative dim")
+    check_shape(ctx.outputs[0], shape, value.dtype)
+    c = ctx.add_const(value.reshape([1] * len(shape)), f"{ctx.name}_value")
+    ins = [c] + ([ctx.input(0)] if ctx.computed(0) else [])
+    ctx.emit("expand", ins, {"shape": shape}, outputs=ctx.outputs)
+
+
+@lower("Range")
+def _range(ctx: LowerCtx) -> None:
+    """Reached with an operand computed at run time (constant operands are folded)."""
+    ctx.only_attrs()
+    vals = [ctx.require_const(i, what) for i, what in enumerate(("start", "limit", "delta"))]
+    try:
+        n = range_length(*vals)
+    except OpUnsupported as e:
+        ctx.fail(str(e))
+    ctx.emit("range", [ctx.input(0), ctx.input(1), ctx.input(2)], {"length": n}, outputs=ctx.outputs)
 
 
 @lower("Pad")
