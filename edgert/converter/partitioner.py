@@ -586,8 +586,7 @@ def import_with_fallback(model, shapes, values, fallback: str, fallback_ops, del
             carved, parts = carve_onnx(norm, chosen, delegate, max_partitions, shapes)
         else:
             carved, parts = norm, {}
-        imp = OnnxImporter(carved, shapes, values, run_time)
-        imp.partitions, imp.emit_placeholder = parts, emit_placeholder
+        imp = _importer(carved, parts, shapes, values, run_time)
         try:
             g = imp.run()
             g.metadata["partition_plan"] = [[n.name for n in p.nodes] for p in parts.values()]
@@ -615,16 +614,21 @@ def import_with_fallback(model, shapes, values, fallback: str, fallback_ops, del
     raise ConversionError("fallback partitioning did not converge")
 
 
+def _importer(carved, parts: dict, shapes, values, run_time):
+    """The importer of a carved model whose partition nodes become placeholders."""
+    from .frontend.onnx_import import OnnxImporter
+    imp = OnnxImporter(carved, shapes, values, run_time)
+    imp.partitions, imp.emit_placeholder = parts, emit_placeholder
+    return imp
+
+
 def _import_plan(norm, shapes, values, delegate, max_partitions: int, plan: list[list[str]], run_time=frozenset()):
     """The graph of `norm` with exactly the partitions of `plan` (node names per group)."""
-    from .frontend.onnx_import import OnnxImporter
-
     if plan:
         carved, parts = carve_onnx(norm, set(), delegate, max_partitions, shapes, plan=plan)
     else:
         carved, parts = norm, {}
-    imp = OnnxImporter(carved, shapes, values, run_time)
-    imp.partitions, imp.emit_placeholder = parts, emit_placeholder
+    imp = _importer(carved, parts, shapes, values, run_time)
     try:
         g = imp.run()
     except UnsupportedError as e:
