@@ -129,7 +129,7 @@ def convert(model, output: str | os.PathLike | None = None, options: ConvertOpti
     try:
         for stage in STAGES:
             stage(job)
-    except EdgertError:
+    except (EdgertError, ModuleNotFoundError):  # a missing package (onnx on a runtime-only install) says which
         raise
     except Exception as e:  # a defect, or an input no check refuses (MemoryError, ...): still a clear error
         raise ConversionError(f"internal error while converting ({type(e).__name__}: {e})") from e
