@@ -108,6 +108,13 @@ static bool is_param(const ert_rule *r) {
          r->kind == ERT_RULE_SLICE;
 }
 
+/* One past the last parameter word a rule sets through param_value: it sets target
+ * (and a SLICE rule target + 2 too); a resize rule (tables) or an output rule none. */
+static uint32_t words_end(const ert_rule *r) {
+  if (!is_param(r) || is_resize(r)) return r->target;
+  return r->target + (r->kind == ERT_RULE_SLICE ? 3u : 1u);
+}
+
 uint64_t ert_bounds_residues(const ert_bounds *b, uint32_t sym, uint32_t *step) {
   *step = 1;
   for (uint32_t q = b->n_rules; q-- > 0 && b->rules[q].node == ERT_RULE_NO_NODE;)
@@ -197,10 +204,8 @@ static edgert_status resize_rules(ert_node *n, const ert_rule *r0, const ert_rul
       const double xo = resize_x(coord, (double)o, scale, n_in, dims[d]);
       const double fl = floor(xo);
       const double ratio = xo == fl ? 1.0 : xo - fl;
-      int64_t i0 = (int64_t)fl - (xo == fl), i1 = i0 + 1;
-      i0 = i0 < 0 ? 0 : i0 >= n_in ? n_in - 1 : i0;
-      i1 = i1 < 0 ? 0 : i1 >= n_in ? n_in - 1 : i1;
-      uint32_t v[4] = {(uint32_t)i0, (uint32_t)i1, 0, 0};
+      const int64_t i0 = (int64_t)fl - (xo == fl);
+      uint32_t v[4] = {(uint32_t)clamp64(i0, 0, n_in - 1), (uint32_t)clamp64(i0 + 1, 0, n_in - 1), 0, 0};
       if (linear) {
         const float w[2] = {(float)(1.0 - ratio), (float)ratio};
         memcpy(&v[2], w, sizeof w);
@@ -211,10 +216,10 @@ static edgert_status resize_rules(ert_node *n, const ert_rule *r0, const ert_rul
         v[0] = second ? v[1] : v[0];
       }
       /* Layout: the axis's indices (taps each), then its weights (linear). */
-      const uint64_t at[4] = {pos + (uint64_t)o * taps, pos + (uint64_t)o * taps + 1,
-                              pos + (uint64_t)dims[d] * taps + (uint64_t)o * 2, 0};
+      const uint64_t ix = pos + (uint64_t)o * taps, wx = ix + (uint64_t)dims[d] * taps;
+      const uint64_t at[4] = {ix, ix + 1, wx, wx + 1};
       for (uint32_t k = 0; k < (linear ? 4u : 1u); k++) {
-        const uint64_t p = k < 2 ? at[k] : at[2] + (k - 2);
+        const uint64_t p = at[k];
         if (words != NULL) {
           words[p] = v[k];
         } else if (n->params[p] != v[k]) {
@@ -313,8 +318,7 @@ edgert_status ert_bounds_check(edgert_model *m, ert_err *err) {
     const char *op = op_of(n, &impl);
     for (uint32_t q = r0; q < r && st == EDGERT_OK; q++) {
       const ert_rule *rule = &b->rules[q];
-      for (uint32_t w = rule->target; is_param(rule) && !is_resize(rule) && st == EDGERT_OK &&
-                                      w <= rule->target + (rule->kind == ERT_RULE_SLICE ? 2u : 0u); w += 2) {
+      for (uint32_t w = rule->target; st == EDGERT_OK && w < words_end(rule); w += 2) {
         const int64_t v = param_value(n, rule, hi, n->params, w);
         if (v != ert_pi(n, w))
           st = ert_fail_node(err, EDGERT_ERR_FORMAT, n->name,
@@ -381,8 +385,7 @@ edgert_status ert_bounds_apply(const edgert_model *m, ert_tensor *tensors, ert_n
     uint32_t *words = (uint32_t *)(uintptr_t)n->params; /* the session's copy when rules write it */
     for (uint32_t q = r0; q < r; q++) {
       const ert_rule *rule = &b->rules[q];
-      for (uint32_t w = rule->target; is_param(rule) && !is_resize(rule) &&
-                                      w <= rule->target + (rule->kind == ERT_RULE_SLICE ? 2u : 0u); w += 2)
+      for (uint32_t w = rule->target; w < words_end(rule); w += 2)
         words[w] = (uint32_t)(int32_t)param_value(n, rule, val, words, w);
     }
     ert_op_impl impl;

@@ -408,11 +408,16 @@ class Session:
             bounded = bounded or bool(sym)
         return dataclasses.replace(t, shape=shape, bounds=bounds, steps=steps) if bounded else t
 
+    def _set_shape(self, ctx, k: int, shape: Sequence[int]) -> int:
+        """edgert_session_set_input_shape of input k in context ctx; its status."""
+        dims = self._ffi.new("int64_t[]", [int(n) for n in shape] or [0])
+        return self._lib.edgert_session_set_input_shape(ctx, k, len(shape), dims)
+
     def shapes_at(self, input_shapes: dict[str, Sequence[int]]) -> dict[str, list[int]]:
         """The output shapes a run at these input shapes gives (bounded dimensions),
         without running: the runtime's shape pass and its nodes' prepare
         (edgert_session_prepare). InputError, as run() raises it, when a size is outside
-        the bounds or breaks a constraint; RuntimeError when the model cannot run it."""
+        the bounds or breaks a constraint; another EdgertError when the model cannot run it."""
         ffi, lib = self._ffi, self._lib
         info = ffi.new("edgert_tensor_info *")
         names = [t.name for t in self._inputs]
@@ -426,10 +431,7 @@ class Session:
                 shp = [int(v) for v in input_shapes.get(name, self._inputs[k].shape if
                                                         self._inputs[k].bounds is None else
                                                         [hi for _, hi in self._inputs[k].bounds])]
-                dims = ffi.new("int64_t[]", max(1, len(shp)))
-                for i, v in enumerate(shp):
-                    dims[i] = v
-                status = lib.edgert_session_set_input_shape(ctx, k, len(shp), dims)
+                status = self._set_shape(ctx, k, shp)
                 if status:
                     shape_error = True
                     break
@@ -458,10 +460,7 @@ class Session:
         try:
             status, results, shape_error = 0, [], False
             for k, arr in enumerate(arrays):
-                dims = ffi.new("int64_t[]", max(1, arr.ndim))
-                for i, n in enumerate(arr.shape):
-                    dims[i] = n
-                status = lib.edgert_session_set_input_shape(ctx, k, arr.ndim, dims)
+                status = self._set_shape(ctx, k, arr.shape)
                 shape_error = status != 0
                 if status == 0:
                     status = lib.edgert_session_set_input(ctx, k, ffi.from_buffer(arr) if arr.nbytes else ffi.NULL,
@@ -583,8 +582,7 @@ class Session:
             for r in range(runs):
                 for k, arr in enumerate(arrays):
                     if self._bounded:
-                        dims = ffi.new("int64_t[]", [int(n) for n in arr.shape] or [0])
-                        _check(lib.edgert_session_set_input_shape(ctx, k, arr.ndim, dims), "")
+                        _check(self._set_shape(ctx, k, arr.shape), "")
                     _check(lib.edgert_session_set_input(ctx, k, ffi.from_buffer(arr), arr.nbytes), "")
                 status = lib.edgert_session_run_profiled(ctx, buf, len(nodes))
                 if status != 0:
