@@ -153,3 +153,16 @@ def test_vad_in_emulated_arm64_python(env, tmp_path, real_model):
     assert g.returncode == 0, g.stdout + g.stderr
     assert "speech.wav: 4.51 s, 140 frames of 32 ms" in g.stdout, g.stdout
     assert _segments(g.stdout) == _segments(host), (host, g.stdout)
+
+
+def test_readme_c_compiles(tmp_path):
+    """The README's "Use from C" program compiles cleanly against edgert.h."""
+    text = (ROOT / "README.md").read_text()
+    code = re.search(r"## Use from C.*?```c\n(.*?)```", text, re.S).group(1)
+    (tmp_path / "app.c").write_text(code)
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    r = subprocess.run([cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-fsyntax-only", "-I",
+                        str(ROOT / "csrc" / "include"), str(tmp_path / "app.c")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
