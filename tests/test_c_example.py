@@ -215,3 +215,20 @@ def test_deb_installed(board, arch, board_dir, models, tmp_path):
     r = subprocess.run(dpkg + ["-r", "edgert"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert not [p for p in usr.rglob("*") if p.is_file()]
+
+
+def test_classify_reports_errors(board_dir, models, tmp_path):
+    """classify.c on bad input: a file that is no model, an input of the wrong size, a
+    missing file: a message and exit status 1, never a crash."""
+    out = board_dir("rpi4")
+    build = tmp_path / "build"
+    cmake_build(EXAMPLE, build, [f"-DCMAKE_TOOLCHAIN_FILE={out / 'toolchain.cmake'}"])
+    exe, (path, _) = build / "classify", models["fp32"]
+    short = tmp_path / "short.bin"
+    short.write_bytes(models["input"].read_bytes()[:-4])
+    for argv, message in (([models["input"], models["input"]], "format error"),
+                          ([path, short], "602108 bytes, the model's input takes 602112"),
+                          ([tmp_path / "none.edgert", short], "i/o error"),
+                          ([path], "usage:")):
+        r = run_board("rpi4", [exe, *argv])
+        assert r.returncode in (1, 2) and message in r.stderr, (argv, r.returncode, r.stderr)
