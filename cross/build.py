@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Cross-builds the runtime for one board without the click CLI installed:
 
-    python cross/build.py --target rpi4 -o out/rpi4 [--no-wheel]
+    python cross/build.py --target rpi4 -o out/rpi4 [--no-wheel] [--deb]
 
 Same as `edgert build --target rpi4 -o out/rpi4` (both call edgert.cli.build.build).
 """
@@ -13,7 +13,7 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from edgert import build, targets  # noqa: E402
+from edgert.cli import build, targets  # noqa: E402
 from edgert.errors import EdgertError  # noqa: E402
 
 
@@ -22,9 +22,10 @@ def main() -> int:
     ap.add_argument("--target", required=True, choices=targets.names())
     ap.add_argument("-o", "--output", required=True)
     ap.add_argument("--no-wheel", action="store_true")
+    ap.add_argument("--deb", action="store_true", help="also write edgert_<version>_<arch>.deb")
     a = ap.parse_args()
     try:
-        r = build.build(a.target, a.output, wheel=not a.no_wheel)
+        r = build.build(a.target, a.output, wheel=not a.no_wheel, deb=a.deb)
     except EdgertError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

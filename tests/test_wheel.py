@@ -96,7 +96,24 @@ def test_every_command(tmp_path):
     assert "held-out digits: edgert accuracy 0.98" in demo
     built = edgert_cmd("build", "--target", "host", "-o", "host", cwd=tmp_path).stdout
     assert "wheel:" in built
-    assert (tmp_path / "host" / "bin" / "edgert-run").is_file()
+    host = tmp_path / "host"
+    assert (host / "bin" / "edgert-run").is_file()
+    assert (host / "lib" / "cmake" / "edgert" / "edgertConfig.cmake").is_file()
+    # examples/c/classify.c built on this machine through the written pkg-config file
+    # (tests/test_c_example.py builds it for the boards, with CMake too)
+    if shutil.which("pkg-config") is None:
+        pytest.skip("pkg-config missing (tools/install_system_deps.sh installs pkgconf)")
+    env = dict(os.environ, PKG_CONFIG_LIBDIR=str(host / "lib" / "pkgconfig"))
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "edgert"], capture_output=True, text=True, env=env,
+                           check=True).stdout.split()
+    subprocess.run(["cc", str(CHECKOUT / "examples" / "c" / "classify.c"), *flags, f"-Wl,-rpath,{host / 'lib'}",
+                    "-o", str(tmp_path / "classify")], check=True, capture_output=True)
+    x.astype(np.float32).tofile(tmp_path / "x.bin")
+    out = subprocess.run([str(tmp_path / "classify"), str(tmp_path / "fp32.edgert"), str(tmp_path / "x.bin")],
+                         capture_output=True, text=True, check=True).stdout
+    scores = np.array([float(v) for v in out.splitlines()[0].split()[1:]])
+    assert np.abs(scores - ref[0]).max() <= 1e-5 * max(1.0, float(np.abs(ref).max())), (out, ref)
+    assert f"top: {int(ref.argmax())} " in out
 
 
 def _wheel_file(tmp_path: pathlib.Path) -> pathlib.Path:

@@ -14,8 +14,9 @@
 # Debian's python3.11, python3-pip and python3-venv packages of that architecture are
 # downloaded with a private apt configuration (its own state and cache directories) and
 # unpacked with dpkg -x. numpy, cffi and click, in the system site (as apt's packages are
-# on a board): on arm64 from the aarch64 wheels on PyPI (numpy the host's version); on
-# armhf from Debian's packages (PyPI has no armv7l numpy wheels). Board wheels are
+# on a board): on arm64 from the aarch64 wheels on PyPI (numpy the host's version), with
+# Pillow for the examples (tests/test_examples.py); on armhf from Debian's packages (PyPI
+# has no armv7l numpy wheels). Board wheels are
 # installed into a venv made there with `python3 -m venv --system-site-packages`
 # (tests/test_arm.py), as on Raspberry Pi OS, whose Python refuses `pip install` outside
 # a venv.
@@ -37,6 +38,7 @@ ROOTFS=${ROOTFS%/}
 pkgs=(python3.11 python3-pip python3-venv libstdc++6 libgcc-s1 libffi8)
 [ "$ARCH" = armhf ] && pkgs+=(python3-numpy python3-cffi python3-click)
 STAMP="$ARCH: ${pkgs[*]}; sitecustomize EDGERT_GUEST_EXEC"
+[ "$ARCH" = arm64 ] && STAMP="$STAMP; pillow"
 if [ -f "$ROOTFS/.complete" ] && [ "$(cat "$ROOTFS/.complete")" = "$STAMP" ]; then
   echo "$ROOTFS ready"
   exit 0
@@ -96,13 +98,13 @@ PYHOST=${PYTHON:-python3}
 SITE="$BUILD/usr/lib/python3/dist-packages"
 mkdir -p "$SITE"
 if [ "$ARCH" = arm64 ]; then
-  echo "== aarch64 wheels (numpy, cffi, click)"
+  echo "== aarch64 wheels (numpy, cffi, click; Pillow for examples/)"
   NUMPY_VER=$($PYHOST -c 'import numpy; print(numpy.__version__)')
   $PYHOST -m pip install -q --disable-pip-version-check --no-deps --target "$SITE" \
     --python-version 3.11 --implementation cp --abi cp311 \
     --platform manylinux_2_28_aarch64 --platform manylinux_2_17_aarch64 \
     --platform manylinux2014_aarch64 --only-binary=:all: \
-    "numpy==$NUMPY_VER" cffi pycparser click
+    "numpy==$NUMPY_VER" cffi pycparser click pillow
 fi
 
 mkdir -p "$BUILD/proc"

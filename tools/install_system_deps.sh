@@ -9,6 +9,9 @@
 #   and memcheck (tools/sanitize.sh);
 # - Debian's cross toolchains and QEMU user-mode emulation: the board builds and the ARM
 #   suite (tests/test_arm.py), which CI requires (EDGERT_REQUIRE_ARM=1);
+# - cmake and pkg-config (pkgconf): the C example built through the CMake package and the
+#   pkg-config file that `edgert build` writes (tests/test_c_example.py; dpkg-deb, which
+#   makes and tests the .deb, comes with every Debian system);
 # - chromium renders `edgert report` pages in the report test (tests/test_report.py);
 # - the fonts render the labelled text images of tools/evaldata.py (int8 accuracy sets):
 #   DejaVu for Latin text, WenQuanYi Micro Hei (about 5 MB installed) for Chinese.
@@ -16,6 +19,8 @@ set -euo pipefail
 need=()
 command -v clang >/dev/null || need+=(clang)
 command -v make >/dev/null || need+=(make)
+command -v cmake >/dev/null || need+=(cmake)
+command -v pkg-config >/dev/null || need+=(pkgconf)
 for pkg in python3-venv python3-pip python3-dev libclang-rt-14-dev fonts-dejavu-core fonts-wqy-microhei \
            gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu libc6-dev-arm64-cross \
            gcc-arm-linux-gnueabihf binutils-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user chromium valgrind; do

@@ -555,20 +555,28 @@ def demo(model, output) -> None:
 @main.command()
 @click.option("--target", "target", required=True, help="Board: a name from targets/ (rpi0 ... rpi5, host).")
 @click.option("-o", "--output", "output", required=True, type=click.Path(file_okay=False),
-              help="Output directory: lib/, include/, bin/, wheel/.")
+              help="Output directory: lib/, include/, bin/, wheel/, toolchain.cmake.")
 @click.option("--no-wheel", is_flag=True, help="Skip the board's Python wheel.")
-def build(target, output, no_wheel) -> None:
-    """Cross-builds the C runtime (and the board's Python wheel) for one target."""
+@click.option("--deb", is_flag=True,
+              help="Also write edgert_<version>_<arch>.deb (dpkg-deb): library, header, edgert-run, "
+                   "pkg-config and CMake files under /usr.")
+def build(target, output, no_wheel, deb) -> None:
+    """Cross-builds the C runtime (and the board's Python wheel) for one target, with the
+    pkg-config file, the CMake package and a CMake toolchain file for building against it."""
     from .build import build as _build
 
     try:
-        r = _build(target, output, wheel=not no_wheel)
+        r = _build(target, output, wheel=not no_wheel, deb=deb)
     except EdgertError as e:
         raise click.ClickException(str(e)) from None
     click.echo(f"{r['target']}: {r['lib']} ({r['lib_bytes']:,} bytes stripped), {r['static']}, "
                f"{r['edgert_run']}, {r['header']}")
+    click.echo(f"pkg-config: {r['pkgconfig']}, CMake: {r['cmake']}"
+               + (f", toolchain: {r['toolchain']}" if "toolchain" in r else ""))
     if "wheel" in r:
         click.echo(f"wheel: {r['wheel']}")
+    if "deb" in r:
+        click.echo(f"deb: {r['deb']}")
 
 
 if __name__ == "__main__":
