@@ -179,6 +179,14 @@ class Session:
     `partitions()` says where each partition runs. Each context has its own LiteRT
     interpreters; onnxruntime sessions are shared by the contexts (their run is
     thread-safe).
+
+    State (docs/runtime.md, "State"): a model converted with `--state OUT=IN` keeps its
+    state in the session; each run reads it and leaves the next one, in place.
+    `get_states()` describes the states, `reset_state()` restores the initial values,
+    `get_state()` / `set_state()` copy them out and in. Such a Session is one stream:
+    it has one execution context, so runs from several threads take turns (first come,
+    first served) on the one state and never run at once; `stream()` gives another,
+    independent stream (its own context and state, the same loaded model).
     """
 
     def __init__(self, model: str | os.PathLike | bytes | bytearray | memoryview, threads: int = 1,
@@ -237,6 +245,91 @@ class Session:
         self._outputs = [self._info(lib.edgert_model_output_info, k) for k in range(lib.edgert_model_num_outputs(self._model))]
         self._in_index = {t.name: k for k, t in enumerate(self._inputs)}
         self._out_index = {t.name: k for k, t in enumerate(self._outputs)}
+        self._streams = 0  # open streams (Session.stream) on this model
+        self._states = [self._state_info(k) for k in range(int(lib.edgert_model_num_states(self._model)))]
+        self._state_index = {t.name: k for k, t in enumerate(self._states)}
+        if self._states:
+            self._max_contexts = 1  # one stream: one state, runs take turns on it
+
+    def _state_info(self, k: int) -> TensorInfo:
+        info = self._ffi.new("edgert_tensor_info *")
+        _check(self._lib.edgert_model_state_info(self._model, k, 0, info), "")
+        return TensorInfo(self._ffi.string(info.name).decode(), [int(info.shape[d]) for d in range(info.ndim)],
+                          dtypes.np_of(info.dtype), int(info.nbytes))
+
+    # ---- state (docs/runtime.md, "State") -----------------------------------------------
+    def get_states(self) -> list[TensorInfo]:
+        """The model's states (named after their inputs); empty for a stateless model."""
+        return list(self._states)
+
+    def _state_call(self, fn) -> Any:
+        """fn(context) on this stream's one context, and its status checked."""
+        if self._closed:
+            raise EdgertError("session is closed")
+        ctx = self._acquire()
+        try:
+            status, result = fn(ctx)
+            message = self._ffi.string(self._lib.edgert_session_last_error(ctx)).decode(errors="replace") \
+                if status else ""
+        finally:
+            self._release(ctx)
+        _check(status, message)
+        return result
+
+    def reset_state(self) -> None:
+        """Restores every state's initial value (the file's, or zeros): a new stream."""
+        self._state_call(lambda ctx: (self._lib.edgert_session_reset_state(ctx), None))
+
+    def get_state(self, name: str | None = None):
+        """A copy of state `name`, or of every state as {name: array} when name is None."""
+        names = [name] if name is not None else list(self._state_index)
+        for n in names:
+            if n not in self._state_index:
+                raise InputError(f"unknown state {n!r}; the model's states are {list(self._state_index)}")
+
+        def get(ctx):
+            out = {}
+            for n in names:
+                k = self._state_index[n]
+                arr = np.empty(self._states[k].shape, self._states[k].dtype)
+                st = self._lib.edgert_session_get_state(ctx, k, self._ffi.from_buffer(arr), arr.nbytes)
+                if st:
+                    return st, None
+                out[n] = arr
+            return 0, out
+        got = self._state_call(get)
+        return got[name] if name is not None else got
+
+    def set_state(self, values: dict[str, Any] | str, value: Any = None) -> None:
+        """Sets states from {name: array} (or one: set_state(name, array)); the arrays
+        must have the states' shapes and dtypes. States not named keep their values."""
+        if isinstance(values, str):
+            values = {values: value}
+        arrays = {}
+        for n, v in values.items():
+            if n not in self._state_index:
+                raise InputError(f"unknown state {n!r}; the model's states are {list(self._state_index)}")
+            info = self._states[self._state_index[n]]
+            arr = np.asarray(v)
+            if arr.dtype != info.dtype or list(arr.shape) != info.shape:
+                raise InputError(f"state {n!r}: {arr.dtype}{list(arr.shape)}, expected {info.dtype}{info.shape}")
+            arrays[n] = np.require(arr, requirements="C")
+
+        def put(ctx):
+            for n, arr in arrays.items():
+                st = self._lib.edgert_session_set_state(ctx, self._state_index[n], self._ffi.from_buffer(arr),
+                                                        arr.nbytes)
+                if st:
+                    return st, None
+            return 0, None
+        self._state_call(put)
+
+    def stream(self) -> "Stream":
+        """An independent stream on the same loaded model: its own execution context and
+        state (starting from the initial values), used like a Session. Close it when done
+        (or use it in a with block); the model is freed once the Session and every stream
+        are closed."""
+        return Stream(self)
 
     def _setup_partitions(self, model, delegate, delegate_options, fallback) -> None:
         """Finds the model's partition nodes and the runtime for each; builds the backends."""
@@ -385,7 +478,7 @@ class Session:
             self._lib.edgert_session_destroy(ctx)
             self._contexts.remove(ctx)
         self._idle.clear()
-        if not self._contexts and self._model:
+        if not self._contexts and self._model and not self._streams:
             self._lib.edgert_model_free(self._model)
             self._model = self._ffi.NULL
 
@@ -617,3 +710,53 @@ class Session:
 
     def __exit__(self, *exc: Iterable[Any]) -> None:
         self.close()
+
+
+class Stream(Session):
+    """One more stream of a Session's model (Session.stream): its own execution context
+    (a C session) and state; runs on it take turns. Everything else is the Session's."""
+
+    _SHARED = ("_ffi", "_lib", "_model", "_buffer", "_threads", "arena_bytes", "_partitions", "_backends",
+               "_fallback", "_inputs", "_outputs", "_in_index", "_out_index", "_bounded", "_states", "_state_index")
+
+    def __init__(self, parent: Session):  # noqa: D107 - not Session's constructor
+        owner = getattr(parent, "_owner", parent)
+        self._cond = threading.Condition(threading.Lock())
+        self._contexts, self._idle = [], []
+        self._queue = collections.deque()
+        self._tickets = 0
+        self._closed = False
+        self._max_contexts = 1
+        self._streams = 0
+        for name in self._SHARED:
+            if hasattr(owner, name):
+                setattr(self, name, getattr(owner, name))
+        with owner._cond:
+            if owner._closed or not owner._model:
+                self._owner = None
+                self._closed = True
+                raise EdgertError("session is closed")
+            owner._streams += 1
+        self._owner = owner
+        try:
+            self._idle.append(self._new_context())
+        except BaseException:
+            self.close()
+            raise
+
+    def stream(self) -> "Stream":
+        return Stream(self._owner) if self._owner is not None else Stream(self)
+
+    def _free_idle(self) -> None:
+        """Destroys idle contexts; once none is left, lets go of the owner's model (under _cond)."""
+        for ctx in self._idle:
+            self._lib.edgert_session_destroy(ctx)
+            self._contexts.remove(ctx)
+        self._idle.clear()
+        owner = self._owner
+        if not self._contexts and owner is not None:
+            self._owner = None
+            with owner._cond:
+                owner._streams -= 1
+                if owner._closed:
+                    owner._free_idle()

@@ -56,11 +56,14 @@ def batches(g: Graph, data: dict[str, np.ndarray], limit: int | None = None) -> 
     """The feeds of every calibration run: each graph input's samples cut into pieces of
     the input's shape (stacked samples [S, *shape] or, when the input's first dimension
     is the batch, [S*B, *shape[1:]])."""
-    missing = [n for n in g.inputs if n not in data]
+    pairs = g.metadata.get("state_pairs") or ()
+    streamed = {i for _, i in pairs if i not in data}  # state inputs carried over the samples
+    names = [n for n in g.inputs if n not in streamed]
+    missing = [n for n in names if n not in data]
     if missing:
         raise ConversionError(f"calibration data lacks input(s) {missing}; it has {sorted(data)}")
     per_input = []
-    for name in g.inputs:
+    for name in names:
         t = g.tensors[name]
         arr = np.asarray(data[name])
         shape = tuple(t.shape)
@@ -77,7 +80,11 @@ def batches(g: Graph, data: dict[str, np.ndarray], limit: int | None = None) -> 
         raise ConversionError("calibration data holds no samples")
     if limit is not None:
         n = min(n, limit)
-    return [{name: per_input[i][k] for i, name in enumerate(g.inputs)} for k in range(n)]
+    feeds = [{name: per_input[i][k] for i, name in enumerate(names)} for k in range(n)]
+    if streamed:  # the samples are a stream of frames: each one's state is the float model's after the last
+        from ..state import stream_feeds
+        stream_feeds(g, feeds, pairs, g.metadata.get("state_initial") or {})
+    return feeds
 
 
 def exposed_session(g: Graph, names: list[str]):
