@@ -924,3 +924,54 @@ def test_guest_root_shows_the_emulated_cpu(tmp_path):
     assert "CPU part\t: 0xd0b" in r.stdout and "asimddp" in r.stdout
     assert "0xd08" not in r.stdout
     assert (root / "proc" / "cpuinfo").read_text() == planted and "0xd08" in planted
+
+
+# ---- streams of a stateful model (docs/runtime.md, "State") through edgert-run --stream ----------
+
+def _stream_case(kind: str, workdir: pathlib.Path):
+    """(model file, frames file, host outputs [F, ...]) of a stateful model over 200 frames,
+    run on the host by one Session."""
+    from tests.helpers import rnn_cell_model
+    from tests.test_state import LSTM_STATE, lstm_model
+
+    d = workdir / f"stream-{kind}"
+    if (d / "want.npy").exists():
+        return d / "model.edgert", d / "frames.npy", np.load(d / "want.npy")
+    d.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(21)
+    if kind == "lstm":
+        data = edgert.convert(lstm_model(), None, state=LSTM_STATE)
+        xs = rng.standard_normal((200, 1, 1, 16)).astype(np.float32)
+    else:
+        calib = {"x": rng.standard_normal((64, 1, 16)).astype(np.float32)}
+        data = edgert.convert(rnn_cell_model(), None, state={"h_new": "h"}, quantize="int8", calibration=calib,
+                              calibration_method="minmax")
+        assert any(t["dtype"] == "int8" for t in efmt.read(data)["tensors"])
+        xs = rng.standard_normal((200, 1, 16)).astype(np.float32)
+    (d / "model.edgert").write_bytes(data)
+    np.save(d / "frames.npy", xs)
+    sess = edgert.Session(data)
+    want = np.stack([sess.run(None, {"x": x})[0] for x in xs])
+    np.save(d / "want.npy", want)
+    return d / "model.edgert", d / "frames.npy", want
+
+
+@pytest.mark.parametrize("kind", ["lstm", "int8"])
+@pytest.mark.parametrize("board,cpu", [("rpi4", "cortex-a72"), ("rpi2", "cortex-a7")], ids=["a72-neon", "a7-neon"])
+def test_stream_under_qemu(board, cpu, kind, workdir):
+    """200 frames of a stateful model through `edgert-run --stream` (one session, the
+    state kept in it) on the emulated boards: the int8 model's outputs byte-identical to
+    the host session's, the float LSTM's within FP32_TOL (other float kernels)."""
+    path, xs, want = _stream_case(kind, workdir)
+    out = workdir / f"stream-{kind}-{board}"
+    out.mkdir(exist_ok=True)
+    exe = built(board) / "bin" / "edgert-run"
+    r = run_on(board, [str(exe), str(path), "--input", f"x={xs}", "--stream", "--output-dir", str(out)], cpu=cpu)
+    assert r.returncode == 0, r.stdout + r.stderr
+    got = np.load(out / "y.npy")
+    assert got.shape == want.shape and got.dtype == want.dtype
+    if kind == "int8":
+        np.testing.assert_array_equal(got, want)
+    else:
+        scale = float(np.abs(want).max())
+        assert float(np.abs(got - want).max()) <= FP32_TOL * scale
