@@ -9,7 +9,8 @@ import zlib
 from typing import Any
 
 MAGIC = b"\x89ERT\r\n\x1a\n"
-VERSION = (1, 3)
+VERSION = (1, 3)  # the newest this code reads; files without a STATE section are written as 1.2
+MINOR_WITHOUT_STATE = 2
 HEADER_SIZE = 64
 ENTRY_SIZE = 32
 TENSOR_SIZE = 64

@@ -15,7 +15,7 @@ from .planner import Plan
 from ..fileformat import (_ENTRY, RECORD_SIZE, _GRAPH, _HEADER, _NODE, _QUANT, _TENSOR, ABSENT, BOUNDS, CONSTANTS,
                           CONST_ALIGN, ENTRY_SIZE, GRAPH, HEADER_SIZE, INDICES, MAGIC, METADATA, NODES, PARAMS,
                           QUANT, QUANT_SIZE, REQUIRED, SPARSE, STATE, STATE_HEAD, STATE_INITIAL, STATE_RECORD,
-                          STORAGE_SPARSE, STRINGS, TENSORS, VERSION, seal)
+                          STORAGE_SPARSE, STRINGS, TENSORS, VERSION, MINOR_WITHOUT_STATE, seal)
 
 
 
@@ -191,7 +191,7 @@ def write(g: Graph, p: Plan, metadata: dict | None = None, state=()) -> bytes:
         body += data
         pos = start + len(data)
     rest = bytes(entries) + bytes(body)
-    fields = [MAGIC, VERSION[0], VERSION[1], 0, HEADER_SIZE + len(rest), HEADER_SIZE,
+    fields = [MAGIC, VERSION[0], VERSION[1] if state else MINOR_WITHOUT_STATE, 0, HEADER_SIZE + len(rest), HEADER_SIZE,
               len(sections), table_off, 0, ENTRY_SIZE, 0, b"\0" * 12]
     out = bytearray(_HEADER.pack(*fields) + rest)
     seal(out)

@@ -196,6 +196,8 @@ class Session:
         self._ffi, self._lib = ffi, lib
         self._model = ffi.NULL
         self._contexts: list[Any] = []  # every C session created
+        self._io_slots: dict[Any, tuple] = {}  # context -> its input and output pointer arrays (run)
+        self._streams = 0  # open streams (Session.stream) on this model
         self._idle: list[Any] = []      # those not running
         self._cond = threading.Condition(threading.Lock())  # never taken twice by one thread
         self._queue: collections.deque[int] = collections.deque()  # tickets of runs waiting, in order
@@ -245,7 +247,8 @@ class Session:
         self._outputs = [self._info(lib.edgert_model_output_info, k) for k in range(lib.edgert_model_num_outputs(self._model))]
         self._in_index = {t.name: k for k, t in enumerate(self._inputs)}
         self._out_index = {t.name: k for k, t in enumerate(self._outputs)}
-        self._streams = 0  # open streams (Session.stream) on this model
+        self._in_specs = [(t.dtype, tuple(t.shape)) for t in self._inputs]
+        self._out_specs = [(tuple(t.shape), t.dtype) for t in self._outputs]
         self._states = [self._state_info(k) for k in range(int(lib.edgert_model_num_states(self._model)))]
         self._state_index = {t.name: k for k, t in enumerate(self._states)}
         if self._states:
@@ -431,6 +434,8 @@ class Session:
                 raise self._no_backend(message)
             _check(status, "cannot create a session: " + message)
         self._contexts.append(sout[0])
+        n_in, n_out = int(lib.edgert_model_num_inputs(self._model)), int(lib.edgert_model_num_outputs(self._model))
+        self._io_slots[sout[0]] = (ffi.new("void *[]", max(1, n_in)), ffi.new("void *[]", max(1, n_out)))
         return sout[0]
 
     def _acquire(self):
@@ -477,6 +482,7 @@ class Session:
         for ctx in self._idle:
             self._lib.edgert_session_destroy(ctx)
             self._contexts.remove(ctx)
+            self._io_slots.pop(ctx, None)
         self._idle.clear()
         if not self._contexts and self._model and not self._streams:
             self._lib.edgert_model_free(self._model)
@@ -591,9 +597,9 @@ class Session:
         if self._closed:
             raise EdgertError("session is closed")
         ffi, lib = self._ffi, self._lib
-        unknown = sorted(set(feeds) - set(self._in_index))
-        missing = [t.name for t in self._inputs if t.name not in feeds]
-        if unknown or missing:
+        if feeds.keys() != self._in_index.keys():
+            unknown = sorted(set(feeds) - set(self._in_index))
+            missing = [t.name for t in self._inputs if t.name not in feeds]
             parts = []
             if unknown:
                 parts.append(f"unknown input name(s) {unknown}")
@@ -601,31 +607,39 @@ class Session:
                 parts.append(f"missing input(s) {missing}")
             raise InputError("; ".join(parts) + f"; the model's inputs are {[t.name for t in self._inputs]}")
         if output_names is None:
-            wanted = list(range(len(self._outputs)))
+            wanted = range(len(self._outputs))
         else:
             bad = [n for n in output_names if n not in self._out_index]
             if bad:
                 raise InputError(f"unknown output name(s) {bad}; the model's outputs are {[t.name for t in self._outputs]}")
             wanted = [self._out_index[n] for n in output_names]
-        arrays = self._input_arrays(feeds)
         if self._bounded:
-            return self._run_bounded(arrays, wanted)
-        results = {k: np.empty(self._outputs[k].shape, self._outputs[k].dtype) for k in wanted}
-        ins = ffi.new("void *[]", max(1, len(arrays)))
-        for k, arr in enumerate(arrays):
-            ins[k] = ffi.cast("void *", ffi.from_buffer(arr)) if arr.nbytes else ffi.NULL
-        outs = ffi.new("void *[]", max(1, len(self._outputs)))
-        for k, arr in results.items():
-            outs[k] = ffi.cast("void *", ffi.from_buffer(arr)) if arr.nbytes else ffi.NULL
+            return self._run_bounded(self._input_arrays(feeds), list(wanted))
+        # The common case checked in one comparison per input (a streaming loop calls
+        # this per frame); anything else takes _input_arrays' conversions and messages.
+        arrays = [feeds[name] for name in self._in_index]
+        for arr, (dtype, shape) in zip(arrays, self._in_specs):
+            if type(arr) is not np.ndarray or arr.dtype != dtype or arr.shape != shape or not arr.flags.c_contiguous:
+                arrays = self._input_arrays(feeds)
+                break
+        results = [np.empty(*self._out_specs[k]) for k in wanted]
         ctx = self._acquire()
         try:
+            ins, outs = self._io_slots[ctx]  # the context's own pointer arrays: only its holder fills them
+            for k, arr in enumerate(arrays):
+                ins[k] = ffi.from_buffer(arr) if arr.nbytes else ffi.NULL
+            for k in range(len(self._outputs)):
+                outs[k] = ffi.NULL
+            for k, arr in zip(wanted, results):
+                if arr.nbytes:
+                    outs[k] = ffi.from_buffer(arr)
             # Copy in, run, copy out: one C call, without the GIL.
             status = lib.edgert_session_run_io(ctx, ins, len(arrays), outs, len(self._outputs))
             message = ffi.string(lib.edgert_session_last_error(ctx)).decode(errors="replace") if status else ""
         finally:
             self._release(ctx)
         _check(status, message)
-        return [results[k] for k in wanted]
+        return results
 
     def _input_arrays(self, feeds: dict[str, Any]) -> list[np.ndarray]:
         """The feeds in input order as C-contiguous arrays; InputError on a wrong dtype or shape."""
@@ -717,12 +731,14 @@ class Stream(Session):
     (a C session) and state; runs on it take turns. Everything else is the Session's."""
 
     _SHARED = ("_ffi", "_lib", "_model", "_buffer", "_threads", "arena_bytes", "_partitions", "_backends",
-               "_fallback", "_inputs", "_outputs", "_in_index", "_out_index", "_bounded", "_states", "_state_index")
+               "_fallback", "_inputs", "_outputs", "_in_index", "_out_index", "_bounded", "_states", "_state_index",
+               "_in_specs", "_out_specs")
 
     def __init__(self, parent: Session):  # noqa: D107 - not Session's constructor
         owner = getattr(parent, "_owner", parent)
         self._cond = threading.Condition(threading.Lock())
         self._contexts, self._idle = [], []
+        self._io_slots = {}
         self._queue = collections.deque()
         self._tickets = 0
         self._closed = False
@@ -752,6 +768,7 @@ class Stream(Session):
         for ctx in self._idle:
             self._lib.edgert_session_destroy(ctx)
             self._contexts.remove(ctx)
+            self._io_slots.pop(ctx, None)
         self._idle.clear()
         owner = self._owner
         if not self._contexts and owner is not None:
