@@ -1006,3 +1006,36 @@ def test_stream_in_emulated_python(workdir, tmp_path):
                        capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     np.testing.assert_array_equal(np.load(tmp_path / "got.npy"), want)
+
+
+@pytest.mark.parametrize("board,cpu", [("rpi4", "cortex-a72"), ("rpi2", "cortex-a7")], ids=["a72-neon", "a7-neon"])
+def test_dtln_int8_stream_under_qemu(board, cpu, workdir, real_model):
+    """DTLN's first stage, int8 with its LSTM states in the session, 200 frames through
+    `edgert-run --stream`: byte-identical to the host session on the A72. Its LSTMs stay
+    float; on the A7 (armv7 NEON) their last bits differ, which moves an int8 mask value
+    by at most one step on some frames."""
+    from tools import models
+
+    d = workdir / "stream-dtln-int8"
+    if not (d / "want.npy").exists():
+        d.mkdir(parents=True, exist_ok=True)
+        rng = np.random.default_rng(0)
+        calib = {"input_2": np.abs(rng.standard_normal((100, 1, 1, 257))).astype(np.float32)}
+        data = edgert.convert(str(real_model("dtln_1")), None, state=models.STATE_PAIRS["dtln_1"], quantize="int8",
+                              calibration=calib)
+        xs = np.abs(rng.standard_normal((200, 1, 1, 257))).astype(np.float32)
+        (d / "model.edgert").write_bytes(data)
+        np.save(d / "frames.npy", xs)
+        sess = edgert.Session(data)
+        np.save(d / "want.npy", np.stack([sess.run(None, {"input_2": x})[0] for x in xs]))
+    want = np.load(d / "want.npy")
+    out = d / board
+    out.mkdir(exist_ok=True)
+    r = run_on(board, [str(built(board) / "bin" / "edgert-run"), str(d / "model.edgert"), "--input",
+                       f"input_2={d / 'frames.npy'}", "--stream", "--output-dir", str(out)], cpu=cpu)
+    assert r.returncode == 0, r.stdout + r.stderr
+    got = np.load(out / "activation_2.npy")
+    if board == "rpi4":
+        np.testing.assert_array_equal(got, want)
+    else:
+        assert float(np.abs(got - want).max()) <= 1.01 / 255  # one step of the sigmoid's int8 output
