@@ -9,7 +9,8 @@ import zlib
 from typing import Any
 
 MAGIC = b"\x89ERT\r\n\x1a\n"
-VERSION = (1, 2)
+VERSION = (1, 3)  # the newest this code reads; files without a STATE section are written as 1.2
+MINOR_WITHOUT_STATE = 2
 HEADER_SIZE = 64
 ENTRY_SIZE = 32
 TENSOR_SIZE = 64
@@ -22,8 +23,9 @@ CONST_ALIGN = 64
 STRINGS, TENSORS, NODES, INDICES, PARAMS, CONSTANTS, GRAPH, QUANT, METADATA = range(1, 10)
 SPARSE = 11  # optional, but flagged required when present (docs/sparse.md)
 BOUNDS = 12  # optional: bounded dimensions (docs/format.md); older runtimes run the upper bounds
+STATE = 13  # optional, but flagged required when present: state tensors carried from run to run (minor 3)
 SECTION_NAMES = {1: "strings", 2: "tensors", 3: "nodes", 4: "indices", 5: "params", 6: "constants",
-                 7: "graph", 8: "quant", 9: "metadata", 11: "sparse", 12: "bounds"}
+                 7: "graph", 8: "quant", 9: "metadata", 11: "sparse", 12: "bounds", 13: "state"}
 REQUIRED = {STRINGS, TENSORS, NODES, INDICES, PARAMS, CONSTANTS, GRAPH}
 STORAGE_SPARSE = 2
 
@@ -47,6 +49,23 @@ assert _RECORD.size == RECORD_SIZE
 (RULE_PARAM, RULE_OUTDIM, RULE_INFER, RULE_PARAM_SYM, RULE_RESIZE_NEAREST, RULE_SAME, RULE_STEP, RULE_RESIZE,
  RULE_SLICE) = range(9)
 RULE_NO_NODE = 0xFFFFFFFF  # the node of a STEP rule (a constraint on a symbol, after every node's rules)
+
+# ---- the STATE section (docs/format.md, "State"): a 16-byte head (u32 count, u32 reserved,
+# u64 the state region's offset in the arena) and one 32-byte record per state: u32 input
+# tensor, u32 output tensor, u32 flags (STATE_INITIAL: an initial value in CONSTANTS, else
+# zeros), u32 reserved, u64 the initial value's offset in CONSTANTS, u64 reserved.
+STATE_HEAD = struct.Struct("<IIQ")
+STATE_RECORD = struct.Struct("<IIIIQQ")
+STATE_INITIAL = 1
+assert STATE_HEAD.size == 16 and STATE_RECORD.size == 32
+
+
+def unpack_state(data: bytes) -> tuple[int, list[tuple[int, int, int, int]]]:
+    """(region offset, [(input tensor, output tensor, flags, initial offset)]) of a STATE section."""
+    count, _, region = STATE_HEAD.unpack_from(data, 0)
+    recs = [STATE_RECORD.unpack_from(data, STATE_HEAD.size + k * STATE_RECORD.size)[:5] for k in range(count)]
+    return region, [(i, o, f, off) for i, o, f, _, off in recs]
+
 
 _HEAD = struct.Struct("<IIII")
 _SYM = struct.Struct("<IIqq")

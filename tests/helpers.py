@@ -58,3 +58,20 @@ def check_against_ort(model, feeds, rtol=1e-4, atol=1e-5, **convert_kw) -> list[
     for k, (g, w) in enumerate(zip(got, want)):
         assert_close(g, w, rtol, atol, what=f"output {k}")
     return got
+
+
+def rnn_cell_model(features: int = 16, hidden: int = 32, outputs: int = 4) -> onnx.ModelProto:
+    """A recurrent cell out of plain ops: h_new = tanh(x @ Wx + h @ Wh + b), y = h_new @ Wy;
+    outputs y and h_new. With --state h_new=h it is a streaming model whose int8 form
+    (gemm, add, tanh by table) is integer from end to end, so host and boards agree bit
+    for bit."""
+    rng = np.random.default_rng(3)
+    inits = {"Wx": (rng.standard_normal((features, hidden)) * 0.3).astype(np.float32),
+             "Wh": (rng.standard_normal((hidden, hidden)) * 0.2).astype(np.float32),
+             "b": (rng.standard_normal((1, hidden)) * 0.1).astype(np.float32),
+             "Wy": (rng.standard_normal((hidden, outputs)) * 0.5).astype(np.float32)}
+    nodes = [helper.make_node("MatMul", ["x", "Wx"], ["xw"]), helper.make_node("MatMul", ["h", "Wh"], ["hw"]),
+             helper.make_node("Add", ["xw", "hw"], ["s"]), helper.make_node("Add", ["s", "b"], ["sb"]),
+             helper.make_node("Tanh", ["sb"], ["h_new"]), helper.make_node("MatMul", ["h_new", "Wy"], ["y"])]
+    return make_model(nodes, {"x": np.zeros((1, features), np.float32), "h": np.zeros((1, hidden), np.float32)},
+                      ["y", "h_new"], inits, opset=14)

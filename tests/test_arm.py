@@ -924,3 +924,118 @@ def test_guest_root_shows_the_emulated_cpu(tmp_path):
     assert "CPU part\t: 0xd0b" in r.stdout and "asimddp" in r.stdout
     assert "0xd08" not in r.stdout
     assert (root / "proc" / "cpuinfo").read_text() == planted and "0xd08" in planted
+
+
+# ---- streams of a stateful model (docs/runtime.md, "State") through edgert-run --stream ----------
+
+def _stream_case(kind: str, workdir: pathlib.Path):
+    """(model file, frames file, host outputs [F, ...]) of a stateful model over 200 frames,
+    run on the host by one Session."""
+    from tests.helpers import rnn_cell_model
+    from tests.test_state import LSTM_STATE, lstm_model
+
+    d = workdir / f"stream-{kind}"
+    if (d / "want.npy").exists():
+        return d / "model.edgert", d / "frames.npy", np.load(d / "want.npy")
+    d.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(21)
+    if kind == "lstm":
+        data = edgert.convert(lstm_model(), None, state=LSTM_STATE)
+        xs = rng.standard_normal((200, 1, 1, 16)).astype(np.float32)
+    else:
+        calib = {"x": rng.standard_normal((64, 1, 16)).astype(np.float32)}
+        data = edgert.convert(rnn_cell_model(), None, state={"h_new": "h"}, quantize="int8", calibration=calib,
+                              calibration_method="minmax")
+        assert any(t["dtype"] == "int8" for t in efmt.read(data)["tensors"])
+        xs = rng.standard_normal((200, 1, 16)).astype(np.float32)
+    (d / "model.edgert").write_bytes(data)
+    np.save(d / "frames.npy", xs)
+    sess = edgert.Session(data)
+    want = np.stack([sess.run(None, {"x": x})[0] for x in xs])
+    np.save(d / "want.npy", want)
+    return d / "model.edgert", d / "frames.npy", want
+
+
+@pytest.mark.parametrize("kind", ["lstm", "int8"])
+@pytest.mark.parametrize("board,cpu", [("rpi4", "cortex-a72"), ("rpi2", "cortex-a7")], ids=["a72-neon", "a7-neon"])
+def test_stream_under_qemu(board, cpu, kind, workdir):
+    """200 frames of a stateful model through `edgert-run --stream` (one session, the
+    state kept in it) on the emulated boards: the int8 model's outputs byte-identical to
+    the host session's, the float LSTM's within FP32_TOL (other float kernels)."""
+    path, xs, want = _stream_case(kind, workdir)
+    out = workdir / f"stream-{kind}-{board}"
+    out.mkdir(exist_ok=True)
+    exe = built(board) / "bin" / "edgert-run"
+    r = run_on(board, [str(exe), str(path), "--input", f"x={xs}", "--stream", "--output-dir", str(out)], cpu=cpu)
+    assert r.returncode == 0, r.stdout + r.stderr
+    got = np.load(out / "y.npy")
+    assert got.shape == want.shape and got.dtype == want.dtype
+    if kind == "int8":
+        np.testing.assert_array_equal(got, want)
+    else:
+        scale = float(np.abs(want).max())
+        assert float(np.abs(got - want).max()) <= FP32_TOL * scale
+
+
+STREAM_SCRIPT = """
+import sys, numpy as np
+sys.path.insert(0, sys.argv[1])
+import edgert
+s = edgert.Session(sys.argv[2])
+xs = np.load(sys.argv[3])
+first = np.stack([s.run(None, {"x": x})[0] for x in xs])
+s.reset_state()
+again = np.stack([s.run(None, {"x": x})[0] for x in xs])
+assert np.array_equal(first, again), "reset_state must replay"
+np.save(sys.argv[4], first)
+"""
+
+
+def test_stream_in_emulated_python(workdir, tmp_path):
+    """The int8 stream in the emulated arm64 Python (Cortex-A72): edgert.Session from this
+    checkout in cffi ABI mode on the rpi4 libedgert.so, 200 frames, then reset_state and
+    the same 200 again: both byte-identical to the host session."""
+    path, xs, want = _stream_case("int8", workdir)
+    root = _arm_python("arm64")
+    script = tmp_path / "stream.py"
+    script.write_text(STREAM_SCRIPT)
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8",
+           "EDGERT_LIBRARY": str(built("rpi4") / "libedgert.so")}
+    r = subprocess.run(["qemu-aarch64", "-cpu", "cortex-a72", "-L", str(root), str(root / "usr/bin/python3.11"),
+                        str(script), str(ROOT), str(path), str(xs), str(tmp_path / "got.npy")],
+                       capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "got.npy"), want)
+
+
+@pytest.mark.parametrize("board,cpu", [("rpi4", "cortex-a72"), ("rpi2", "cortex-a7")], ids=["a72-neon", "a7-neon"])
+def test_dtln_int8_stream_under_qemu(board, cpu, workdir, real_model):
+    """DTLN's first stage, int8 with its LSTM states in the session, 200 frames through
+    `edgert-run --stream`: byte-identical to the host session on the A72. Its LSTMs stay
+    float; on the A7 (armv7 NEON) their last bits differ, which moves an int8 mask value
+    by at most one step on some frames."""
+    from tools import models
+
+    d = workdir / "stream-dtln-int8"
+    if not (d / "want.npy").exists():
+        d.mkdir(parents=True, exist_ok=True)
+        rng = np.random.default_rng(0)
+        calib = {"input_2": np.abs(rng.standard_normal((100, 1, 1, 257))).astype(np.float32)}
+        data = edgert.convert(str(real_model("dtln_1")), None, state=models.STATE_PAIRS["dtln_1"], quantize="int8",
+                              calibration=calib)
+        xs = np.abs(rng.standard_normal((200, 1, 1, 257))).astype(np.float32)
+        (d / "model.edgert").write_bytes(data)
+        np.save(d / "frames.npy", xs)
+        sess = edgert.Session(data)
+        np.save(d / "want.npy", np.stack([sess.run(None, {"input_2": x})[0] for x in xs]))
+    want = np.load(d / "want.npy")
+    out = d / board
+    out.mkdir(exist_ok=True)
+    r = run_on(board, [str(built(board) / "bin" / "edgert-run"), str(d / "model.edgert"), "--input",
+                       f"input_2={d / 'frames.npy'}", "--stream", "--output-dir", str(out)], cpu=cpu)
+    assert r.returncode == 0, r.stdout + r.stderr
+    got = np.load(out / "activation_2.npy")
+    if board == "rpi4":
+        np.testing.assert_array_equal(got, want)
+    else:
+        assert float(np.abs(got - want).max()) <= 1.01 / 255  # one step of the sigmoid's int8 output

@@ -24,7 +24,7 @@ import zipfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.append(ROOT)  # the installed edgert first; tools/ from the checkout
 
-from tools.models import MODELS, ModelSpec, cache_dir  # noqa: E402
+from tools.models import ALL_MODELS as MODELS, ModelSpec, cache_dir  # noqa: E402
 
 
 class FetchError(Exception):

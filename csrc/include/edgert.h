@@ -348,6 +348,30 @@ const void *edgert_session_output_data(edgert_session *session, size_t index);
  * backend's message). */
 const char *edgert_session_last_error(const edgert_session *session);
 
+/* State (docs/runtime.md, "State")
+ * -----
+ * A streaming model converted with `--state OUT=IN` keeps IN in the session: the pair is
+ * not among the model's inputs and outputs; each successful run reads the state and
+ * leaves the value of OUT as the next run's state, in place (no copy, no allocation; a
+ * failed run leaves the state as it was). A new session starts from the initial values
+ * (the file's, or zeros). One session is one stream: to run several streams, create one
+ * session per stream (they share the model). The calls below are guarded like run:
+ * EDGERT_ERR_BUSY when another call is using the session.
+ *
+ * Number of state pairs of the model; 0 for a stateless model. */
+size_t edgert_model_num_states(const edgert_model *model);
+/* State `index`: which = 0 its input side (the name the state goes by), 1 its output. */
+edgert_status edgert_model_state_info(const edgert_model *model, size_t index, int which,
+                                      edgert_tensor_info *info);
+/* Restores every state's initial value. */
+edgert_status edgert_session_reset_state(edgert_session *session);
+/* Copies state `index` out of / into the session (nbytes must be its size): checkpoint a
+ * stream, or move it to another session. */
+edgert_status edgert_session_get_state(edgert_session *session, size_t index, void *data,
+                                       size_t nbytes);
+edgert_status edgert_session_set_state(edgert_session *session, size_t index, const void *data,
+                                       size_t nbytes);
+
 /* Counts of heap allocations made by the library since start (tests use it to show
  * that run() allocates nothing). Allocations made by partition backends are not counted. */
 uint64_t edgert_alloc_count(void);

@@ -88,6 +88,14 @@ static int enforce(const ert_node *n, int kind, uint8_t *nhwc, const ert_tensor 
  * tensor live while the layer runs is live at the Add too, so the plan keeps it apart,
  * and the residual is either apart or the very same bytes (each element read before the
  * same thread writes it). */
+/* True when t is one of the model's state tensors, whose buffers a session swaps after
+ * each run (session.c): nothing may keep their data pointers. */
+static int is_state(const edgert_model *m, const ert_tensor *tensors, const ert_tensor *t) {
+  for (uint32_t k = 0; k < m->n_states; ++k)
+    if (t == &tensors[m->states[k].in] || t == &tensors[m->states[k].out]) return 1;
+  return 0;
+}
+
 static void fuse_residuals(const edgert_model *m, ert_tensor *tensors, ert_node *nodes,
                            const int *kinds) {
   for (uint32_t i = 1; i < m->n_nodes; ++i) {
@@ -99,7 +107,8 @@ static void fuse_residuals(const edgert_model *m, ert_tensor *tensors, ert_node 
     if (!(pw->layout & ERT_LAYOUT_OUT_NHWC) || ert_conv2d_has_act(pw)) continue;
     const ert_tensor *p = pw->out[0], *y = add->out[0];
     const ert_tensor *r = add->in[0] == p ? add->in[1] : add->in[1] == p ? add->in[0] : NULL;
-    if (r == NULL || r == p) continue;
+    if (r == NULL || r == p || is_state(m, tensors, r) || is_state(m, tensors, y) || is_state(m, tensors, p))
+      continue;
     int other_readers = 0;
     for (uint32_t o = 0; o < m->n_outputs; ++o) other_readers |= &tensors[m->outputs[o]] == p;
     for (uint32_t k = 0; k < m->n_nodes && !other_readers; ++k)
@@ -160,6 +169,7 @@ edgert_status ert_layout_plan(const edgert_model *m, ert_tensor *tensors, ert_no
   for (uint32_t i = 0; i < m->n_tensors; ++i) nhwc[i] = (uint8_t)candidate(&tensors[i]);
   for (uint32_t i = 0; i < m->n_inputs; ++i) nhwc[m->inputs[i]] = 0;
   for (uint32_t i = 0; i < m->n_outputs; ++i) nhwc[m->outputs[i]] = 0;
+  for (uint32_t i = 0; i < m->n_states; ++i) nhwc[m->states[i].in] = nhwc[m->states[i].out] = 0;
   for (uint32_t i = 0; i < m->n_nodes; ++i)
     if (nodes[i].op == OP_CONV2D) kinds[i] = ert_conv2d_nhwc_kind(&nodes[i], &floats[i]);
   for (int changed = 1; changed;) {

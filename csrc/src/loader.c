@@ -44,7 +44,8 @@ enum {
   SEC_PARTITIONS = 10,
   SEC_SPARSE = 11,
   SEC_BOUNDS = 12,
-  SEC_KNOWN_MAX = 12,
+  SEC_STATE = 13,
+  SEC_KNOWN_MAX = 13,
 };
 
 static const uint8_t MAGIC[8] = {0x89, 'E', 'R', 'T', '\r', '\n', 0x1A, '\n'};
@@ -88,7 +89,7 @@ static const char *kind_name(uint32_t kind) {
   static const char *const names[] = {"?",      "STRINGS",   "TENSORS", "NODES",
                                       "INDICES", "PARAMS",   "CONSTANTS", "GRAPH",
                                       "QUANT",   "METADATA", "PARTITIONS", "SPARSE",
-                                      "BOUNDS"};
+                                      "BOUNDS",  "STATE"};
   return kind <= SEC_KNOWN_MAX ? names[kind] : "unknown";
 }
 
@@ -294,6 +295,7 @@ static void model_release(edgert_model *m) {
   ert_free(m->outputs);
   ert_free(m->owned);
   ert_free(m->sparse_dense);
+  ert_free(m->states);
   ert_bounds_free(m->bounds);
   ert_free(m);
 }
@@ -596,7 +598,7 @@ static edgert_status load_nodes(loader *L, edgert_model *m, uint8_t *defined) {
         continue;
       }
       const ert_tensor *t = &m->tensors[in_idx[k]];
-      if (t->storage != ERT_STORAGE_CONST && !defined[in_idx[k]]) {
+      if (t->storage != ERT_STORAGE_CONST && (defined[in_idx[k]] == 0 || defined[in_idx[k]] == 4)) {
         st = ert_fail_node(L->err, EDGERT_ERR_FORMAT, n->name,
                            ": input %u ('%s') is used before it is computed", (unsigned)k, t->name);
         break;
@@ -614,7 +616,11 @@ static edgert_status load_nodes(loader *L, edgert_model *m, uint8_t *defined) {
         st = ert_fail_node(L->err, EDGERT_ERR_FORMAT, n->name, ": output '%s' is a graph input", t->name);
         break;
       }
-      if (defined[out_idx[k]]) {
+      if (defined[out_idx[k]] == 3) {
+        st = ert_fail_node(L->err, EDGERT_ERR_FORMAT, n->name, ": output '%s' is a state input", t->name);
+        break;
+      }
+      if (defined[out_idx[k]] == 1) {
         st = ert_fail_node(L->err, EDGERT_ERR_FORMAT, n->name, ": output '%s' is written twice", t->name);
         break;
       }
@@ -630,6 +636,114 @@ static edgert_status load_nodes(loader *L, edgert_model *m, uint8_t *defined) {
     const ert_tensor *t = &m->tensors[m->outputs[k]];
     if (t->storage != ERT_STORAGE_CONST && !defined[m->outputs[k]])
       return ert_fail(L->err, EDGERT_ERR_FORMAT, "graph output '%s' is never computed", t->name);
+  }
+  return EDGERT_OK;
+}
+
+/* STATE (docs/format.md): pairs of arena tensors carried from run to run, in a region
+ * of the arena of their own. Read after the graph inputs (defined[in] = 3: a state input
+ * is defined before the first node), checked against the nodes by check_state. */
+enum { STATE_HEAD = 16, STATE_REC = 32, STATE_INITIAL = 1 };
+
+static edgert_status load_state(loader *L, edgert_model *m, uint8_t *defined) {
+  const section *s = &L->sec[SEC_STATE];
+  m->state_offset = m->arena_bytes;
+  if (!s->present) return EDGERT_OK;
+  if (L->sec[SEC_BOUNDS].present)
+    return ert_fail(L->err, EDGERT_ERR_UNSUPPORTED, "state with bounded dimensions is not supported");
+  const uint8_t *p = L->buf + s->off;
+  if (s->size < STATE_HEAD) return ert_fail(L->err, EDGERT_ERR_FORMAT, "STATE section too small");
+  const uint32_t count = rd32(p);
+  const uint64_t region = rd64(p + 8);
+  if (rd32(p + 4) != 0 || count == 0 || count != s->count || count > m->n_tensors ||
+      s->size != STATE_HEAD + (uint64_t)STATE_REC * count)
+    return ert_fail(L->err, EDGERT_ERR_FORMAT, "STATE section: bad count or size");
+  if (region > L->arena_bytes || region % EDGERT_ARENA_ALIGN != 0)
+    return ert_fail(L->err, EDGERT_ERR_FORMAT, "STATE section: region at %llu is outside the arena or misaligned",
+                    (unsigned long long)region);
+  m->states = ert_calloc(count, sizeof *m->states);
+  if (m->states == NULL) return ert_fail(L->err, EDGERT_ERR_NO_MEMORY, "out of memory");
+  m->n_states = count;
+  m->state_offset = (size_t)region;
+  for (uint32_t k = 0; k < count; k++) {
+    const uint8_t *r = p + STATE_HEAD + (uint64_t)STATE_REC * k;
+    const uint32_t in = rd32(r), out = rd32(r + 4), flags = rd32(r + 8);
+    const uint64_t init = rd64(r + 16);
+    if (in >= m->n_tensors || out >= m->n_tensors || in == out || (flags & ~(uint32_t)STATE_INITIAL) != 0 ||
+        rd32(r + 12) != 0 || rd64(r + 24) != 0 || (!(flags & STATE_INITIAL) && init != 0))
+      return ert_fail(L->err, EDGERT_ERR_FORMAT, "STATE record %u: bad tensor index or flags", (unsigned)k);
+    const ert_tensor *a = &m->tensors[in], *b = &m->tensors[out];
+    if (a->storage != ERT_STORAGE_ARENA || b->storage != ERT_STORAGE_ARENA || a->nbytes == 0)
+      return ert_fail(L->err, EDGERT_ERR_FORMAT, "state '%s': its tensors must be non-empty arena tensors", a->name);
+    bool same = a->dtype == b->dtype && a->ndim == b->ndim && a->nbytes == b->nbytes;
+    for (int32_t d = 0; same && d < a->ndim; d++) same = a->shape[d] == b->shape[d];
+    if (same && (a->quant == NULL) != (b->quant == NULL)) same = false;
+    if (same && a->quant != NULL)
+      same = a->quant->axis == b->quant->axis && a->quant->count == b->quant->count &&
+             memcmp(a->quant->scales, b->quant->scales, 4 * (size_t)a->quant->count) == 0 &&
+             memcmp(a->quant->zero_points, b->quant->zero_points, 4 * (size_t)a->quant->count) == 0;
+    if (!same)
+      return ert_fail(L->err, EDGERT_ERR_FORMAT,
+                      "state '%s': input and output '%s' differ in dtype, shape or quantization", a->name, b->name);
+    if (a->offset < region || b->offset < region)
+      return ert_fail(L->err, EDGERT_ERR_FORMAT, "state '%s': a tensor lies outside the state region", a->name);
+    if (defined[in] != 0 || defined[out] != 0)
+      return ert_fail(L->err, EDGERT_ERR_FORMAT, "state '%s': a tensor is a graph input or in another state",
+                      a->name);
+    defined[in] = 3; /* 3: state input */
+    defined[out] = 4; /* 4: state output, until its node writes it (load_nodes then marks 1) */
+    m->states[k].in = in;
+    m->states[k].out = out;
+    if (flags & STATE_INITIAL) {
+      if (init % CONST_ALIGN != 0 || !in_range(init, a->nbytes, L->consts_size))
+        return ert_fail(L->err, EDGERT_ERR_FORMAT, "state '%s': initial value outside CONSTANTS or misaligned",
+                        a->name);
+      m->states[k].init = L->consts + init;
+    }
+  }
+  return EDGERT_OK;
+}
+
+/* After the nodes: every state output written by a node (defined 1; it was 4), every
+ * other arena tensor and every scratch below the state region, state tensors apart from
+ * each other, no graph output and no partition node touching a state tensor. */
+static const char *kind_op(const ert_node *n);
+static edgert_status check_state(loader *L, edgert_model *m, const uint8_t *defined, uint8_t *mark) {
+  if (m->n_states == 0) return EDGERT_OK;
+  const uint64_t region = m->state_offset;
+  for (uint32_t k = 0; k < m->n_states; k++) {
+    const ert_tensor *o = &m->tensors[m->states[k].out];
+    if (defined[m->states[k].out] != 1)
+      return ert_fail(L->err, EDGERT_ERR_FORMAT, "state output '%s' is never computed", o->name);
+    mark[m->states[k].in] = mark[m->states[k].out] = 1;
+  }
+  for (uint32_t i = 0; i < m->n_tensors; i++) {
+    const ert_tensor *t = &m->tensors[i];
+    if (t->storage != ERT_STORAGE_ARENA) continue;
+    if (!mark[i]) {
+      if (t->nbytes > 0 && t->offset + t->nbytes > region)
+        return ert_fail(L->err, EDGERT_ERR_FORMAT, "tensor '%s' reaches into the state region", t->name);
+      continue;
+    }
+    for (uint32_t j = 0; j < i; j++)
+      if (mark[j] && ert_ranges_overlap(t->offset, t->nbytes, m->tensors[j].offset, m->tensors[j].nbytes))
+        return ert_fail(L->err, EDGERT_ERR_FORMAT, "state tensors '%s' and '%s' overlap", m->tensors[j].name,
+                        t->name);
+  }
+  for (uint32_t k = 0; k < m->n_outputs; k++)
+    if (mark[m->outputs[k]])
+      return ert_fail(L->err, EDGERT_ERR_FORMAT, "graph output '%s' is a state tensor", m->tensors[m->outputs[k]].name);
+  for (uint32_t i = 0; i < m->n_nodes; i++) {
+    const ert_node *n = &m->nodes[i];
+    if (n->scratch_bytes > 0 && n->scratch_offset + n->scratch_bytes > region)
+      return ert_fail_node(L->err, EDGERT_ERR_FORMAT, n->name, ": scratch reaches into the state region");
+    if (strcmp(kind_op(n), "partition") != 0) continue;
+    for (uint32_t k = 0; k < n->n_in + n->n_out; k++) {
+      const ert_tensor *t = k < n->n_in ? n->in[k] : n->out[k - n->n_in];
+      if (t != NULL && mark[t - m->tensors])
+        return ert_fail_node(L->err, EDGERT_ERR_UNSUPPORTED, n->name, ": a fallback partition cannot hold state '%s'",
+                             t->name);
+    }
   }
   return EDGERT_OK;
 }
@@ -810,7 +924,16 @@ static edgert_status load(const uint8_t *buf, size_t size, void *owned, edgert_m
     if (defined == NULL) st = ert_fail(err, EDGERT_ERR_NO_MEMORY, "out of memory");
   }
   if (st == EDGERT_OK) st = load_graph(&L, m, defined);
+  if (st == EDGERT_OK) st = load_state(&L, m, defined);
   if (st == EDGERT_OK) st = load_nodes(&L, m, defined);
+  if (st == EDGERT_OK && m->n_states > 0) {
+    memset(defined, 0, m->n_tensors);
+    for (uint32_t i = 0; i < m->n_nodes; i++)
+      for (uint32_t k = 0; k < m->nodes[i].n_out; k++) defined[m->nodes[i].out[k] - m->tensors] = 1;
+    uint8_t *mark = ert_calloc(m->n_tensors, 1);
+    st = mark == NULL ? ert_fail(err, EDGERT_ERR_NO_MEMORY, "out of memory") : check_state(&L, m, defined, mark);
+    ert_free(mark);
+  }
   ert_free(defined);
   if (st == EDGERT_OK) st = prepare_nodes(&L, m);
   if (st == EDGERT_OK) st = load_bounds(&L, m);

@@ -101,6 +101,15 @@ edgert_status ert_bounds_apply(const struct edgert_model *m, ert_tensor *tensors
                                ert_exec *ex, ert_err *err);
 void ert_bounds_free(ert_bounds *b);
 
+/* State (docs/runtime.md, "State"; the STATE section of docs/format.md): a pair of arena
+ * tensors in the state region [state_offset, arena_bytes) that no other tensor or
+ * scratch touches. A run reads `in` and writes `out`; a session then swaps the two
+ * tensors' data pointers, so the next run reads what this one wrote (no copy). */
+typedef struct ert_state {
+  uint32_t in, out;       /* tensor indices */
+  const void *init;       /* initial value inside CONSTANTS, or NULL for zeros */
+} ert_state;
+
 /* A loaded model: the tensors and nodes prepared once, read-only afterwards.
  * Node in/out pointers point into `tensors`; sessions rebase them by index. */
 struct edgert_model {
@@ -125,6 +134,9 @@ struct edgert_model {
   size_t arena_bytes;
   void *sparse_dense;     /* decoded sparse constants, or NULL */
   ert_bounds *bounds;     /* bounded dimensions, or NULL for a static model */
+  ert_state *states;      /* state pairs, or NULL */
+  uint32_t n_states;
+  size_t state_offset;    /* start of the state region in the arena (arena_bytes when none) */
 };
 
 /* True when the arena ranges [a, a + an) and [b, b + bn) share a byte. */

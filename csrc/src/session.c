@@ -34,6 +34,29 @@ struct edgert_session {
   char error[512];
 };
 
+/* Every state input of the session holds its initial value (docs/runtime.md, "State"). */
+static void reset_state(edgert_session *s) {
+  const edgert_model *m = s->model;
+  for (uint32_t k = 0; k < m->n_states; k++) {
+    ert_tensor *t = &s->tensors[m->states[k].in];
+    if (m->states[k].init != NULL) memcpy(t->data, m->states[k].init, t->nbytes);
+    else memset(t->data, 0, t->nbytes);
+  }
+}
+
+/* After a successful run: each state output becomes the next run's input by swapping
+ * the two tensors' buffers (both in the state region, read and written only by the
+ * run): no bytes move. */
+static void swap_state(edgert_session *s) {
+  const edgert_model *m = s->model;
+  for (uint32_t k = 0; k < m->n_states; k++) {
+    ert_tensor *a = &s->tensors[m->states[k].in], *b = &s->tensors[m->states[k].out];
+    void *d = a->data;
+    a->data = b->data;
+    b->data = d;
+  }
+}
+
 void edgert_session_options_init(edgert_session_options *opts) {
   if (opts == NULL) return;
   memset(opts, 0, sizeof *opts);
@@ -106,6 +129,7 @@ edgert_status edgert_session_create(edgert_model *model, const edgert_session_op
   if (model->n_tensors > 0) memcpy(s->tensors, model->tensors, model->n_tensors * sizeof *s->tensors);
   for (uint32_t i = 0; i < model->n_tensors; i++)
     if (s->tensors[i].storage == ERT_STORAGE_ARENA) s->tensors[i].data = arena + s->tensors[i].offset;
+  reset_state(s);
 
   /* Node copies keep prepare's opdata; their pointer arrays are rebased by index. */
   if (model->n_nodes > 0) memcpy(s->nodes, model->nodes, model->n_nodes * sizeof *s->nodes);
@@ -274,6 +298,7 @@ static edgert_status run(edgert_session *s, uint64_t *node_ns) {
     }
     if (s->exec.failed) return s->exec.fail_status;
   }
+  swap_state(s);
   return EDGERT_OK;
 }
 
@@ -389,4 +414,59 @@ const void *edgert_session_output_data(edgert_session *s, size_t index) {
 
 const char *edgert_session_last_error(const edgert_session *s) {
   return s == NULL ? create_error : s->error;
+}
+
+/* ---- state (docs/runtime.md, "State") --------------------------------------------- */
+
+size_t edgert_model_num_states(const edgert_model *model) { return model ? model->n_states : 0; }
+
+edgert_status edgert_model_state_info(const edgert_model *model, size_t index, int which,
+                                      edgert_tensor_info *info) {
+  if (model == NULL || info == NULL || index >= model->n_states || (which != 0 && which != 1))
+    return EDGERT_ERR_INVALID_ARGUMENT;
+  ert_fill_info(&model->tensors[which ? model->states[index].out : model->states[index].in], info);
+  return EDGERT_OK;
+}
+
+edgert_status edgert_session_reset_state(edgert_session *s) {
+  if (s == NULL) return EDGERT_ERR_INVALID_ARGUMENT;
+  if (!acquire(s)) return EDGERT_ERR_BUSY;
+  reset_state(s);
+  release(s);
+  return EDGERT_OK;
+}
+
+/* The session's state tensor `index` for a copy of nbytes bytes; NULL (and the message)
+ * when the index or the size is wrong. */
+static ert_tensor *state_tensor(edgert_session *s, size_t index, const void *data, size_t nbytes) {
+  const edgert_model *m = s->model;
+  if (index >= m->n_states) {
+    snprintf(s->error, sizeof s->error, "state index %zu out of range (%u states)", index, (unsigned)m->n_states);
+    return NULL;
+  }
+  ert_tensor *t = &s->tensors[m->states[index].in];
+  if (nbytes != t->nbytes || data == NULL) {
+    snprintf(s->error, sizeof s->error, "state '%s' needs %zu bytes, got %zu%s", t->name, t->nbytes, nbytes,
+             data == NULL ? " (NULL)" : "");
+    return NULL;
+  }
+  return t;
+}
+
+edgert_status edgert_session_get_state(edgert_session *s, size_t index, void *data, size_t nbytes) {
+  if (s == NULL) return EDGERT_ERR_INVALID_ARGUMENT;
+  if (!acquire(s)) return EDGERT_ERR_BUSY;
+  const ert_tensor *t = state_tensor(s, index, data, nbytes);
+  if (t != NULL) memcpy(data, t->data, nbytes);
+  release(s);
+  return t != NULL ? EDGERT_OK : EDGERT_ERR_INVALID_ARGUMENT;
+}
+
+edgert_status edgert_session_set_state(edgert_session *s, size_t index, const void *data, size_t nbytes) {
+  if (s == NULL) return EDGERT_ERR_INVALID_ARGUMENT;
+  if (!acquire(s)) return EDGERT_ERR_BUSY;
+  ert_tensor *t = state_tensor(s, index, data, nbytes);
+  if (t != NULL) memcpy(t->data, data, nbytes);
+  release(s);
+  return t != NULL ? EDGERT_OK : EDGERT_ERR_INVALID_ARGUMENT;
 }

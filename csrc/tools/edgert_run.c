@@ -1,7 +1,7 @@
 /* edgert-run: runs an .edgert model on .npy inputs and writes .npy outputs.
  *
  *   edgert-run MODEL.edgert --input NAME=FILE.npy ... [--output-dir DIR]
- *              [--repeat N] [--threads N]
+ *              [--repeat N | --stream] [--threads N]
  *              [--fallback-lib PATH/libLiteRt.so [--delegate PATH.so [--delegate-option K=V]...]]
  *
  * --fallback-lib runs the model's litert partitions (docs/partitions.md) with LiteRT's
@@ -12,7 +12,13 @@
  * any size within its bounds, docs/runtime.md). Each output is written
  * to DIR/<name>.npy (DIR defaults to "."), with characters other than [A-Za-z0-9._-]
  * in the name replaced by '_'. The mean latency of the N runs goes to stderr. Exit
- * status 0 on success, 1 on any error (with a message), 2 on a usage error. */
+ * status 0 on success, 1 on any error (with a message), 2 on a usage error.
+ *
+ * --stream runs a sequence of frames through one session (a streaming model keeps its
+ * state in it from frame to frame, docs/runtime.md "State"): every input file holds F
+ * frames on axis 0 ([F, *the input's shape], the same F for every input), and every
+ * output is written with the frames on axis 0 ([F, *the output's shape]). The mean
+ * time per frame goes to stderr. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdio.h>
@@ -27,9 +33,11 @@
 static void usage(FILE *to) {
   fprintf(to,
           "usage: edgert-run MODEL.edgert --input NAME=FILE.npy ... [--output-dir DIR]\n"
-          "                  [--repeat N] [--threads N]\n"
+          "                  [--repeat N | --stream] [--threads N]\n"
           "                  [--fallback-lib PATH/libLiteRt.so [--delegate PATH.so [--delegate-option K=V]...]]\n"
           "Runs the model on the given inputs and writes every output to DIR/<name>.npy.\n"
+          "--stream: every input holds frames on axis 0; runs them in order through one session and writes\n"
+          "every frame's outputs (frames on axis 0).\n"
           "--fallback-lib runs litert partitions with LiteRT (libLiteRt.so of the ai-edge-litert wheel);\n"
           "--delegate applies a TFLite external delegate to them.\n");
 }
@@ -97,6 +105,16 @@ static void output_file_name(const edgert_model *m, size_t k, char *out, size_t 
   }
 }
 
+/* One model input (index j) of F frames: the .npy array a must be [F, *info's shape]. */
+static int stream_frames(const edgert_tensor_info *info, const npy_array *a, int64_t *frames) {
+  if (a->ndim != info->ndim + 1 || a->shape[0] < 1) return 0;
+  for (int32_t d = 0; d < info->ndim; d++)
+    if (a->shape[d + 1] != info->shape[d]) return 0;
+  if (*frames != 0 && *frames != a->shape[0]) return 0;
+  *frames = a->shape[0];
+  return 1;
+}
+
 static void free_args(const char **input_args, char **opt_copies, const char **opt_keys, const char **opt_values) {
   for (size_t i = 0; opt_copies != NULL && opt_copies[i] != NULL; i++) free(opt_copies[i]);
   free(input_args);
@@ -109,6 +127,7 @@ static void free_args(const char **input_args, char **opt_copies, const char **o
 int main(int argc, char **argv) {
   const char *model_path = NULL, *out_dir = ".";
   long repeat = 1, threads = 1;
+  int stream = 0;
   const char **input_args = calloc((size_t)argc + 1, sizeof *input_args);
   size_t n_input_args = 0;
   litert_backend_config litert_cfg = {0};
@@ -129,6 +148,10 @@ int main(int argc, char **argv) {
       usage(stdout);
       FREE_ARGS();
       return 0;
+    }
+    if (strcmp(a, "--stream") == 0) {
+      stream = 1;
+      continue;
     }
     int takes_value = strcmp(a, "--input") == 0 || strcmp(a, "-i") == 0 || strcmp(a, "--output-dir") == 0 ||
                       strcmp(a, "-o") == 0 || strcmp(a, "--repeat") == 0 || strcmp(a, "--threads") == 0 ||
@@ -186,12 +209,19 @@ int main(int argc, char **argv) {
     return 2;
   }
 
+  if (stream && repeat != 1) {
+    fprintf(stderr, "edgert-run: --stream runs every frame once; it takes no --repeat\n");
+    FREE_ARGS();
+    return 2;
+  }
   int rc = 1;
   char err[1024];
   edgert_model *model = NULL;
   edgert_session *session = NULL;
   npy_array *arrays = NULL;
-  size_t n_in = 0;
+  size_t n_in = 0, n_out = 0;
+  int64_t frames = 0;
+  void **streamed = NULL; /* --stream: each output's frames */
 
   edgert_status st = edgert_model_load_file(model_path, &model, err, sizeof err);
   if (st != EDGERT_OK) {
@@ -275,6 +305,18 @@ int main(int argc, char **argv) {
       goto done;
     }
     const npy_array *a = &arrays[best];
+    if (stream) {
+      if (!stream_frames(&info, a, &frames) || a->dtype != info.dtype) {
+        fprintf(stderr, "edgert-run: --stream input '%s': file '%s' holds %s ", info.name, file,
+                dtype_name(a->dtype));
+        print_shape(stderr, a->ndim, a->shape);
+        fprintf(stderr, ", expected %s [frames, ", dtype_name(info.dtype));
+        for (int32_t d = 0; d < info.ndim; d++) fprintf(stderr, d ? ", %lld" : "%lld", (long long)info.shape[d]);
+        fprintf(stderr, "] with the same number of frames as the other inputs\n");
+        goto done;
+      }
+      continue;
+    }
     int same = a->ndim == info.ndim;
     for (int32_t d = 0; same && d < a->ndim; d++) {
       edgert_dim_info dim; /* a bounded dimension takes any size within its bounds */
@@ -301,6 +343,76 @@ int main(int argc, char **argv) {
     }
   }
 
+  n_out = edgert_model_num_outputs(model);
+  if (stream) {
+    for (size_t j = 0; j < n_in; j++) {
+      edgert_dim_info dim;
+      edgert_tensor_info info;
+      edgert_model_input_info(model, j, &info);
+      for (int32_t d = 0; d < info.ndim; d++)
+        if (edgert_model_input_dim(model, j, (size_t)d, &dim) == EDGERT_OK && dim.lo != dim.hi) {
+          fprintf(stderr, "edgert-run: --stream needs fixed input shapes; '%s' has bounded dimensions\n",
+                  info.name);
+          goto done;
+        }
+    }
+    if (n_in == 0) frames = 1;
+    streamed = calloc(n_out + 1, sizeof *streamed);
+    if (streamed == NULL) goto done;
+    for (size_t k = 0; k < n_out; k++) {
+      edgert_tensor_info info;
+      edgert_model_output_info(model, k, &info);
+      streamed[k] = malloc(info.nbytes * (size_t)frames + 1);
+      if (streamed[k] == NULL) {
+        fprintf(stderr, "edgert-run: cannot hold %lld frames of output '%s'\n", (long long)frames, info.name);
+        goto done;
+      }
+    }
+    double t0 = now_ms();
+    for (int64_t f = 0; f < frames; f++) {
+      for (size_t j = 0; j < n_in; j++) {
+        const size_t bytes = arrays[j].nbytes / (size_t)frames;
+        st = edgert_session_set_input(session, j, (const char *)arrays[j].data + bytes * (size_t)f, bytes);
+        if (st != EDGERT_OK) break;
+      }
+      if (st == EDGERT_OK) st = edgert_session_run(session);
+      if (st != EDGERT_OK) {
+        fprintf(stderr, "edgert-run: frame %lld: %s\n", (long long)f, edgert_session_last_error(session));
+        goto done;
+      }
+      for (size_t k = 0; k < n_out; k++) {
+        edgert_tensor_info info;
+        edgert_model_output_info(model, k, &info);
+        memcpy((char *)streamed[k] + info.nbytes * (size_t)f, edgert_session_output_data(session, k), info.nbytes);
+      }
+    }
+    fprintf(stderr, "edgert-run: %lld frame(s), mean %.4f ms per frame (threads %ld)\n", (long long)frames,
+            (now_ms() - t0) / (double)frames, threads);
+    for (size_t k = 0; k < n_out; k++) {
+      edgert_tensor_info info;
+      edgert_model_output_info(model, k, &info);
+      int64_t shape[9];
+      shape[0] = frames;
+      for (int32_t d = 0; d < info.ndim; d++) shape[d + 1] = info.shape[d];
+      char fname[256], path[4096];
+      output_file_name(model, k, fname, sizeof fname);
+      int n = snprintf(path, sizeof path, "%s/%s.npy", out_dir, fname);
+      if (n < 0 || (size_t)n >= sizeof path) {
+        fprintf(stderr, "edgert-run: output path too long\n");
+        goto done;
+      }
+      if (npy_write(path, info.dtype, info.ndim + 1, shape, streamed[k], info.nbytes * (size_t)frames, err,
+                    sizeof err) != 0) {
+        fprintf(stderr, "edgert-run: output '%s': %s\n", info.name, err);
+        goto done;
+      }
+      printf("%s: %s ", info.name, dtype_name(info.dtype));
+      print_shape(stdout, info.ndim + 1, shape);
+      printf(" -> %s\n", path);
+    }
+    rc = 0;
+    goto done;
+  }
   /* Inputs are set before every run: the arena space of an input may be reused. */
   double total_ms = 0.0;
   for (long r = 0; r < repeat; r++) {
@@ -323,7 +435,6 @@ int main(int argc, char **argv) {
   fprintf(stderr, "edgert-run: %ld run(s), mean latency %.4f ms (threads %ld)\n", repeat,
           total_ms / (double)repeat, threads);
 
-  size_t n_out = edgert_model_num_outputs(model);
   for (size_t k = 0; k < n_out; k++) {
     edgert_tensor_info info; /* the shape of this run (bounded dimensions) */
     edgert_session_output_info(session, k, &info);
@@ -346,6 +457,8 @@ int main(int argc, char **argv) {
   rc = 0;
 
 done:
+  for (size_t k = 0; streamed != NULL && k < n_out; k++) free(streamed[k]);
+  free(streamed);
   if (arrays != NULL)
     for (size_t j = 0; j < n_in; j++) npy_free(&arrays[j]);
   free(arrays);

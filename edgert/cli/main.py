@@ -146,9 +146,12 @@ def main() -> None:
                    "file for the runtime.")
 @click.option("--max-partitions", type=click.IntRange(1, None), default=8, show_default=True,
               help="Refuse a model that needs more fallback partitions than this.")
+@click.option("--state", "state", multiple=True, metavar="OUT=IN",
+              help="Keep a streaming model's state in the session: output OUT is read back as input IN by the "
+                   "next run (repeatable); the pair leaves the model's inputs and outputs (docs/runtime.md, State).")
 def convert(model, output, input_shapes, input_values, no_optimize, sparse, prune, prune_method, prune_scope,
             prune_exclude, calibration, report, quantize, calibration_method, keep_fp32, sqnr_target, fallback,
-            fallback_ops, delegate, max_partitions) -> None:
+            fallback_ops, delegate, max_partitions, state) -> None:
     """Convert an ONNX MODEL into an .edgert file."""
     from ..converter.options import ConvertOptions
     from ..converter.pipeline import convert as _convert
@@ -159,7 +162,8 @@ def convert(model, output, input_shapes, input_values, no_optimize, sparse, prun
         sparse={"auto": True, "storage": "storage", "off": False}[sparse], prune=prune, prune_method=prune_method,
         prune_scope=prune_scope, prune_exclude=prune_exclude, calibration=calibration, report=report,
         quantize=quantize, calibration_method=calibration_method, keep_fp32=keep_fp32, sqnr_target=sqnr_target,
-        progress=None, fallback=fallback, fallback_ops=fallback_ops, delegate=delegate, max_partitions=max_partitions)
+        progress=None, fallback=fallback, fallback_ops=fallback_ops, delegate=delegate, max_partitions=max_partitions,
+        state=state)
     data = _convert(model, output, options)
     if report and prune:
         _print_prune_report(report)
@@ -175,6 +179,14 @@ def convert(model, output, input_shapes, input_values, no_optimize, sparse, prun
             click.echo("  " + line, err=True)
     click.echo(f"wrote {output}: {len(data):,} bytes, {len(info['nodes'])} nodes, arena {info['arena_bytes']:,} bytes "
                f"(lower bound {info['arena_lower_bound_bytes']:,}) in {time.perf_counter() - t0:.2f} s")
+    st = info.get("state")
+    if st:
+        click.echo("state in the session: " + ", ".join(f"{p['output']} -> {p['input']} ({p['initial']})"
+                                                        for p in st["pairs"]))
+    hints = (info.get("metadata") or {}).get("state_suggestions")
+    if hints:
+        click.echo("hint: a streaming model? outputs that look like state, to keep in the session: "
+                   + "; ".join(f"--state {h['output']}={h['input']} ({h['why']})" for h in hints), err=True)
 
 
 def _print_prune_report(path: str) -> None:
@@ -230,6 +242,12 @@ def constant_usage(info: dict) -> dict:
     }
 
 
+def info_tensors(path: str) -> list[dict]:
+    from ..runtime import reader as fmt
+    with open(path, "rb") as f:
+        return fmt.read(f.read())["tensors"]
+
+
 def inspect_dict(path: str) -> dict:
     from ..runtime import reader as fmt
 
@@ -262,6 +280,7 @@ def inspect_dict(path: str) -> dict:
         "metadata": info["metadata"],
         "partitions": list((info["metadata"] or {}).get("partitions") or []),
         "bounds": info.get("bounds"),
+        "state": info.get("state"),
     }
 
 
@@ -299,6 +318,11 @@ def inspect(model, as_json) -> None:
             shape = [f"{bound_dims[(t['name'], k)]}<={v}" if (t["name"], k) in bound_dims else v
                      for k, v in enumerate(t["shape"])]
             click.echo(f"{kind[:-1]:7s} {t['name']}: {t['dtype']}[{', '.join(str(v) for v in shape)}]")
+    names = {t["name"]: t for t in info_tensors(model)} if d.get("state") else {}
+    for p in (d.get("state") or {}).get("pairs", []):
+        t = names.get(p["input"], {})
+        click.echo(f"state   {p['input']}: {t.get('dtype')}{t.get('shape')} <- {p['output']} after each run "
+                   f"(initially {p['initial']})")
     click.echo(f"{d['nodes']} nodes: " + ", ".join(f"{k} x{v}" for k, v in d["ops"].items()))
     for p in d["partitions"]:
         delegate = f", delegate {p['delegate']}" if p.get("delegate") else ""

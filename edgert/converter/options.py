@@ -38,6 +38,8 @@ class ConvertOptions:
     calibration_method, calibration_samples, keep_fp32, sqnr_target.
     Fallback partitions: fallback ("off", "onnxruntime", "litert"), fallback_ops,
     delegate, max_partitions.
+    State: state (pairs OUT=IN: a model output the next run reads back as input IN; a
+    dict {output: input}, "OUT=IN" strings or (output, input) tuples; docs/runtime.md "State").
     Output: report (a JSON path), progress (a bar on stderr; None: when a terminal)."""
 
     input_shapes: dict[str, list] | None = None
@@ -60,6 +62,7 @@ class ConvertOptions:
     fallback_ops: tuple[str, ...] = ()
     delegate: str | None = None
     max_partitions: int = DEFAULT_MAX_PARTITIONS
+    state: Any = ()
 
     def __post_init__(self) -> None:
         for name, value in _normalized(self).items():
@@ -115,7 +118,16 @@ def _normalized(o: ConvertOptions) -> dict[str, Any]:
         "calibration_samples": _count("calibration_samples", o.calibration_samples, allow_none=True),
         "progress": None if o.progress is None else bool(o.progress),
         **_fallback(o),
+        "state": _state(o),
     }
+
+
+def _state(o: ConvertOptions) -> tuple[tuple[str, str], ...]:
+    from .state import parse
+    pairs = parse(o.state)
+    if pairs and o.bounded:
+        raise ConversionError("--state with bounded input dimensions is not supported: give the inputs fixed shapes")
+    return pairs
 
 
 def _choice(what: str, value: Any, allowed: tuple) -> Any:

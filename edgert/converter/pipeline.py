@@ -165,6 +165,7 @@ class Job:
     calib: Graph | None = None  # bounded: the graph at the calibration data's size
     run_time: set[str] = dataclasses.field(default_factory=set)  # bounded: ONNX tensors of shape programs
     quant_summary: dict | None = None
+    initial: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)  # state inputs' initial values
     data: bytes = b""
 
     @property
@@ -189,6 +190,11 @@ class Job:
         if self.qdq is not None and o.optimize:
             from .quant import qdq as qdq_import
             g.metadata["passes"] = qdq_import.optimize(g)
+        if o.state:
+            from . import state as state_
+            state_.check_graph(g, o.state)
+            g.metadata["state_pairs"] = o.state
+            g.metadata["state_initial"] = self.initial
         return g
 
 
@@ -200,6 +206,9 @@ def stage_load(job: Job) -> None:
     m = job.model
     job.source = os.path.basename(os.fspath(m)) if isinstance(m, (str, os.PathLike)) else None
     job.model = load_onnx(m)  # checked once (limits, external data inside the model's folder)
+    if o.state:
+        from . import state as state_
+        job.model, job.initial = state_.prepare_model(job.model, o.state, job.values)
     if o.quantize in (None, "int8"):
         from .quant import qdq as qdq_import
         job.model, job.qdq = qdq_import.strip(job.model)
@@ -351,7 +360,13 @@ def stage_serialize(job: Job) -> None:
     if job.quant_summary is not None:
         meta["quantization"] = job.quant_summary
     if job.bounds is None:
-        job.data = serialize(job.graphs[0], meta)
+        g = job.graphs[0]
+        if not job.options.state:
+            from .state import suggest
+            found = suggest(g)
+            if found:
+                meta["state_suggestions"] = [{"output": o, "input": i, "why": why} for o, i, why in found[:4]]
+        job.data = serialize(g, meta, (job.options.state, job.initial))
         return
     from . import bounds as bounds_
     # Every size tried in the runtime's shape pass: scratch raised where a size needs

@@ -14,6 +14,11 @@ Shape programs (bounded dimensions, docs/runtime.md): the outputs of value nodes
 the runtime's shape pass computes before a run, are alive from step 0, so that they
 share no bytes with a graph input or another value node's output.
 
+State tensors (docs/runtime.md, "State"): the input and output of each state pair keep
+their values from one run to the next, so they take no part in lifetimes or aliases and
+get a region of their own after the arena that is reused within a run: [state_offset,
+arena_bytes), each tensor at its own 64-aligned offset.
+
 Aliased tensors form one buffer. Buffers are placed greedily (largest first, lowest
 offset that does not collide with a placed buffer alive at an overlapping step),
 trying a few orders and keeping the smallest arena. `lower_bound` is the largest total
@@ -45,6 +50,7 @@ class Plan:
     aliases: dict[str, tuple[str, str]]     # tensor -> (tensor whose buffer it shares, "view"|"inplace")
     arena_bytes: int
     lower_bound: int
+    state_offset: int = 0                   # start of the state region (= arena_bytes when none)
 
 
 # The inputs whose values an op's shape function reads (csrc/src/bounds.c, value_inputs).
@@ -67,8 +73,15 @@ def value_nodes(g: Graph) -> set[int]:
     return out
 
 
-def lifetimes(g: Graph) -> dict[str, tuple[int, int]]:
-    """Inclusive [first, last] step of every arena (non-constant) tensor."""
+def state_tensors(pairs) -> set[str]:
+    """Names of the tensors of state pairs [(input, output), ...]."""
+    return {t for pair in pairs or () for t in pair[:2]}
+
+
+def lifetimes(g: Graph, state=()) -> dict[str, tuple[int, int]]:
+    """Inclusive [first, last] step of every arena (non-constant) tensor, state tensors
+    (pairs or their names) excepted."""
+    skip = state if isinstance(state, set) else state_tensors(state)
     n = len(g.nodes)
     life: dict[str, list[int]] = {}
     for name in g.inputs:
@@ -76,10 +89,11 @@ def lifetimes(g: Graph) -> dict[str, tuple[int, int]]:
     values = value_nodes(g)
     for k, node in enumerate(g.nodes):
         for i in node.inputs:
-            if i and not g.tensors[i].is_const:
+            if i and not g.tensors[i].is_const and i not in skip:
                 life[i][1] = max(life[i][1], k)
         for o in node.outputs:
-            life[o] = [0 if k in values else k, k]
+            if o not in skip:
+                life[o] = [0 if k in values else k, k]
     for o in g.outputs:
         if o in life:
             life[o][1] = max(n, life[o][1])
@@ -111,6 +125,8 @@ def _groups(g: Graph, life: dict[str, tuple[int, int]]):
         if not node.inputs or not node.inputs[0] or len(node.outputs) != 1:
             continue
         src, dst = node.inputs[0], node.outputs[0]
+        if src not in life or dst not in life:  # state tensors keep buffers of their own
+            continue
         if g.tensors[src].is_const or g.tensors[src].nbytes != g.tensors[dst].nbytes:
             continue
         if g.tensors[src].dtype != g.tensors[dst].dtype and node.op not in VIEW_OPS:
@@ -160,8 +176,11 @@ def _place(buffers: list[tuple[int, int, int]], order: list[int]) -> tuple[list[
     return offsets, top
 
 
-def plan(g: Graph) -> Plan:
-    life = lifetimes(g)
+def plan(g: Graph, state=()) -> Plan:
+    """The arena plan of g; `state`: its state pairs [(input, output), ...], placed in a
+    region of their own after the rest."""
+    skip = state_tensors(state)
+    life = lifetimes(g, skip)
     scratch = scratch_bytes(g)
     group, members, aliases = _groups(g, life)
     roots = list(members)
@@ -199,14 +218,28 @@ def plan(g: Graph) -> Plan:
         for m in members[r]:
             offsets[m] = offs[b]
     scratch_map = {k: (offs[b], scratch[k]) for b, k in scratch_ids}
-    p = Plan(offsets, scratch_map, aliases, int(top), lower)
+    top = _align(int(top))
+    region = top
+    for pair in state or ():
+        for t in pair[:2]:
+            offsets[t] = top
+            top += _align(g.tensors[t].nbytes)
+    lower += top - region  # state is alive at every step
+    p = Plan(offsets, scratch_map, aliases, int(top), lower, region)
     return p
 
 
-def verify(g: Graph, p: Plan) -> None:
+def verify(g: Graph, p: Plan, state=()) -> None:
     """Raises ConversionError when two tensors (or scratch areas) alive at the same step
-    share bytes without being a legal alias, or a range leaves the arena."""
-    life = lifetimes(g)
+    share bytes without being a legal alias, or a range leaves the arena; state tensors
+    must lie in the state region, apart from each other and from everything else."""
+    skip = state_tensors(state)
+    life = lifetimes(g, skip)
+    spans = sorted((p.offsets[t], p.offsets[t] + g.tensors[t].nbytes, t) for t in skip)
+    for k, (lo, hi, t) in enumerate(spans):
+        if lo < p.state_offset or hi > p.arena_bytes or lo % ALIGN or (k and lo < spans[k - 1][1]):
+            raise ConversionError(f"plan: state tensor {t} [{lo}, {hi}) is outside the state region or overlaps "
+                                  "another")
     names = list(life)
     # Resolve alias chains to their root and check each in-place write is safe.
     root = {}
@@ -229,8 +262,9 @@ def verify(g: Graph, p: Plan) -> None:
                     raise ConversionError(f"plan: in-place write of {dst} clobbers {t}, still read at step {life[t][1]}")
     items = [(t, p.offsets[t], g.tensors[t].nbytes, life[t][0], life[t][1]) for t in names]
     items += [(f"<scratch of node {k}>", off, size, k, k) for k, (off, size) in p.scratch.items()]
+    limit = p.state_offset if skip else p.arena_bytes
     for name, off, size, _, _ in items:
-        if off % ALIGN or off < 0 or off + size > p.arena_bytes:
+        if off % ALIGN or off < 0 or off + size > limit:
             raise ConversionError(f"plan: {name} [{off}, {off + size}) outside the arena of {p.arena_bytes} bytes or misaligned")
     if not items:
         return

@@ -14,7 +14,8 @@ from .ir import Graph
 from .planner import Plan
 from ..fileformat import (_ENTRY, RECORD_SIZE, _GRAPH, _HEADER, _NODE, _QUANT, _TENSOR, ABSENT, BOUNDS, CONSTANTS,
                           CONST_ALIGN, ENTRY_SIZE, GRAPH, HEADER_SIZE, INDICES, MAGIC, METADATA, NODES, PARAMS,
-                          QUANT, QUANT_SIZE, REQUIRED, SPARSE, STORAGE_SPARSE, STRINGS, TENSORS, VERSION, seal)
+                          QUANT, QUANT_SIZE, REQUIRED, SPARSE, STATE, STATE_HEAD, STATE_INITIAL, STATE_RECORD,
+                          STORAGE_SPARSE, STRINGS, TENSORS, VERSION, MINOR_WITHOUT_STATE, seal)
 
 
 
@@ -54,9 +55,10 @@ class _Strings:
         return self.index[s]
 
 
-def write(g: Graph, p: Plan, metadata: dict | None = None) -> bytes:
+def write(g: Graph, p: Plan, metadata: dict | None = None, state=()) -> bytes:
     """Serializes a planned graph. Tensors are written in a stable order: graph inputs,
-    node outputs in execution order, then constants."""
+    state tensors, node outputs in execution order, then constants. `state`: the state
+    pairs [(input, output, initial value or None for zeros)], planned in p's state region."""
     strings = _Strings()
     order: list[str] = []
     seen: set[str] = set()
@@ -68,6 +70,9 @@ def write(g: Graph, p: Plan, metadata: dict | None = None) -> bytes:
 
     for t in g.inputs:
         visit(t)
+    for pair in state:
+        visit(pair[0])
+        visit(pair[1])
     for n in g.nodes:
         for o in n.outputs:
             visit(o)
@@ -160,6 +165,16 @@ def write(g: Graph, p: Plan, metadata: dict | None = None) -> bytes:
     if bounds is not None:
         sections.append((BOUNDS, bounds.pack({t: k for k, t in enumerate(g.inputs)}, strings.add), 8, 0))
         sections[0] = (STRINGS, bytes(strings.buf), 8, 0)  # symbol names were added
+    if state:
+        srecs = bytearray(STATE_HEAD.pack(len(state), 0, p.state_offset))
+        for t_in, t_out, init in state:
+            flags, ioff = 0, 0
+            if init is not None and np.any(init):
+                ten = g.tensors[t_in]
+                data = np.ascontiguousarray(np.asarray(init).astype(ten.dtype, copy=False).reshape(ten.shape)).tobytes()
+                flags, ioff = STATE_INITIAL, consts.add(data, CONST_ALIGN)
+            srecs += STATE_RECORD.pack(tindex[t_in], tindex[t_out], flags, 0, ioff, 0)
+        sections.append((STATE, bytes(srecs), 8, len(state)))
     if metadata:
         sections.append((METADATA, json.dumps(metadata, sort_keys=True).encode("utf-8"), 1, 0))
     sections.append((CONSTANTS, bytes(consts.buf), CONST_ALIGN, 0))
@@ -171,12 +186,12 @@ def write(g: Graph, p: Plan, metadata: dict | None = None) -> bytes:
     for kind, data, align, count in sections:
         start = (pos + align - 1) // align * align
         body += b"\0" * (start - pos)
-        flags = 1 if kind in REQUIRED or kind == SPARSE else 0
+        flags = 1 if kind in REQUIRED or kind in (SPARSE, STATE) else 0
         entries += _ENTRY.pack(kind, flags, start, len(data), align, count)
         body += data
         pos = start + len(data)
     rest = bytes(entries) + bytes(body)
-    fields = [MAGIC, VERSION[0], VERSION[1], 0, HEADER_SIZE + len(rest), HEADER_SIZE,
+    fields = [MAGIC, VERSION[0], VERSION[1] if state else MINOR_WITHOUT_STATE, 0, HEADER_SIZE + len(rest), HEADER_SIZE,
               len(sections), table_off, 0, ENTRY_SIZE, 0, b"\0" * 12]
     out = bytearray(_HEADER.pack(*fields) + rest)
     seal(out)

@@ -14,7 +14,8 @@ from .._oplist import NAMES
 from ..errors import ModelFormatError
 from ..fileformat import (_ENTRY, _GRAPH, _HEADER, _NODE, _RECORD, _TENSOR, ABSENT, BOUNDS, CONSTANTS, ENTRY_SIZE,
                           GRAPH, HEADER_SIZE, INDICES, MAGIC, METADATA, NODE_SIZE, NODES, PARAMS, RECORD_SIZE, REQUIRED,
-                          SECTION_NAMES, SPARSE, STORAGE_SPARSE, STRINGS, TENSOR_SIZE, TENSORS, VERSION, unpack_bounds)
+                          SECTION_NAMES, SPARSE, STATE, STATE_INITIAL, STORAGE_SPARSE, STRINGS, TENSOR_SIZE, TENSORS, VERSION,
+                          unpack_bounds, unpack_state)
 
 
 def read(data: bytes) -> dict[str, Any]:
@@ -84,6 +85,13 @@ def read(data: bytes) -> dict[str, Any]:
     bounds = None
     if BOUNDS in secs:
         bounds = unpack_bounds(sec(BOUNDS), strings, [tensors[int(x)]["name"] for x in idx[gi:gi + ngi]])
+    state = None
+    if STATE in secs:
+        region, recs = unpack_state(sec(STATE))
+        state = {"region_offset": region,
+                 "pairs": [{"input": tensors[i]["name"] if i < len(tensors) else i,
+                            "output": tensors[o]["name"] if o < len(tensors) else o,
+                            "initial": "constant" if f & STATE_INITIAL else "zeros"} for i, o, f, _ in recs]}
     meta = {}
     if METADATA in secs:
         try:
@@ -103,4 +111,5 @@ def read(data: bytes) -> dict[str, Any]:
         "metadata": meta,
         "constants_bytes": secs[CONSTANTS][1],
         "bounds": bounds,
+        "state": state,
     }

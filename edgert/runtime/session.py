@@ -179,6 +179,14 @@ class Session:
     `partitions()` says where each partition runs. Each context has its own LiteRT
     interpreters; onnxruntime sessions are shared by the contexts (their run is
     thread-safe).
+
+    State (docs/runtime.md, "State"): a model converted with `--state OUT=IN` keeps its
+    state in the session; each run reads it and leaves the next one, in place.
+    `get_states()` describes the states, `reset_state()` restores the initial values,
+    `get_state()` / `set_state()` copy them out and in. Such a Session is one stream:
+    it has one execution context, so runs from several threads take turns (first come,
+    first served) on the one state and never run at once; `stream()` gives another,
+    independent stream (its own context and state, the same loaded model).
     """
 
     def __init__(self, model: str | os.PathLike | bytes | bytearray | memoryview, threads: int = 1,
@@ -188,6 +196,8 @@ class Session:
         self._ffi, self._lib = ffi, lib
         self._model = ffi.NULL
         self._contexts: list[Any] = []  # every C session created
+        self._io_slots: dict[Any, tuple] = {}  # context -> its input and output pointer arrays (run)
+        self._streams = 0  # open streams (Session.stream) on this model
         self._idle: list[Any] = []      # those not running
         self._cond = threading.Condition(threading.Lock())  # never taken twice by one thread
         self._queue: collections.deque[int] = collections.deque()  # tickets of runs waiting, in order
@@ -237,6 +247,92 @@ class Session:
         self._outputs = [self._info(lib.edgert_model_output_info, k) for k in range(lib.edgert_model_num_outputs(self._model))]
         self._in_index = {t.name: k for k, t in enumerate(self._inputs)}
         self._out_index = {t.name: k for k, t in enumerate(self._outputs)}
+        self._in_specs = [(t.dtype, tuple(t.shape)) for t in self._inputs]
+        self._out_specs = [(tuple(t.shape), t.dtype) for t in self._outputs]
+        self._states = [self._state_info(k) for k in range(int(lib.edgert_model_num_states(self._model)))]
+        self._state_index = {t.name: k for k, t in enumerate(self._states)}
+        if self._states:
+            self._max_contexts = 1  # one stream: one state, runs take turns on it
+
+    def _state_info(self, k: int) -> TensorInfo:
+        info = self._ffi.new("edgert_tensor_info *")
+        _check(self._lib.edgert_model_state_info(self._model, k, 0, info), "")
+        return TensorInfo(self._ffi.string(info.name).decode(), [int(info.shape[d]) for d in range(info.ndim)],
+                          dtypes.np_of(info.dtype), int(info.nbytes))
+
+    # ---- state (docs/runtime.md, "State") -----------------------------------------------
+    def get_states(self) -> list[TensorInfo]:
+        """The model's states (named after their inputs); empty for a stateless model."""
+        return list(self._states)
+
+    def _state_call(self, fn) -> Any:
+        """fn(context) on this stream's one context, and its status checked."""
+        if self._closed:
+            raise EdgertError("session is closed")
+        ctx = self._acquire()
+        try:
+            status, result = fn(ctx)
+            message = self._ffi.string(self._lib.edgert_session_last_error(ctx)).decode(errors="replace") \
+                if status else ""
+        finally:
+            self._release(ctx)
+        _check(status, message)
+        return result
+
+    def reset_state(self) -> None:
+        """Restores every state's initial value (the file's, or zeros): a new stream."""
+        self._state_call(lambda ctx: (self._lib.edgert_session_reset_state(ctx), None))
+
+    def get_state(self, name: str | None = None):
+        """A copy of state `name`, or of every state as {name: array} when name is None."""
+        names = [name] if name is not None else list(self._state_index)
+        for n in names:
+            if n not in self._state_index:
+                raise InputError(f"unknown state {n!r}; the model's states are {list(self._state_index)}")
+
+        def get(ctx):
+            out = {}
+            for n in names:
+                k = self._state_index[n]
+                arr = np.empty(self._states[k].shape, self._states[k].dtype)
+                st = self._lib.edgert_session_get_state(ctx, k, self._ffi.from_buffer(arr), arr.nbytes)
+                if st:
+                    return st, None
+                out[n] = arr
+            return 0, out
+        got = self._state_call(get)
+        return got[name] if name is not None else got
+
+    def set_state(self, values: dict[str, Any] | str, value: Any = None) -> None:
+        """Sets states from {name: array} (or one: set_state(name, array)); the arrays
+        must have the states' shapes and dtypes. States not named keep their values."""
+        if isinstance(values, str):
+            values = {values: value}
+        arrays = {}
+        for n, v in values.items():
+            if n not in self._state_index:
+                raise InputError(f"unknown state {n!r}; the model's states are {list(self._state_index)}")
+            info = self._states[self._state_index[n]]
+            arr = np.asarray(v)
+            if arr.dtype != info.dtype or list(arr.shape) != info.shape:
+                raise InputError(f"state {n!r}: {arr.dtype}{list(arr.shape)}, expected {info.dtype}{info.shape}")
+            arrays[n] = np.require(arr, requirements="C")
+
+        def put(ctx):
+            for n, arr in arrays.items():
+                st = self._lib.edgert_session_set_state(ctx, self._state_index[n], self._ffi.from_buffer(arr),
+                                                        arr.nbytes)
+                if st:
+                    return st, None
+            return 0, None
+        self._state_call(put)
+
+    def stream(self) -> "Stream":
+        """An independent stream on the same loaded model: its own execution context and
+        state (starting from the initial values), used like a Session. Close it when done
+        (or use it in a with block); the model is freed once the Session and every stream
+        are closed."""
+        return Stream(self)
 
     def _setup_partitions(self, model, delegate, delegate_options, fallback) -> None:
         """Finds the model's partition nodes and the runtime for each; builds the backends."""
@@ -338,6 +434,8 @@ class Session:
                 raise self._no_backend(message)
             _check(status, "cannot create a session: " + message)
         self._contexts.append(sout[0])
+        n_in, n_out = int(lib.edgert_model_num_inputs(self._model)), int(lib.edgert_model_num_outputs(self._model))
+        self._io_slots[sout[0]] = (ffi.new("void *[]", max(1, n_in)), ffi.new("void *[]", max(1, n_out)))
         return sout[0]
 
     def _acquire(self):
@@ -384,8 +482,9 @@ class Session:
         for ctx in self._idle:
             self._lib.edgert_session_destroy(ctx)
             self._contexts.remove(ctx)
+            self._io_slots.pop(ctx, None)
         self._idle.clear()
-        if not self._contexts and self._model:
+        if not self._contexts and self._model and not self._streams:
             self._lib.edgert_model_free(self._model)
             self._model = self._ffi.NULL
 
@@ -498,9 +597,9 @@ class Session:
         if self._closed:
             raise EdgertError("session is closed")
         ffi, lib = self._ffi, self._lib
-        unknown = sorted(set(feeds) - set(self._in_index))
-        missing = [t.name for t in self._inputs if t.name not in feeds]
-        if unknown or missing:
+        if feeds.keys() != self._in_index.keys():
+            unknown = sorted(set(feeds) - set(self._in_index))
+            missing = [t.name for t in self._inputs if t.name not in feeds]
             parts = []
             if unknown:
                 parts.append(f"unknown input name(s) {unknown}")
@@ -508,31 +607,39 @@ class Session:
                 parts.append(f"missing input(s) {missing}")
             raise InputError("; ".join(parts) + f"; the model's inputs are {[t.name for t in self._inputs]}")
         if output_names is None:
-            wanted = list(range(len(self._outputs)))
+            wanted = range(len(self._outputs))
         else:
             bad = [n for n in output_names if n not in self._out_index]
             if bad:
                 raise InputError(f"unknown output name(s) {bad}; the model's outputs are {[t.name for t in self._outputs]}")
             wanted = [self._out_index[n] for n in output_names]
-        arrays = self._input_arrays(feeds)
         if self._bounded:
-            return self._run_bounded(arrays, wanted)
-        results = {k: np.empty(self._outputs[k].shape, self._outputs[k].dtype) for k in wanted}
-        ins = ffi.new("void *[]", max(1, len(arrays)))
-        for k, arr in enumerate(arrays):
-            ins[k] = ffi.cast("void *", ffi.from_buffer(arr)) if arr.nbytes else ffi.NULL
-        outs = ffi.new("void *[]", max(1, len(self._outputs)))
-        for k, arr in results.items():
-            outs[k] = ffi.cast("void *", ffi.from_buffer(arr)) if arr.nbytes else ffi.NULL
+            return self._run_bounded(self._input_arrays(feeds), list(wanted))
+        # The common case checked in one comparison per input (a streaming loop calls
+        # this per frame); anything else takes _input_arrays' conversions and messages.
+        arrays = [feeds[name] for name in self._in_index]
+        for arr, (dtype, shape) in zip(arrays, self._in_specs):
+            if type(arr) is not np.ndarray or arr.dtype != dtype or arr.shape != shape or not arr.flags.c_contiguous:
+                arrays = self._input_arrays(feeds)
+                break
+        results = [np.empty(*self._out_specs[k]) for k in wanted]
         ctx = self._acquire()
         try:
+            ins, outs = self._io_slots[ctx]  # the context's own pointer arrays: only its holder fills them
+            for k, arr in enumerate(arrays):
+                ins[k] = ffi.from_buffer(arr) if arr.nbytes else ffi.NULL
+            for k in range(len(self._outputs)):
+                outs[k] = ffi.NULL
+            for k, arr in zip(wanted, results):
+                if arr.nbytes:
+                    outs[k] = ffi.from_buffer(arr)
             # Copy in, run, copy out: one C call, without the GIL.
             status = lib.edgert_session_run_io(ctx, ins, len(arrays), outs, len(self._outputs))
             message = ffi.string(lib.edgert_session_last_error(ctx)).decode(errors="replace") if status else ""
         finally:
             self._release(ctx)
         _check(status, message)
-        return [results[k] for k in wanted]
+        return results
 
     def _input_arrays(self, feeds: dict[str, Any]) -> list[np.ndarray]:
         """The feeds in input order as C-contiguous arrays; InputError on a wrong dtype or shape."""
@@ -617,3 +724,56 @@ class Session:
 
     def __exit__(self, *exc: Iterable[Any]) -> None:
         self.close()
+
+
+class Stream(Session):
+    """One more stream of a Session's model (Session.stream): its own execution context
+    (a C session) and state; runs on it take turns. Everything else is the Session's."""
+
+    _SHARED = ("_ffi", "_lib", "_model", "_buffer", "_threads", "arena_bytes", "_partitions", "_backends",
+               "_fallback", "_inputs", "_outputs", "_in_index", "_out_index", "_bounded", "_states", "_state_index",
+               "_in_specs", "_out_specs")
+
+    def __init__(self, parent: Session):  # noqa: D107 - not Session's constructor
+        owner = getattr(parent, "_owner", parent)
+        self._cond = threading.Condition(threading.Lock())
+        self._contexts, self._idle = [], []
+        self._io_slots = {}
+        self._queue = collections.deque()
+        self._tickets = 0
+        self._closed = False
+        self._max_contexts = 1
+        self._streams = 0
+        for name in self._SHARED:
+            if hasattr(owner, name):
+                setattr(self, name, getattr(owner, name))
+        with owner._cond:
+            if owner._closed or not owner._model:
+                self._owner = None
+                self._closed = True
+                raise EdgertError("session is closed")
+            owner._streams += 1
+        self._owner = owner
+        try:
+            self._idle.append(self._new_context())
+        except BaseException:
+            self.close()
+            raise
+
+    def stream(self) -> "Stream":
+        return Stream(self._owner) if self._owner is not None else Stream(self)
+
+    def _free_idle(self) -> None:
+        """Destroys idle contexts; once none is left, lets go of the owner's model (under _cond)."""
+        for ctx in self._idle:
+            self._lib.edgert_session_destroy(ctx)
+            self._contexts.remove(ctx)
+            self._io_slots.pop(ctx, None)
+        self._idle.clear()
+        owner = self._owner
+        if not self._contexts and owner is not None:
+            self._owner = None
+            with owner._cond:
+                owner._streams -= 1
+                if owner._closed:
+                    owner._free_idle()

@@ -56,11 +56,14 @@ def batches(g: Graph, data: dict[str, np.ndarray], limit: int | None = None) -> 
     """The feeds of every calibration run: each graph input's samples cut into pieces of
     the input's shape (stacked samples [S, *shape] or, when the input's first dimension
     is the batch, [S*B, *shape[1:]])."""
-    missing = [n for n in g.inputs if n not in data]
+    pairs = g.metadata.get("state_pairs") or ()
+    streamed = {i for _, i in pairs if i not in data}  # state inputs carried over the samples
+    names = [n for n in g.inputs if n not in streamed]
+    missing = [n for n in names if n not in data]
     if missing:
         raise ConversionError(f"calibration data lacks input(s) {missing}; it has {sorted(data)}")
     per_input = []
-    for name in g.inputs:
+    for name in names:
         t = g.tensors[name]
         arr = np.asarray(data[name])
         shape = tuple(t.shape)
@@ -77,7 +80,30 @@ def batches(g: Graph, data: dict[str, np.ndarray], limit: int | None = None) -> 
         raise ConversionError("calibration data holds no samples")
     if limit is not None:
         n = min(n, limit)
-    return [{name: per_input[i][k] for i, name in enumerate(g.inputs)} for k in range(n)]
+    feeds = [{name: per_input[i][k] for i, name in enumerate(names)} for k in range(n)]
+    if streamed:  # the samples are a stream of frames: each one's state is the float model's after the last
+        stream_feeds(g, feeds, pairs, g.metadata.get("state_initial") or {})
+    return feeds
+
+
+def stream_feeds(g: Graph, feeds: list[dict[str, np.ndarray]], pairs, initial: dict[str, np.ndarray]) -> None:
+    """Fills each feed's state inputs, in order, with the states the float graph carries
+    from the previous feed (the first from the initial values): calibration data for a
+    stateful model is a stream of frames."""
+    from ..emit import serialize
+    from ...runtime.session import Session
+    missing = [(o, i) for o, i in pairs if any(i not in f for f in feeds)]
+    if not missing:
+        return
+    h = Graph()
+    h.tensors, h.nodes, h.inputs, h.outputs, h.metadata = g.tensors, g.nodes, list(g.inputs), [o for o, _ in missing], {}
+    cur = {i: np.zeros(g.tensors[i].shape, g.tensors[i].dtype) if initial.get(i) is None
+           else np.asarray(initial[i]).astype(g.tensors[i].dtype).reshape(g.tensors[i].shape) for _, i in missing}
+    with Session(serialize(h)) as sess:
+        for f in feeds:
+            f.update({i: v.copy() for i, v in cur.items()})
+            outs = sess.run(None, f)
+            cur = {i: v for (_, i), v in zip(missing, outs)}
 
 
 def exposed_session(g: Graph, names: list[str]):
