@@ -41,7 +41,7 @@ def test_ppocr_rec_widths_match_onnxruntime(rec):
 def test_ppocr_rec_file_and_inputs(rec):
     _, path = rec
     info = reader.read(path.read_bytes())
-    assert info["version"] == "1.2"
+    assert info["version"] == "1.3"
     assert info["bounds"]["symbols"] == [{"name": "p2o.DynamicDimension.1", "lo": 32, "hi": 960}]
     (x,) = runtime.Session(path).get_inputs()
     assert x.shape == [1, 3, 48, "p2o.DynamicDimension.1"]

@@ -189,7 +189,7 @@ def test_writer_header_fields(digits):
     (_, major, minor, flags, *_rest, hcrc, reserved) = fmt._HEADER.unpack_from(digits, 0)
     assert (major, minor, flags, reserved) == (1, 2, 0, b"\0" * 12)
     assert hcrc == zlib.crc32(digits[:48])
-    assert reader.read(digits)["version"] == "1.2"
+    assert reader.read(digits)["version"] == "1.3"
 
 
 def test_every_header_bit_flip_is_rejected(digits):

@@ -36,7 +36,7 @@ const char *edgert_status_str(edgert_status status) {
 
 const char *edgert_version(void) { return "0.1.0"; }
 
-uint32_t edgert_format_version(void) { return (1u << 16) | 2u; }
+uint32_t edgert_format_version(void) { return (1u << 16) | 3u; }
 
 /* EDGERT_BUILD_INFO is set by `edgert build` ("rpi4 aarch64 -mcpu=cortex-a72"); other
  * builds (the host's cffi extension, plain make) name the architecture they target. */

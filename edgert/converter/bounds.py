@@ -29,8 +29,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConversionError
-from ..fileformat import (_BIND, _HEAD, _RULE, _SYM, RULE_INFER, RULE_NO_NODE, RULE_OUTDIM, RULE_PARAM,
-                          RULE_PARAM_SYM, RULE_RESIZE, RULE_SAME, RULE_SLICE, RULE_STEP)
+from ..fileformat import (_BIND, _HEAD, _RULE, _SYM, RULE_INFER, RULE_NO_NODE, RULE_OUTDIM, RULE_OUTDIM_EXPR,
+                          RULE_PARAM, RULE_PARAM_EXPR, RULE_PARAM_SYM, RULE_RESIZE, RULE_SAME, RULE_SLICE, RULE_STEP)
+from . import symdim
 
 # Ops whose output shape is stored in the file rather than computed from inputs and
 # parameters: their varying output dims need a rule.
@@ -51,9 +52,21 @@ class Bounds:
     # (node index, kind, input index, input dim, target, add)
     steps: dict[int, tuple[int, int]] = dataclasses.field(default_factory=dict)
     # symbol -> (step, residue mask): the model runs the sizes v with bit v % step set
+    code: list[int] = dataclasses.field(default_factory=list)  # the EXPR rules' programs
+
+    def add_expr(self, node: int, kind: int, target: int, expr) -> None:
+        """An EXPR rule (PARAM_EXPR: parameter word `target`; OUTDIM_EXPR: output dim
+        target % 8 of output target / 8) = expr (symdim), its program appended to code."""
+        words = symdim.program(expr)
+        self.rules.append((node, kind, len(self.code), len(words), target, 0))
+        self.code += words
+
+    def box(self) -> list[tuple[int, int]]:
+        return [(s.lo, s.hi) for s in self.symbols]
 
     def pack(self, input_index: dict[str, int], string_ref) -> bytes:
-        out = bytearray(_HEAD.pack(len(self.symbols), len(self.binds), len(self.rules) + len(self.steps), 0))
+        out = bytearray(_HEAD.pack(len(self.symbols), len(self.binds), len(self.rules) + len(self.steps),
+                                   len(self.code)))
         for s in self.symbols:
             off, n = string_ref(s.name)
             out += _SYM.pack(off, n, s.lo, s.hi)
@@ -63,6 +76,8 @@ class Bounds:
                  for k, (step, mask) in self.steps.items()]
         for r in sorted(self.rules) + sorted(steps):
             out += _RULE.pack(*r)
+        for w in self.code:
+            out += (w & 0xFFFFFFFF).to_bytes(4, "little")
         return bytes(out)
 
 
@@ -341,9 +356,13 @@ def derive_rules(graphs: list, bounds: Bounds, values: list[list[int]]) -> None:
         in_shapes = [[g.tensors[t].shape if t else None for t in m.inputs] for m, g in zip([n] + others, graphs)]
         same = _same_rules(k, n, g0, in_shapes) + _slice_rules(k, n, others, in_shapes)
         bounds.rules += same
+        exprs = _expr_words(n, g0)
         for w in range(len(words[0])):
             vals = [ws[w] for ws in words]
             if any(r[4] == w or (r[1] == RULE_SLICE and r[4] + 2 == w) for r in same):
+                continue
+            if w in exprs:
+                _expr_rule(k, n, RULE_PARAM_EXPR, w, exprs[w], vals, values, in_shapes, bounds, f"parameter {w}")
                 continue
             if all(v == vals[0] for v in vals):
                 continue
@@ -361,6 +380,14 @@ def derive_rules(graphs: list, bounds: Bounds, values: list[list[int]]) -> None:
         if n.op in SHAPE_FROM_FILE and len([i for i in n.inputs if i]) == 1:  # else its target input gives it
             out_shapes = [g.tensors[m.outputs[0]].shape for m, g in zip([n] + others, graphs)]
             varying = [d for d in range(len(out_shapes[0])) if any(s[d] != out_shapes[0][d] for s in out_shapes)]
+            sym_shape = (n.attrs.get("sym") or {}).get("shape")
+            if sym_shape is not None and len(sym_shape) == len(out_shapes[0]):
+                # dims as the ONNX arithmetic computes them (symbolic.py): expression rules
+                for d, e in enumerate(sym_shape):
+                    if d in varying or not symdim.as_expr(e).is_const:
+                        _expr_rule(k, n, RULE_OUTDIM_EXPR, d, e, [s[d] for s in out_shapes], values, in_shapes,
+                                   bounds, f"output dim {d}")
+                varying = []
             infer = n.op == "reshape" and len(varying) == 1  # the element count fixes it
             if infer:
                 bounds.rules.append((k, RULE_INFER, 0, 0, varying[0], 0))
@@ -373,6 +400,56 @@ def derive_rules(graphs: list, bounds: Bounds, values: list[list[int]]) -> None:
                 bounds.rules.append((k, RULE_OUTDIM, rule[0], rule[1], d, rule[2]))
     if wanted:
         raise NeedsRunTime(refuse.first, wanted)
+
+
+def _expr_words(n, g) -> dict:
+    """{parameter word: expression} of node n's parameters that the importer recorded as
+    expressions (attrs["sym"]: {attribute: [expression per entry]}, symbolic.py), each
+    entry's word found by moving it and seeing which word moves."""
+    from . import ops as edgert_ops
+    sym = n.attrs.get("sym") or {}
+    out = {}
+    pack = edgert_ops.get(n.op).pack
+    base = pack(n, g)
+    for attr, exprs in sym.items():
+        if attr == "shape" or attr not in n.attrs:
+            continue
+        vals = list(n.attrs[attr])
+        for idx, e in enumerate(exprs):
+            try:
+                n.attrs[attr] = vals[:idx] + [vals[idx] + 7919] + vals[idx + 1:]
+                moved = [w for w, (a, b) in enumerate(zip(base, pack(n, g))) if a != b]
+            except Exception:
+                moved = []
+            finally:
+                n.attrs[attr] = vals
+            if len(moved) == 1:
+                out[moved[0]] = e
+    return out
+
+
+def _expr_rule(k: int, n, kind: int, target: int, e, vals: list[int], values: list[list[int]],
+               in_shapes: list[list], bounds: Bounds, what: str) -> None:
+    """An EXPR rule of node n (index k) for `what` (a parameter word or an output dim,
+    `target`), when it follows the size: the expression must give each sample's value
+    (vals), which the sample conversions check."""
+    e = symdim.as_expr(e)
+    got = []
+    for vs, shapes in zip(values, in_shapes):
+        env = {j: v for j, v in enumerate(vs)}
+        for i, shp in enumerate(shapes):
+            for d, v in enumerate(shp or ()):
+                env[("in", i, d)] = v
+        got.append(e.evaluate(env))
+    if got != list(vals):
+        raise ConversionError(f"node {n.name!r}: op {n.op}: {what} = {e} gives {got} at the sample sizes, the "
+                              f"conversions give {list(vals)}")
+    if len(set(got)) > 1 or e.symbols():
+        try:
+            bounds.add_expr(k, kind, target, e)
+        except OverflowError as ex:
+            raise ConversionError(f"node {n.name!r}: op {n.op}: {what} follows the input size by {e}, which the "
+                                  f"runtime cannot evaluate ({ex})") from None
 
 
 def _varying_constants(graphs: list, size_constants: dict[str, str]) -> set[str]:

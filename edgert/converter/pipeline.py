@@ -50,7 +50,7 @@ __all__ = ["convert", "ConvertOptions", "build_graph", "serialize", "write_atomi
 
 def build_graph(model, input_shapes: dict[str, Any] | None = None, input_values: dict[str, Any] | None = None,
                 optimize: bool = True, fallback: dict[str, Any] | None = None,
-                plan: list[list[str]] | None = None, run_time=frozenset()) -> Graph:
+                plan: list[list[str]] | None = None, run_time=frozenset(), sym_dims=None) -> Graph:
     """The optimized edgert graph of an ONNX model (path, bytes or ModelProto); bounded
     dimensions (LO, HI) are built at their upper bound.
     fallback: {"fallback", "fallback_ops", "delegate", "max_partitions"} as convert
@@ -63,7 +63,7 @@ def build_graph(model, input_shapes: dict[str, Any] | None = None, input_values:
     shapes = {k: [int(d) for d in v] for k, v in upper(input_shapes or {}).items()}
     fb = fallback or {}
     if fb.get("fallback", "off") == "off":
-        g = import_onnx(model, shapes, input_values, run_time)
+        g = import_onnx(model, shapes, input_values, run_time, sym_dims)
     else:
         from .partitioner import import_with_fallback
         g, litert_nodes, requested = import_with_fallback(load_onnx(model), shapes, input_values, fb["fallback"],
@@ -175,6 +175,16 @@ class Job:
         """Every graph a stage must change alike: the samples' and the calibration one."""
         return self.graphs + ([self.calib] if self.calib is not None else [])
 
+    def sym_dims(self) -> dict[str, dict[int, Any]] | None:
+        """{input: {dim: symdim expression}} of the bounded dims (None when static)."""
+        if self.bounds is None:
+            return None
+        from . import symdim
+        out: dict[str, dict[int, Any]] = {}
+        for name, dim, k in self.bounds.binds:
+            out.setdefault(name, {})[dim] = symdim.sym(k, self.bounds.symbols[k].name)
+        return out
+
     def fallback(self) -> dict[str, Any]:
         o = self.options
         return {"fallback": o.fallback, "fallback_ops": list(o.fallback_ops), "delegate": o.delegate,
@@ -185,7 +195,7 @@ class Job:
         fusions, so that each tensor the model quantizes stays a tensor)."""
         o = self.options
         g = build_graph(self.model, shapes, self.values, o.optimize and self.qdq is None, self.fallback(), plan,
-                        self.run_time)
+                        self.run_time, self.sym_dims())
         if self.qdq is not None and o.optimize:
             from .quant import qdq as qdq_import
             g.metadata["passes"] = qdq_import.optimize(g)
@@ -323,7 +333,7 @@ def stage_bounds(job: Job) -> None:
     from .partitioner import partition_rules
     why = ""
     while True:
-        job.bounds.rules = []
+        job.bounds.rules, job.bounds.code = [], []
         try:
             bounds_.derive_rules(job.graphs, job.bounds, [s.values for s in job.samples])
             break

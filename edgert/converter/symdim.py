@@ -28,11 +28,11 @@ from typing import Iterable, Mapping, Sequence
 # ---- expression programs (docs/format.md): one u32 word per instruction, opcode in
 # bits 0-7 and a signed 24-bit argument in bits 8-31; OP_CONST32 takes its value from
 # the next word.
-OP_CONST, OP_SYM, OP_ADD, OP_SUB, OP_MUL, OP_FLOORDIV, OP_MOD, OP_MIN, OP_MAX, OP_NEG, OP_CONST32 = range(11)
+OP_CONST, OP_SYM, OP_ADD, OP_SUB, OP_MUL, OP_FLOORDIV, OP_MOD, OP_MIN, OP_MAX, OP_NEG, OP_CONST32, OP_DIM = range(12)
 MAX_PROGRAM = 256  # words per program (the runtime refuses longer ones)
 MAX_STACK = 16  # values on the evaluation stack (likewise)
 
-_ATOM_SYM, _ATOM_DIV, _ATOM_MOD, _ATOM_MIN, _ATOM_MAX = range(5)
+_ATOM_SYM, _ATOM_DIV, _ATOM_MOD, _ATOM_MIN, _ATOM_MAX, _ATOM_DIM = range(6)
 
 
 class Undecided(Exception):
@@ -220,6 +220,13 @@ def sym(index: int, name: str = "") -> Expr:
     return Expr({((_ATOM_SYM, int(index), name),): 1})
 
 
+def dim_ref(input_index: int, dim: int) -> Expr:
+    """Dim `dim` of input `input_index` of the node a rule belongs to, at run time (for
+    the semantics of an op over its own input, such as an equal split); evaluate() reads
+    it from values[("in", input_index, dim)]."""
+    return Expr({((_ATOM_DIM, int(input_index), int(dim)),): 1})
+
+
 def as_expr(v) -> Expr:
     if isinstance(v, Expr):
         return v
@@ -403,6 +410,8 @@ def _single_atom(e: Expr):
 def _atom_key(a) -> tuple:
     if a[0] == _ATOM_SYM:
         return (0, a[1], a[2])
+    if a[0] == _ATOM_DIM:
+        return (5, a[1], a[2])
     if a[0] in (_ATOM_DIV, _ATOM_MOD):
         return (a[0], _expr_key(a[1]), _expr_key(a[2]))
     return (a[0], tuple(_expr_key(x) for x in a[1]))
@@ -419,6 +428,8 @@ def _expr_key(e: Expr) -> tuple:
 def _atom_symbols(a) -> set[int]:
     if a[0] == _ATOM_SYM:
         return {a[1]}
+    if a[0] == _ATOM_DIM:
+        return set()
     if a[0] in (_ATOM_DIV, _ATOM_MOD):
         return a[1].symbols() | a[2].symbols()
     out: set[int] = set()
@@ -430,6 +441,8 @@ def _atom_symbols(a) -> set[int]:
 def _atom_value(a, values) -> int:
     if a[0] == _ATOM_SYM:
         return int(values[a[1]])
+    if a[0] == _ATOM_DIM:
+        return int(values[("in", a[1], a[2])])
     if a[0] == _ATOM_DIV:
         return a[1].evaluate(values) // a[2].evaluate(values)
     if a[0] == _ATOM_MOD:
@@ -439,6 +452,8 @@ def _atom_value(a, values) -> int:
 
 
 def _atom_interval(a, box) -> tuple[float, float]:
+    if a[0] == _ATOM_DIM:
+        return 0.0, float(2**31 - 1)
     if a[0] == _ATOM_SYM:
         lo, hi = box[a[1]]
         return float(lo), float(hi)
@@ -481,7 +496,7 @@ def simplify(e: Expr, box: Sequence[tuple[int, int]]) -> Expr:
     """e with the min, max and mod atoms that the box decides resolved (min(T, 512) = T
     when T <= 512 throughout)."""
     def atom(a):
-        if a[0] == _ATOM_SYM:
+        if a[0] in (_ATOM_SYM, _ATOM_DIM):
             return _atom_expr(a)
         if a[0] in (_ATOM_DIV, _ATOM_MOD):
             n, d = simplify(a[1], box), simplify(a[2], box)
@@ -564,6 +579,10 @@ def _encode_atom(a, out: list[int]) -> None:
         if not 0 <= a[1] < (1 << 23):
             raise OverflowError(f"symbol {a[1]} out of range")
         out.append(OP_SYM | a[1] << 8)
+    elif a[0] == _ATOM_DIM:
+        if not (0 <= a[1] < (1 << 20) and 0 <= a[2] < 8):
+            raise OverflowError(f"input dim {a[1]}, {a[2]} out of range")
+        out.append(OP_DIM | (a[1] * 8 + a[2]) << 8)
     elif a[0] in (_ATOM_DIV, _ATOM_MOD):
         out += a[1].encode() + a[2].encode()
         out.append(OP_FLOORDIV if a[0] == _ATOM_DIV else OP_MOD)
@@ -590,7 +609,7 @@ def stack_depth(words: Sequence[int]) -> int:
     k = 0
     while k < len(words):
         op = words[k] & 0xFF
-        if op in (OP_CONST, OP_SYM):
+        if op in (OP_CONST, OP_SYM, OP_DIM):
             depth += 1
         elif op == OP_CONST32:
             depth += 1
@@ -613,7 +632,7 @@ def stack_depth(words: Sequence[int]) -> int:
     return top
 
 
-def run_program(words: Sequence[int], values: Sequence[int]) -> int:
+def run_program(words: Sequence[int], values) -> int:
     """What the runtime computes for a program (the reference for its tests): floor
     division and modulo, ZeroDivisionError on a division by zero."""
     stack: list[int] = []
@@ -632,6 +651,8 @@ def run_program(words: Sequence[int], values: Sequence[int]) -> int:
             stack.append(v - (1 << 32) if v >= 1 << 31 else v)
         elif op == OP_SYM:
             stack.append(int(values[arg]))
+        elif op == OP_DIM:
+            stack.append(int(values[("in", arg >> 3, arg & 7)]))
         elif op == OP_NEG:
             stack.append(-stack.pop())
         else:
@@ -661,6 +682,8 @@ def decode(words: Sequence[int], names: Sequence[str] = ()) -> Expr:
             stack.append(const(v - (1 << 32) if v >= 1 << 31 else v))
         elif op == OP_SYM:
             stack.append(sym(arg, names[arg] if arg < len(names) else f"s{arg}"))
+        elif op == OP_DIM:
+            stack.append(dim_ref(arg >> 3, arg & 7))
         elif op == OP_NEG:
             stack.append(-stack.pop())
         else:
@@ -703,6 +726,8 @@ def _paren(e: Expr, names) -> str:
 
 
 def _render_atom(a, names) -> str:
+    if a[0] == _ATOM_DIM:
+        return f"in{a[1]}.shape[{a[2]}]"
     if a[0] == _ATOM_SYM:
         if names is not None and a[1] < len(names):
             return names[a[1]]

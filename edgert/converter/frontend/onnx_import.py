@@ -132,6 +132,14 @@ class LowerCtx:
             self.fail(f"{what} (input {i}) must be constant after folding; it depends on runtime data")
         return v
 
+    def sym_const(self, i: int) -> np.ndarray | None:
+        """The value of input i as symdim expressions (an object array) when it is computed
+        from bounded input sizes and the importer followed the arithmetic; None otherwise
+        (a constant that does not follow the size, or one it could not follow)."""
+        if i >= len(self.node.input) or not self.node.input[i]:
+            return None
+        return self._imp.sym.get(self.node.input[i])
+
     def computed(self, i: int) -> bool:
         """Input i is computed at run time from the input size (a shape program of a bounded
         conversion, docs/runtime.md); require_const gives its value at the size converted."""
@@ -231,6 +239,11 @@ class OnnxImporter:
         # which sits above the importer
         self.emit_placeholder: Callable[[OnnxImporter, Any], None] | None = None
         self.data_dependent: list[str] = []  # partition outputs whose shape follows the data
+        # Bounded conversions: the symbolic dims of the bounded inputs, and the values of
+        # Shape arithmetic as symdim expressions (edgert name -> object array), where the
+        # importer can follow them (symbolic.py)
+        self.sym_dims: dict[str, dict[int, Any]] = {}
+        self.sym: dict[str, np.ndarray] = {}
 
     # ---- name handling -------------------------------------------------------
     def resolve(self, onnx_name: str) -> str:
@@ -498,6 +511,10 @@ class OnnxImporter:
                 start = min(max(start + r if start < 0 else start, 0), r)
                 end = min(max(end + r if end < 0 else end, 0), r)
                 val = shape[start:end]
+            if self.sym_dims:
+                from . import symbolic
+                symbolic.shape_value(self, node, ins[0], op, int(start) if op == "Shape" else 0,
+                                     int(end) if op == "Shape" else 0)
             if node.output[0] in self.runtime:
                 if op == "Size":
                     raise OpUnsupported("Size in a computation kept for run time is not supported yet")
@@ -534,6 +551,9 @@ class OnnxImporter:
             if oname and np.asarray(val).nbytes > MAX_FOLDED_BYTES:
                 raise ConversionError(f"constant output {oname!r} takes {np.asarray(val).nbytes} bytes, more than "
                                       f"the converter's limit of {MAX_FOLDED_BYTES} for a constant it computes")
+        if self.sym_dims and any(i in self.sym for i in node.input if i):
+            from . import symbolic
+            symbolic.evaluate(self, node, ins, outs)
         if run_time:
             self._pending = {o: np.asarray(v) for o, v in zip(node.output, outs) if o}
             return False
@@ -1088,8 +1108,12 @@ def run_time_closure(nodes, sized: set[str], wanted: set[str]) -> set[str]:
     return need
 
 
-def import_onnx(model, input_shapes=None, input_values=None, run_time=frozenset()) -> Graph:
+def import_onnx(model, input_shapes=None, input_values=None, run_time=frozenset(), sym_dims=None) -> Graph:
     """run_time: ONNX tensors computed from the input size to compute at run time instead
-    of folding them (bounded conversions, edgert/converter/bounds.py)."""
+    of folding them (bounded conversions, edgert/converter/bounds.py); sym_dims: {input:
+    {dim: symdim expression}} of the bounded dims, from which the values of Shape
+    arithmetic are also computed as expressions (LowerCtx.sym_const)."""
     m = load_onnx(model)
-    return OnnxImporter(m, input_shapes, input_values, run_time).run()
+    imp = OnnxImporter(m, input_shapes, input_values, run_time)
+    imp.sym_dims = dict(sym_dims or {})
+    return imp.run()

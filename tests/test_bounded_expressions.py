@@ -1,0 +1,191 @@
+"""Expression rules (docs/format.md, PARAM_EXPR and OUTDIM_EXPR): parameters and reshape
+dims computed from the input size by Shape arithmetic that no `dim + c` rule follows
+(pads to a fixed length or to a multiple of 8, a split into equal halves, a reshape to
+[2H, 2W]) follow the ONNX arithmetic as expressions the runtime evaluates: each model
+runs at >= 20 random sizes (extremes, odd, prime) against onnxruntime. Hostile programs
+are refused at load, and a program that divides by zero or overflows fails the run
+with a message, never a crash."""
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+import edgert
+from edgert import fileformat as fmt
+from edgert.converter import symdim
+from edgert.errors import EdgertError, ModelFormatError
+from edgert.runtime import reader
+from edgert.runtime import session as runtime
+
+from tests.test_bounded_models import _i64, _model, _ort, _pad_time, random_sizes, run_sizes
+
+
+def pad_to_64() -> bytes:
+    return _pad_time("pad_to_64", [helper.make_node("Sub", ["c64", "T"], ["p"])], [_i64("c64", [64])])
+
+
+def pad_to_multiple_of_8() -> bytes:
+    return _pad_time("pad_to_8", [helper.make_node("Mod", ["T", "c8"], ["r"]), helper.make_node("Sub", ["c8", "r"], ["q"]),
+                                  helper.make_node("Mod", ["q", "c8"], ["p"])], [_i64("c8", [8])])
+
+
+def split_halves(opset: int = 18) -> bytes:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "T", 4])
+    attrs = {"num_outputs": 2} if opset >= 18 else {}
+    g = helper.make_graph([helper.make_node("Split", ["x"], ["a", "b"], axis=1, name="split_halves", **attrs),
+                           helper.make_node("Relu", ["b"], ["c"])],
+                          "g", [x], [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in "ac"])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]).SerializeToString()
+
+
+def reshape_2h_2w() -> bytes:
+    """x [1, H, W, 4] -> Reshape to [2H, 2W] (shape from Shape(x) * 2) -> Transpose."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "H", "W", 4])
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Slice", ["s", "one", "three"], ["hw"]),
+             helper.make_node("Mul", ["hw", "two"], ["hw2"]),
+             helper.make_node("Reshape", ["x", "hw2"], ["r"], name="reshape_2h_2w"),
+             helper.make_node("Transpose", ["r"], ["y"], perm=[1, 0])]
+    return _model(nodes, [x], ["y"], [_i64("one", [1]), _i64("three", [3]), _i64("two", [2])])
+
+
+def _expr_rules(data: bytes) -> list[str]:
+    info = reader.read(data)
+    names = [s["name"] for s in info["bounds"]["symbols"]]
+    return [str(symdim.decode(r["code"], names)) for r in info["bounds"]["exprs"]]
+
+
+@pytest.mark.parametrize("make,lo,hi,exprs", [
+    (pad_to_64, 2, 64, [lambda t: 64 - t]),
+    (pad_to_multiple_of_8, 1, 64, [lambda t: (8 - t % 8) % 8]),
+    (split_halves, 2, 64, [lambda t: (t + 1) // 2, lambda t: t // 2]),
+])
+def test_parameters_from_shape_arithmetic_follow_every_size(make, lo, hi, exprs):
+    model = make()
+    data = edgert.convert(model, None, input_shapes={"x": [1, (lo, hi), 4]})
+    info = reader.read(data)
+    assert info["version"] == "1.3"
+    # the rules are the ONNX arithmetic: each program gives its value at every size
+    rules = info["bounds"]["exprs"]
+    assert len(rules) == len(exprs)
+    for r, want in zip(sorted(rules, key=lambda r: r["target"]), exprs):
+        for t in range(lo, hi + 1):
+            assert symdim.run_program(r["code"], {0: t, ("in", 0, 1): t}) == want(t)
+    rng = np.random.default_rng(hi + lo)
+    ref = _ort(model)
+    run_sizes(data, lambda f: ref.run(None, f), lambda t: {"x": rng.standard_normal((1, t, 4)).astype(np.float32)},
+              random_sizes(rng, lo, hi))
+
+
+def test_equal_split_without_num_outputs_runs_the_even_sizes():
+    """Split into two equal outputs (opset 13, no sizes): onnxruntime runs even sizes only;
+    the file runs them and refuses the odd ones with the constraint."""
+    model = split_halves(13)
+    data = edgert.convert(model, None, input_shapes={"x": [1, (2, 80), 4]})
+    x = runtime.Session(data).get_inputs()[0]
+    assert x.steps[1] == (2, [0]) and x.constraints == ["T: a multiple of 2"]
+    rng = np.random.default_rng(5)
+    ref = _ort(model)
+    sizes = [v for v in random_sizes(rng, 2, 80, 60) if v % 2 == 0][:24]
+    run_sizes(data, lambda f: ref.run(None, f), lambda t: {"x": rng.standard_normal((1, t, 4)).astype(np.float32)},
+              sizes)
+    with pytest.raises(EdgertError, match=r"input 'x' dim 1 is 7"):
+        runtime.Session(data).run(None, {"x": np.zeros((1, 7, 4), np.float32)})
+
+
+def test_reshape_dims_beyond_dim_plus_c():
+    model = reshape_2h_2w()
+    data = edgert.convert(model, None, input_shapes={"x": [1, (1, 40), (3, 33), 4]})
+    assert sorted(_expr_rules(data)) == ["2*H", "2*W"], _expr_rules(data)
+    ref = _ort(model)
+    rng = np.random.default_rng(9)
+    hs, ws = random_sizes(rng, 1, 40), random_sizes(rng, 3, 33)
+    pairs = list(zip(hs, ws))
+    run_sizes(data, lambda f: ref.run(None, f),
+              lambda k: {"x": rng.standard_normal((1, pairs[k][0], pairs[k][1], 4)).astype(np.float32)},
+              list(range(len(pairs))))
+
+
+# ---- hostile programs ------------------------------------------------------------------
+
+def _with_program(monkeypatch, words: list[int], rule_edit=None) -> bytes:
+    """pad_to_64's bounded file with its PARAM_EXPR rule's program replaced by `words`
+    (and the rule's fields by rule_edit(rule) when given), written as is: the converter's
+    own tries at every size would refuse it."""
+    from edgert.converter import bounds as bounds_
+
+    derive = bounds_.derive_rules
+
+    def derive_and_replace(graphs, bounds, values):
+        derive(graphs, bounds, values)
+        k = next(j for j, r in enumerate(bounds.rules) if r[1] == fmt.RULE_PARAM_EXPR)
+        r = bounds.rules[k]
+        bounds.rules[k] = (r[0], r[1], len(bounds.code), len(words), r[4], 0)
+        if rule_edit is not None:
+            bounds.rules[k] = rule_edit(bounds.rules[k])
+        bounds.code += list(words)
+
+    monkeypatch.setattr(bounds_, "derive_rules", derive_and_replace)
+    monkeypatch.setattr(bounds_, "settle", lambda serialize_fn, g, *a: serialize_fn(g))
+    monkeypatch.setattr(bounds_, "check_with_runtime", lambda *a, **k: None)
+    return edgert.convert(pad_to_64(), None, input_shapes={"x": [1, (2, 64), 4]})
+
+
+def C(v: int) -> int:
+    return symdim.OP_CONST | (v & 0xFFFFFF) << 8
+
+
+SYM0 = symdim.OP_SYM
+# 64 - T, the right program
+GOOD = [C(64), SYM0, symdim.OP_SUB]
+
+
+@pytest.mark.parametrize("words,edit,message", [
+    ([99], None, "expression word 0 is invalid"),  # unknown opcode
+    ([symdim.OP_ADD], None, "expression word 0 is invalid"),  # stack underflow
+    ([symdim.OP_SYM | 5 << 8], None, "expression word 0 is invalid"),  # no symbol 5
+    ([symdim.OP_DIM | (7 * 8) << 8], None, "expression word 0 is invalid"),  # no input 7
+    ([symdim.OP_DIM | 5 << 8], None, "expression word 0 is invalid"),  # input 0 has 3 dims
+    ([C(1), C(2)], None, "leaves 2 values"),
+    ([symdim.OP_CONST32], None, "expression word 1 is invalid"),  # no value word
+    ([C(1)] * 17 + [symdim.OP_ADD] * 16, None, "expression word 16 is invalid"),  # a stack of 17
+    ([C(1)] + [C(1), symdim.OP_ADD] * 128, None, "expression of 257 words"),
+    ([C(5)], None, r"BOUNDS rule for parameter \d+ gives 5"),  # not the file's word at the upper bound
+    (GOOD, lambda r: (r[0], r[1], r[2], 0, r[4], 0), "operand out of range"),  # empty
+    (GOOD, lambda r: (r[0], r[1], r[2] + 1, r[3], r[4], 0), "operand out of range"),  # past the code
+    (GOOD, lambda r: (r[0], r[1], 1 << 30, r[3], r[4], 0), "operand out of range"),
+    (GOOD, lambda r: (r[0], r[1], r[2], r[3], r[4], 1), "operand out of range"),  # add must be 0
+    (GOOD, lambda r: (r[0], r[1], r[2], r[3], 1000, 0), "operand out of range"),  # no such word
+    (GOOD, lambda r: (r[0], fmt.RULE_OUTDIM_EXPR, r[2], r[3], 8 * 3, 0), "operand out of range"),  # no output 3
+])
+def test_loader_refuses_hostile_programs(monkeypatch, words, edit, message):
+    data = _with_program(monkeypatch, words, edit)
+    with pytest.raises(ModelFormatError, match=message):
+        runtime.Session(data)
+
+
+def test_the_right_program_loads(monkeypatch):
+    data = _with_program(monkeypatch, GOOD)
+    assert runtime.Session(data).run(None, {"x": np.zeros((1, 5, 4), np.float32)})[0].shape == (1, 64, 4)
+
+
+def test_programs_that_fail_at_run_time_fail_the_run(monkeypatch):
+    """A program that divides by zero at some size, overflows, or gives a parameter
+    beyond int32 fails that run with a message; the session runs other sizes after it."""
+    # floor(0 / (T - 10)) + 64 - T: 64 - T at every size but 10, where it divides by zero
+    div0 = [C(0), SYM0, C(10), symdim.OP_SUB, symdim.OP_FLOORDIV, C(64), symdim.OP_ADD, SYM0, symdim.OP_SUB]
+    # (T - 64) * 2^30 * 2^30 * 2^30 + 64 - T: 64 - T at the upper bound, beyond 2^62 below it
+    big = [SYM0, C(64), symdim.OP_SUB] + [symdim.OP_CONST32, 1 << 30, symdim.OP_MUL] * 3 + [
+        C(64), symdim.OP_ADD, SYM0, symdim.OP_SUB]
+    # (2^31 - 64) * (64 - T) + 64 - T, beyond int32 below the upper bound
+    wide = [symdim.OP_CONST32, (1 << 31) - 64, C(64), SYM0, symdim.OP_SUB, symdim.OP_MUL, C(64), symdim.OP_ADD,
+            SYM0, symdim.OP_SUB]
+    for words, size, message in [(div0, 10, "divides by zero"), (big, 5, "overflows"), (wide, 60, "would be")]:
+        with monkeypatch.context() as m:
+            data = _with_program(m, words)
+        sess = runtime.Session(data)
+        with pytest.raises(EdgertError, match=message):
+            sess.run(None, {"x": np.zeros((1, size, 4), np.float32)})
+        assert sess.run(None, {"x": np.zeros((1, 64, 4), np.float32)})[0].shape == (1, 64, 4)
