@@ -189,3 +189,75 @@ def test_programs_that_fail_at_run_time_fail_the_run(monkeypatch):
         with pytest.raises(EdgertError, match=message):
             sess.run(None, {"x": np.zeros((1, size, 4), np.float32)})
         assert sess.run(None, {"x": np.zeros((1, 64, 4), np.float32)})[0].shape == (1, 64, 4)
+
+
+# ---- every tensor's dims as expressions (symshape) ---------------------------------------
+
+def window_net() -> bytes:
+    """x [1, 3, H, W] -> Conv 3x3 stride 2 SAME_UPPER -> MaxPool 3x3 stride 2 ceil_mode ->
+    Conv 3x3 dilation 2, pads 1 -> ConvTranspose 3x3 stride 2 output_padding 1 ->
+    Resize x2 (nearest)."""
+    rng = np.random.default_rng(3)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, "H", "W"])
+    w = lambda name, shape: helper.make_tensor(name, TensorProto.FLOAT, shape,  # noqa: E731
+                                               (rng.standard_normal(int(np.prod(shape))) * 0.3).astype(np.float32))
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_UPPER"),
+             helper.make_node("MaxPool", ["c1"], ["p1"], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1),
+             helper.make_node("Conv", ["p1", "w2"], ["c2"], kernel_shape=[3, 3], dilations=[2, 2], pads=[1, 1, 1, 1]),
+             helper.make_node("ConvTranspose", ["c2", "w3"], ["t1"], kernel_shape=[3, 3], strides=[2, 2],
+                              output_padding=[1, 1]),
+             helper.make_node("Resize", ["t1", "", "scales"], ["y"], mode="nearest")]
+    inits = [w("w1", [4, 3, 3, 3]), w("w2", [4, 4, 3, 3]), w("w3", [4, 2, 3, 3]),
+             helper.make_tensor("scales", TensorProto.FLOAT, [4], [1, 1, 2, 2])]
+    return _model(nodes, [x], ["y"], inits)
+
+
+def test_output_dims_are_expressions_of_the_ops(tmp_path):
+    """The file's outputs carry their dims as expressions derived from the ops (auto_pad
+    SAME, ceil_mode, dilations, output_padding, resize scales); they give onnxruntime's
+    shape at random sizes, and `edgert inspect` shows them."""
+    from click.testing import CliRunner
+
+    from edgert.cli.main import main
+    model = window_net()
+    path = tmp_path / "w.edgert"
+    data = edgert.convert(model, path, input_shapes={"x": [1, 3, (16, 70), (16, 70)]})
+    dims = reader.read(data)["metadata"]["output_dims"]["y"]
+    assert dims[:2] == ["1", "2"]
+    ref = _ort(model)
+    rng = np.random.default_rng(2)
+    box_names = {"H": 0, "W": 1}
+    from edgert.converter import symdim as S
+    sess = runtime.Session(data)
+    for h, w in zip(random_sizes(rng, 16, 70), random_sizes(rng, 16, 70)):
+        x = rng.standard_normal((1, 3, h, w)).astype(np.float32)
+        want = ref.run(None, {"x": x})[0].shape
+        got = sess.run(None, {"x": x})[0].shape
+        assert got == want
+        assert [_eval_text(t, {"H": h, "W": w}) for t in dims] == list(want), dims
+    out = CliRunner().invoke(main, ["inspect", str(path)]).output
+    assert f"output  y: float32[1, 2, {dims[2]}<=" in out, out
+
+
+def _eval_text(text: str, env: dict) -> int:
+    """A dim as inspect shows it, evaluated (ceil, floor, min, max, %, //)."""
+    import math
+    return int(eval(text.replace("/", "/"), {"ceil": lambda v: math.ceil(v), "floor": lambda v: math.floor(v),
+                                             "min": min, "max": max}, dict(env)))
+
+
+def test_the_runtime_shapes_are_checked_against_the_expressions(monkeypatch):
+    """settle() compares the runtime's output shapes at every size it tries with the
+    expressions: a wrong expression stops the conversion, naming the output."""
+    from edgert.converter import symshape
+    infer = symshape.infer
+
+    def wrong(g, bounds):
+        dims = infer(g, bounds)
+        y = g.outputs[0]
+        dims[y] = tuple(dims[y][:-1]) + (dims[y][-1] + symdim.floordiv(symdim.sym(0, "H"), 50),)
+        return dims
+
+    monkeypatch.setattr(symshape, "infer", wrong)
+    with pytest.raises(edgert.errors.ConversionError, match=r"output 'y' at sizes .* by the ops' semantics"):
+        edgert.convert(window_net(), None, input_shapes={"x": [1, 3, (16, 70), (16, 70)]})

@@ -602,7 +602,7 @@ def test_session_api(kernel):
     lib.edgert_session_destroy(ffi.NULL)
     lib.edgert_model_free(ffi.NULL)
     assert ffi.string(lib.edgert_status_str(9999)) == b"unknown status"
-    assert lib.edgert_format_version() == 0x00010002
+    assert lib.edgert_format_version() == 0x00010003
 
 
 def test_writer_output_loads():

@@ -756,6 +756,7 @@ def settle(serialize_fn, g, bounds: Bounds, input_shapes: dict[str, Any]) -> byt
     from ..runtime import session as runtime
     names = {n.name: k for k, n in enumerate(g.nodes)}
     scratch = g.metadata.setdefault("scratch_at_least", [0] * len(g.nodes))
+    sym_dims = {o: g.metadata.get("sym_dims", {}).get(o) for o in g.outputs}
     hi = [s.hi for s in bounds.symbols]
     syms = [s.name for s in bounds.symbols]
     rng = np.random.default_rng(0)
@@ -771,13 +772,15 @@ def settle(serialize_fn, g, bounds: Bounds, input_shapes: dict[str, Any]) -> byt
 
         def fails(vals) -> str | None:
             try:
-                sess.shapes_at(concrete(input_shapes, bounds, vals))
+                shapes = sess.shapes_at(concrete(input_shapes, bounds, vals))
             except EdgertError as e:
                 m = re.search(r"'([^']*)': needs (\d+) scratch bytes", str(e))
                 if m is None or m.group(1) not in names:
                     return str(e)
                 k = names[m.group(1)]
                 short[k] = max(short.get(k, 0), int(m.group(2)))
+                return None
+            _check_dims(shapes, sym_dims, vals)
             return None
 
         lists = []
@@ -821,6 +824,20 @@ def settle(serialize_fn, g, bounds: Bounds, input_shapes: dict[str, Any]) -> byt
     else:
         raise ConversionError("bounded dimensions: the scratch plan does not settle over the sizes")
     return data if not bounds.steps else serialize_fn(g)
+
+
+def _check_dims(shapes: dict[str, list[int]], sym_dims: dict, vals: list[int]) -> None:
+    """The runtime's output shapes at symbol values `vals` against the expressions the
+    converter derived from the ops (symshape); ConversionError naming the output when
+    they differ."""
+    for name, shape in shapes.items():
+        exprs = sym_dims.get(name)
+        if exprs is None:
+            continue
+        want = [e.evaluate(vals) for e in exprs]
+        if list(shape) != want:
+            raise ConversionError(f"bounded dimensions: output {name!r} at sizes {vals} is {list(shape)} in the "
+                                  f"runtime, but {[str(e) for e in exprs]} = {want} by the ops' semantics")
 
 
 def _ranges(vals: list[int]) -> str:

@@ -351,6 +351,8 @@ def stage_bounds(job: Job) -> None:
     job.bounds.rules += partition_rules(job.graphs)
     g = job.graphs[0]
     g.metadata["bounds"] = job.bounds
+    from . import symshape
+    g.metadata["sym_dims"] = symshape.infer(g, job.bounds)
     g.metadata["scratch_at_least"] = bounds_.sweep_scratch(job.graphs)
 
 
@@ -358,6 +360,8 @@ def stage_serialize(job: Job) -> None:
     meta: dict[str, Any] = {"source": job.source}
     if job.bounds is not None:
         meta["bounds"] = {s.name: [s.lo, s.hi] for s in job.bounds.symbols}
+        from . import symshape
+        meta["output_dims"] = symshape.output_text(job.graphs[0], job.bounds, job.graphs[0].metadata["sym_dims"])
     if job.quant_summary is not None:
         meta["quantization"] = job.quant_summary
     if job.bounds is None:

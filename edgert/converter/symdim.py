@@ -282,11 +282,15 @@ def floordiv(a, b) -> Expr:
             c //= g
             if c == 1:
                 return q + r
-        # floor(floor(x / p) / c) = floor(x / (p * c)) for p, c > 0
-        if len(r.terms) == 1 and r.terms[0][1] == 1 and len(r.terms[0][0]) == 1:
-            atom = r.terms[0][0][0]
+        # floor((floor(y / p) + k) / c) = floor((y + k * p) / (p * c)) for p, c > 0: nested
+        # floors and ceilings merge (ceil(ceil(H/2)/2) = ceil(H/4))
+        var = [(m, k) for m, k in r.terms if m]
+        k0 = r.terms[-1][1] if r.terms and not r.terms[-1][0] else 0
+        if len(var) == 1 and var[0][1] == 1 and len(var[0][0]) == 1:
+            atom = var[0][0][0]
             if atom[0] == _ATOM_DIV and atom[2].is_const and atom[2].value > 0:
-                return q + floordiv(atom[1], atom[2].value * c)
+                p = atom[2].value
+                return q + floordiv(atom[1] + k0 * p, p * c)
         return q + _atom_expr((_ATOM_DIV, r, const(c)))
     if a == b:
         return const(1)

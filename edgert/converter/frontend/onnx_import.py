@@ -126,6 +126,11 @@ class LowerCtx:
         time (computed(i)), its value at the size converted (which the bounded conversion's
         rules then follow)."""
         v = self.const(i)
+        imp = self._imp
+        if imp.sym_dims and i < len(self.node.input) and self.node.input[i] in imp.size_values:
+            s = imp.sym.get(self.node.input[i])
+            if s is None or any(not e.is_const for e in s.reshape(-1)):
+                self.size_read = True  # a parameter that follows the size (symshape: attrs["from_size"])
         if v is None:
             v = self._imp.known.get(self.input(i))
         if v is None:
@@ -419,7 +424,12 @@ class OnnxImporter:
             if fn is None:
                 raise OpUnsupported("operator not supported")
             ctx = LowerCtx(self, node, opset)
+            start = len(self.graph.nodes)
             fn(ctx)
+            if getattr(ctx, "size_read", False):
+                for n in self.graph.nodes[start:]:
+                    if "sym" not in n.attrs:
+                        n.attrs["from_size"] = True
             for o in node.output:
                 if o and self.resolve(o) not in self.graph.tensors:
                     raise ConversionError(f"lowering of {node.op_type} did not produce output {o!r}")
