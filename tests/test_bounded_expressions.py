@@ -116,18 +116,19 @@ def _with_program(monkeypatch, words: list[int], rule_edit=None) -> bytes:
     own tries at every size would refuse it."""
     from edgert.converter import bounds as bounds_
 
-    derive = bounds_.derive_rules
+    derive = bounds_.derive_from_expressions
 
-    def derive_and_replace(graphs, bounds, values):
-        derive(graphs, bounds, values)
+    def derive_and_replace(g, bounds):
+        dims = derive(g, bounds)
         k = next(j for j, r in enumerate(bounds.rules) if r[1] == fmt.RULE_PARAM_EXPR)
         r = bounds.rules[k]
         bounds.rules[k] = (r[0], r[1], len(bounds.code), len(words), r[4], 0)
         if rule_edit is not None:
             bounds.rules[k] = rule_edit(bounds.rules[k])
         bounds.code += list(words)
+        return dims
 
-    monkeypatch.setattr(bounds_, "derive_rules", derive_and_replace)
+    monkeypatch.setattr(bounds_, "derive_from_expressions", derive_and_replace)
     monkeypatch.setattr(bounds_, "settle", lambda serialize_fn, g, *a: serialize_fn(g))
     monkeypatch.setattr(bounds_, "check_with_runtime", lambda *a, **k: None)
     return edgert.convert(pad_to_64(), None, input_shapes={"x": [1, (2, 64), 4]})
@@ -249,15 +250,15 @@ def _eval_text(text: str, env: dict) -> int:
 def test_the_runtime_shapes_are_checked_against_the_expressions(monkeypatch):
     """settle() compares the runtime's output shapes at every size it tries with the
     expressions: a wrong expression stops the conversion, naming the output."""
-    from edgert.converter import symshape
-    infer = symshape.infer
+    from edgert.converter import bounds as bounds_
+    settle = bounds_.settle
 
-    def wrong(g, bounds):
-        dims = infer(g, bounds)
+    def wrong(serialize_fn, g, *a):
+        dims = g.metadata["sym_dims"]
         y = g.outputs[0]
         dims[y] = tuple(dims[y][:-1]) + (dims[y][-1] + symdim.floordiv(symdim.sym(0, "H"), 50),)
-        return dims
+        return settle(serialize_fn, g, *a)
 
-    monkeypatch.setattr(symshape, "infer", wrong)
+    monkeypatch.setattr(bounds_, "settle", wrong)
     with pytest.raises(edgert.errors.ConversionError, match=r"output 'y' at sizes .* by the ops' semantics"):
         edgert.convert(window_net(), None, input_shapes={"x": [1, 3, (16, 70), (16, 70)]})

@@ -227,6 +227,28 @@ def dim_ref(input_index: int, dim: int) -> Expr:
     return Expr({((_ATOM_DIM, int(input_index), int(dim)),): 1})
 
 
+def substitute(e: Expr, dims) -> Expr:
+    """e with each input-dim reference dim_ref(i, d) replaced by dims(i, d) (an Expr)."""
+    def atom(a) -> Expr:
+        if a[0] == _ATOM_SYM:
+            return _atom_expr(a)
+        if a[0] == _ATOM_DIM:
+            return as_expr(dims(a[1], a[2]))
+        if a[0] == _ATOM_DIV:
+            return floordiv(substitute(a[1], dims), substitute(a[2], dims))
+        if a[0] == _ATOM_MOD:
+            return mod(substitute(a[1], dims), substitute(a[2], dims))
+        return _minmax(a[0], [substitute(x, dims) for x in a[1]])
+
+    total = const(0)
+    for m, c in as_expr(e).terms:
+        p = const(c)
+        for a in m:
+            p = p * atom(a)
+        total = total + p
+    return total
+
+
 def as_expr(v) -> Expr:
     if isinstance(v, Expr):
         return v

@@ -161,7 +161,7 @@ def _node(n, g, ins: list, syms: dict) -> list | None:
 
 def _subst(e: Expr, env: dict) -> Expr:
     """e with its input-dim references replaced by expressions."""
-    return _eval_program(e.encode(), env)
+    return symdim.substitute(e, lambda i, d: env[("in", i, d)])
 
 
 def _eval_program(words, env) -> Expr:

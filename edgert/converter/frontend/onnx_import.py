@@ -145,6 +145,15 @@ class LowerCtx:
             return None
         return self._imp.sym.get(self.node.input[i])
 
+    @property
+    def bounded(self) -> bool:
+        """A bounded conversion (the importer keeps expressions of dims and Shape values)."""
+        return bool(self._imp.sym_dims)
+
+    def from_size(self, i: int) -> bool:
+        """Input i is computed from input sizes (Shape or Size arithmetic)."""
+        return i < len(self.node.input) and self.node.input[i] in self._imp.size_values
+
     def computed(self, i: int) -> bool:
         """Input i is computed at run time from the input size (a shape program of a bounded
         conversion, docs/runtime.md); require_const gives its value at the size converted."""

@@ -58,8 +58,24 @@ def _axes_list(ctx: LowerCtx, axes, rank: int) -> list[int]:
     return out
 
 
-def _reshape_to(ctx: LowerCtx, shape) -> None:
-    ctx.emit("reshape", [ctx.input(0)], {"shape": [int(d) for d in shape]}, outputs=ctx.outputs[:1])
+def _reshape_to(ctx: LowerCtx, shape, sym=None) -> None:
+    """A reshape to `shape`; sym: its dims as expressions of the input's (symdim.dim_ref),
+    by the ONNX op's meaning (bounded conversions: symshape, OUTDIM_EXPR rules)."""
+    attrs = {"shape": [int(d) for d in shape]}
+    if sym is not None:
+        attrs["sym"] = {"shape": list(sym)}
+    ctx.emit("reshape", [ctx.input(0)], attrs, outputs=ctx.outputs[:1])
+
+
+def _dims(ctx: LowerCtx) -> list:
+    return [symdim.dim_ref(0, d) for d in range(len(ctx.shape(0)))]
+
+
+def _prod(exprs) -> "symdim.Expr":
+    out = symdim.const(1)
+    for e in exprs:
+        out = out * e
+    return out
 
 
 # ---- reshape family ---------------------------------------------------------------
@@ -93,7 +109,9 @@ def _reshape(ctx: LowerCtx) -> None:
     if int(np.prod(out, dtype=np.int64)) != total:
         ctx.fail(f"cannot reshape {xs} to {spec}")
     sym = ctx.sym_const(1) if ctx.opset >= 5 else None
-    if sym is not None and any(not e.is_const for e in sym.reshape(-1)):
+    if sym is None and ctx.bounded and not ctx.from_size(1):
+        sym = np.array([symdim.const(int(d)) for d in spec], dtype=object)  # a constant shape
+    if sym is not None and ctx.bounded:
         # The output dims as expressions, by ONNX Reshape: 0 copies the input's dim, -1 takes
         # the elements left (bounds.derive_rules makes them OUTDIM_EXPR rules).
         exprs = []
@@ -124,7 +142,9 @@ def _flatten(ctx: LowerCtx) -> None:
         ctx.fail(f"axis {axis} out of range for rank {r}")
     if axis < 0:
         axis += r
-    _reshape_to(ctx, [int(np.prod(xs[:axis], dtype=np.int64)), int(np.prod(xs[axis:], dtype=np.int64))])
+    d = _dims(ctx)
+    _reshape_to(ctx, [int(np.prod(xs[:axis], dtype=np.int64)), int(np.prod(xs[axis:], dtype=np.int64))],
+                [_prod(d[:axis]), _prod(d[axis:])])
 
 
 @lower("Squeeze")
@@ -141,7 +161,7 @@ def _squeeze(ctx: LowerCtx) -> None:
     for a in axes:
         if xs[a] != 1:
             ctx.fail(f"cannot squeeze dim {a} of size {xs[a]}")
-    _reshape_to(ctx, [d for k, d in enumerate(xs) if k not in axes])
+    _reshape_to(ctx, [d for k, d in enumerate(xs) if k not in axes], [e for k, e in enumerate(_dims(ctx)) if k not in axes])
 
 
 @lower("Unsqueeze")
@@ -153,8 +173,9 @@ def _unsqueeze(ctx: LowerCtx) -> None:
         ctx.fail("axes are required")
     r = len(xs) + len(axes)
     axes = _axes_list(ctx, axes, r)
-    it = iter(xs)
-    _reshape_to(ctx, [1 if k in axes else next(it) for k in range(r)])
+    it, sym = iter(xs), iter(_dims(ctx))
+    _reshape_to(ctx, [1 if k in axes else next(it) for k in range(r)],
+                [symdim.const(1) if k in axes else next(sym) for k in range(r)])
 
 
 # ---- transpose, concat, split ------------------------------------------------------
