@@ -262,3 +262,43 @@ def test_the_runtime_shapes_are_checked_against_the_expressions(monkeypatch):
     monkeypatch.setattr(bounds_, "settle", wrong)
     with pytest.raises(edgert.errors.ConversionError, match=r"output 'y' at sizes .* by the ops' semantics"):
         edgert.convert(window_net(), None, input_shapes={"x": [1, 3, (16, 70), (16, 70)]})
+
+
+# ---- one conversion instead of samples ---------------------------------------------------
+
+def test_one_conversion_where_the_expressions_cover_the_model():
+    """The spatial nets of tests/test_bounded_random_sizes.py (checked there against
+    onnxruntime at 24 sizes the samples never had) are converted once, their rules from
+    the expressions; a model the expressions do not cover (a GRU's output) takes the
+    sample conversions and says why."""
+    from tests import test_bounded_random_sizes as spatial
+    from tests.test_bounded_models import recurrent_model
+    for name, make in spatial.MODELS.items():
+        model, shapes, _ = make()
+        md = reader.read(edgert.convert(model, None, input_shapes=shapes))["metadata"]
+        assert md["bounds_from"] == "expressions", (name, md.get("bounds_sample_fallback"))
+    md = reader.read(edgert.convert(recurrent_model("GRU"), None, input_shapes={"x": [1, (1, 50), 40]}))["metadata"]
+    assert md["bounds_from"] == "samples" and "not followed" in md["bounds_sample_fallback"]
+
+
+def test_ppocr_det_from_expressions(real_model):
+    """PP-OCR det over 32..960 on both sides: one conversion, the output dims
+    32*ceil(H/32), the constraint the runtime's tries derive (as with the samples), and
+    sizes of every residue it runs against onnxruntime."""
+    src = real_model("ppocr_det")
+    data = edgert.convert(src, None, input_shapes={"x": [1, 3, (32, 960), (32, 960)]})
+    info = reader.read(data)
+    md = info["metadata"]
+    assert md["bounds_from"] == "expressions"
+    h, w = (s["name"] for s in info["bounds"]["symbols"])
+    assert md["output_dims"]["sigmoid_0.tmp_0"] == ["1", "1", f"32*ceil({h}/32)", f"32*ceil({w}/32)"]
+    assert [s["step"] for s in info["bounds"]["symbols"]] == [[32, [0, 29, 30, 31]]] * 2
+    ref = _ort(src)
+    sess = runtime.Session(data, max_contexts=1)
+    rng = np.random.default_rng(12)
+    for hh, ww in [(32, 960), (61, 94), (191, 128), (480, 640), (959, 63)]:
+        x = rng.standard_normal((1, 3, hh, ww)).astype(np.float32)
+        want = ref.run(None, {"x": x})[0]
+        got = sess.run(None, {"x": x})[0]
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, atol=1e-3, rtol=0)
