@@ -758,7 +758,11 @@ def settle(serialize_fn, g, bounds: Bounds, input_shapes: dict[str, Any]) -> byt
     import re
     from ..errors import EdgertError
     from ..runtime import session as runtime
-    names = {n.name: k for k, n in enumerate(g.nodes)}
+    from . import ops as edgert_ops
+    names: dict[str, list[int]] = {}  # a lowering may emit several nodes of one name (conv_transpose2d + pad)
+    for k, n in enumerate(g.nodes):
+        if edgert_ops.get(n.op).scratch is not None:
+            names.setdefault(n.name, []).append(k)
     scratch = g.metadata.setdefault("scratch_at_least", [0] * len(g.nodes))
     sym_dims = {o: g.metadata.get("sym_dims", {}).get(o) for o in g.outputs}
     hi = [s.hi for s in bounds.symbols]
@@ -781,8 +785,8 @@ def settle(serialize_fn, g, bounds: Bounds, input_shapes: dict[str, Any]) -> byt
                 m = re.search(r"'([^']*)': needs (\d+) scratch bytes", str(e))
                 if m is None or m.group(1) not in names:
                     return str(e)
-                k = names[m.group(1)]
-                short[k] = max(short.get(k, 0), int(m.group(2)))
+                for k in names[m.group(1)]:
+                    short[k] = max(short.get(k, 0), int(m.group(2)))
                 return None
             _check_dims(shapes, sym_dims, vals)
             return None
