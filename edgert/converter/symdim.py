@@ -771,7 +771,3 @@ def _render_atom(a, names) -> str:
         return f"({_paren(a[1], names)} % {_paren(a[2], names)})"
     name = "min" if a[0] == _ATOM_MIN else "max"
     return f"{name}({', '.join(render(x, names) for x in a[1])})"
-
-
-def dims_text(dims: Sequence, names: Sequence[str] | None = None) -> list[str]:
-    return [render(as_expr(d), names) for d in dims]

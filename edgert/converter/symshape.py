@@ -164,35 +164,6 @@ def _subst(e: Expr, env: dict) -> Expr:
     return symdim.substitute(e, lambda i, d: env[("in", i, d)])
 
 
-def _eval_program(words, env) -> Expr:
-    stack: list[Expr] = []
-    k = 0
-    while k < len(words):
-        w = words[k]
-        op, arg = w & 0xFF, w >> 8
-        if arg >= 1 << 23:
-            arg -= 1 << 24
-        if op == symdim.OP_CONST:
-            stack.append(symdim.const(arg))
-        elif op == symdim.OP_CONST32:
-            k += 1
-            v = words[k] & 0xFFFFFFFF
-            stack.append(symdim.const(v - (1 << 32) if v >= 1 << 31 else v))
-        elif op == symdim.OP_SYM:
-            stack.append(env[("sym", arg)])
-        elif op == symdim.OP_DIM:
-            stack.append(env[("in", arg >> 3, arg & 7)])
-        elif op == symdim.OP_NEG:
-            stack.append(-stack.pop())
-        else:
-            b, c = stack.pop(), stack.pop()
-            stack.append({symdim.OP_ADD: lambda: c + b, symdim.OP_SUB: lambda: c - b, symdim.OP_MUL: lambda: c * b,
-                          symdim.OP_FLOORDIV: lambda: symdim.floordiv(c, b), symdim.OP_MOD: lambda: symdim.mod(c, b),
-                          symdim.OP_MIN: lambda: symdim.min_(c, b), symdim.OP_MAX: lambda: symdim.max_(c, b)}[op]())
-        k += 1
-    return stack[-1]
-
-
 def _same_dims(out_shape, xs: list, shapes: list) -> tuple | None:
     """Output dims that are some input's (aligned from the right; a symbolic one first), or
     1 where every input is 1 there: elementwise ops, broadcasting, normalizations, casts,
