@@ -258,6 +258,7 @@ class OnnxImporter:
         # importer can follow them (symbolic.py)
         self.sym_dims: dict[str, dict[int, Any]] = {}
         self.sym: dict[str, np.ndarray] = {}
+        self.sym_shapes: dict[str, tuple | None] = {}  # edgert tensor -> its dims as expressions
 
     # ---- name handling -------------------------------------------------------
     def resolve(self, onnx_name: str) -> str:
@@ -439,6 +440,9 @@ class OnnxImporter:
                 for n in self.graph.nodes[start:]:
                     if "sym" not in n.attrs:
                         n.attrs["from_size"] = True
+            if self.sym_dims:
+                from . import symbolic
+                symbolic.node_dims(self, self.graph.nodes[start:])
             for o in node.output:
                 if o and self.resolve(o) not in self.graph.tensors:
                     raise ConversionError(f"lowering of {node.op_type} did not produce output {o!r}")

@@ -31,13 +31,49 @@ def _arr(values) -> np.ndarray:
     return out
 
 
+def tensor_dims(imp, tensor: str) -> tuple | None:
+    """A tensor's dims as expressions during the import: a graph input's symbols, a
+    constant's dims (a constant folded from Shape arithmetic: only when its value is
+    followed, else its shape may follow the size), an emitted node's output by symshape."""
+    g = imp.graph
+    if tensor in g.inputs:
+        dims = imp.sym_dims.get(tensor, {})
+        return tuple(dims.get(k, symdim.const(d)) for k, d in enumerate(g.tensors[tensor].shape))
+    t = g.tensors.get(tensor)
+    if t is not None and t.is_const:
+        sized = (g.metadata.get("size_constants") or {}).get(tensor)
+        if sized is not None and sized not in imp.sym:
+            return None
+        return tuple(symdim.const(d) for d in t.shape)
+    return imp.sym_shapes.get(tensor)
+
+
+def node_dims(imp, nodes) -> None:
+    """The output dims of nodes just emitted, as expressions (symshape's rules)."""
+    from .. import symshape
+    syms = {("sym", k): e for dims in imp.sym_dims.values() for e in dims.values() for k in e.symbols()}
+    for n in nodes:
+        ins = [tensor_dims(imp, i) if i else None for i in n.inputs]
+        try:
+            outs = symshape._node(n, imp.graph, ins, syms)
+        except (symdim.Undecided, ZeroDivisionError, KeyError, IndexError, TypeError, ValueError):
+            outs = None
+        for k, o in enumerate(n.outputs):
+            got = outs[k] if outs is not None and k < len(outs) else None
+            if got is not None and len(got) != len(imp.graph.tensors[o].shape):
+                got = None
+            imp.sym_shapes[o] = got
+
+
 def shape_value(imp, node, tensor: str, op: str, start: int, end: int) -> None:
-    """Shape (or Size) of `tensor`: its dims' expressions when it is a graph input."""
-    dims = imp.sym_dims.get(tensor)
-    if dims is None or tensor not in imp.graph.inputs:
+    """Shape (or Size) of `tensor`: its dims' expressions where they are followed."""
+    dims = tensor_dims(imp, tensor)
+    if dims is None:
         return
-    shape = imp.graph.tensors[tensor].shape
-    exprs = [dims.get(k, symdim.const(d)) for k, d in enumerate(shape)]
+    exprs = list(dims)
+    at = _imported_values(imp)
+    if [e.evaluate(at) for e in exprs] != list(imp.graph.tensors[tensor].shape):
+        return  # not the dims at the size imported: not followed
     if op == "Size":
         total = symdim.const(1)
         for e in exprs:
@@ -80,13 +116,8 @@ def evaluate(imp, node, ins: list[str], outs: list) -> None:
     y = np.asarray(y, dtype=object)
     if y.shape != np.shape(outs[0]) or y.size > MAX_ELEMENTS:
         return
-    # the expressions hold at the upper bounds: their value there is the folded constant's
-    hi = [0] * 32
-    for name, dims in imp.sym_dims.items():
-        t = imp.graph.tensors.get(name)
-        for d, e in dims.items():
-            for k in e.symbols():
-                hi[k] = t.shape[d]
+    # the expressions hold at the size imported: their value there is the folded constant's
+    hi = _imported_values(imp)
     try:
         ok = all(int(v) == symdim.as_expr(e).evaluate(hi) for v, e in zip(np.asarray(outs[0]).reshape(-1),
                                                                            y.reshape(-1)))
@@ -94,6 +125,17 @@ def evaluate(imp, node, ins: list[str], outs: list) -> None:
         ok = False
     if ok:
         imp.sym[node.output[0]] = _arr(y)
+
+
+def _imported_values(imp) -> list[int]:
+    """The symbols' values at the size being imported (from the graph inputs' shapes)."""
+    out = [0] * 32
+    for name, dims in imp.sym_dims.items():
+        t = imp.graph.tensors.get(name)
+        for d, e in dims.items():
+            for k in e.symbols():
+                out[k] = t.shape[d]
+    return out
 
 
 def _ints(attr) -> list[int]:
