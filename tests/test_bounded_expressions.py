@@ -269,16 +269,20 @@ def test_the_runtime_shapes_are_checked_against_the_expressions(monkeypatch):
 def test_one_conversion_where_the_expressions_cover_the_model():
     """The spatial nets of tests/test_bounded_random_sizes.py (checked there against
     onnxruntime at 24 sizes the samples never had) are converted once, their rules from
-    the expressions; a model the expressions do not cover (a GRU's output) takes the
+    the expressions, and so is a GRU over T frames (its sequence_lens computed from Shape
+    is T at every size); a model the expressions do not cover (a learned vector tiled to
+    T steps: a constant computed from the size that a node reads as data) takes the
     sample conversions and says why."""
     from tests import test_bounded_random_sizes as spatial
-    from tests.test_bounded_models import recurrent_model
+    from tests.test_bounded_models import pad_tile_model, recurrent_model
     for name, make in spatial.MODELS.items():
         model, shapes, _ = make()
         md = reader.read(edgert.convert(model, None, input_shapes=shapes))["metadata"]
         assert md["bounds_from"] == "expressions", (name, md.get("bounds_sample_fallback"))
     md = reader.read(edgert.convert(recurrent_model("GRU"), None, input_shapes={"x": [1, (1, 50), 40]}))["metadata"]
-    assert md["bounds_from"] == "samples" and "not followed" in md["bounds_sample_fallback"]
+    assert md["bounds_from"] == "expressions" and md["output_dims"]["y"] == ["1", "T", "10"]
+    md = reader.read(edgert.convert(pad_tile_model(), None, input_shapes={"x": [1, (1, 50), 40]}))["metadata"]
+    assert md["bounds_from"] == "samples" and "computed from the input size" in md["bounds_sample_fallback"]
 
 
 def test_ppocr_det_from_expressions(real_model):

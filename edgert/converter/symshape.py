@@ -5,12 +5,12 @@ infer(g, bounds) walks the nodes in order from the graph inputs' dims (a symbol 
 bounded, else the constant): window ops by the ONNX output formulas (auto_pad SAME:
 ceil(x / stride); ceil_mode; dilations; transposed convolution with output_padding),
 resize by its scale, reshape by the expressions the importer recorded (attrs["sym"]),
-transpose, concat, split, slice, pad, tile, expand, gather, matmul and gemm, and the ops
-whose output dims are their inputs' (elementwise with broadcasting, normalizations,
-softmax, casts, reductions that keep the rank). A dim it cannot follow is None: the
-recurrent ops and the others not listed, and parameters the importer folded from Shape
-arithmetic it could not follow (attrs["from_size"]); what is computed from it is None
-too.
+transpose, concat, split, slice, pad, tile, expand, gather, matmul, gemm, the recurrent
+ops (sequence and batch from X), and the ops whose output dims are their inputs'
+(elementwise with broadcasting, normalizations, softmax, casts, reductions that keep the
+rank). A dim it cannot follow is None: the ops not listed, and parameters the importer
+folded from Shape arithmetic it could not follow (attrs["from_size"]); what is computed
+from it is None too.
 
 bounds.settle checks the runtime's output shapes against these expressions at every
 size it tries, and the file's metadata keeps the outputs' dims as text
@@ -156,7 +156,20 @@ def _node(n, g, ins: list, syms: dict) -> list | None:
         m = x[1] if a.get("trans_a") else x[0]
         k = b[0] if a.get("trans_b") else b[1]
         return [(m, k)]
-    return None  # lstm, gru, rnn: not followed yet
+    if n.op in ("lstm", "gru", "rnn"):
+        # Y [S, D, N, H] or [N, S, D, H], the states [D, N, H] or [N, D, H]: S and N are
+        # X's ([S, N, I] or [N, S, I]), D and H the file's
+        layout = int(a.get("layout", 0))
+        seq, batch = (x[0], x[1]) if layout == 0 else (x[1], x[0])
+        out = []
+        for s in out_shapes:
+            c = _const_dims(s)
+            if len(s) == 4:
+                out.append((seq, c[1], batch, c[3]) if layout == 0 else (batch, seq, c[2], c[3]))
+            else:
+                out.append((c[0], batch, c[2]) if layout == 0 else (batch, c[1], c[2]))
+        return out
+    return None
 
 
 def _subst(e: Expr, env: dict) -> Expr:

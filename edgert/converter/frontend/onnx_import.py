@@ -145,6 +145,13 @@ class LowerCtx:
             return None
         return self._imp.sym.get(self.node.input[i])
 
+    def sym_dims(self, i: int) -> tuple | None:
+        """Input i's dims as expressions (bounded conversions), None when not followed."""
+        if not self._imp.sym_dims or not self.input(i):
+            return None
+        from . import symbolic
+        return symbolic.tensor_dims(self._imp, self.input(i))
+
     @property
     def bounded(self) -> bool:
         """A bounded conversion (the importer keeps expressions of dims and Shape values)."""
@@ -259,6 +266,7 @@ class OnnxImporter:
         self.sym_dims: dict[str, dict[int, Any]] = {}
         self.sym: dict[str, np.ndarray] = {}
         self.sym_shapes: dict[str, tuple | None] = {}  # edgert tensor -> its dims as expressions
+        self.fixed_sizes: set[str] = set()  # ONNX values from Shape arithmetic shown not to follow the size
 
     # ---- name handling -------------------------------------------------------
     def resolve(self, onnx_name: str) -> str:
@@ -489,11 +497,19 @@ class OnnxImporter:
         t = self.graph.tensors[name]
         return t.data if t.is_const else self.known.get(name)
 
+    def _fixed(self, onnx_name: str) -> bool:
+        """The ONNX value does not follow the bounded sizes: not from Shape arithmetic, or
+        followed by expressions that are all constants."""
+        if onnx_name not in self.size_values or onnx_name in self.fixed_sizes:
+            return True
+        s = self.sym.get(onnx_name)
+        return s is not None and all(e.is_const for e in s.reshape(-1))
+
     def _add_folded(self, onnx_name: str, val: np.ndarray) -> None:
         """A folded node's output; one computed from input sizes is recorded (edgert name ->
         ONNX name) for bounds.derive_rules, which asks for it at run time when it varies."""
         self._add_const_value(onnx_name, val)
-        if onnx_name in self.size_values:
+        if onnx_name in self.size_values and onnx_name not in self.fixed_sizes:
             self.graph.metadata.setdefault("size_constants", {})[self.resolve(onnx_name)] = onnx_name
 
     def _fold(self, node, ins: list[str], opset: int) -> bool:
@@ -580,6 +596,9 @@ class OnnxImporter:
         if run_time:
             self._pending = {o: np.asarray(v) for o, v in zip(node.output, outs) if o}
             return False
+        if self.sym_dims and all(self._fixed(i) for i in node.input if i):
+            # computed from sizes that do not follow the bounds (a batch of 1): a constant
+            self.fixed_sizes.update(o for o in node.output if o)
         for oname, val in zip(node.output, outs):
             if oname:
                 self._add_folded(oname, np.asarray(val))
