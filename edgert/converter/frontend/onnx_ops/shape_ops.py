@@ -62,7 +62,7 @@ def _reshape_to(ctx: LowerCtx, shape, sym=None) -> None:
     """A reshape to `shape`; sym: its dims as expressions of the input's (symdim.dim_ref),
     by the ONNX op's meaning (bounded conversions: symshape, OUTDIM_EXPR rules)."""
     attrs = {"shape": [int(d) for d in shape]}
-    if sym is not None:
+    if sym is not None and ctx.bounded:
         attrs["sym"] = {"shape": list(sym)}
     ctx.emit("reshape", [ctx.input(0)], attrs, outputs=ctx.outputs[:1])
 
@@ -236,7 +236,7 @@ def _split(ctx: LowerCtx) -> None:
     if any(s < 0 for s in sizes) or sum(sizes) != dim:
         ctx.fail(f"split sizes {sizes} do not add up to {dim}")
     attrs = {"axis": axis, "sizes": [int(s) for s in sizes]}
-    if sym is not None and len(sym) == len(sizes):
+    if sym is not None and len(sym) == len(sizes) and ctx.bounded:
         attrs["sym"] = {"sizes": sym}
     ctx.emit("split", [ctx.input(0)], attrs, outputs=ctx.outputs)
 
