@@ -16,6 +16,8 @@ Models:
   silero  silero-vad (tools/models.py's cached model) over a 30 s clip: 937 runs of a
           512-sample chunk, each run's state fed to the next. Its LSTM is one LSTMCell
           step per chunk, exported as Gemm, Sigmoid, Tanh and Mul nodes.
+  rec_unrolled, rec_lstm  the CRNN's recurrence alone (bidirectional, 384 -> 512, 20
+          steps): unrolled as in crnn, and as one ONNX LSTM op (not in the default list).
 
 Per model: edgert and onnxruntime (1 intra-op thread) latency, the lowest of 5 medians of
 the calls interleaved call by call (CPU time of the calling thread unless --clock wall),
@@ -74,6 +76,26 @@ def gru_model(frames: int = 100, features: int = 161, hidden: int = 400, layers:
     m.ir_version = 8
     feeds = {"x": rng.standard_normal((1, frames, features)).astype(np.float32)}
     return m, feeds
+
+
+def lstm_op_model(steps: int = 20, input_size: int = 384, hidden: int = 512, seed: int = 0):
+    """(onnx.ModelProto, feeds): one bidirectional ONNX LSTM, x [steps, 1, input_size]."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    H, I = hidden, input_size
+    w = (rng.uniform(-1, 1, (2, 4 * H, I)) / np.sqrt(I)).astype(np.float32)
+    r = (rng.uniform(-1, 1, (2, 4 * H, H)) / np.sqrt(H)).astype(np.float32)
+    b = (rng.uniform(-1, 1, (2, 8 * H)) / np.sqrt(H)).astype(np.float32)
+    node = helper.make_node("LSTM", ["x", "W", "R", "B"], ["y"], name="lstm", hidden_size=H,
+                            direction="bidirectional")
+    g = helper.make_graph([node], "lstm", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [steps, 1, I])],
+                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [steps, 2, 1, H])],
+                          [numpy_helper.from_array(v, k) for k, v in (("W", w), ("R", r), ("B", b))])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m, {"x": rng.standard_normal((steps, 1, I)).astype(np.float32)}
 
 
 def _timed(fns: dict, runs: int, blocks: int = 5) -> dict:
@@ -169,6 +191,12 @@ def bench(name: str, runs: int) -> dict:
         t, err = _whole(*sm.crnn(), runs)
     elif name == "silero":
         t, err = _silero(runs)
+    elif name == "rec_unrolled":
+        import shared_models as sm
+
+        t, err = _whole(*sm.unrolled_lstm(steps=20, input_size=384, hidden=512, classes=37), runs)
+    elif name == "rec_lstm":
+        t, err = _whole(*lstm_op_model(), runs)
     else:
         raise SystemExit(f"unknown model {name!r}")
     return {"model": name, "ort_ms": t["ort"], "edgert_ms": t["edgert"], "ratio": t["edgert"] / t["ort"],
