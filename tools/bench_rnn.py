@@ -24,7 +24,8 @@ the calls interleaved call by call (CPU time of the calling thread unless --cloc
 their ratio, and max |edgert - onnxruntime| over the outputs. The edgert package is the
 one Python imports (PYTHONPATH selects another checkout, to measure a "before").
 
---write-gru DIR writes gru.onnx and gru.npz (its input) for tools/arm_icount.py:
+--write-gru DIR writes gru.onnx and gru.npz (its input), and lstm.onnx and lstm.npz
+(rec_lstm's), for tools/arm_icount.py:
 
     python tools/arm_icount.py --models DIR/gru.onnx --calib DIR/gru.npz --ort --skip-ref
 """
@@ -79,7 +80,8 @@ def gru_model(frames: int = 100, features: int = 161, hidden: int = 400, layers:
 
 
 def lstm_op_model(steps: int = 20, input_size: int = 384, hidden: int = 512, seed: int = 0):
-    """(onnx.ModelProto, feeds): one bidirectional ONNX LSTM, x [steps, 1, input_size]."""
+    """(onnx.ModelProto, feeds): one bidirectional ONNX LSTM; x [1, steps, input_size]
+    batch-first, transposed to time-major as in gru_model."""
     import onnx
     from onnx import helper, numpy_helper
 
@@ -88,14 +90,15 @@ def lstm_op_model(steps: int = 20, input_size: int = 384, hidden: int = 512, see
     w = (rng.uniform(-1, 1, (2, 4 * H, I)) / np.sqrt(I)).astype(np.float32)
     r = (rng.uniform(-1, 1, (2, 4 * H, H)) / np.sqrt(H)).astype(np.float32)
     b = (rng.uniform(-1, 1, (2, 8 * H)) / np.sqrt(H)).astype(np.float32)
-    node = helper.make_node("LSTM", ["x", "W", "R", "B"], ["y"], name="lstm", hidden_size=H,
-                            direction="bidirectional")
-    g = helper.make_graph([node], "lstm", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [steps, 1, I])],
+    nodes = [helper.make_node("Transpose", ["x"], ["xt"], name="time_major", perm=[1, 0, 2]),
+             helper.make_node("LSTM", ["xt", "W", "R", "B"], ["y"], name="lstm", hidden_size=H,
+                              direction="bidirectional")]
+    g = helper.make_graph(nodes, "lstm", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, steps, I])],
                           [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [steps, 2, 1, H])],
                           [numpy_helper.from_array(v, k) for k, v in (("W", w), ("R", r), ("B", b))])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8
-    return m, {"x": rng.standard_normal((steps, 1, I)).astype(np.float32)}
+    return m, {"x": rng.standard_normal((1, steps, I)).astype(np.float32)}
 
 
 def _timed(fns: dict, runs: int, blocks: int = 5) -> dict:
@@ -217,10 +220,10 @@ def main() -> None:
         import onnx
 
         os.makedirs(a.write_gru, exist_ok=True)
-        m, feeds = gru_model()
-        onnx.save(m, os.path.join(a.write_gru, "gru.onnx"))
-        np.savez(os.path.join(a.write_gru, "gru.npz"), **feeds)
-        print(f"wrote {a.write_gru}/gru.onnx and gru.npz")
+        for name, (m, feeds) in (("gru", gru_model()), ("lstm", lstm_op_model())):
+            onnx.save(m, os.path.join(a.write_gru, f"{name}.onnx"))
+            np.savez(os.path.join(a.write_gru, f"{name}.npz"), **feeds)
+            print(f"wrote {a.write_gru}/{name}.onnx and {name}.npz")
         return
     print(f"edgert from {os.path.dirname(edgert.__file__)}")
     print(f"{'model':8s} {'ort ms':>9s} {'edgert ms':>10s} {'ratio':>6s} {'max err':>9s}")
