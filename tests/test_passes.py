@@ -252,4 +252,32 @@ def test_fold_constants_and_dce():
 def test_pipeline_lists_every_pass():
     names = {p.__name__.rsplit(".", 1)[-1] for p in passes.PIPELINE}
     assert names == {"fold_constants", "dce", "remove_identity", "fuse_hard_swish", "fuse_silu", "fuse_gelu",
-                     "fuse_layernorm", "fold_batchnorm", "fold_conv_input", "fuse_activation", "share_constants"}
+                     "fuse_layernorm", "fold_batchnorm", "fold_conv_input", "fuse_activation", "share_constants",
+                     "batch_gemms"}
+
+
+def test_batch_gemms_stacks_independent_rows_only():
+    """Gemms on one constant weight: the two on independent rows become one over both
+    (then split), the one on a row computed from the first's output stays; the outputs
+    match onnxruntime."""
+    import edgert
+    from edgert.runtime import reader as fmt
+
+    rng = np.random.default_rng(3)
+    w = (rng.standard_normal((8, 6)) * 0.3).astype(np.float32)
+    b = (rng.standard_normal(8) * 0.1).astype(np.float32)
+    feeds = {"x1": rng.standard_normal((1, 6)).astype(np.float32),
+             "x2": rng.standard_normal((2, 6)).astype(np.float32)}
+    nodes = [helper.make_node("Gemm", ["x1", "W", "B"], ["y1"], transB=1),
+             helper.make_node("Gemm", ["x2", "W", "B"], ["y2"], transB=1),
+             helper.make_node("Slice", ["y1", "st", "en", "ax"], ["h"]),  # [1, 6] from y1
+             helper.make_node("Gemm", ["h", "W", "B"], ["y3"], transB=1)]
+    inits = {"W": w, "B": b, "st": np.array([0], np.int64), "en": np.array([6], np.int64),
+             "ax": np.array([1], np.int64)}
+    model = make_model(nodes, feeds, ["y1", "y2", "y3"], inits)
+    data = edgert.convert(model)
+    ops = [n["op"] for n in fmt.read(data)["nodes"]]
+    assert ops.count("gemm") == 2 and ops.count("concat") == 1 and ops.count("split") == 1
+    want = run_ort(model, feeds)
+    for got, exp in zip(edgert.Session(data).run(None, feeds), want):
+        np.testing.assert_allclose(got, exp, rtol=1e-5, atol=1e-6)

@@ -93,6 +93,7 @@ void ert_cpu_select(void) {
     k.binary_f32 = ert_binary_f32__neon;
     k.softmax_row = ert_softmax_row_f32__neon;
     k.rnn_mv = ert_rnn_mv_f32__neon;
+    k.rnn_panels = ert_rnn_panels_f32__neon;
     k.dot_rows = ert_dot_rows_f32__neon;
     k.lstm_cell = ert_lstm_cell_f32__neon;
     k.gru_cell = ert_gru_cell_f32__neon;
@@ -171,6 +172,10 @@ void ert_cpu_select(void) {
       k.conv3s1 = ert_conv2d_3x3s1_f32__avx512; /* 3x3 stride 1 without im2col */
       k.conv3s2 = ert_conv2d_3x3s2_f32__avx512; /* the stem: 32 outputs per step */
       k.act_apply = ert_act_apply_f32__avx512; /* sigmoid, tanh, silu; the reference the rest */
+      /* the recurrent ops' panel products and gates */
+      k.rnn_panels = ert_rnn_panels_f32__avx512;
+      k.lstm_cell = ert_lstm_cell_f32__avx512;
+      k.gru_cell = ert_gru_cell_f32__avx512;
     }
     if (x86_avx512_vnni()) { /* four products per 32-bit lane */
       k.isa = "avx2+avx512f+vnni";

@@ -51,8 +51,12 @@
  *   softmax_row y[j] = exp(x[j] - max x) / sum over t of exp(x[t] - max x), j < n (n >= 1;
  *               y may be x); each value within 1e-5 relative of the exact softmax.
  *   rnn_mv      out[v*os + j] = (add ? add[v*as + j] : 0) + sum over i < k of
- *               vec[v*vs + i] * mt[i*ld + j], for v < nv and j < nj (the products of
- *               ref/rnn_common.h; add may be out).
+ *               vec[v*vs + i] * mt[i*ld + j], for v < nv and j < nj (a row vector times
+ *               row-major B in ref/sgemm.c's matrix-vector path; add may be out).
+ *   rnn_panels  out[q*16 + j] = (add ? add[q*16 + j] : 0) + sum over i < k of vec[i] *
+ *               w[(q*k + i)*16 + j], for q < np and j < 16 (k >= 1, np >= 1): one vector
+ *               times np consecutive 16-column weight panels of k rows (the recurrent
+ *               ops' products, ref/rnn_common.h; out may be add).
  *   dot_rows    out[j] = sum over i < k of x[i] * r[j*ld + i], for j < n (k >= 1): dot
  *               products of one vector with rows (matrix-vector products, narrow GEMMs).
  *   lstm_cell   for j < n, with C(x) = clip > 0 ? min(max(x, -clip), clip) : x and the
@@ -63,7 +67,8 @@
  *   gru_cell    phase 0: g[j] := sigmoid(C(g[j] + (x ? x[j] : 0))) for j < 2n, then
  *               rh[j] = g[n + j] h[j] for j < n when rh is not NULL; phase 1: for j < n,
  *               pre = x ? x[2n + j] + g[n + j] (g[2n + j] + (rb ? rb[j] : 0)) : g[2n + j],
- *               h[j] := (1 - g[j]) tanh(C(pre)) + g[j] h[j] (the GRU gates z r h).
+ *               h[j] := (1 - g[j]) tanh(C(pre)) + g[j] h[j] (the GRU gates z r h);
+ *               phase 2: phase 0 then phase 1 with the same arguments.
  *               sigmoid and tanh within 1e-6 absolute of the exact functions.
  * The f32 NEON and AVX2 kernels may differ from the reference by rounding only (fused or
  * reassociated multiply-adds); the tests bound that at 1e-5 relative to the operands'
@@ -123,6 +128,8 @@ typedef void (*ert_softmax_row_fn)(const float *x, float *y, size_t n);
 typedef void (*ert_rnn_mv_fn)(size_t k, size_t nj, const float *mt, size_t ld, const float *vec,
                               size_t vs, size_t nv, const float *add, size_t as, float *out,
                               size_t os);
+typedef void (*ert_rnn_panels_fn)(size_t k, size_t np, const float *w, const float *vec,
+                                  const float *add, float *out);
 typedef void (*ert_dot_rows_fn)(const float *x, const float *r, ptrdiff_t ld, int32_t k,
                                 int32_t n, float *out);
 typedef void (*ert_lstm_cell_fn)(const float *g, float *c, float *h, size_t n, const float *p,
@@ -158,6 +165,7 @@ typedef struct ert_kernels {
   ert_binary_f32_fn binary_f32;
   ert_softmax_row_fn softmax_row;
   ert_rnn_mv_fn rnn_mv;
+  ert_rnn_panels_fn rnn_panels;
   ert_dot_rows_fn dot_rows;
   ert_lstm_cell_fn lstm_cell;
   ert_gru_cell_fn gru_cell;
@@ -342,6 +350,8 @@ void ert_dot_rows_f32__neon(const float *x, const float *r, ptrdiff_t ld, int32_
 void ert_rnn_mv_f32__neon(size_t k, size_t nj, const float *mt, size_t ld, const float *vec,
                           size_t vs, size_t nv, const float *add, size_t as, float *out,
                           size_t os);
+void ert_rnn_panels_f32__neon(size_t k, size_t np, const float *w, const float *vec,
+                              const float *add, float *out);
 void ert_lstm_cell_f32__neon(const float *g, float *c, float *h, size_t n, const float *p,
                              float clip);
 void ert_gru_cell_f32__neon(int phase, float *g, const float *x, const float *rb, float *h,
@@ -368,6 +378,12 @@ void ert_sgemm_block_f32__avx512(int32_t m, int32_t n, int32_t kc, const float *
 void ert_conv2d_dw3_f32__avx512(float *y, const float *x, const float *zero, const float *k,
                                 float bias, const ert_dw3_geom *g);
 int ert_act_apply_f32__avx512(const ert_act_params *act, float *x, size_t count);
+void ert_rnn_panels_f32__avx512(size_t k, size_t np, const float *w, const float *vec,
+                                const float *add, float *out);
+void ert_lstm_cell_f32__avx512(const float *g, float *c, float *h, size_t n, const float *p,
+                               float clip);
+void ert_gru_cell_f32__avx512(int phase, float *g, const float *x, const float *rb, float *h,
+                              float *rh, size_t n, float clip);
 void ert_conv2d_3x3s2_f32__avx512(float *y, const float *x, const float *wt, const float *bias,
                                   const ert_conv3s2_geom *g, int32_t oy0, int32_t oy1);
 void ert_conv2d_3x3s1_f32__avx512(float *y, const float *x, const float *wt, const float *bias,

@@ -1237,6 +1237,39 @@ static void test_rnn_mv(const ert_kernels *opt) {
         }
 }
 
+/* rnn_panels against a double-precision product: panel counts around the kernels' groups
+ * (4 on aarch64 NEON and AVX-512, 2 on armv7), depths around their k steps, with and
+ * without the added values, out in place of add; the panels end at an unmapped page. */
+static void test_rnn_panels(const ert_kernels *opt) {
+  if (opt->rnn_panels == NULL) return;
+  static const size_t ks[] = {1, 2, 3, 4, 5, 7, 8, 9, 17, 64}, nps[] = {1, 2, 3, 4, 5, 7, 9};
+  unsigned seed = 43;
+  for (size_t ik = 0; ik < sizeof ks / sizeof ks[0]; ++ik)
+    for (size_t ip = 0; ip < sizeof nps / sizeof nps[0]; ++ip)
+      for (int mode = 0; mode < 3; ++mode) {
+        const size_t k = ks[ik], np = nps[ip], nw = np * k * 16, no = np * 16;
+        float *w = guarded(nw), *vec = guarded(k), *add = guarded(no), *out = guarded(no);
+        for (size_t i = 0; i < nw; ++i) w[i] = frand(&seed);
+        for (size_t i = 0; i < k; ++i) vec[i] = frand(&seed);
+        for (size_t i = 0; i < no; ++i) add[i] = frand(&seed), out[i] = mode == 2 ? add[i] : NAN;
+        double want[9 * 16], mag[9 * 16];
+        for (size_t q = 0; q < np; ++q)
+          for (size_t j = 0; j < 16; ++j) {
+            double v = mode ? add[q * 16 + j] : 0.0, m = fabs(v);
+            for (size_t i = 0; i < k; ++i) {
+              v += (double)vec[i] * w[(q * k + i) * 16 + j];
+              m += fabs((double)vec[i] * w[(q * k + i) * 16 + j]);
+            }
+            want[q * 16 + j] = v, mag[q * 16 + j] = m;
+          }
+        opt->rnn_panels(k, np, w, vec, mode == 0 ? NULL : mode == 1 ? add : out, out);
+        char ctx[64];
+        snprintf(ctx, sizeof ctx, "k=%zu np=%zu mode=%d", k, np, mode);
+        for (size_t j = 0; j < no; ++j) expect_close("rnn_panels", out[j], want[j], mag[j], ctx);
+        unguard(w, nw), unguard(vec, k), unguard(add, no), unguard(out, no);
+      }
+}
+
 /* crc32: the portable CRC (run with the reference table) on the check string, then the
  * optimized entry against it on every length up to 100 at every alignment mod 8. */
 static void test_crc32(const ert_kernels *opt) {
@@ -1398,8 +1431,11 @@ static void test_gru_cell(const ert_kernels *opt) {
       const int hx = mode & 1, hrb = (mode >> 1) & 1;
       const float clip = mode & 4 ? 2.0f : 0.0f;
       float *g = guarded(3 * n), *x = guarded(3 * n), *rb = guarded(n), *h = guarded(n), *rh = guarded(n);
+      float *g2 = guarded(3 * n), *h2 = guarded(n), *rh2 = guarded(n);
       for (size_t j = 0; j < 3 * n; ++j) g[j] = 6.0f * frand(&seed), x[j] = 3.0f * frand(&seed);
       for (size_t j = 0; j < n; ++j) rb[j] = frand(&seed), h[j] = frand(&seed);
+      memcpy(g2, g, 3 * n * sizeof(float));
+      memcpy(h2, h, n * sizeof(float));
       double wg[390], wrh[130], wh[130];
       for (size_t j = 0; j < 2 * n; ++j) wg[j] = sigm_d(clip_d(g[j] + (hx ? (double)x[j] : 0.0), clip));
       for (size_t j = 0; j < n; ++j) {
@@ -1410,6 +1446,12 @@ static void test_gru_cell(const ert_kernels *opt) {
       }
       char ctx[64];
       snprintf(ctx, sizeof ctx, "n=%zu x=%d rb=%d clip=%g", n, hx, hrb, (double)clip);
+      /* phase 2 (both phases, unit by unit) against the exact gates and state */
+      opt->gru_cell(2, g2, hx ? x : NULL, hrb ? rb : NULL, h2, hrb ? rh2 : NULL, n, clip);
+      for (size_t j = 0; j < 2 * n; ++j) expect_abs("gru2 gates", g2[j], wg[j], 1e-6, ctx);
+      for (size_t j = 0; j < n && hrb; ++j) expect_abs("gru2 r*h", rh2[j], wrh[j], 2e-6, ctx);
+      for (size_t j = 0; j < n; ++j) expect_abs("gru2 h", h2[j], wh[j], 8e-6, ctx);
+      unguard(g2, 3 * n), unguard(h2, n), unguard(rh2, n);
       opt->gru_cell(0, g, hx ? x : NULL, NULL, h, hrb ? rh : NULL, n, clip);
       for (size_t j = 0; j < 2 * n; ++j) expect_abs("gru gates", g[j], wg[j], 1e-6, ctx);
       for (size_t j = 0; j < n && hrb; ++j) expect_abs("gru r*h", rh[j], wrh[j], 2e-6, ctx);
@@ -1447,8 +1489,9 @@ static void run_sgemm(int32_t m, int32_t n, int32_t k, int a_t, const float *a, 
                       const float *bias, float *c, void *scratch, int variant) {
   mat_ctx q = {a, b, bias, c};
   ert_sgemm g;
+  g.bpanels = 0;
 #if defined(ERT_X86_KERNELS)
-  g.bias_cols = g.rows_first = g.bpanels = g.by_rows = 0;
+  g.bias_cols = g.rows_first = g.by_rows = 0;
   g.res = NULL;
 #endif
   memset(&g, 0, sizeof g);
@@ -1741,6 +1784,7 @@ int main(int argc, char **argv) {
   test_binary(&opt);
   test_softmax(&opt);
   test_rnn_mv(&opt);
+  test_rnn_panels(&opt);
   test_dot_rows(&opt);
   test_crc32(&opt);
   test_act_sweep(&opt);

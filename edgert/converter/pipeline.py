@@ -59,8 +59,9 @@ def build_graph(model, input_shapes: dict[str, Any] | None = None, input_values:
     model at another size); for litert the names of the nodes to carve after passes
     and quantization go to g.metadata["litert_nodes"]. run_time: ONNX tensors computed
     from the input size to keep as run-time nodes (bounded conversions' shape programs)."""
-    from .bounds import upper
+    from .bounds import has_bounds, upper
     shapes = {k: [int(d) for d in v] for k, v in upper(input_shapes or {}).items()}
+    bounded = has_bounds(input_shapes)
     fb = fallback or {}
     if fb.get("fallback", "off") == "off":
         g = import_onnx(model, shapes, input_values, run_time, sym_dims)
@@ -72,6 +73,8 @@ def build_graph(model, input_shapes: dict[str, Any] | None = None, input_values:
                                                           run_time)
         if litert_nodes:
             g.metadata["litert_nodes"] = (sorted(litert_nodes), requested)
+    if bounded:
+        g.metadata["bounded"] = True  # passes that would change structure with the size skip it
     if optimize:
         g.metadata["passes"] = passes.run_pipeline(g)
     else:

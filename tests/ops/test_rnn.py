@@ -157,20 +157,59 @@ IDS = [f"{op}-{k}" for op, cases in (("LSTM", LSTM_CASES), ("GRU", GRU_CASES), (
        for k in range(len(cases))]
 
 
+# The C kernels' cases run over sequence lengths drawn from 1..500 (seeded: the same
+# lengths every run; the first case of each op at 1, the second at 500).
+_LEN_RNG = np.random.default_rng(37)
+LENGTHS = [int(v) for v in _LEN_RNG.integers(1, 501, len(ALL_CASES))]
+for _op, _first in (("LSTM", 0), ("GRU", len(LSTM_CASES)), ("RNN", len(LSTM_CASES) + len(GRU_CASES))):
+    LENGTHS[_first], LENGTHS[_first + 1] = 1, 500
+
+
 @pytest.mark.parametrize("op,kw", ALL_CASES, ids=IDS)
 def test_reference_matches_onnxruntime(op, kw):
     _check_reference(*_case(op, **kw))
 
 
 @e2e
-@pytest.mark.parametrize("op,kw", ALL_CASES, ids=IDS)
-def test_kernel_matches_onnxruntime(op, kw):
-    model, feeds = _case(op, **kw)
+@pytest.mark.parametrize("op,kw,S", [(op, kw, S) for (op, kw), S in zip(ALL_CASES, LENGTHS)],
+                         ids=[f"{i}-S{S}" for i, S in zip(IDS, LENGTHS)])
+def test_kernel_matches_onnxruntime(op, kw, S):
+    model, feeds = _case(op, S=S, **kw)
     want = _oracle(model, feeds)
     got = run_edgert(model, feeds)
     assert len(got) == len(want)
     for k, (a, b) in enumerate(zip(got, want)):
         assert_close(a, b, what=f"output {k}")
+
+
+# Hidden sizes around the kernels' 16-unit panels, batches, both layouts, and the same
+# weights over several random lengths (1..500); weights ~ 1/sqrt(H) keep long sequences
+# contractive.
+PANEL_CASES = [
+    ("LSTM", dict(H=20, I=7, N=2, direction="bidirectional", h0=True, c0=True, peep=True)),
+    ("LSTM", dict(H=33, I=5, N=3, layout=1, clip=1.5, h0=True)),
+    ("LSTM", dict(H=16, I=3, N=1, input_forget=1, c0=True)),
+    ("GRU", dict(H=20, I=7, N=2, direction="bidirectional", linear_before_reset=1, h0=True)),
+    ("GRU", dict(H=17, I=9, N=1)),
+    ("GRU", dict(H=40, I=6, N=2, layout=1, direction="reverse", clip=2.0, h0=True)),
+    ("GRU", dict(H=31, I=4, N=1, linear_before_reset=1, activations=["HardSigmoid", "Tanh"],
+                 activation_alpha=[0.25], activation_beta=[0.5])),
+    ("RNN", dict(H=24, I=5, N=2, direction="bidirectional", h0=True)),
+]
+
+
+@e2e
+@pytest.mark.parametrize("op,kw", PANEL_CASES, ids=[f"{op}-{k}" for k, (op, _) in enumerate(PANEL_CASES)])
+def test_random_sequence_lengths(op, kw):
+    kw = dict(kw)
+    H = kw.pop("H")
+    rng = np.random.default_rng(H * 101 + len(kw))
+    for S in sorted({1, *(int(v) for v in rng.integers(2, 501, 3))}):
+        model, feeds = _case(op, S=S, H=H, seed=S, scale=1.0 / np.sqrt(H), **kw)
+        want = _oracle(model, feeds)
+        got = run_edgert(model, feeds)
+        for k, (a, b) in enumerate(zip(got, want)):
+            assert_close(a, b, what=f"S={S} output {k}")
 
 
 @e2e

@@ -171,8 +171,9 @@ static void run_gemm(const ert_node *node, const conv_geom *g, int path, ert_exe
   ert_im2col ic = {g->cg, g->h,  g->w,  g->kh, g->kw, g->sh,
                    g->sw, g->dh, g->dw, g->pt, g->pl, g->ow};
   ert_sgemm s;
+  s.bpanels = 0;
 #if defined(ERT_X86_KERNELS)
-  s.bias_cols = s.rows_first = s.bpanels = 0;
+  s.bias_cols = s.rows_first = 0;
   s.by_rows = (node->layout & ERT_LAYOUT_PLANES) != 0; /* src/layout.c */
   s.res = NULL;
 #endif

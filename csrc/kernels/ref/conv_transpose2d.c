@@ -281,8 +281,9 @@ void ert_conv_transpose2d_eval(const ert_node *node, ert_exec *ex) {
       for (j.r0 = 0; j.r0 < g.h; j.r0 += g.rows) {
         j.nrows = g.h - j.r0 < g.rows ? g.h - j.r0 : g.rows;
         ert_sgemm s;
+        s.bpanels = 0;
 #if defined(ERT_X86_KERNELS)
-        s.bias_cols = s.rows_first = s.bpanels = s.by_rows = 0;
+        s.bias_cols = s.rows_first = s.by_rows = 0;
         s.res = NULL;
 #endif
         s.m = rows_k;

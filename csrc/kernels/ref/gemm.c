@@ -91,8 +91,9 @@ void ert_gemm_eval(const ert_node *node, ert_exec *ex) {
   }
   gemm_ctx q = {a->data, b->data, yd};
   ert_sgemm s;
+  s.bpanels = 0;
 #if defined(ERT_X86_KERNELS)
-  s.bias_cols = s.rows_first = s.bpanels = s.by_rows = 0;
+  s.bias_cols = s.rows_first = s.by_rows = 0;
   s.res = NULL;
 #endif
   s.m = m;

@@ -1,72 +1,88 @@
 /* lstm.c: one ONNX LSTM layer (gate order i o f c), float32, reference kernel.
- * Inputs, parameters, scratch and equations: edgert/converter/ops/rnn.py. */
+ * Inputs, parameters, scratch and equations: edgert/converter/ops/rnn.py; how it runs:
+ * rnn_common.h. */
 #include "rnn_common.h"
 
-enum { LSTM_GATES = 4, LSTM_ACTS = 3 };
+enum { LSTM_GATES = 4, LSTM_ACTS = 3, LSTM_AUX = 1 /* the cell state */ };
 
 edgert_status ert_lstm_prepare(ert_node *node, ert_err *err) {
-  return ert_rnn_prepare_common(node, err, LSTM_GATES, 7, 3, LSTM_ACTS);
+  return ert_rnn_prepare_common(node, err, LSTM_GATES, 7, 3, LSTM_ACTS, LSTM_AUX);
+}
+
+/* The gates of units j < units of one panel, any activations: g [4][16] the
+ * pre-activations (projection and product), c and h the panel's units, pk the
+ * peepholes [3][16] (NULL: none). */
+static void gates(const ert_rnn_run *r, size_t d, const float *g, float *c, float *h, const float *pk,
+                  size_t units) {
+  const ert_rnn_cfg *cf = &r->c;
+  const ert_rnn_act *fa = &r->act[d][0], *ga = &r->act[d][1], *ha = &r->act[d][2];
+  for (size_t j = 0; j < units; j++) {
+    const float cprev = c[j];
+    float gi = g[j], go = g[16 + j], gf = g[32 + j], gc = g[48 + j];
+    if (pk) {
+      gi += pk[j] * cprev;
+      gf += pk[32 + j] * cprev;
+    }
+    const float i = ert_rnn_act_eval(fa, ert_rnn_clip(cf, gi));
+    const float f = cf->flag ? 1.0f - i : ert_rnn_act_eval(fa, ert_rnn_clip(cf, gf));
+    const float cn = f * cprev + i * ert_rnn_act_eval(ga, ert_rnn_clip(cf, gc));
+    if (pk) go += pk[16 + j] * cn;
+    const float o = ert_rnn_act_eval(fa, ert_rnn_clip(cf, go));
+    c[j] = cn;
+    h[j] = o * ert_rnn_act_eval(ha, cn);
+  }
+}
+
+/* Items [begin, end) of a step: (direction, panel), every batch item (what the loop
+ * reads copied into locals first, as in gru.c). */
+static void lstm_task(void *arg, size_t begin, size_t end) {
+  const ert_rnn_run *r = (const ert_rnn_run *)arg;
+  const ert_rnn_cfg cf = r->c, *c = &cf;
+  const size_t H = c->hidden, P = c->panels, GHp = LSTM_GATES * c->hp, SN = c->seq * c->batch;
+  const size_t step = r->step;
+  const bool fast = r->fast != 0;
+  const float clip = r->clip;
+  const float *rp = (const float *)r->node->in[2]->data, *proj = r->proj;
+  const float *peep = ert_rnn_opt(r->node, 6) != NULL ? r->extra : NULL;
+  float *y = (float *)r->node->out[0]->data, *cell = r->aux;
+  float *hin = r->h[step & 1], *hout = r->h[(step + 1) & 1];
+  for (size_t q = 0; q < end - begin; q++) {
+    const size_t it = ert_rnn_item(step, begin, end, q);
+    const size_t d = it / P, p = it - d * P, t = ert_rnn_time(c, d, step), u0 = p * ERT_RNN_PANEL;
+    const float *w = rp + (d * P + p) * LSTM_GATES * H * ERT_RNN_PANEL;
+    const float *pk = peep ? peep + d * 3 * c->hp + 3 * u0 : NULL;
+    for (size_t b = 0; b < c->batch; b++) {
+      float g[LSTM_GATES * ERT_RNN_PANEL];
+      const float *xp = proj + (d * SN + ert_rnn_xrow(c, t, b)) * GHp + LSTM_GATES * u0;
+      ert_rnn_panels(H, LSTM_GATES, w, ert_rnn_vec(c, hin, d, b), xp, g);
+      float *cb = ert_rnn_vec(c, cell, d, b) + u0, *hb = ert_rnn_vec(c, hout, d, b);
+      if (fast)
+        ert_cpu.lstm_cell(g, cb, hb + u0, ERT_RNN_PANEL, pk, clip);
+      else
+        gates(r, d, g, cb, hb + u0, pk, ert_rnn_units(c, p));
+      ert_rnn_store_y(c, y, t, d, b, p, hb);
+    }
+  }
 }
 
 void ert_lstm_eval(const ert_node *node, ert_exec *ex) {
-  ert_rnn_cfg c;
-  ert_rnn_cfg_read(node, LSTM_GATES, &c);
-  const size_t H = c.hidden, N = c.batch, GH = LSTM_GATES * H;
-  float *bias = (float *)node->scratch;
-  float *proj = bias + GH;
-  float *gates = proj + c.seq * N * GH;
-  float *h = gates + N * GH;
-  float *cell = h + N * H;
-  const ert_tensor *p = ert_rnn_opt(node, 6);
-  const size_t add_stride = c.layout == 0 ? GH : c.seq * GH;
-  for (size_t d = 0; d < c.dirs; d++) {
-    ert_rnn_act fa, ga, ha;
-    ert_rnn_act_get(node, d * LSTM_ACTS + 0, &fa);
-    ert_rnn_act_get(node, d * LSTM_ACTS + 1, &ga);
-    ert_rnn_act_get(node, d * LSTM_ACTS + 2, &ha);
-    const float *RT = (const float *)node->in[2]->data + d * H * GH;
-    const float *pi = p ? (const float *)p->data + d * 3 * H : NULL;
-    const float *po = pi ? pi + H : NULL, *pf = pi ? pi + 2 * H : NULL;
-    /* the optimized gates: default activations, no coupled input and forget gates */
-    const ert_lstm_cell_fn cell_fn = fa.kind == ERT_RNN_SIGMOID && ga.kind == ERT_RNN_TANH &&
-                                     ha.kind == ERT_RNN_TANH && !c.flag ? ert_cpu.lstm_cell : NULL;
-    ert_rnn_input_projection(node, ex, &c, d, GH, bias, proj);
-    ert_rnn_load_state(&c, ert_rnn_opt(node, 4), d, h);
-    ert_rnn_load_state(&c, ert_rnn_opt(node, 5), d, cell);
-    for (size_t step = 0; step < c.seq; step++) {
-      const size_t t = ert_rnn_time(&c, d, step);
-      ert_rnn_mv mv = {.mt = RT, .k = H, .ld = GH, .vec = h, .vec_stride = H, .nvec = N,
-                       .add = proj + ert_rnn_xrow(&c, t, 0) * GH, .add_stride = add_stride,
-                       .out = gates, .out_stride = GH};
-      ert_rnn_mv_run(ex, &mv, GH);
-      if (cell_fn) {
-        for (size_t b = 0; b < N; b++)
-          cell_fn(gates + b * GH, cell + b * H, h + b * H, H, pi, c.has_clip ? c.clip : 0.0f);
-        ert_rnn_store_y(&c, node->out[0], t, d, h);
-        continue;
-      }
-      for (size_t b = 0; b < N; b++) {
-        const float *g = gates + b * GH;
-        float *hb = h + b * H, *cb = cell + b * H;
-        for (size_t j = 0; j < H; j++) {
-          const float cprev = cb[j];
-          float gi = g[j], go = g[H + j], gf = g[2 * H + j], gc = g[3 * H + j];
-          if (pi) {
-            gi += pi[j] * cprev;
-            gf += pf[j] * cprev;
-          }
-          const float i = ert_rnn_act_eval(&fa, ert_rnn_clip(&c, gi));
-          const float f = c.flag ? 1.0f - i : ert_rnn_act_eval(&fa, ert_rnn_clip(&c, gf));
-          const float cn = f * cprev + i * ert_rnn_act_eval(&ga, ert_rnn_clip(&c, gc));
-          if (po) go += po[j] * cn;
-          const float o = ert_rnn_act_eval(&fa, ert_rnn_clip(&c, go));
-          cb[j] = cn;
-          hb[j] = o * ert_rnn_act_eval(&ha, cn);
-        }
-      }
-      ert_rnn_store_y(&c, node->out[0], t, d, h);
+  ert_rnn_run r;
+  ert_rnn_begin(node, ex, LSTM_GATES, LSTM_AUX, LSTM_GATES, &r);
+  const ert_rnn_cfg *c = &r.c;
+  ert_rnn_load_state(&r, ert_rnn_opt(node, 5), r.aux);
+  const ert_tensor *pt = ert_rnn_opt(node, 6);
+  bool fast = ert_cpu.lstm_cell != NULL && !c->flag;
+  for (size_t d = 0; d < c->dirs; d++) {
+    fast = fast && r.act[d][0].kind == ERT_RNN_SIGMOID && r.act[d][1].kind == ERT_RNN_TANH &&
+           r.act[d][2].kind == ERT_RNN_TANH;
+    /* peepholes [3][H] (i o f) as [P][3][16], zeros past H */
+    for (size_t q = 0; pt && q < 3 * c->hp; q++) {
+      const size_t p = q / 48, k = q / 16 % 3, j = p * 16 + q % 16;
+      r.extra[d * 3 * c->hp + q] = j < c->hidden ? ((const float *)pt->data)[(d * 3 + k) * c->hidden + j] : 0.0f;
     }
-    ert_rnn_store_state(&c, node->out[1], d, h);
-    ert_rnn_store_state(&c, node->out[2], d, cell);
   }
+  r.fast = fast;
+  ert_rnn_steps(ex, &r, lstm_task, 1);
+  ert_rnn_store_state(&r, node->out[1], r.h[c->seq & 1]);
+  ert_rnn_store_state(&r, node->out[2], r.aux);
 }

@@ -121,8 +121,9 @@ void ert_matmul_eval(const ert_node *node, ert_exec *ex) {
   make_plan(a, b, &p, &rank, shape);
   mm_ctx q = {&p, a->data, b->data, y->data};
   ert_sgemm s;
+  s.bpanels = 0;
 #if defined(ERT_X86_KERNELS)
-  s.bias_cols = s.rows_first = s.bpanels = s.by_rows = 0;
+  s.bias_cols = s.rows_first = s.by_rows = 0;
   s.res = NULL;
 #endif
   s.m = (int32_t)p.rows;

@@ -1,12 +1,12 @@
 /* rnn_common.c: what the lstm, gru and rnn kernels share beyond one-line helpers (the
- * prepare checks, the matrix product, activations, state and output copies), defined
- * once; rnn_common.h declares and documents them. As static functions in the header,
- * link-time optimization kept one copy per op. */
+ * prepare checks, the input projection, the panel product, the step driver, activations,
+ * state copies), defined once; rnn_common.h declares and documents them. */
 #include "rnn_common.h"
 
 #include <stdint.h>
 
 #include "exec.h"
+#include "sgemm.h"
 
 /* Y's dims [S,D,N,H] (layout 0) or [N,S,D,H], and the states' [D,N,H] or [N,D,H] (Y's
  * without S), for X's actual shape. */
@@ -20,30 +20,25 @@ static void out_dims(const ert_node *n, int64_t *y, int64_t *h) {
   for (int k = 0; k < 3; k++) h[k] = y[k + (k >= l)];
 }
 
-/* Checks node->scratch_bytes >= 4 * floats, where floats = sum of `count` products
- * of three factors each (terms[3k..3k+2]), computed without overflow. */
-static edgert_status check_scratch(const ert_node *n, ert_err *err, const size_t *terms, size_t count) {
+/* floats = sum of `count` products of four factors each (terms[4k..4k+3]), false on
+ * overflow. */
+static bool sum_products(const size_t *terms, size_t count, size_t *floats) {
   size_t total = 0;
-  bool ok = true;
-  for (size_t k = 0; k < count && ok; k++) {
-    size_t p;
-    ok = ert_rnn_mul(terms[3 * k], terms[3 * k + 1], &p) && ert_rnn_mul(p, terms[3 * k + 2], &p);
-    ok = ok && total <= SIZE_MAX - p;
-    if (ok) total += p;
+  for (size_t k = 0; k < count; k++) {
+    size_t p = 1;
+    for (size_t f = 0; f < 4; f++) {
+      if (terms[4 * k + f] != 0 && p > SIZE_MAX / terms[4 * k + f]) return false;
+      p *= terms[4 * k + f];
+    }
+    if (total > SIZE_MAX - p) return false;
+    total += p;
   }
-  ok = ok && ert_rnn_mul(total, sizeof(float), &total);
-  if (!ok || n->scratch_bytes < total)
-    return ert_fail_node(err, EDGERT_ERR_PARAM, n->name ? n->name : "", ": scratch of %zu bytes is too small",
-                         n->scratch_bytes);
-  return EDGERT_OK;
+  *floats = total;
+  return true;
 }
 
-/* Checks what every recurrent op shares: arity, parameter words and their ranges,
- * dtypes and shapes of X WT RT B initial_h [initial_c P] and of the outputs Y Y_h
- * [Y_c], activation kinds, and the scratch (layout in rnn.py: aux only when gates > 1).
- * n_in_max: 7 (lstm) or 5; n_out: 3 (lstm) or 2; n_act: activation slots per direction. */
 edgert_status ert_rnn_prepare_common(ert_node *n, ert_err *err, size_t gates, uint32_t n_in_max,
-                                     uint32_t n_out, size_t n_act) {
+                                     uint32_t n_out, size_t n_act, size_t aux) {
   edgert_status st = ert_check_arity(n, err, 3, n_in_max, n_out, n_out);
   if (st != EDGERT_OK) return st;
   st = ert_check_params(n, err, ERT_RNN_FIXED_PARAMS);
@@ -52,8 +47,8 @@ edgert_status ert_rnn_prepare_common(ert_node *n, ert_err *err, size_t gates, ui
   int32_t direction = ert_pi(n, 0), hidden = ert_pi(n, 1), layout = ert_pi(n, 2);
   int32_t has_clip = ert_pi(n, 3), flag = ert_pi(n, 5);
   float clip = ert_pf(n, 4);
-  if (direction < 0 || direction > 2 || hidden <= 0 || layout < 0 || layout > 1 ||
-      has_clip < 0 || has_clip > 1 || flag < 0 || flag > 1 ||
+  if (direction < 0 || direction > 2 || hidden <= 0 || hidden > INT32_MAX / 8 || layout < 0 ||
+      layout > 1 || has_clip < 0 || has_clip > 1 || flag < 0 || flag > 1 ||
       (has_clip && !(clip > 0.0f && isfinite(clip))))
     return ert_fail_node(err, EDGERT_ERR_PARAM, nm,
                          ": bad recurrent parameters (direction %d, hidden_size %d, layout %d, "
@@ -69,7 +64,7 @@ edgert_status ert_rnn_prepare_common(ert_node *n, ert_err *err, size_t gates, ui
     if (act.kind < 0 || act.kind >= ERT_RNN_ACT_COUNT || !isfinite(act.a) || !isfinite(act.b))
       return ert_fail_node(err, EDGERT_ERR_PARAM, nm, ": bad activation %zu (kind %d)", k, act.kind);
   }
-  for (uint32_t i = 0; i < n->n_in; i++) { /* X, WT and RT are present (the arity check) */
+  for (uint32_t i = 0; i < n->n_in; i++) { /* X, WP and RP are present (the arity check) */
     if (n->in[i] != NULL && (st = ert_check_dtype(n, err, n->in[i], EDGERT_FLOAT32)) != EDGERT_OK) return st;
   }
   for (uint32_t i = 0; i < n->n_out; i++) {
@@ -81,59 +76,28 @@ edgert_status ert_rnn_prepare_common(ert_node *n, ert_err *err, size_t gates, ui
     return ert_fail_node(err, EDGERT_ERR_SHAPE, nm, ": X must be a non-empty rank-3 tensor");
   ert_rnn_cfg c;
   ert_rnn_cfg_read(n, gates, &c);
-  const int64_t D = (int64_t)c.dirs, H = (int64_t)c.hidden, GH = (int64_t)gates * H;
+  const int64_t D = (int64_t)c.dirs, H = (int64_t)c.hidden, G = (int64_t)gates;
+  const int64_t PG = (int64_t)c.panels * G, P16 = ERT_RNN_PANEL;
   int64_t y[4], h[3];
   out_dims(n, y, h);
-  /* Inputs 1..6 (WT RT B initial_h initial_c P): rank, then dims. */
-  const int64_t want[6][4] = {{3, D, (int64_t)c.input, GH}, {3, D, H, GH}, {2, D, 2 * GH},
-                              {3, h[0], h[1], h[2]},         {3, h[0], h[1], h[2]}, {2, D, 3 * H}};
+  /* Inputs 1..6 (WP RP B initial_h initial_c P): rank, then dims. */
+  const int64_t want[6][5] = {{4, D, PG, (int64_t)c.input, P16}, {4, D, PG, H, P16}, {2, D, 2 * G * H},
+                              {3, h[0], h[1], h[2]}, {3, h[0], h[1], h[2]}, {2, D, 3 * H}};
   for (uint32_t i = 1; i < n->n_in && st == EDGERT_OK; i++)
     if (n->in[i] != NULL) st = ert_check_shape(n, err, n->in[i], (int32_t)want[i - 1][0], want[i - 1] + 1);
   for (uint32_t i = 0; i < n_out && st == EDGERT_OK; i++)
     st = ert_check_shape(n, err, n->out[i], i == 0 ? 4 : 3, i == 0 ? y : h);
   if (st != EDGERT_OK) return st;
-  /* bias | proj | gates | h [| aux] */
-  const size_t terms[] = {gates,   c.hidden, 1,        c.seq,    c.batch,  gates * c.hidden,
-                          c.batch, gates,    c.hidden, c.batch,  c.hidden, gates > 1 ? 2 : 1};
-  return check_scratch(n, err, terms, 4);
-}
-
-/* On x86-64 GCC/glibc the product is also compiled for AVX+FMA, chosen at load time
- * (the source stays portable C). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && \
-    !defined(ERT_NO_CLONES)
-__attribute__((target_clones("fma", "default")))
-#endif
-void ert_rnn_mv_task(void *arg, size_t begin, size_t end) {
-  const ert_rnn_mv *a = (const ert_rnn_mv *)arg;
-  if (ert_cpu.rnn_mv) {
-    ert_cpu.rnn_mv(a->k, end - begin, a->mt + begin, a->ld, a->vec, a->vec_stride, a->nvec,
-                   a->add ? a->add + begin : NULL, a->add_stride, a->out + begin, a->out_stride);
-    return;
-  }
-  float acc[ERT_RNN_VBLOCK][ERT_RNN_BLOCK];
-  for (size_t j0 = begin; j0 < end; j0 += ERT_RNN_BLOCK) {
-    const size_t nj = end - j0 < ERT_RNN_BLOCK ? end - j0 : ERT_RNN_BLOCK;
-    for (size_t v0 = 0; v0 < a->nvec; v0 += ERT_RNN_VBLOCK) {
-      const size_t nv = a->nvec - v0 < ERT_RNN_VBLOCK ? a->nvec - v0 : ERT_RNN_VBLOCK;
-      for (size_t q = 0; q < nv; q++) {
-        if (a->add)
-          memcpy(acc[q], a->add + (v0 + q) * a->add_stride + j0, nj * sizeof(float));
-        else
-          memset(acc[q], 0, nj * sizeof(float));
-      }
-      for (size_t i = 0; i < a->k; i++) {
-        const float *w = a->mt + i * a->ld + j0;
-        for (size_t q = 0; q < nv; q++) {
-          const float xi = a->vec[(v0 + q) * a->vec_stride + i];
-          float *o = acc[q];
-          for (size_t j = 0; j < nj; j++) o[j] += xi * w[j];
-        }
-      }
-      for (size_t q = 0; q < nv; q++)
-        memcpy(a->out + (v0 + q) * a->out_stride + j0, acc[q], nj * sizeof(float));
-    }
-  }
+  /* proj | bias | extra | h[0] h[1] | aux (rnn.py, scratch_floats); the SGEMM's sizes in
+     int32_t */
+  const size_t terms[] = {c.dirs, c.seq, c.batch, gates * c.hp,  c.dirs, gates + 3, c.hp, 1,
+                          c.dirs, c.batch, c.hp, 2 + aux};
+  size_t floats = 0;
+  if (!sum_products(terms, 3, &floats) || floats > SIZE_MAX / sizeof(float) ||
+      n->scratch_bytes < floats * sizeof(float) || c.seq * c.batch > (size_t)INT32_MAX)
+    return ert_fail_node(err, EDGERT_ERR_PARAM, nm, ": scratch of %zu bytes is too small",
+                         n->scratch_bytes);
+  return EDGERT_OK;
 }
 
 /* ---- helpers of the three ops (declared in rnn_common.h) ---- */
@@ -180,6 +144,8 @@ void ert_rnn_cfg_read(const ert_node *n, size_t gates, ert_rnn_cfg *c) {
   c->flag = ert_pi(n, 5);
   c->dirs = c->direction == ERT_RNN_BIDIRECTIONAL ? 2 : 1;
   c->gates = gates;
+  c->panels = (c->hidden + ERT_RNN_PANEL - 1) / ERT_RNN_PANEL;
+  c->hp = c->panels * ERT_RNN_PANEL;
   c->seq = (size_t)(c->layout == 0 ? x->shape[0] : x->shape[1]);
   c->batch = (size_t)(c->layout == 0 ? x->shape[1] : x->shape[0]);
   c->input = (size_t)x->shape[2];
@@ -198,59 +164,151 @@ ERT_SHAPE_AS(lstm, ert_rnn_shape_common)
 ERT_SHAPE_AS(gru, ert_rnn_shape_common)
 ERT_SHAPE_AS(rnn, ert_rnn_shape_common)
 
-void ert_rnn_mv_run(ert_exec *ex, ert_rnn_mv *a, size_t cols) {
-  if (cols * a->k * a->nvec >= 32768)
-    ert_parallel_for(ex, cols, ert_rnn_mv_task, a);
-  else
-    ert_rnn_mv_task(a, 0, cols);
-}
-
-void ert_rnn_input_projection(const ert_node *n, ert_exec *ex, const ert_rnn_cfg *c,
-                                            size_t d, size_t rb_rows, float *bias, float *proj) {
-  const size_t GH = c->gates * c->hidden;
-  const ert_tensor *b = ert_rnn_opt(n, 3);
-  if (b) {
-    const float *wb = (const float *)b->data + d * 2 * GH, *rb = wb + GH;
-    for (size_t j = 0; j < GH; j++) bias[j] = wb[j] + (j < rb_rows ? rb[j] : 0.0f);
+/* On x86-64 GCC/glibc the portable product is also compiled for AVX+FMA, chosen at load
+ * time (the source stays portable C). */
+ERT_SIMD_CLONES
+void ert_rnn_panels(size_t k, size_t np, const float *w, const float *vec, const float *add,
+                    float *out) {
+  if (ert_cpu.rnn_panels) {
+    ert_cpu.rnn_panels(k, np, w, vec, add, out);
+    return;
   }
-  ert_rnn_mv mv = {
-      .mt = (const float *)n->in[1]->data + d * GH * c->input,
-      .k = c->input,
-      .ld = GH,
-      .vec = (const float *)n->in[0]->data,
-      .vec_stride = c->input,
-      .nvec = c->seq * c->batch,
-      .add = b ? bias : NULL,
-      .add_stride = 0,
-      .out = proj,
-      .out_stride = GH,
-  };
-  ert_rnn_mv_run(ex, &mv, GH);
-}
-
-void ert_rnn_load_state(const ert_rnn_cfg *c, const ert_tensor *t, size_t d,
-                                      float *st) {
-  const size_t H = c->hidden;
-  for (size_t b = 0; b < c->batch; b++) {
-    if (t)
-      memcpy(st + b * H, (const float *)t->data + ert_rnn_hoff(c, d, b), H * sizeof(float));
-    else
-      memset(st + b * H, 0, H * sizeof(float));
+  for (size_t q = 0; q < np; q++, w += k * ERT_RNN_PANEL) {
+    float acc[ERT_RNN_PANEL];
+    for (size_t j = 0; j < ERT_RNN_PANEL; j++) acc[j] = add ? add[q * ERT_RNN_PANEL + j] : 0.0f;
+    for (size_t i = 0; i < k; i++) {
+      const float xi = vec[i], *wi = w + i * ERT_RNN_PANEL;
+      for (size_t j = 0; j < ERT_RNN_PANEL; j++) acc[j] += xi * wi[j];
+    }
+    memcpy(out + q * ERT_RNN_PANEL, acc, sizeof acc);
   }
 }
 
-void ert_rnn_store_state(const ert_rnn_cfg *c, ert_tensor *t, size_t d,
-                                       const float *st) {
-  const size_t H = c->hidden;
-  for (size_t b = 0; b < c->batch; b++)
-    memcpy((float *)t->data + ert_rnn_hoff(c, d, b), st + b * H, H * sizeof(float));
+/* The SGEMM's problem d: X, direction d's WP, direction d's proj. */
+typedef struct proj_ctx {
+  const float *x, *w;
+  float *proj;
+  size_t wstride, pstride;
+} proj_ctx;
+
+static void proj_locate(const void *ctx, size_t p, const float **a, const float **b, float **c,
+                        const float **bias) {
+  const proj_ctx *q = ctx;
+  *a = q->x;
+  *b = q->w + p * q->wstride;
+  *c = q->proj + p * q->pstride;
+  *bias = NULL;
 }
 
-void ert_rnn_store_y(const ert_rnn_cfg *c, ert_tensor *y, size_t t, size_t d,
-                                   const float *st) {
-  const size_t H = c->hidden;
-  for (size_t b = 0; b < c->batch; b++)
-    memcpy((float *)y->data + ert_rnn_yoff(c, t, d, b), st + b * H, H * sizeof(float));
+/* proj[d][row] = X[row] W_d^T + bias_d for every row of X and direction d: the rows
+ * start as the bias and one batched SGEMM (B in WP's panels, read in place, so no
+ * scratch) adds the products; one row (S*N == 1) is one panel product per direction. */
+static void project(const ert_node *n, ert_exec *ex, const ert_rnn_run *r) {
+  const ert_rnn_cfg *c = &r->c;
+  const size_t SN = c->seq * c->batch, GHp = c->gates * c->hp;
+  const float *x = (const float *)n->in[0]->data, *wp = (const float *)n->in[1]->data;
+  if (SN == 1) {
+    for (size_t d = 0; d < c->dirs; d++)
+      ert_rnn_panels(c->input, c->gates * c->panels, wp + d * GHp * c->input, x, r->bias + d * GHp,
+                     r->proj + d * GHp);
+    return;
+  }
+  for (size_t d = 0; d < c->dirs; d++)
+    for (size_t row = 0; row < SN; row++)
+      memcpy(r->proj + (d * SN + row) * GHp, r->bias + d * GHp, GHp * sizeof(float));
+  proj_ctx q = {x, wp, r->proj, GHp * c->input, SN * GHp};
+  ert_sgemm s;
+  memset(&s, 0, sizeof s);
+  s.m = (int32_t)SN;
+  s.n = (int32_t)GHp;
+  s.k = (int32_t)c->input;
+  s.rsa = (ptrdiff_t)c->input;
+  s.csa = 1;
+  s.bpanels = 1;
+  s.ldc = (ptrdiff_t)GHp;
+  s.alpha = 1.0f;
+  s.accumulate = 1;
+  s.batch = c->dirs;
+  s.locate = proj_locate;
+  s.ctx = &q;
+  ert_sgemm_run(&s, NULL, ex);
+}
+
+void ert_rnn_begin(const ert_node *n, ert_exec *ex, size_t gates, size_t aux, size_t rb_gates,
+                   ert_rnn_run *r) {
+  memset(r, 0, sizeof *r);
+  r->node = n;
+  ert_rnn_cfg_read(n, gates, &r->c);
+  const ert_rnn_cfg *c = &r->c;
+  const size_t D = c->dirs, H = c->hidden, GHp = gates * c->hp, NHp = c->batch * c->hp;
+  float *s = (float *)n->scratch;
+  r->proj = s;
+  s += D * c->seq * c->batch * GHp;
+  r->bias = s;
+  s += D * GHp;
+  r->extra = s;
+  s += D * 3 * c->hp;
+  r->h[0] = s;
+  r->h[1] = s + D * NHp;
+  r->aux = s + 2 * D * NHp;
+  r->aux_count = aux;
+  memset(r->h[1], 0, (1 + aux) * D * NHp * sizeof(float)); /* padding units stay 0 (finite) */
+  r->clip = c->has_clip ? c->clip : 0.0f;
+  const size_t n_act = gates == 4 ? 3 : gates == 3 ? 2 : 1;
+  for (size_t d = 0; d < D; d++)
+    for (size_t k = 0; k < n_act; k++) ert_rnn_act_get(n, d * n_act + k, &r->act[d][k]);
+  /* bias in panel column order: (p*G + g)*16 + u holds output g*H + p*16 + u */
+  const ert_tensor *bt = ert_rnn_opt(n, 3);
+  for (size_t d = 0; d < D; d++) {
+    const float *wb = bt ? (const float *)bt->data + d * 2 * gates * H : NULL, *rb = wb ? wb + gates * H : NULL;
+    float *bd = r->bias + d * GHp;
+    for (size_t p = 0; p < c->panels; p++)
+      for (size_t g = 0; g < gates; g++)
+        for (size_t u = 0; u < ERT_RNN_PANEL; u++) {
+          const size_t j = p * ERT_RNN_PANEL + u, o = g * H + j;
+          bd[(p * gates + g) * ERT_RNN_PANEL + u] =
+              wb && j < H ? wb[o] + (g < rb_gates ? rb[o] : 0.0f) : 0.0f;
+        }
+  }
+  project(n, ex, r);
+  ert_rnn_load_state(r, ert_rnn_opt(n, 4), r->h[0]);
+}
+
+void ert_rnn_steps(ert_exec *ex, ert_rnn_run *r, ert_task_fn task, int passes) {
+  const ert_rnn_cfg *c = &r->c;
+  const size_t items = c->dirs * c->panels;
+  /* a step's multiply-adds: worth the hand-off to the other threads from 32768 on */
+  const bool par = items > 1 && c->dirs * c->batch * c->hidden * c->gates * c->hp >= 32768;
+  for (size_t step = 0; step < c->seq; step++)
+    for (int pass = 0; pass < passes; pass++) {
+      r->step = step;
+      r->pass = pass;
+      if (par)
+        ert_parallel_for(ex, items, task, r);
+      else
+        task(r, 0, items);
+    }
+}
+
+void ert_rnn_load_state(const ert_rnn_run *r, const ert_tensor *in, float *buf) {
+  const ert_rnn_cfg *c = &r->c;
+  for (size_t d = 0; d < c->dirs; d++)
+    for (size_t b = 0; b < c->batch; b++) {
+      float *v = ert_rnn_vec(c, buf, d, b);
+      if (in)
+        memcpy(v, (const float *)in->data + ert_rnn_hoff(c, d, b), c->hidden * sizeof(float));
+      else
+        memset(v, 0, c->hidden * sizeof(float));
+      memset(v + c->hidden, 0, (c->hp - c->hidden) * sizeof(float));
+    }
+}
+
+void ert_rnn_store_state(const ert_rnn_run *r, ert_tensor *out, const float *buf) {
+  const ert_rnn_cfg *c = &r->c;
+  for (size_t d = 0; d < c->dirs; d++)
+    for (size_t b = 0; b < c->batch; b++)
+      memcpy((float *)out->data + ert_rnn_hoff(c, d, b), buf + (d * c->batch + b) * c->hp,
+             c->hidden * sizeof(float));
 }
 
 float ert_rnn_tanh(float x) {

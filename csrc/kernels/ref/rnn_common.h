@@ -2,10 +2,24 @@
  * each; the larger shared functions are defined once in rnn_common.c).
  *
  * Inputs, parameter words and scratch layout are documented in edgert/converter/ops/rnn.py.
- * In short: X [S,N,I] (layout 0) or [N,S,I] (layout 1); WT [D,I,G*H] and RT [D,H,G*H]
- * (ONNX's W and R with their last two axes swapped); B [D,2*G*H]; initial_h [D,N,H]
- * (layout 0) or [N,D,H] (layout 1). Params: direction, hidden_size, layout, has_clip,
- * clip, op flag, then (kind, alpha, beta) per activation slot. */
+ * In short: X [S,N,I] (layout 0) or [N,S,I] (layout 1); WP [D,P*G,I,16] and RP
+ * [D,P*G,H,16]: ONNX's W and R in 16-column panels, column (p*G + g)*16 + u of a
+ * direction's matrix being output g*H + p*16 + u (P = ceil(H/16) panels of 16 hidden
+ * units, zeros past H); B [D,2*G*H]; initial_h [D,N,H] (layout 0) or [N,D,H] (layout 1).
+ * Params: direction, hidden_size, layout, has_clip, clip, op flag, then (kind, alpha,
+ * beta) per activation slot.
+ *
+ * How a layer runs (the reference is the spec; cpu.h's rnn_panels, lstm_cell and
+ * gru_cell replace its loops where the CPU has them):
+ *   1. the input projection of every time step and direction, X W^T + bias, as one
+ *      batched SGEMM reading WP's panels in place (one panel product per direction
+ *      when S*N is 1), into proj [D][S*N][G*Hp] in panel column order;
+ *   2. per time step, per (direction, panel) item, over the session's threads when the
+ *      step is large enough: the recurrent product of the panel's G gates (h times G
+ *      panels of RP, read sequentially) added to the projection, then the gates with
+ *      their activations on those 16 units, writing the next state and Y. The state
+ *      is double-buffered (h[step & 1] read, the other written). The GRU with
+ *      linear_before_reset 0 takes two passes per step (z and r, then h with r*h). */
 #ifndef ERT_RNN_COMMON_H_
 #define ERT_RNN_COMMON_H_
 
@@ -13,6 +27,7 @@
 #include <string.h>
 
 #include "cpu.h"
+#include "exec.h"
 #include "internal.h"
 
 enum {
@@ -20,6 +35,7 @@ enum {
   ERT_RNN_REVERSE = 1,
   ERT_RNN_BIDIRECTIONAL = 2,
   ERT_RNN_FIXED_PARAMS = 6, /* words before the activation triples */
+  ERT_RNN_PANEL = 16,       /* hidden units (columns) per weight panel */
 };
 
 /* Activation kinds of the recurrent ops (their own list, see ACT_KINDS in rnn.py). */
@@ -53,6 +69,7 @@ float ert_rnn_act_eval(const ert_rnn_act *act, float x);
  * (valid once the common prepare succeeded). */
 typedef struct ert_rnn_cfg {
   size_t seq, batch, input, hidden, dirs, gates;
+  size_t panels, hp; /* P = ceil(H / 16) panels, Hp = 16 P padded hidden units */
   int32_t direction, layout, flag;
   int32_t has_clip;
   float clip;
@@ -72,26 +89,51 @@ static inline const ert_tensor *ert_rnn_opt(const ert_node *n, uint32_t i) {
   return i < n->n_in ? n->in[i] : NULL;
 }
 
-/* a*b (and *c) in size_t, false on overflow. */
-static inline bool ert_rnn_mul(size_t a, size_t b, size_t *out) {
-  if (a != 0 && b > SIZE_MAX / a) return false;
-  *out = a * b;
-  return true;
-}
-
 /* Checks what every recurrent op shares: arity, parameter words and their ranges,
- * dtypes and shapes of X WT RT B initial_h [initial_c P] and of the outputs Y Y_h
- * [Y_c], activation kinds, and the scratch (layout in rnn.py: aux only when gates > 1).
- * n_in_max: 7 (lstm) or 5; n_out: 3 (lstm) or 2; n_act: activation slots per direction.
- * (rnn_common.c, once for the three ops) */
+ * dtypes and shapes of X WP RP B initial_h [initial_c P] and of the outputs Y Y_h
+ * [Y_c], activation kinds, and the scratch (layout in rnn.py). n_in_max: 7 (lstm) or 5;
+ * n_out: 3 (lstm) or 2; n_act: activation slots per direction; aux: state vectors of
+ * N*Hp floats per direction beside h (lstm 1, gru 2, rnn 0). (rnn_common.c) */
 edgert_status ert_rnn_prepare_common(ert_node *n, ert_err *err, size_t gates, uint32_t n_in_max,
-                                     uint32_t n_out, size_t n_act);
+                                     uint32_t n_out, size_t n_act, size_t aux);
 
 /* The shape function of the three ops (bounded dimensions): Y [S,D,N,H] (layout 0) or
  * [N,S,D,H] and the states [D,N,H] or [N,D,H] from X's actual S and N. */
 edgert_status ert_rnn_shape_common(ert_node *n, ert_err *err);
 
-/* ---- eval helpers ---- */
+/* ---- eval ---- */
+
+/* The scratch of one run (rnn.py): proj [D][S*N][G*Hp], bias [D][G*Hp] (the summed
+ * biases in panel column order), extra [D][3*Hp] (gru: Rb of the h gate, padded; lstm:
+ * the peepholes as [P][3][16]), h[0], h[1] [D][N*Hp] each, aux [D][aux][N*Hp]. */
+typedef struct ert_rnn_run {
+  const ert_node *node;
+  ert_rnn_cfg c;
+  float *proj, *bias, *extra, *h[2], *aux;
+  size_t aux_count;
+  float clip;  /* the cells' clip argument: 0 for none */
+  size_t step; /* the current iteration (time step t = ert_rnn_time(c, d, step)) */
+  int pass;    /* the current pass of the step (gru, linear_before_reset 0) */
+  int fast;    /* default activations and the op's cpu.h cell present */
+  ert_rnn_act act[2][3]; /* per direction */
+} ert_rnn_run;
+
+/* Sets up a run: sizes, scratch pointers, activations; fills bias (Rb left out for
+ * gates >= rb_gates: the GRU's h gate with linear_before_reset) and proj (step 1 above),
+ * and loads initial_h into h[0] (zeros when absent; padding units 0). */
+void ert_rnn_begin(const ert_node *n, ert_exec *ex, size_t gates, size_t aux, size_t rb_gates,
+                   ert_rnn_run *r);
+
+/* Runs task over the D*P items (direction d = item / P, panel p = item % P) for every
+ * step and each of `passes` passes, across the session's threads when a step is large
+ * enough. */
+void ert_rnn_steps(ert_exec *ex, ert_rnn_run *r, ert_task_fn task, int passes);
+
+/* out[q*16 + j] = (add ? add[q*16 + j] : 0) + sum over i < k of vec[i] * w[(q*k + i)*16 + j]
+ * for q < np, j < 16: np consecutive panels of k rows times one vector (cpu.h's
+ * rnn_panels when present; the reference sums each output in order of i). */
+void ert_rnn_panels(size_t k, size_t np, const float *w, const float *vec, const float *add,
+                    float *out);
 
 /* Row of X (and of the input projection) holding time step t of batch item b. */
 static inline size_t ert_rnn_xrow(const ert_rnn_cfg *c, size_t t, size_t b) {
@@ -121,52 +163,41 @@ static inline float ert_rnn_clip(const ert_rnn_cfg *c, float x) {
   return x < -c->clip ? -c->clip : (x > c->clip ? c->clip : x);
 }
 
-/* The product of the recurrent ops, for output columns j of a task range and every
- * vector v < nvec:
- *   out[v*out_stride + j] = (add ? add[v*add_stride + j] : 0)
- *                           + sum over i < k of vec[v*vec_stride + i] * mt[i*ld + j]
- * mt holds the transposed weights (one row per input feature), so the inner loop runs
- * along contiguous outputs: plain C that compilers vectorize without reassociating
- * (each output sums its products in order of i). ert_cpu.rnn_mv, when set, runs it
- * instead. */
-typedef struct ert_rnn_mv {
-  const float *mt;
-  size_t k, ld;
-  const float *vec;
-  size_t vec_stride, nvec;
-  const float *add;
-  size_t add_stride;
-  float *out;
-  size_t out_stride;
-} ert_rnn_mv;
+/* The q-th item a task over [begin, end) runs: in order on even steps, in reverse on odd
+ * ones, so that a step starts with the panels the previous one read last, still in
+ * cache when the weights are larger than it (the GRU of docs/host.md: 1.9 MB of R per
+ * step against a 1 MB L2). */
+static inline size_t ert_rnn_item(size_t step, size_t begin, size_t end, size_t q) {
+  return step & 1 ? end - 1 - q : begin + q;
+}
 
-enum {
-  ERT_RNN_BLOCK = 1024, /* output columns accumulated together (in L1) */
-  ERT_RNN_VBLOCK = 4,   /* vectors sharing each pass over a block of weights */
-};
+/* Units of panel p that exist (16, or fewer in the last panel). */
+static inline size_t ert_rnn_units(const ert_rnn_cfg *c, size_t p) {
+  const size_t u = c->hidden - p * ERT_RNN_PANEL;
+  return u < ERT_RNN_PANEL ? u : ERT_RNN_PANEL;
+}
 
-/* One task of the product: output columns [begin, end) (rnn_common.c). */
-void ert_rnn_mv_task(void *arg, size_t begin, size_t end);
+/* State vector (d, b) of a [D][N*Hp] buffer. */
+static inline float *ert_rnn_vec(const ert_rnn_cfg *c, float *buf, size_t d, size_t b) {
+  return buf + (d * c->batch + b) * c->hp;
+}
 
-/* Runs the product over output columns [0, cols), across the session's threads when
- * the work is large enough to pay for the hand-off. */
-void ert_rnn_mv_run(ert_exec *ex, ert_rnn_mv *a, size_t cols);
+/* Copies units [p*16, p*16 + units) of src (the whole state vector of (d, b)) into Y (its
+ * data y) at time t. */
+static inline void ert_rnn_store_y(const ert_rnn_cfg *c, float *y, size_t t, size_t d, size_t b,
+                                   size_t p, const float *src) {
+  const size_t u0 = p * ERT_RNN_PANEL, units = ert_rnn_units(c, p);
+  float *dst = y + ert_rnn_yoff(c, t, d, b) + u0;
+  if (units == ERT_RNN_PANEL) /* a copy of fixed size, inlined */
+    memcpy(dst, src + u0, ERT_RNN_PANEL * sizeof(float));
+  else
+    memcpy(dst, src + u0, units * sizeof(float));
+}
 
-/* Fills bias[0..G*H) with Wb + Rb of direction d (Rb left out for outputs >= rb_rows),
- * and proj with X W_d^T + bias for every row of X (in X's row order; WT holds W_d^T). */
-void ert_rnn_input_projection(const ert_node *n, ert_exec *ex, const ert_rnn_cfg *c,
-                                            size_t d, size_t rb_rows, float *bias, float *proj);
+/* Copies initial state input `in` (zeros when absent) into buf [D][N*Hp]. */
+void ert_rnn_load_state(const ert_rnn_run *r, const ert_tensor *in, float *buf);
 
-/* Copies initial state (d) of input `t` (or zeros when absent) into st[N*H]. */
-void ert_rnn_load_state(const ert_rnn_cfg *c, const ert_tensor *t, size_t d,
-                                      float *st);
-
-/* Copies st[N*H] into output `t` at direction d. */
-void ert_rnn_store_state(const ert_rnn_cfg *c, ert_tensor *t, size_t d,
-                                       const float *st);
-
-/* Copies st[N*H] into Y at time t, direction d. */
-void ert_rnn_store_y(const ert_rnn_cfg *c, ert_tensor *y, size_t t, size_t d,
-                                   const float *st);
+/* Copies buf [D][N*Hp] into state output `out` [D,N,H] / [N,D,H]. */
+void ert_rnn_store_state(const ert_rnn_run *r, ert_tensor *out, const float *buf);
 
 #endif /* ERT_RNN_COMMON_H_ */

@@ -566,7 +566,7 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
        contiguous (its masked last column tile needs no padded panel), else packed */
     const int blk = ert_cpu.sgemm_block != NULL,
               blk_direct = blk && !g->im2col && (g->csb == 1 || g->bpanels);
-    const int b_direct = !blk && opt && !g->im2col && g->csb == 1 && ert_cpu.sgemm_rows_ld &&
+    const int b_direct = !blk && opt && !g->im2col && !g->bpanels && g->csb == 1 && ert_cpu.sgemm_rows_ld &&
                          (!opt6 || ert_cpu.sgemm_rows6_ld) && (g->m > 32 || g->k > 96) &&
                          g->k > 24 && g->n > 64;
 #else
@@ -574,7 +574,7 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
     const int b_direct = 0;
 #endif
     const int32_t nfull = b_direct ? nlen / NR * NR : 0; /* columns read in place */
-    if (taps) { /* panel by panel below */
+    if (taps || g->bpanels) { /* panel by panel below, or read in place */
     } else if (g->im2col)
       pack_b_im2col(g->im2col, b, k0, kc, j0, nlen, bp);
 #if defined(ERT_X86_KERNELS)
@@ -643,7 +643,9 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
         const int32_t nr = min_i32(NR, nlen - jr);
         /* this panel: B's rows in place, or packed (the panels past nfull) */
         const int inpl = jr < nfull;
-        const float *bpan = inpl ? b + (ptrdiff_t)k0 * g->rsb + j0 + jr : bp + (size_t)(jr - nfull) * kc;
+        const float *bpan = g->bpanels ? b + (ptrdiff_t)(j0 + jr) * g->k + (ptrdiff_t)k0 * NR
+                            : inpl     ? b + (ptrdiff_t)k0 * g->rsb + j0 + jr
+                                       : bp + (size_t)(jr - nfull) * kc;
         const int32_t kt = taps ? g->im2col->channels : kc; /* the tile's steps per tap */
 #if defined(ERT_SGEMM_TAPS)
         if (taps) {
@@ -704,16 +706,17 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
 
 static void blocked_worker(void *arg, size_t begin, size_t end) {
   const blocked_job *jb = arg;
+  /* no scratch: the AVX-512 block kernel's direct pieces (more pieces than slots), or
+     bpanels with A in place (nothing packed) */
+  float *ap = NULL, *bp = NULL;
 #if defined(ERT_X86_KERNELS)
-  float *ap = NULL, *bp = NULL; /* more pieces than slots when no scratch is used */
-  if (!jb->direct) {
+  if (!jb->direct && jb->scratch != NULL) {
+#else
+  if (jb->scratch != NULL) {
+#endif
     ap = (float *)(void *)(jb->scratch + begin * jb->slot_bytes);
     bp = (float *)(void *)(jb->scratch + begin * jb->slot_bytes + jb->a_bytes);
   }
-#else
-  float *ap = (float *)(void *)(jb->scratch + begin * jb->slot_bytes);
-  float *bp = (float *)(void *)(jb->scratch + begin * jb->slot_bytes + jb->a_bytes);
-#endif
 #if defined(ERT_SGEMM_TAPS)
   if (jb->taps) { /* the shared tap-major A, this slot's panel after it */
     ap = (float *)(void *)jb->scratch;

@@ -75,16 +75,18 @@ typedef struct ert_sgemm {
   size_t batch;               /* number of problems */
   ert_sgemm_locate_fn locate; /* base pointers of problem p (bias may be set to NULL) */
   const void *ctx;
+  /* bpanels: B stored as 16-column panels of all k rows, B(k, j) = b[(j / 16)*16*k +
+   * k*16 + j % 16] (rsb and csb unused; a last partial panel keeps its 16-float rows),
+   * read in place. Not with m == 1 or n == 1 (the matrix-vector path reads strides).
+   * With bpanels and A's rows contiguous (csa == 1) nothing is packed: scratch may then
+   * be NULL (the recurrent ops' input projection, the NHWC pointwise convolutions). */
+  int bpanels;
 #if defined(ERT_X86_KERNELS)
   /* NHWC convolutions (x86-64 with the AVX-512 block kernel only, see docs/host.md):
    * bias_cols: bias[j] per column instead of bias[i] per row; rows_first: the rows (the
    * pixels) cut into ert_pixel_parts parts of whole rows, each a task with all of
    * its columns, so that thread t gets the same pixels as in the layers around it. */
   int bias_cols, rows_first;
-  /* bpanels: B stored as 16-column panels of all k rows, B(k, j) = b[(j / 16)*16*k +
-   * k*16 + j % 16] (rsb and csb unused; a last partial panel keeps its 16-float rows);
-   * only with ert_cpu.sgemm_block, which reads the panels in place */
-  int bpanels;
   /* by_rows: at two threads or more, row parts only (a batch-1 B's columns are not cut),
    * so each thread writes whole rows: an NCHW convolution's output planes, which a
    * depthwise layer after it cuts among the threads the same way */

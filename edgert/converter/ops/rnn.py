@@ -2,29 +2,35 @@
 
 Inputs (positions; "" marks an absent optional input; all float32):
 
-    lstm: X, WT, RT, B, initial_h, initial_c, P
-    gru:  X, WT, RT, B, initial_h
-    rnn:  X, WT, RT, B, initial_h
+    lstm: X, WP, RP, B, initial_h, initial_c, P
+    gru:  X, WP, RP, B, initial_h
+    rnn:  X, WP, RP, B, initial_h
 
 with G gates (lstm 4 in order i o f c, gru 3 in order z r h, rnn 1), H = hidden_size,
-D directions (2 for bidirectional, else 1), S time steps, N batch, I input features:
+D directions (2 for bidirectional, else 1), S time steps, N batch, I input features,
+and the hidden units in P = ceil(H / 16) panels of 16 (Hp = 16 P, zeros past H):
 
     X          [S, N, I] (layout 0) or [N, S, I] (layout 1)
-    WT         [D, I, G*H]     input weights, ONNX's W with its last two axes swapped:
-                               WT[d, i, g*H + j] = W[d, g*H + j, i]
-    RT         [D, H, G*H]     recurrence weights, ONNX's R likewise transposed
+    WP         [D, P*G, I, 16] input weights, ONNX's W in 16-column panels:
+                               WP[d, p*G + g, i, u] = W[d, g*H + p*16 + u, i] (0 when
+                               p*16 + u >= H)
+    RP         [D, P*G, H, 16] recurrence weights, ONNX's R in the same panels:
+                               RP[d, p*G + g, k, u] = R[d, g*H + p*16 + u, k]
     B          [D, 2*G*H]      Wb (first G*H) then Rb; absent means zeros
     initial_h  [D, N, H] (layout 0) or [N, D, H] (layout 1); absent means zeros
     initial_c  same as initial_h (lstm only)
     P          [D, 3*H]        peepholes in order i o f (lstm only); absent means zeros
 
-Weights are transposed so that the kernels' products (X W' for all steps at once, then
-h R' per step) run along contiguous outputs: out[j] += x[i] * WT[i, j], which plain C
-compilers vectorize without reassociating sums. The ONNX lowering transposes constant
-weights at convert time and emits a transpose node for runtime ones. B and the states
-keep ONNX's layouts; the summed bias Wb + Rb is formed once per direction into scratch.
-sequence_lens is not an input: the ONNX lowering accepts it only when it is constant
-and equal to S everywhere, and drops it.
+The panels (pack_panels) serve both products. Column c = (p*G + g)*16 + u of a
+direction's weight matrix is gate g of hidden unit p*16 + u, so WP's panels are the
+16-column panels the SGEMM reads in place (sgemm.h, bpanels) for the input projection of
+every time step at once, and RP's G panels of hidden-unit block p are the G*16
+consecutive outputs one step's recurrent product reads in order (k-major, 64 bytes a
+row), ending with all gates of 16 units in registers for their activations. The ONNX
+lowering packs constant weights at convert time and emits reshape/pad/transpose nodes
+for runtime ones. B and the states keep ONNX's layouts; the summed bias Wb + Rb is
+formed per run into scratch in panel order. sequence_lens is not an input: the ONNX
+lowering accepts it only when it is constant and equal to S everywhere, and drops it.
 
 Outputs: lstm Y, Y_h, Y_c; gru and rnn Y, Y_h (always all of them):
 
@@ -48,10 +54,15 @@ Parameter words:
     5 input_forget (lstm) | linear_before_reset (gru) | 0 (rnn) (int)
     6 + 3*k  activation k (k < D*A): kind (int, ACT_KINDS index), alpha (float), beta (float)
 
-Scratch (float32 words, per direction, reused across directions):
+Scratch (float32 words; scratch_floats):
 
-    bias [G*H] | xproj [S*N*G*H] | gates [N*G*H] | h [N*H] | aux [N*H] (lstm cell state,
-    gru r*h; absent for rnn)
+    proj [D][S*N][G*Hp]   X W' + bias of every row of X, per direction, panel order
+    bias [D][G*Hp]        Wb + Rb (gru with linear_before_reset: without Rb of the h gate)
+    extra [D][3*Hp]       gru: Rb of the h gate, padded; lstm: peepholes as [P][3][16]
+    h [2][D][N*Hp]        the state, double-buffered (one step reads one, writes the other)
+    aux [A][D][N*Hp]      lstm (A = 1): the cell state; gru (A = 2): r*h, then z; rnn: none
+
+The projection's SGEMM reads A (X) and B (WP) in place and needs no scratch of its own.
 
 Semantics (per direction; clip(x) = min(max(x, -clip), clip) when clip is set, applied
 to each gate's whole pre-activation, after peepholes):
@@ -170,7 +181,8 @@ def _dims(node, graph):
     if min(S, N, I) <= 0:
         raise OpUnsupported(f"{op}: empty X {xs}")
     hshape = (D, N, H) if layout == 0 else (N, D, H)
-    want = {1: (D, I, G * H), 2: (D, H, G * H), 3: (D, 2 * G * H), 4: hshape}
+    PG = padded(H) // PANEL * G
+    want = {1: (D, PG, I, PANEL), 2: (D, PG, H, PANEL), 3: (D, 2 * G * H), 4: hshape}
     if op == "lstm":
         want.update({5: hshape, 6: (D, 3 * H)})
     for k, shape in want.items():
@@ -200,15 +212,41 @@ def _pack(node, graph):
     return words
 
 
-def scratch_floats(op: str, S: int, N: int, H: int) -> int:
-    G = GATES[op]
-    aux = 0 if op == "rnn" else N * H
-    return G * H + S * N * G * H + N * G * H + N * H + aux
+PANEL = 16  # hidden units per weight panel (rnn_common.h, ERT_RNN_PANEL)
+AUX = {"lstm": 1, "gru": 2, "rnn": 0}
+
+
+def padded(H: int) -> int:
+    """Hp: H rounded up to whole panels."""
+    return -(-H // PANEL) * PANEL
+
+
+def pack_panels(v: np.ndarray, G: int, H: int) -> np.ndarray:
+    """ONNX's W [D, G*H, K] or R [D, G*H, H] as panels [D, P*G, K, 16] (zeros past H)."""
+    D, _, K = v.shape
+    Hp = padded(H)
+    a = np.zeros((D, G, Hp, K), v.dtype)
+    a[:, :, :H] = v.reshape(D, G, H, K)
+    a = a.reshape(D, G, Hp // PANEL, PANEL, K).transpose(0, 2, 1, 4, 3)
+    return np.ascontiguousarray(a.reshape(D, (Hp // PANEL) * G, K, PANEL))
+
+
+def unpack_panels(a: np.ndarray, G: int, H: int) -> np.ndarray:
+    """pack_panels' inverse: [D, P*G, K, 16] -> [D, G*H, K]."""
+    D, PG, K, _ = a.shape
+    P = PG // G
+    v = a.reshape(D, P, G, K, PANEL).transpose(0, 2, 1, 4, 3).reshape(D, G, P * PANEL, K)[:, :, :H]
+    return np.ascontiguousarray(v.reshape(D, G * H, K))
+
+
+def scratch_floats(op: str, S: int, N: int, H: int, D: int = 1) -> int:
+    G, Hp = GATES[op], padded(H)
+    return D * (S * N * G * Hp + (G + 3) * Hp + N * Hp * (2 + AUX[op]))
 
 
 def _scratch(node, graph):
-    S, N, _I, _D, H = _dims(node, graph)
-    return 4 * scratch_floats(node.op, S, N, H)
+    S, N, _I, D, H = _dims(node, graph)
+    return 4 * scratch_floats(node.op, S, N, H, D)
 
 
 # ---- numpy meaning ------------------------------------------------------------------
@@ -255,8 +293,8 @@ def _reference(node, inputs):
     if layout == 1:
         X = X.transpose(1, 0, 2)
     S, N, _ = X.shape
-    W = np.asarray(ins[1], np.float64).transpose(0, 2, 1)  # ONNX layouts [D, G*H, *]
-    R = np.asarray(ins[2], np.float64).transpose(0, 2, 1)
+    W = unpack_panels(np.asarray(ins[1], np.float64), G, H)  # ONNX layouts [D, G*H, *]
+    R = unpack_panels(np.asarray(ins[2], np.float64), G, H)
     B = np.zeros((D, 2 * G * H)) if ins[3] is None else np.asarray(ins[3], np.float64)
 
     def state(v):

@@ -4,8 +4,8 @@ until nothing changes."""
 from __future__ import annotations
 
 from ..ir import Graph
-from . import (dce, fold_batchnorm, fold_constants, fold_conv_input, fuse_activation, fuse_gelu, fuse_hard_swish,
-               fuse_layernorm, fuse_silu, remove_identity, share_constants)
+from . import (batch_gemms, dce, fold_batchnorm, fold_constants, fold_conv_input, fuse_activation, fuse_gelu,
+               fuse_hard_swish, fuse_layernorm, fuse_silu, remove_identity, share_constants)
 
 PIPELINE = [
     fold_constants,
@@ -19,6 +19,7 @@ PIPELINE = [
     fold_conv_input,
     fuse_activation,
     share_constants,
+    batch_gemms,
 ]
 
 

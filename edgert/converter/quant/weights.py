@@ -61,9 +61,11 @@ def to_fp16(g: Graph) -> list[str]:
     return sorted(repl)
 
 
-# op -> (input index, channel axis (negative: from the end) or None for "by trans_b")
-_DYNAMIC = {"gemm": ((1, None),), "matmul": ((1, -1),), "lstm": ((1, -1), (2, -1)), "gru": ((1, -1), (2, -1)),
-            "rnn": ((1, -1), (2, -1))}
+# op -> (input index, channel axis (negative: from the end) or None for "by trans_b");
+# the recurrent ops' WP and RP [D, P*G, K, 16] by panel: one scale per gate's 16 units
+# (a gate's rows have their own range; the 16 column positions are shared by every gate)
+_DYNAMIC = {"gemm": ((1, None),), "matmul": ((1, -1),), "lstm": ((1, 1), (2, 1)), "gru": ((1, 1), (2, 1)),
+            "rnn": ((1, 1), (2, 1))}
 
 
 def to_dynamic(g: Graph) -> list[str]:

@@ -1,8 +1,8 @@
 """ONNX LSTM, GRU and RNN lower to edgert's lstm, gru and rnn (edgert/converter/ops/rnn.py).
 
-The edgert ops take W and R transposed (WT [D, I, G*H], RT [D, H, G*H]): constant
-weights are transposed here, runtime ones through a transpose node. B, initial states
-and peepholes keep ONNX's layouts. The lowering also normalizes attributes (activation
+The edgert ops take W and R in 16-column panels (WP [D, P*G, I, 16], RP [D, P*G, H,
+16], ops/rnn.py pack_panels): constant weights are packed here, runtime ones through
+reshape, pad and transpose nodes. B, initial states and peepholes keep ONNX's layouts. The lowering also normalizes attributes (activation
 names and their alpha/beta per slot), drops a sequence_lens that is constant and equal
 to the sequence length everywhere (anything else is rejected), and names absent ONNX
 outputs freshly.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ops.rnn import N_INPUTS, N_OUTPUTS, resolve_activations
+from ...ops.rnn import GATES, N_INPUTS, N_OUTPUTS, PANEL, pack_panels, padded, resolve_activations
 from ..onnx_import import LowerCtx, lower
 
 _OPS = {"LSTM": "lstm", "GRU": "gru", "RNN": "rnn"}
@@ -71,15 +71,25 @@ def _rnn(ctx: LowerCtx) -> None:
     # ONNX order: X W R B sequence_lens initial_h [initial_c P]; edgert drops sequence_lens.
     onnx_pos = [0, 1, 2, 3, 5, 6, 7][:N_INPUTS[op]]
     inputs = [ctx.input(k) for k in onnx_pos]
+    G, H = GATES[op], attrs["hidden_size"]
     for k in (1, 2):
-        if len(ctx.shape(k)) != 3:
-            ctx.fail(f"{'WR'[k - 1]} must have rank 3, got shape {ctx.shape(k)}")
+        shape = ctx.shape(k)
+        if len(shape) != 3 or shape[1] != G * H:
+            ctx.fail(f"{'WR'[k - 1]} must have shape [D, {G * H}, *], got {shape}")
         value = ctx.const(k)
         if value is not None:
-            inputs[k] = ctx.derived_const(onnx_pos[k], "T021", lambda v: np.ascontiguousarray(v.transpose(0, 2, 1)),
-                                          f"{inputs[k]}_T")
-        else:
-            inputs[k] = ctx.emit("transpose", [inputs[k]], {"perm": [0, 2, 1]})[0]
+            inputs[k] = ctx.derived_const(onnx_pos[k], f"panels{G}", lambda v: pack_panels(v, G, H),
+                                          f"{inputs[k]}_panels")
+        else:  # pack_panels as nodes: [D, G, H, K] -> pad H -> [D, G, P, 16, K] -> [D, P, G, K, 16]
+            D, _, K = shape
+            Hp = padded(H)
+            cur = ctx.emit("reshape", [inputs[k]], {"shape": [D, G, H, K]})[0]
+            if Hp != H:
+                cur = ctx.emit("pad", [cur], {"mode": "constant", "pads": [0, 0, 0, 0, 0, 0, Hp - H, 0],
+                                              "value": 0.0})[0]
+            cur = ctx.emit("reshape", [cur], {"shape": [D, G, Hp // PANEL, PANEL, K]})[0]
+            cur = ctx.emit("transpose", [cur], {"perm": [0, 2, 1, 4, 3]})[0]
+            inputs[k] = ctx.emit("reshape", [cur], {"shape": [D, Hp // PANEL * G, K, PANEL]})[0]
     # Absent ONNX outputs get fresh names (distinct from each other).
     outputs = list(ctx.outputs[:N_OUTPUTS[op]])
     outputs += [""] * (N_OUTPUTS[op] - len(outputs))
