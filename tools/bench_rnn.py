@@ -42,6 +42,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import bench_shared  # noqa: E402
 import edgert  # noqa: E402
 
 CLOCK = time.thread_time
@@ -101,21 +102,9 @@ def lstm_op_model(steps: int = 20, input_size: int = 384, hidden: int = 512, see
     return m, {"x": rng.standard_normal((1, steps, I)).astype(np.float32)}
 
 
-def _timed(fns: dict, runs: int, blocks: int = 5) -> dict:
-    """ms per call of each function: the lowest of `blocks` medians, calls interleaved."""
-    for fn in fns.values():
-        fn()
-    best = {k: float("inf") for k in fns}
-    for _ in range(blocks):
-        times: dict = {k: [] for k in fns}
-        for _ in range(max(runs // blocks, 2)):
-            for k, fn in fns.items():
-                t0 = CLOCK()
-                fn()
-                times[k].append(CLOCK() - t0)
-        for k in fns:
-            best[k] = min(best[k], float(np.median(times[k])))
-    return {k: v * 1e3 for k, v in best.items()}
+def _timed(fns: dict, runs: int) -> dict:
+    """bench_shared's interleaved timing on this tool's clock (--clock)."""
+    return bench_shared._timed(fns, runs, clock=CLOCK)
 
 
 def _ort(model_bytes):

@@ -41,9 +41,11 @@ MODELS = {
 CLOCK = time.thread_time  # CPU time of this thread: both runtimes compute on it with 1 thread
 
 
-def _timed(fns: dict, runs: int, blocks: int = 5) -> dict:
+def _timed(fns: dict, runs: int, blocks: int = 5, clock=None) -> dict:
     """ms per call of each function: the lowest of `blocks` medians of runs/blocks calls,
-    the functions interleaved call by call so that a busy host slows them alike."""
+    the functions interleaved call by call so that a busy host slows them alike (clock:
+    CLOCK unless given)."""
+    clock = clock or CLOCK
     for fn in fns.values():
         for _ in range(3):
             fn()
@@ -52,9 +54,9 @@ def _timed(fns: dict, runs: int, blocks: int = 5) -> dict:
         times: dict = {k: [] for k in fns}
         for _ in range(max(runs // blocks, 3)):
             for k, fn in fns.items():
-                t0 = CLOCK()
+                t0 = clock()
                 fn()
-                times[k].append(CLOCK() - t0)
+                times[k].append(clock() - t0)
         for k in fns:
             best[k] = min(best[k], float(np.median(times[k])))
     return {k: v * 1e3 for k, v in best.items()}

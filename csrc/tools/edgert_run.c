@@ -105,6 +105,28 @@ static void output_file_name(const edgert_model *m, size_t k, char *out, size_t 
   }
 }
 
+/* Writes output k (its info with `shape` of `ndim` dims, `nbytes` of data) to
+ * OUT_DIR/<name>.npy and prints where; 0, or -1 after printing why. */
+static int save_output(const edgert_model *m, size_t k, const char *out_dir, const edgert_tensor_info *info,
+                       int32_t ndim, const int64_t *shape, const void *data, size_t nbytes) {
+  char fname[256], path[4096], err[256];
+  output_file_name(m, k, fname, sizeof fname);
+  int n = snprintf(path, sizeof path, "%s/%s.npy", out_dir, fname);
+  if (n < 0 || (size_t)n >= sizeof path) {
+    fprintf(stderr, "edgert-run: output path too long\n");
+    return -1;
+  }
+  if (npy_write(path, info->dtype, ndim, shape, data, nbytes, err, sizeof err) != 0) {
+    fprintf(stderr, "edgert-run: output '%s': %s\n", info->name, err);
+    return -1;
+  }
+  printf("%s: %s ", info->name, dtype_name(info->dtype));
+  print_shape(stdout, ndim, shape);
+  printf(" -> %s\n", path);
+  return 0;
+}
+
+
 /* One model input (index j) of F frames: the .npy array a must be [F, *info's shape]. */
 static int stream_frames(const edgert_tensor_info *info, const npy_array *a, int64_t *frames) {
   if (a->ndim != info->ndim + 1 || a->shape[0] < 1) return 0;
@@ -394,21 +416,8 @@ int main(int argc, char **argv) {
       int64_t shape[9];
       shape[0] = frames;
       for (int32_t d = 0; d < info.ndim; d++) shape[d + 1] = info.shape[d];
-      char fname[256], path[4096];
-      output_file_name(model, k, fname, sizeof fname);
-      int n = snprintf(path, sizeof path, "%s/%s.npy", out_dir, fname);
-      if (n < 0 || (size_t)n >= sizeof path) {
-        fprintf(stderr, "edgert-run: output path too long\n");
+      if (save_output(model, k, out_dir, &info, info.ndim + 1, shape, streamed[k], info.nbytes * (size_t)frames) != 0)
         goto done;
-      }
-      if (npy_write(path, info.dtype, info.ndim + 1, shape, streamed[k], info.nbytes * (size_t)frames, err,
-                    sizeof err) != 0) {
-        fprintf(stderr, "edgert-run: output '%s': %s\n", info.name, err);
-        goto done;
-      }
-      printf("%s: %s ", info.name, dtype_name(info.dtype));
-      print_shape(stdout, info.ndim + 1, shape);
-      printf(" -> %s\n", path);
     }
     rc = 0;
     goto done;
@@ -438,21 +447,9 @@ int main(int argc, char **argv) {
   for (size_t k = 0; k < n_out; k++) {
     edgert_tensor_info info; /* the shape of this run (bounded dimensions) */
     edgert_session_output_info(session, k, &info);
-    char fname[256], path[4096];
-    output_file_name(model, k, fname, sizeof fname);
-    int n = snprintf(path, sizeof path, "%s/%s.npy", out_dir, fname);
-    if (n < 0 || (size_t)n >= sizeof path) {
-      fprintf(stderr, "edgert-run: output path too long\n");
+    if (save_output(model, k, out_dir, &info, info.ndim, info.shape, edgert_session_output_data(session, k),
+                    info.nbytes) != 0)
       goto done;
-    }
-    const void *data = edgert_session_output_data(session, k);
-    if (npy_write(path, info.dtype, info.ndim, info.shape, data, info.nbytes, err, sizeof err) != 0) {
-      fprintf(stderr, "edgert-run: output '%s': %s\n", info.name, err);
-      goto done;
-    }
-    printf("%s: %s ", info.name, dtype_name(info.dtype));
-    print_shape(stdout, info.ndim, info.shape);
-    printf(" -> %s\n", path);
   }
   rc = 0;
 
