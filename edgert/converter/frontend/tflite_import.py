@@ -727,3 +727,24 @@ def import_tflite(model, input_shapes: dict | None = None) -> Graph:
     """The edgert graph of a .tflite model (path, bytes or reader.Model); see the module
     docstring for what it keeps and refuses."""
     return TfliteImporter(load_tflite(model), input_shapes).run()
+
+
+@_lowering(39)
+def _transpose(imp, op) -> None:
+    # A layout change between NCHW and NHWC (as at the edges of files written from NCHW
+    # graphs) is no node: the output is another layout of the input.
+    imp.need_inputs(op, 2)
+    x, y = op.inputs[0], op.outputs[0]
+    r = len(imp.t(x).shape)
+    perm = [int(p) for p in imp.need_const(op.inputs[1], "the permutation").reshape(-1)]
+    if sorted(perm) != list(range(r)):
+        raise _Fail(f"perm {perm} for rank {r}")
+    want = tuple(imp.t(x).shape[p] for p in perm)
+    if want != tuple(imp.t(y).shape):
+        raise _Fail(f"output shape {list(imp.t(y).shape)}, the permutation gives {list(want)}")
+    if not imp.is_const(x) and r == 4 and tuple(perm) == TO_NHWC:
+        imp.vals[y] = {"nchw": imp.tfl(x)}
+    elif not imp.is_const(x) and r == 4 and tuple(perm) == TO_NCHW and imp.layout(x) == "nchw":
+        imp.vals[y] = {"tfl": imp.nchw(x)}
+    else:
+        imp.define(y, "transpose", [imp.tfl(x)], {"perm": perm}, "tfl")

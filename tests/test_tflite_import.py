@@ -1,0 +1,207 @@
+"""`edgert convert model.tflite` (docs/tflite.md): real MediaPipe models and random float
+models against LiteRT, the TFLite signature kept at the boundary, and hostile files
+refused with a ConversionError."""
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+import edgert
+from edgert.errors import ConversionError
+
+Interpreter = pytest.importorskip("ai_edge_litert.interpreter").Interpreter
+
+
+def _litert(model: bytes, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    it = Interpreter(model_content=model)
+    it.allocate_tensors()
+    for d in it.get_input_details():
+        it.set_tensor(d["index"], feeds[d["name"]])
+    it.invoke()
+    return {d["name"]: it.get_tensor(d["index"]).copy() for d in it.get_output_details()}
+
+
+def _check_against_litert(model: bytes, feeds: dict[str, np.ndarray], rtol: float = 1e-3) -> bytes:
+    data = edgert.convert(model)
+    sess = edgert.Session(data)
+    it = Interpreter(model_content=model)
+    want_in = [(d["name"], list(d["shape"]), np.dtype(d["dtype"])) for d in it.get_input_details()]
+    assert [(i.name, list(i.shape), np.dtype(i.dtype)) for i in sess.get_inputs()] == want_in
+    ref = _litert(model, feeds)
+    got = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+    assert list(got) == list(ref)
+    for k, r in ref.items():
+        assert got[k].shape == r.shape, k
+        err = float(np.max(np.abs(got[k] - r))) / max(float(np.max(np.abs(r))), 1e-6)
+        assert err <= rtol, (k, err)
+    return data
+
+
+@pytest.mark.parametrize("name", ["mp_face_detection", "mp_face_landmark"])
+def test_mediapipe_models_match_litert(real_model, name):
+    from tools import models
+    model = real_model(name).read_bytes()
+    for seed in range(2):
+        _check_against_litert(model, models.example_inputs(name, seed))
+
+
+def test_mediapipe_face_detection_transposes(real_model):
+    """Layout changes stay at the edges: the input's, and one per reshape branch."""
+    from edgert.converter.pipeline import build_graph
+    from edgert.converter.frontend.tflite_import import load_tflite
+    g = build_graph(load_tflite(real_model("mp_face_detection")))
+    assert g.op_counts().get("transpose", 0) <= 5
+    assert g.op_counts()["conv2d"] > 30
+
+
+# ---- random float models written by edgert's own TFLite writer ----------------------
+
+def _random_graph(seed: int):
+    """A random NCHW float32 IR graph of convolutions, pools and element-wise ops."""
+    from edgert.converter.ir import Graph
+    from edgert.converter.ops import registry
+    rng = np.random.default_rng(seed)
+    g = Graph()
+    c, h, w = int(rng.integers(1, 6)), int(rng.integers(6, 20)), int(rng.integers(6, 20))
+    g.add_tensor("x", (1, c, h, w), np.float32)
+    g.inputs.append("x")
+    cur = "x"
+
+    def emit(op, ins, attrs):
+        out = g.unique_name(op)
+        node = g.add_node(op, ins, [out], attrs)
+        ((shape, dt),) = registry.get(op).infer(node, g)
+        g.add_tensor(out, shape, dt)
+        return out
+
+    for _ in range(int(rng.integers(3, 8))):
+        kind = rng.choice(["conv", "dwconv", "maxpool", "avgpool", "add", "act", "pad", "concat"])
+        c, h, w = g.tensors[cur].shape[1:]
+        if kind in ("conv", "dwconv"):
+            k = int(rng.choice([k for k in (1, 3, 5) if k <= min(h, w)]))
+            s = int(rng.integers(1, 3))
+            m = c if kind == "dwconv" else int(rng.integers(1, 9))
+            cg = 1 if kind == "dwconv" else c
+            wt = g.add_const(rng.standard_normal((m, cg, k, k)).astype(np.float32) * 0.4, "w")
+            b = g.add_const(rng.standard_normal(m).astype(np.float32) * 0.1, "b")
+            p = (k - 1) // 2 if rng.random() < 0.6 else 0
+            cur = emit("conv2d", [cur, wt, b], {"group": c if kind == "dwconv" else 1, "kernel": [k, k],
+                                               "strides": [s, s], "dilations": [1, 1], "pads": [p, p, p, p]})
+        elif kind in ("maxpool", "avgpool") and min(h, w) >= 3:
+            cur = emit("max_pool2d" if kind == "maxpool" else "avg_pool2d", [cur],
+                       {"kernel": [2, 2], "strides": [2, 2], "dilations": [1, 1], "pads": [0, 0, 0, 0],
+                        "ceil_mode": False, "count_include_pad": False})
+        elif kind == "add":
+            other = g.add_const(rng.standard_normal((1, c, 1, 1)).astype(np.float32), "bias")
+            cur = emit(str(rng.choice(["add", "mul", "sub"])), [cur, other], {})
+        elif kind == "act":
+            op = str(rng.choice(["relu", "sigmoid", "tanh", "hard_swish"]))
+            cur = emit(op, [cur], {})
+        elif kind == "pad":
+            cur = emit("pad", [cur], {"pads": [0, 0, 1, 2, 0, 0, 1, 0], "mode": "constant", "value": 0.0})
+        elif kind == "concat":
+            cur = emit("concat", [cur, emit("relu", [cur], {})], {"axis": 1})
+    g.outputs.append(cur)
+    return g
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_models_match_litert(seed):
+    from edgert.converter.tflite.writer import write_tflite
+    g = _random_graph(seed)
+    model = write_tflite(g)
+    rng = np.random.default_rng(100 + seed)
+    feeds = {"x": rng.standard_normal(g.tensors["x"].shape).astype(np.float32)}
+    data = _check_against_litert(model, feeds)
+    # the writer's NCHW<->NHWC edges cancel against edgert's NCHW interior: no transpose left
+    from edgert.runtime import reader
+    ops = [n["op"] for n in reader.read(data)["nodes"]]
+    assert "transpose" not in ops
+
+
+# ---- refusals -----------------------------------------------------------------------
+
+def _tiny() -> bytes:
+    from edgert.converter.ir import Graph
+    from edgert.converter.ops import registry
+    from edgert.converter.tflite.writer import write_tflite
+    g = Graph()
+    g.add_tensor("x", (1, 2, 4, 4), np.float32)
+    g.inputs.append("x")
+    w = g.add_const(np.ones((3, 2, 3, 3), np.float32), "w")
+    node = g.add_node("conv2d", ["x", w], ["y"], {"group": 1, "kernel": [3, 3], "strides": [1, 1],
+                                                  "dilations": [1, 1], "pads": [1, 1, 1, 1]})
+    ((shape, dt),) = registry.get("conv2d").infer(node, g)
+    g.add_tensor("y", shape, dt)
+    g.outputs.append("y")
+    return write_tflite(g)
+
+
+def test_tiny_model_converts():
+    edgert.Session(edgert.convert(_tiny()))
+
+
+@pytest.mark.parametrize("cut", [8, 16, 40, 100, 200, -64, -1])
+def test_truncated_files_refused(cut):
+    data = _tiny()
+    with pytest.raises(ConversionError, match="tflite"):
+        edgert.convert(data[:cut] if cut > 0 else data[:len(data) + cut])
+
+
+def test_bad_root_offset_refused():
+    data = bytearray(_tiny())
+    struct.pack_into("<I", data, 0, len(data) + 1000)
+    with pytest.raises(ConversionError, match="outside the file"):
+        edgert.convert(bytes(data))
+
+
+def test_corrupted_files_give_clear_errors():
+    """Every 32-bit word overwritten with a hostile value: a ConversionError or a working
+    file, never another exception (IndexError, struct.error, a crash)."""
+    data = _tiny()
+    rng = np.random.default_rng(0)
+    for pos in range(0, len(data) - 4, 4):
+        bad = bytearray(data)
+        struct.pack_into("<I", bad, pos, int(rng.choice([0xFFFFFFFF, 0x7FFFFFFF, len(data), 3, 0x80000000])))
+        try:
+            edgert.convert(bytes(bad))
+        except ConversionError:
+            pass
+
+
+def test_buffer_out_of_range_refused():
+    from edgert.converter.tflite import reader
+    m = reader.read_model(_tiny())
+    # find the tensor's buffer index field by value and point it past the buffers
+    data = bytearray(_tiny())
+    n = len(m.buffers)
+    w = next(t for t in m.subgraphs[0].tensors if t.buffer > 0)
+    hits = [p for p in range(0, len(data) - 4, 4) if struct.unpack_from("<I", data, p)[0] == w.buffer]
+    refused = 0
+    for p in hits:
+        bad = bytearray(data)
+        struct.pack_into("<I", bad, p, n + 5)
+        try:
+            reader.read_model(bytes(bad))
+        except ConversionError as e:
+            refused += "buffer" in str(e)
+    assert refused >= 1
+
+
+def test_unsupported_ops_listed_together():
+    """Every unsupported operator is named with its output tensors, in one error."""
+    from edgert.converter.tflite import schema as S
+    tensors = [S.TensorDef((1, 4), 0, 0, "a"), S.TensorDef((1, 4), 0, 0, "b"), S.TensorDef((1, 4), 0, 0, "c")]
+    ops = [S.OperatorDef(0, [0], [1]), S.OperatorDef(1, [1], [2])]
+    model = S.serialize([S.EXP, S.ABS], tensors, ops, [0], [2], [b""])
+    with pytest.raises(ConversionError) as e:
+        edgert.convert(model)
+    msg = str(e.value)
+    assert "EXP" in msg and "'b'" in msg and "ABS" in msg and "'c'" in msg
+
+
+def test_not_tflite_is_onnx_error():
+    with pytest.raises(Exception, match="ONNX|onnx"):
+        edgert.convert(b"\x00" * 64)
