@@ -39,7 +39,7 @@ def _check_against_litert(model: bytes, feeds: dict[str, np.ndarray], rtol: floa
     return data
 
 
-@pytest.mark.parametrize("name", ["mp_face_detection", "mp_face_landmark"])
+@pytest.mark.parametrize("name", ["mp_face_detection", "mp_face_detection_full", "mp_face_landmark"])
 def test_mediapipe_models_match_litert(real_model, name):
     from tools import models
     model = real_model(name).read_bytes()
@@ -77,7 +77,10 @@ def _random_graph(seed: int):
         return out
 
     for _ in range(int(rng.integers(3, 8))):
-        kind = rng.choice(["conv", "dwconv", "maxpool", "avgpool", "add", "act", "pad", "concat"])
+        kind = rng.choice(["conv", "dwconv", "maxpool", "avgpool", "add", "act", "pad", "concat", "prelu",
+                           "resize", "deconv", "softmax"])
+        if kind in ("resize", "deconv") and g.tensors[cur].numel > 4000:
+            kind = "act"
         c, h, w = g.tensors[cur].shape[1:]
         if kind in ("conv", "dwconv"):
             k = int(rng.choice([k for k in (1, 3, 5) if k <= min(h, w)]))
@@ -87,8 +90,11 @@ def _random_graph(seed: int):
             wt = g.add_const(rng.standard_normal((m, cg, k, k)).astype(np.float32) * 0.4, "w")
             b = g.add_const(rng.standard_normal(m).astype(np.float32) * 0.1, "b")
             p = (k - 1) // 2 if rng.random() < 0.6 else 0
+            act = [{}, {"act": "relu"}, {"act": "clip", "act_a": 0.0, "act_b": 6.0},
+                   {"act": "clip", "act_a": -1.0, "act_b": 1.0}][int(rng.integers(0, 4))]
             cur = emit("conv2d", [cur, wt, b], {"group": c if kind == "dwconv" else 1, "kernel": [k, k],
-                                               "strides": [s, s], "dilations": [1, 1], "pads": [p, p, p, p]})
+                                               "strides": [s, s], "dilations": [1, 1], "pads": [p, p, p, p],
+                                               **act})
         elif kind in ("maxpool", "avgpool") and min(h, w) >= 3:
             cur = emit("max_pool2d" if kind == "maxpool" else "avg_pool2d", [cur],
                        {"kernel": [2, 2], "strides": [2, 2], "dilations": [1, 1], "pads": [0, 0, 0, 0],
@@ -103,11 +109,35 @@ def _random_graph(seed: int):
             cur = emit("pad", [cur], {"pads": [0, 0, 1, 2, 0, 0, 1, 0], "mode": "constant", "value": 0.0})
         elif kind == "concat":
             cur = emit("concat", [cur, emit("relu", [cur], {})], {"axis": 1})
+        elif kind == "prelu":
+            slope = g.add_const(rng.uniform(0, 0.5, (1, c, 1, 1)).astype(np.float32), "slope")
+            cur = emit("prelu", [cur, slope], {})
+        elif kind == "resize":
+            coord = str(rng.choice(["half_pixel", "align_corners", "asymmetric"]))
+            cur = emit("resize", [cur], {"mode": "linear", "coord": coord, "scales": [1.0, 1.0, 2.0, 2.0],
+                                         "shape": [1, c, 2 * h, 2 * w]})
+        elif kind == "deconv":
+            m = int(rng.integers(1, 6))
+            wt = g.add_const(rng.standard_normal((c, m, 2, 2)).astype(np.float32) * 0.4, "wt")
+            b = g.add_const(rng.standard_normal(m).astype(np.float32) * 0.1, "bt")
+            cur = emit("conv_transpose2d", [cur, wt, b], {"group": 1, "kernel": [2, 2], "strides": [2, 2],
+                                                          "dilations": [1, 1], "pads": [0, 0, 0, 0],
+                                                          "output_padding": [0, 0]})
+        elif kind == "softmax":
+            cur = emit("softmax", [cur], {"axis": 1})
+    if rng.random() < 0.5:  # a classifier head: mean over space, fully connected, softmax
+        c = g.tensors[cur].shape[1]
+        cur = emit("reduce_mean", [cur], {"axes": [2, 3], "keepdims": True})
+        cur = emit("reshape", [cur], {"shape": [1, c]})
+        k = int(rng.integers(2, 10))
+        wt = g.add_const(rng.standard_normal((c, k)).astype(np.float32) * 0.4, "fc")
+        cur = emit("gemm", [cur, wt], {})
+        cur = emit("softmax", [cur], {"axis": 1})
     g.outputs.append(cur)
     return g
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(24))
 def test_random_models_match_litert(seed):
     from edgert.converter.tflite.writer import write_tflite
     g = _random_graph(seed)

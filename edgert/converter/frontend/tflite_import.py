@@ -173,7 +173,7 @@ class TfliteImporter:
         if c is not None:
             v["tfl"] = self.g.add_const(np.ascontiguousarray(c), self.t(i).name)
         elif "nchw" in v:
-            v["tfl"] = self._emit("transpose", [v["nchw"]], {"perm": list(TO_NHWC)}, self.t(i).name + "/nhwc")
+            v["tfl"] = self._relayout(v["nchw"], TO_NHWC, self.t(i).name + "/nhwc")
         else:
             raise _Fail(f"tensor {self.t(i).name!r} is read before it is computed")
         return v["tfl"]
@@ -189,8 +189,18 @@ class TfliteImporter:
         if c is not None:
             v["nchw"] = self.g.add_const(np.ascontiguousarray(np.transpose(c, TO_NCHW)), self.t(i).name + "/nchw")
         else:
-            v["nchw"] = self._emit("transpose", [self.tfl(i)], {"perm": list(TO_NCHW)}, self.t(i).name + "/nchw")
+            v["nchw"] = self._relayout(self.tfl(i), TO_NCHW, self.t(i).name + "/nchw")
         return v["nchw"]
+
+    def _relayout(self, name: str, perm: tuple[int, ...], hint: str) -> str:
+        """A layout change: a transpose, or a reshape when only size-1 dims move (a
+        [1, 1, 1, C] tensor is the same bytes in both layouts)."""
+        shape = self.g.tensors[name].shape
+        out = [shape[p] for p in perm]
+        if [d for d in shape if d != 1] == [d for d in out if d != 1] and \
+                [p for p in perm if shape[p] != 1] == sorted(p for p in perm if shape[p] != 1):
+            return self._emit("reshape", [name], {"shape": out}, hint)
+        return self._emit("transpose", [name], {"perm": list(perm)}, hint)
 
     def get(self, i: int, layout: str) -> str:
         return self.nchw(i) if layout == "nchw" else self.tfl(i)
