@@ -187,18 +187,70 @@ def test_bad_root_offset_refused():
         edgert.convert(bytes(data))
 
 
+def _import_or_refuse(data: bytes) -> None:
+    """The importer itself (edgert.convert wraps unexpected exceptions in a
+    ConversionError, which would hide them): a graph, or a ConversionError."""
+    from edgert.converter.frontend.tflite_import import import_tflite
+    try:
+        import_tflite(data)
+    except ConversionError:
+        pass
+
+
 def test_corrupted_files_give_clear_errors():
-    """Every 32-bit word overwritten with a hostile value: a ConversionError or a working
-    file, never another exception (IndexError, struct.error, a crash)."""
+    """Every 32-bit word overwritten with a hostile value: a ConversionError or a graph,
+    never another exception (IndexError, struct.error, ...)."""
     data = _tiny()
     rng = np.random.default_rng(0)
     for pos in range(0, len(data) - 4, 4):
+        for value in rng.choice([0xFFFFFFFF, 0x7FFFFFFF, len(data), 3, 0x80000000, 0xFFFF], 2):
+            bad = bytearray(data)
+            struct.pack_into("<I", bad, pos, int(value))
+            _import_or_refuse(bytes(bad))
+
+
+def test_corrupted_real_model(real_model):
+    """Random words and bytes of a real model overwritten: a graph or a ConversionError."""
+    data = real_model("mp_face_detection").read_bytes()
+    rng = np.random.default_rng(1)
+    for _ in range(150):
         bad = bytearray(data)
-        struct.pack_into("<I", bad, pos, int(rng.choice([0xFFFFFFFF, 0x7FFFFFFF, len(data), 3, 0x80000000])))
-        try:
-            edgert.convert(bytes(bad))
-        except ConversionError:
-            pass
+        for _ in range(int(rng.integers(1, 4))):
+            pos = int(rng.integers(0, (len(data) - 4) // 4)) * 4
+            struct.pack_into("<I", bad, pos, int(rng.choice([0xFFFFFFFF, 0x7FFFFFF0, 1 << 20, 7, 0])))
+        _import_or_refuse(bytes(bad))
+    for cut in rng.integers(8, len(data), 20):
+        with pytest.raises(ConversionError):
+            from edgert.converter.frontend.tflite_import import import_tflite
+            import_tflite(data[:int(cut)])
+
+
+def test_absurd_shapes_refused():
+    from edgert.converter.tflite import schema as S
+    for shape in [(1 << 20, 1 << 20, 1 << 10), (2**31 - 1, 3)]:
+        tensors = [S.TensorDef(shape, 0, 0, "a"), S.TensorDef(shape, 0, 0, "b")]
+        model = S.serialize([S.RELU], tensors, [S.OperatorDef(0, [0], [1])], [0], [1], [b""])
+        with pytest.raises(ConversionError, match="limit|elements"):
+            _import_strict(model)
+    # a constant whose buffer does not hold its shape
+    tensors = [S.TensorDef((1, 4), 0, 0, "a"), S.TensorDef((1000, 4), 0, 1, "w"), S.TensorDef((1, 4), 0, 0, "y")]
+    model = S.serialize([S.ADD], tensors, [S.OperatorDef(0, [0, 1], [2])], [0], [2], [b"", b"\0" * 16])
+    with pytest.raises(ConversionError, match="buffer of 16 bytes"):
+        _import_strict(model)
+
+
+def test_operator_reading_its_own_output_refused():
+    """A cycle through one operator: its input is never computed before it."""
+    from edgert.converter.tflite import schema as S
+    tensors = [S.TensorDef((1, 4), 0, 0, "a"), S.TensorDef((1, 4), 0, 0, "b")]
+    model = S.serialize([S.ADD], tensors, [S.OperatorDef(0, [0, 1], [1])], [0], [1], [b""])
+    with pytest.raises(ConversionError, match="read before it is computed"):
+        _import_strict(model)
+
+
+def _import_strict(data: bytes):
+    from edgert.converter.frontend.tflite_import import import_tflite
+    return import_tflite(data)
 
 
 def test_buffer_out_of_range_refused():

@@ -111,8 +111,8 @@ def op_name(m: Model, op: OperatorInfo) -> str:
     return BUILTIN_NAMES.get(c.builtin, f"builtin {c.builtin}")
 
 
-class _Fail(Exception):
-    pass
+class _Fail(ConversionError):
+    """One operator cannot be imported (collected with the others)."""
 
 
 class TfliteImporter:
@@ -238,6 +238,8 @@ class TfliteImporter:
         name = self._emit(op, inputs, attrs, t.name if a is None else t.name + "/pre_act")
         if a is not None:
             name = self._emit(a[0], [name], a[1], t.name)
+        if layout == "nchw" and len(t.shape) != 4:
+            raise _Fail(f"output {t.name!r} has shape {list(t.shape)}, expected rank 4")
         want = tuple(t.shape) if layout == "tfl" else tuple(t.shape[p] for p in TO_NCHW)
         got = self.g.tensors[name].shape
         if got != want:
@@ -318,6 +320,8 @@ class TfliteImporter:
     def _output(self, i: int) -> None:
         g = self.g
         t = self.t(i)
+        if i not in self.vals and not self.is_const(i):
+            raise ConversionError(f"output {t.name!r} of the .tflite model is never computed")
         name = self.tfl(i)
         if name != t.name:
             if t.name in g.tensors:  # another form (NCHW) took the name: it gives it up
