@@ -287,3 +287,90 @@ def test_unsupported_ops_listed_together():
 def test_not_tflite_is_onnx_error():
     with pytest.raises(Exception, match="ONNX|onnx"):
         edgert.convert(b"\x00" * 64)
+
+
+# ---- MediaPipe's Convolution2DTransposeBias ------------------------------------------
+
+def _deconv_model(custom: bool, x_shape, w, bias, padding: str, stride: tuple[int, int]) -> bytes:
+    """y = transposed convolution of input x by w [O, kH, kW, I] plus bias: TFLite's
+    TRANSPOSE_CONV (custom False) or MediaPipe's custom op (custom True)."""
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as fb
+    n, h, wd, c = x_shape
+    o, kh, kw, _ = w.shape
+    sh, sw = stride
+    if padding == "same":
+        oh, ow = h * sh, wd * sw
+    else:
+        oh, ow = (h - 1) * sh + kh, (wd - 1) * sw + kw
+    m = fb.ModelT()
+    m.version = 3
+    code = fb.OperatorCodeT()
+    code.version = 1
+    if custom:
+        code.builtinCode = code.deprecatedBuiltinCode = fb.BuiltinOperator.CUSTOM
+        code.customCode = "Convolution2DTransposeBias"
+    else:
+        code.builtinCode = code.deprecatedBuiltinCode = fb.BuiltinOperator.TRANSPOSE_CONV
+    m.operatorCodes = [code]
+    m.buffers = [fb.BufferT()]
+    tensors = []
+
+    def tensor(name, shape, dtype, data=None):
+        t = fb.TensorT()
+        t.shape, t.name = list(shape), name
+        t.type = fb.TensorType.FLOAT32 if dtype == np.float32 else fb.TensorType.INT32
+        t.buffer = 0
+        if data is not None:
+            b = fb.BufferT()
+            b.data = list(np.ascontiguousarray(data, dtype).tobytes())
+            m.buffers.append(b)
+            t.buffer = len(m.buffers) - 1
+        tensors.append(t)
+        return len(tensors) - 1
+
+    xi = tensor("x", x_shape, np.float32)
+    wi = tensor("w", w.shape, np.float32, w)
+    bi = tensor("bias", bias.shape, np.float32, bias)
+    yi = tensor("y", (n, oh, ow, o), np.float32)
+    op = fb.OperatorT()
+    op.opcodeIndex = 0
+    op.outputs = [yi]
+    if custom:
+        op.inputs = [xi, wi, bi]
+        op.customOptions = list(struct.pack("<3i", 1 if padding == "same" else 2, sw, sh))
+    else:
+        si = tensor("output_shape", (4,), np.int32, np.array([n, oh, ow, o], np.int32))
+        op.inputs = [si, wi, xi, bi]
+        op.builtinOptionsType = fb.BuiltinOptions.TransposeConvOptions
+        opts = fb.TransposeConvOptionsT()
+        opts.padding = fb.Padding.SAME if padding == "same" else fb.Padding.VALID
+        opts.strideW, opts.strideH = sw, sh
+        op.builtinOptions = opts
+    sg = fb.SubGraphT()
+    sg.tensors, sg.inputs, sg.outputs, sg.operators, sg.name = tensors, [xi], [yi], [op], "main"
+    m.subgraphs = [sg]
+    b = flatbuffers.Builder(1024)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    return bytes(b.Output())
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_convolution2d_transpose_bias(seed):
+    """The custom op in edgert equals LiteRT's builtin TRANSPOSE_CONV on the same weights
+    (LiteRT itself has no kernel for the custom op without MediaPipe)."""
+    rng = np.random.default_rng(seed)
+    x_shape = (1, int(rng.integers(2, 9)), int(rng.integers(2, 9)), int(rng.integers(1, 6)))
+    k = int(rng.integers(1, 5))
+    w = rng.standard_normal((int(rng.integers(1, 6)), k, k, x_shape[3])).astype(np.float32)
+    bias = rng.standard_normal(w.shape[0]).astype(np.float32)
+    padding = ["same", "valid"][seed % 2]
+    stride = (int(rng.integers(1, 3)), int(rng.integers(1, 3)))
+    feeds = {"x": rng.standard_normal(x_shape).astype(np.float32)}
+    ref = _litert(_deconv_model(False, x_shape, w, bias, padding, stride), feeds)["y"]
+    builtin = edgert.Session(edgert.convert(_deconv_model(False, x_shape, w, bias, padding, stride)))
+    custom = edgert.Session(edgert.convert(_deconv_model(True, x_shape, w, bias, padding, stride)))
+    for sess in (builtin, custom):
+        y = sess.run(None, feeds)[0]
+        assert y.shape == ref.shape
+        np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4 * float(np.max(np.abs(ref))))
