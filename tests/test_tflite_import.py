@@ -374,3 +374,33 @@ def test_convolution2d_transpose_bias(seed):
         y = sess.run(None, feeds)[0]
         assert y.shape == ref.shape
         np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4 * float(np.max(np.abs(ref))))
+
+
+# ---- the command line ---------------------------------------------------------------
+
+def test_cli_convert_inspect_bench(tmp_path, real_model):
+    """`edgert convert face_landmark.tflite`, then inspect and bench --profile on the file:
+    NHWC input named as in the model, node names from the TFLite tensors."""
+    from click.testing import CliRunner
+    from edgert.cli.main import main
+    src = real_model("mp_face_landmark")
+    out = tmp_path / "fl.edgert"
+    r = CliRunner().invoke(main, ["convert", str(src), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert out.is_file()
+    r = CliRunner().invoke(main, ["inspect", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "input_1" in r.output and "192" in r.output and "conv2d_20" in r.output
+    r = CliRunner().invoke(main, ["bench", str(out), "--profile", "--runs", "2"])
+    assert r.exit_code == 0, r.output
+    assert "conv2d" in r.output
+
+
+def test_cli_refuses_fallback_for_tflite(tmp_path):
+    from click.testing import CliRunner
+    from edgert.cli.main import main
+    src = tmp_path / "m.tflite"
+    src.write_bytes(_tiny())
+    r = CliRunner().invoke(main, ["convert", str(src), "-o", str(tmp_path / "m.edgert"), "--fallback", "litert"])
+    assert r.exit_code != 0
+    assert "not supported for .tflite" in r.output
