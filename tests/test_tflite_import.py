@@ -404,3 +404,120 @@ def test_cli_refuses_fallback_for_tflite(tmp_path):
     r = CliRunner().invoke(main, ["convert", str(src), "-o", str(tmp_path / "m.edgert"), "--fallback", "litert"])
     assert r.exit_code != 0
     assert "not supported for .tflite" in r.output
+
+
+# ---- one-op models built with LiteRT's schema module --------------------------------
+
+def _one_op(code: int, inputs, outputs, options=None, options_type: int = 0) -> bytes:
+    """A one-operator model: inputs [(name, shape, dtype, constant or None)], outputs
+    [(name, shape, dtype)]; the inputs without a constant are the model's inputs."""
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as fb
+    types = {np.dtype(np.float32): fb.TensorType.FLOAT32, np.dtype(np.int32): fb.TensorType.INT32,
+             np.dtype(np.int64): fb.TensorType.INT64}
+    m = fb.ModelT()
+    m.version = 3
+    oc = fb.OperatorCodeT()
+    oc.builtinCode, oc.deprecatedBuiltinCode, oc.version = code, min(code, 127), 1
+    m.operatorCodes = [oc]
+    m.buffers = [fb.BufferT()]
+    tensors, graph_in = [], []
+    for name, shape, dtype, data in list(inputs) + [(n, s, d, None) for n, s, d in outputs]:
+        t = fb.TensorT()
+        t.shape, t.name, t.type, t.buffer = list(shape), name, types[np.dtype(dtype)], 0
+        if data is not None:
+            b = fb.BufferT()
+            b.data = list(np.ascontiguousarray(data, dtype).tobytes())
+            m.buffers.append(b)
+            t.buffer = len(m.buffers) - 1
+        tensors.append(t)
+    graph_in = [k for k, (_, _, _, d) in enumerate(inputs) if d is None]
+    op = fb.OperatorT()
+    op.opcodeIndex = 0
+    op.inputs = list(range(len(inputs)))
+    op.outputs = list(range(len(inputs), len(inputs) + len(outputs)))
+    if options is not None:
+        op.builtinOptionsType, op.builtinOptions = options_type, options
+    sg = fb.SubGraphT()
+    sg.tensors, sg.inputs, sg.outputs, sg.operators, sg.name = tensors, graph_in, op.outputs, [op], "main"
+    m.subgraphs = [sg]
+    b = flatbuffers.Builder(1024)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    return bytes(b.Output())
+
+
+def _one_op_cases():
+    from ai_edge_litert import schema_py_generated as fb
+    B, O = fb.BuiltinOperator, fb.BuiltinOptions
+    f32, i32, i64 = np.float32, np.int32, np.int64
+    x4 = ("x", (1, 5, 7, 4), f32, None)
+    cases = []
+
+    def opts(cls, **kw):
+        o = cls()
+        for k, v in kw.items():
+            setattr(o, k, v)
+        return o
+
+    for (oh, ow) in ((10, 14), (3, 4), (11, 9)):
+        for align, half in ((False, False), (False, True), (True, False)):
+            cases.append((f"nearest_{oh}x{ow}_{int(align)}{int(half)}", B.RESIZE_NEAREST_NEIGHBOR,
+                          [x4, ("size", (2,), i32, np.array([oh, ow], i32))], [("y", (1, oh, ow, 4), f32)],
+                          opts(fb.ResizeNearestNeighborOptionsT, alignCorners=align, halfPixelCenters=half),
+                          O.ResizeNearestNeighborOptions))
+    cases.append(("squeeze", B.SQUEEZE, [("x", (1, 5, 1, 4), f32, None)], [("y", (5, 4), f32)],
+                  opts(fb.SqueezeOptionsT, squeezeDims=[0, 2]), O.SqueezeOptions))
+    cases.append(("mirror_pad", B.MIRROR_PAD, [x4, ("p", (4, 2), i32, np.array([[0, 0], [1, 2], [3, 0], [0, 1]], i32))],
+                  [("y", (1, 8, 10, 5), f32)], opts(fb.MirrorPadOptionsT, mode=0), O.MirrorPadOptions))
+    cases.append(("depth_to_space", B.DEPTH_TO_SPACE, [("x", (1, 3, 2, 8), f32, None)], [("y", (1, 6, 4, 2), f32)],
+                  opts(fb.DepthToSpaceOptionsT, blockSize=2), O.DepthToSpaceOptions))
+    cases.append(("space_to_depth", B.SPACE_TO_DEPTH, [("x", (1, 4, 6, 3), f32, None)], [("y", (1, 2, 3, 12), f32)],
+                  opts(fb.SpaceToDepthOptionsT, blockSize=2), O.SpaceToDepthOptions))
+    cases.append(("split", B.SPLIT, [("axis", (), i32, np.array(3, i32)), x4],
+                  [("a", (1, 5, 7, 2), f32), ("b", (1, 5, 7, 2), f32)], opts(fb.SplitOptionsT, numSplits=2),
+                  O.SplitOptions))
+    cases.append(("split_v", B.SPLIT_V, [x4, ("s", (3,), i32, np.array([1, -1, 2], i32)), ("axis", (), i32, np.array(1, i32))],
+                  [("a", (1, 1, 7, 4), f32), ("b", (1, 2, 7, 4), f32), ("c", (1, 2, 7, 4), f32)],
+                  opts(fb.SplitVOptionsT, numSplits=3), O.SplitVOptions))
+    cases.append(("strided_slice", B.STRIDED_SLICE,
+                  [x4, ("b", (4,), i32, np.array([0, 1, -1, 0], i32)), ("e", (4,), i32, np.array([1, 5, 0, 3], i32)),
+                   ("s", (4,), i32, np.array([1, 2, -2, 1], i32))],
+                  [("y", (1, 2, 3, 3), f32)], opts(fb.StridedSliceOptionsT, beginMask=1, endMask=0), O.StridedSliceOptions))
+    cases.append(("strided_slice_shrink", B.STRIDED_SLICE,
+                  [x4, ("b", (4,), i32, np.array([0, 2, 0, 1], i32)), ("e", (4,), i32, np.array([1, 3, 7, 4], i32)),
+                   ("s", (4,), i32, np.array([1, 1, 1, 1], i32))],
+                  [("y", (1, 7, 3), f32)], opts(fb.StridedSliceOptionsT, shrinkAxisMask=2, endMask=4),
+                  O.StridedSliceOptions))
+    cases.append(("gather", B.GATHER, [x4, ("i", (3,), i32, np.array([6, 0, 2], i32))], [("y", (1, 5, 3, 4), f32)],
+                  opts(fb.GatherOptionsT, axis=2), O.GatherOptions))
+    for out_t in (i32, i64):
+        cases.append((f"arg_max_{np.dtype(out_t)}", B.ARG_MAX, [x4, ("a", (1,), i32, np.array([3], i32))],
+                      [("y", (1, 5, 7), out_t)],
+                      opts(fb.ArgMaxOptionsT, outputType=fb.TensorType.INT32 if out_t is i32 else fb.TensorType.INT64),
+                      O.ArgMaxOptions))
+    for name in ("MAXIMUM", "MINIMUM"):
+        cases.append((name.lower(), getattr(B, name), [x4, ("c", (4,), f32, np.array([0.5, -0.5, 0, 1], f32))],
+                      [("y", (1, 5, 7, 4), f32)], None, 0))
+    for name in ("EXP", "SQRT", "RSQRT", "ABS", "NEG", "LOG"):
+        cases.append((name.lower(), getattr(B, name), [x4], [("y", (1, 5, 7, 4), f32)], None, 0))
+    return cases
+
+
+@pytest.mark.parametrize("case", _one_op_cases(), ids=lambda c: c[0])
+def test_one_op_models_match_litert(case):
+    name, code, ins, outs, options, options_type = case
+    model = _one_op(code, ins, outs, options, options_type)
+    rng = np.random.default_rng(len(name))
+    x = rng.standard_normal((1, 5, 7, 4)).astype(np.float32) if ins[0][0] == "x" else None
+    feeds = {}
+    for n, shape, dtype, data in ins:
+        if data is None:
+            v = rng.standard_normal(shape).astype(dtype)
+            feeds[n] = np.abs(v) + 0.1 if name in ("sqrt", "rsqrt", "log") else v
+    del x
+    ref = _litert(model, feeds)
+    sess = edgert.Session(edgert.convert(model))
+    got = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+    for k, r in ref.items():
+        assert got[k].dtype == r.dtype and got[k].shape == r.shape, k
+        np.testing.assert_allclose(got[k], r, rtol=1e-5, atol=1e-5)

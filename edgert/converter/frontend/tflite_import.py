@@ -242,10 +242,35 @@ class TfliteImporter:
             raise _Fail(f"output {t.name!r} has shape {list(t.shape)}, expected rank 4")
         want = tuple(t.shape) if layout == "tfl" else tuple(t.shape[p] for p in TO_NCHW)
         got = self.g.tensors[name].shape
+        if self.g.tensors[name].dtype != self.dtype(i):
+            raise _Fail(f"edgert computes dtype {self.g.tensors[name].dtype} for {t.name!r}, the file declares "
+                        f"{t.type_name}")
         if got != want:
             raise _Fail(f"edgert computes shape {list(got)} for {t.name!r}, the file declares {list(t.shape)}"
                         + (" (in NCHW: %s)" % list(want) if layout == "nchw" else ""))
         self.vals[i] = {layout: name}
+
+    def define_many(self, outs: list[int], op: str, inputs: list[str], attrs: dict) -> None:
+        """Outputs `outs` (TFLite layout) = op(inputs), an op of several outputs."""
+        g = self.g
+        names = [g.unique_name(self.t(i).name) for i in outs]
+        node = g.add_node(op, inputs, names, attrs, name=names[0])
+        try:
+            results = edgert_ops.get(op).infer(node, g)
+        except Exception:
+            g.nodes.pop()
+            raise
+        if len(results) != len(outs):
+            g.nodes.pop()
+            raise _Fail(f"{op} gives {len(results)} outputs, the operator has {len(outs)}")
+        for i, name, (shape, dt) in zip(outs, names, results):
+            if tuple(shape) != tuple(self.t(i).shape):
+                g.nodes.pop()
+                raise _Fail(f"edgert computes shape {list(shape)} for {self.t(i).name!r}, the file declares "
+                            f"{list(self.t(i).shape)}")
+        for i, name, (shape, dt) in zip(outs, names, results):
+            g.add_tensor(name, shape, dt)
+            self.vals[i] = {"tfl": name}
 
     # ---- driver -----------------------------------------------------------------
     def run(self) -> Graph:
@@ -341,7 +366,8 @@ class TfliteImporter:
         code = self.m.opcodes[op.opcode]
         key = TRANSPOSE_CONV_BIAS if code.builtin == CUSTOM else code.builtin
         for k in op.outputs:
-            if self.dtype(k) != F32 and key not in (6,):
+            dt = self.dtype(k)
+            if dt != F32 and (self.t(k).quant is not None or dt.kind == "f" or key not in INDEX_OUTPUTS):
                 t = self.t(k)
                 raise _Fail(f"output {t.name!r} is {t.type_name}"
                             + ("; integer-quantized models are not supported yet" if t.quant else ""))
@@ -365,6 +391,7 @@ class TfliteImporter:
 # ---- lowerings ----------------------------------------------------------------------
 
 LOWERINGS: dict[object, Callable[[TfliteImporter, OperatorInfo], None]] = {}
+INDEX_OUTPUTS = {56, 36, 22, 43, 70, 45, 49, 102}  # ops whose outputs may be integer (indices, shapes)
 
 
 def _lowering(*keys):
@@ -529,17 +556,31 @@ def _operand(imp, i: int, layout: str) -> str:
     return imp.const_in(i, layout) if imp.is_const(i) else imp.get(i, layout)
 
 
-@_lowering(0, 41, 18, 42)
+_BINARY = {0: "add", 41: "sub", 18: "mul", 42: "div", 55: "max", 57: "min"}
+
+
+@_lowering(*_BINARY)
 def _binary(imp, op) -> None:
-    # Add/Sub/Mul/DivOptions: fused_activation_function 0
+    # Add/Sub/Mul/DivOptions: fused_activation_function 0 (MAXIMUM/MINIMUM: none)
     imp.need_inputs(op, 2)
-    name = {0: "add", 41: "sub", 18: "mul", 42: "div"}[imp.m.opcodes[op.opcode].builtin]
+    code = imp.m.opcodes[op.opcode].builtin
     lay = _common_layout(imp, op.inputs)
-    imp.define(op.outputs[0], name, [_operand(imp, i, lay) for i in op.inputs], {}, lay, imp.opt(op, 0, "b", 0))
+    act = imp.opt(op, 0, "b", 0) if code in (0, 41, 18, 42) else 0
+    imp.define(op.outputs[0], _BINARY[code], [_operand(imp, i, lay) for i in op.inputs], {}, lay, act)
+
+
+@_lowering(76)
+def _rsqrt(imp, op) -> None:
+    imp.need_inputs(op, 1)
+    x = op.inputs[0]
+    lay = imp.layout(x)
+    r = imp._emit("sqrt", [imp.get(x, lay)], {}, imp.t(op.outputs[0]).name + "/sqrt")
+    imp.define(op.outputs[0], "reciprocal", [r], {}, lay)
 
 
 _UNARY = {14: ("sigmoid", {}), 28: ("tanh", {}), 19: ("relu", {}), 21: ("clip", {"min": 0.0, "max": 6.0}),
-          20: ("clip", {"min": -1.0, "max": 1.0}), 117: ("hard_swish", {})}
+          20: ("clip", {"min": -1.0, "max": 1.0}), 117: ("hard_swish", {}), 47: ("exp", {}), 73: ("log", {}),
+          75: ("sqrt", {}), 101: ("abs", {}), 59: ("neg", {})}
 
 
 @_lowering(*_UNARY)
@@ -729,12 +770,19 @@ def _resize(imp, op) -> None:
     bilinear = imp.m.opcodes[op.opcode].builtin == 23
     align, half = (imp.opt(op, 2, "B", 0), imp.opt(op, 3, "B", 0)) if bilinear else \
         (imp.opt(op, 0, "B", 0), imp.opt(op, 1, "B", 0))
-    if not bilinear:
-        raise _Fail("RESIZE_NEAREST_NEIGHBOR is not imported yet")
-    coord = "align_corners" if align else ("half_pixel" if half else "asymmetric")
     scales = [1.0, 1.0, ys[1] / xs[1], ys[2] / xs[2]]
-    imp.define(op.outputs[0], "resize", [imp.nchw(x)],
-               {"mode": "linear", "coord": coord, "scales": scales, "shape": [ys[0], ys[3], ys[1], ys[2]]}, "nchw")
+    attrs = {"scales": scales, "shape": [ys[0], ys[3], ys[1], ys[2]]}
+    if bilinear:
+        attrs.update(mode="linear", coord="align_corners" if align else ("half_pixel" if half else "asymmetric"))
+    else:
+        # TFLite: in = floor(out * in/out), or floor((out + 0.5) * in/out) with half-pixel
+        # centres, or round-half-up(out * (in-1)/(out-1)) with align_corners
+        if align:
+            attrs.update(mode="nearest", coord="align_corners", nearest_mode="round_prefer_ceil")
+        else:
+            attrs.update(mode="nearest", coord="tf_half_pixel_for_nn" if half else "asymmetric",
+                         nearest_mode="floor")
+    imp.define(op.outputs[0], "resize", [imp.nchw(x)], attrs, "nchw")
 
 
 def import_tflite(model, input_shapes: dict | None = None) -> Graph:
@@ -762,3 +810,144 @@ def _transpose(imp, op) -> None:
         imp.vals[y] = {"tfl": imp.nchw(x)}
     else:
         imp.define(y, "transpose", [imp.tfl(x)], {"perm": perm}, "tfl")
+
+
+@_lowering(43, 70)
+def _squeeze(imp, op) -> None:
+    # SQUEEZE, EXPAND_DIMS: the output tensor's shape holds the answer
+    imp.need_inputs(op, 1, 2)
+    _reshape(imp, op)
+
+
+@_lowering(100)
+def _mirror_pad(imp, op) -> None:
+    # MirrorPadOptions: mode 0 (0 REFLECT, 1 SYMMETRIC)
+    if imp.opt(op, 0, "b", 0) != 0:
+        raise _Fail("SYMMETRIC mode is not supported (REFLECT is)")
+    imp.need_inputs(op, 2)
+    x = op.inputs[0]
+    r = len(imp.t(x).shape)
+    p = imp.need_const(op.inputs[1], "the paddings").astype(np.int64)
+    if p.shape != (r, 2) or p.min(initial=0) < 0:
+        raise _Fail(f"paddings {p.tolist()} for rank {r}")
+    lay = imp.layout(x) if r == 4 else "tfl"
+    if lay == "nchw":
+        p = p[list(TO_NCHW)]
+    imp.define(op.outputs[0], "pad", [imp.get(x, lay)],
+               {"pads": [int(v) for v in p[:, 0]] + [int(v) for v in p[:, 1]], "mode": "reflect"}, lay)
+
+
+@_lowering(5, 26)
+def _depth_space(imp, op) -> None:
+    # DepthToSpace/SpaceToDepthOptions: block_size 0. TFLite's channel order (block row,
+    # block column, channel) is the DCR order of edgert's NCHW ops.
+    imp.need_inputs(op, 1)
+    b = imp.opt(op, 0, "i", 0)
+    if b < 1:
+        raise _Fail(f"block size {b}")
+    name = "depth_to_space" if imp.m.opcodes[op.opcode].builtin == 5 else "space_to_depth"
+    imp.define(op.outputs[0], name, [imp.nchw(op.inputs[0])], {"blocksize": int(b), "mode": "DCR"}, "nchw")
+
+
+def _axis_of(imp, i: int, rank: int) -> int:
+    a = imp.need_const(i, "the axis").reshape(-1)
+    if a.size != 1 or not -rank <= int(a[0]) < rank:
+        raise _Fail(f"axis {a.tolist()} for rank {rank}")
+    return int(a[0]) % rank
+
+
+@_lowering(49, 102)
+def _split(imp, op) -> None:
+    # SPLIT: inputs axis, x (SplitOptions num_splits 0); SPLIT_V: inputs x, size_splits, axis
+    split_v = imp.m.opcodes[op.opcode].builtin == 102
+    imp.need_inputs(op, 3 if split_v else 2)
+    x = op.inputs[0] if split_v else op.inputs[1]
+    xs = imp.t(x).shape
+    axis = _axis_of(imp, op.inputs[2] if split_v else op.inputs[0], len(xs))
+    n = len(op.outputs)
+    if split_v:
+        sizes = [int(v) for v in imp.need_const(op.inputs[1], "the sizes").reshape(-1)]
+        if sizes.count(-1) == 1:
+            sizes[sizes.index(-1)] = xs[axis] - (sum(sizes) + 1)
+    else:
+        if n < 1 or xs[axis] % n:
+            raise _Fail(f"{xs[axis]} does not split into {n}")
+        sizes = [xs[axis] // n] * n
+    if len(sizes) != n or sum(sizes) != xs[axis] or min(sizes) < 0:
+        raise _Fail(f"sizes {sizes} do not split {xs[axis]} into {n} outputs")
+    imp.define_many(op.outputs, "split", [imp.tfl(x)], {"axis": axis, "sizes": sizes})
+
+
+@_lowering(45)
+def _strided_slice(imp, op) -> None:
+    # inputs x, begin, end, strides; StridedSliceOptions: begin_mask 0, end_mask 1,
+    # ellipsis_mask 2, new_axis_mask 3, shrink_axis_mask 4, offset 5
+    imp.need_inputs(op, 4)
+    x = op.inputs[0]
+    xs = imp.t(x).shape
+    r = len(xs)
+    begin, end, strides = (imp.need_const(op.inputs[k], n).astype(np.int64).reshape(-1)
+                           for k, n in ((1, "begin"), (2, "end"), (3, "strides")))
+    if not len(begin) == len(end) == len(strides) == r:
+        raise _Fail(f"begin/end/strides of {len(begin)}/{len(end)}/{len(strides)} values for rank {r}")
+    bm, em, ell, new, shrink = (imp.opt(op, k, "i", 0) for k in range(5))
+    if ell or new or imp.opt(op, 5, "B", 0):
+        raise _Fail("ellipsis_mask, new_axis_mask and offset are not supported")
+    starts, steps, sizes = [], [], []
+    for d in range(r):
+        s = int(strides[d])
+        if s == 0:
+            raise _Fail("stride 0")
+        if shrink >> d & 1:
+            b = int(begin[d])
+            b = b + xs[d] if b < 0 else b
+            if not 0 <= b < xs[d]:
+                raise _Fail(f"index {int(begin[d])} out of range for dim {d} of size {xs[d]}")
+            rng = range(b, b + 1)
+        else:
+            b = None if bm >> d & 1 else int(begin[d])
+            e = None if em >> d & 1 else int(end[d])
+            rng = range(*slice(b, e, s).indices(xs[d]))
+        starts.append(rng.start if len(rng) else 0)
+        steps.append(rng.step)
+        sizes.append(len(rng))
+    y = op.outputs[0]
+    sliced = imp._emit("slice", [imp.tfl(x)], {"starts": starts, "steps": steps, "sizes": sizes},
+                       imp.t(y).name + ("/slice" if shrink else ""))
+    if shrink:
+        imp.define(y, "reshape", [sliced], {"shape": list(imp.t(y).shape)}, "tfl")
+    else:
+        if tuple(imp.g.tensors[sliced].shape) != tuple(imp.t(y).shape):
+            raise _Fail(f"edgert computes shape {list(imp.g.tensors[sliced].shape)}, the file declares "
+                        f"{list(imp.t(y).shape)}")
+        imp.vals[y] = {"tfl": sliced}
+
+
+@_lowering(36)
+def _gather(imp, op) -> None:
+    # GatherOptions: axis 0, batch_dims 1
+    imp.need_inputs(op, 2)
+    if imp.opt(op, 1, "i", 0) != 0:
+        raise _Fail("batch_dims is not supported")
+    x = op.inputs[0]
+    r = len(imp.t(x).shape)
+    axis = imp.opt(op, 0, "i", 0)
+    if not -r <= axis < r:
+        raise _Fail(f"axis {axis} for rank {r}")
+    imp.define(op.outputs[0], "gather", [imp.tfl(x), imp.tfl(op.inputs[1])], {"axis": axis % r}, "tfl")
+
+
+@_lowering(56)
+def _arg_max(imp, op) -> None:
+    # inputs x, axis; ArgMaxOptions: output_type 0 (int64 or int32)
+    imp.need_inputs(op, 2)
+    x, y = op.inputs[0], op.outputs[0]
+    axis = _axis_of(imp, op.inputs[1], len(imp.t(x).shape))
+    want = imp.dtype(y)
+    if want not in (np.dtype(np.int32), np.dtype(np.int64)):
+        raise _Fail(f"output type {imp.t(y).type_name}")
+    if want == np.int64:
+        imp.define(y, "argmax", [imp.tfl(x)], {"axis": axis, "keepdims": False}, "tfl")
+        return
+    a = imp._emit("argmax", [imp.tfl(x)], {"axis": axis, "keepdims": False}, imp.t(y).name + "/i64")
+    imp.define(y, "cast", [a], {"to": "int32"}, "tfl")
