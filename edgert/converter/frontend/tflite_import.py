@@ -24,7 +24,7 @@ from typing import Callable
 import numpy as np
 
 from ...errors import ConversionError
-from ..ir import Graph
+from ..ir import Graph, check_shape
 from ..ops import registry as edgert_ops
 from ..ops.registry import OpUnsupported
 from ..tflite.reader import TENSOR_DTYPES, Model, OperatorInfo, TensorInfo, is_tflite, read_model
@@ -123,6 +123,9 @@ class TfliteImporter:
             raise ConversionError(f"the .tflite model has {len(model.subgraphs)} subgraphs; edgert imports "
                                   "one-subgraph models only (several subgraphs are not supported yet)")
         self.sg = model.subgraphs[0]
+        for t in self.sg.tensors:  # the converter's limits (docs/design.md), before any work
+            dt = TENSOR_DTYPES.get(t.type)
+            check_shape(t.name, t.shape, dt if dt is not None else np.uint8)
         self.input_shapes = dict(input_shapes or {})
         self.vals: dict[int, dict[str, str]] = {}  # tensor -> {"tfl" | "nchw": IR name}
         self.consts: dict[int, np.ndarray] = {}  # tensor -> value (TFLite layout, float32 folded)
@@ -387,6 +390,13 @@ class TfliteImporter:
             raise _Fail(f"{what} must be a constant")
         return self.const_value(i)
 
+    def need_ints(self, i: int, what: str) -> np.ndarray:
+        """Constant integer tensor i (sizes, axes, paddings) as int64."""
+        v = self.need_const(i, what)
+        if v.dtype.kind not in "iu":
+            raise _Fail(f"{what} must be an integer constant, not {self.t(i).type_name}")
+        return v.astype(np.int64)
+
 
 # ---- lowerings ----------------------------------------------------------------------
 
@@ -493,7 +503,7 @@ def _transpose_conv_builtin(imp, op) -> None:
     # inputs: output_shape, weights, input, bias (optional);
     # options: padding 0, stride_w 1, stride_h 2, fused_activation_function 3
     imp.need_inputs(op, 3, 4)
-    shape = imp.need_const(op.inputs[0], "the output shape")
+    shape = imp.need_ints(op.inputs[0], "the output shape")
     if [int(d) for d in shape.reshape(-1)] != list(imp.t(op.outputs[0]).shape):
         raise _Fail(f"output_shape {shape.tolist()} differs from the output tensor's {list(imp.t(op.outputs[0]).shape)}")
     p = imp.opt(op, 0, "b", 0)
@@ -705,12 +715,15 @@ def _pad(imp, op) -> None:
     imp.need_inputs(op, 2, 3)
     x = op.inputs[0]
     r = len(imp.t(x).shape)
-    p = imp.need_const(op.inputs[1], "the paddings").astype(np.int64)
+    p = imp.need_ints(op.inputs[1], "the paddings").astype(np.int64)
     if p.shape != (r, 2) or p.min(initial=0) < 0:
         raise _Fail(f"paddings {p.tolist()} for rank {r}")
     value = 0.0
     if len(op.inputs) == 3 and op.inputs[2] >= 0:
-        value = float(imp.need_const(op.inputs[2], "the pad value").reshape(-1)[0])
+        pv = imp.need_const(op.inputs[2], "the pad value").reshape(-1)
+        if pv.size != 1:
+            raise _Fail(f"the pad value has {pv.size} elements")
+        value = float(pv[0])
     lay = imp.layout(x) if r == 4 else "tfl"
     if lay == "nchw":
         p = p[list(TO_NCHW)]
@@ -726,7 +739,7 @@ def _reduce(imp, op) -> None:
     x = op.inputs[0]
     r = len(imp.t(x).shape)
     axes = sorted({int(a) % r if -r <= int(a) < r else -1
-                   for a in imp.need_const(op.inputs[1], "the axes").reshape(-1)})
+                   for a in imp.need_ints(op.inputs[1], "the axes").reshape(-1)})
     if -1 in axes or not axes:
         raise _Fail(f"axes {imp.const_value(op.inputs[1]).tolist()} for rank {r}")
     keep = bool(imp.opt(op, 0, "B", 0))
@@ -762,9 +775,9 @@ def _resize(imp, op) -> None:
     imp.need_inputs(op, 2)
     x = op.inputs[0]
     xs, ys = imp.t(x).shape, imp.t(op.outputs[0]).shape
-    if len(xs) != 4 or len(ys) != 4:
-        raise _Fail("expected rank-4 input and output")
-    size = imp.need_const(op.inputs[1], "the size").reshape(-1)
+    if len(xs) != 4 or len(ys) != 4 or min(xs) < 1 or min(ys) < 1:
+        raise _Fail(f"input {list(xs)} and output {list(ys)}: expected rank 4, no empty dimension")
+    size = imp.need_ints(op.inputs[1], "the size").reshape(-1)
     if [int(v) for v in size] != [ys[1], ys[2]]:
         raise _Fail(f"size {size.tolist()} differs from the output {list(ys)}")
     bilinear = imp.m.opcodes[op.opcode].builtin == 23
@@ -798,7 +811,7 @@ def _transpose(imp, op) -> None:
     imp.need_inputs(op, 2)
     x, y = op.inputs[0], op.outputs[0]
     r = len(imp.t(x).shape)
-    perm = [int(p) for p in imp.need_const(op.inputs[1], "the permutation").reshape(-1)]
+    perm = [int(p) for p in imp.need_ints(op.inputs[1], "the permutation").reshape(-1)]
     if sorted(perm) != list(range(r)):
         raise _Fail(f"perm {perm} for rank {r}")
     want = tuple(imp.t(x).shape[p] for p in perm)
@@ -827,7 +840,7 @@ def _mirror_pad(imp, op) -> None:
     imp.need_inputs(op, 2)
     x = op.inputs[0]
     r = len(imp.t(x).shape)
-    p = imp.need_const(op.inputs[1], "the paddings").astype(np.int64)
+    p = imp.need_ints(op.inputs[1], "the paddings").astype(np.int64)
     if p.shape != (r, 2) or p.min(initial=0) < 0:
         raise _Fail(f"paddings {p.tolist()} for rank {r}")
     lay = imp.layout(x) if r == 4 else "tfl"
@@ -850,7 +863,7 @@ def _depth_space(imp, op) -> None:
 
 
 def _axis_of(imp, i: int, rank: int) -> int:
-    a = imp.need_const(i, "the axis").reshape(-1)
+    a = imp.need_ints(i, "the axis").reshape(-1)
     if a.size != 1 or not -rank <= int(a[0]) < rank:
         raise _Fail(f"axis {a.tolist()} for rank {rank}")
     return int(a[0]) % rank
@@ -866,7 +879,7 @@ def _split(imp, op) -> None:
     axis = _axis_of(imp, op.inputs[2] if split_v else op.inputs[0], len(xs))
     n = len(op.outputs)
     if split_v:
-        sizes = [int(v) for v in imp.need_const(op.inputs[1], "the sizes").reshape(-1)]
+        sizes = [int(v) for v in imp.need_ints(op.inputs[1], "the sizes").reshape(-1)]
         if sizes.count(-1) == 1:
             sizes[sizes.index(-1)] = xs[axis] - (sum(sizes) + 1)
     else:
@@ -886,7 +899,7 @@ def _strided_slice(imp, op) -> None:
     x = op.inputs[0]
     xs = imp.t(x).shape
     r = len(xs)
-    begin, end, strides = (imp.need_const(op.inputs[k], n).astype(np.int64).reshape(-1)
+    begin, end, strides = (imp.need_ints(op.inputs[k], n).astype(np.int64).reshape(-1)
                            for k, n in ((1, "begin"), (2, "end"), (3, "strides")))
     if not len(begin) == len(end) == len(strides) == r:
         raise _Fail(f"begin/end/strides of {len(begin)}/{len(end)}/{len(strides)} values for rank {r}")
