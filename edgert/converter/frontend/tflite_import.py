@@ -777,6 +777,8 @@ def _resize(imp, op) -> None:
     xs, ys = imp.t(x).shape, imp.t(op.outputs[0]).shape
     if len(xs) != 4 or len(ys) != 4 or min(xs) < 1 or min(ys) < 1:
         raise _Fail(f"input {list(xs)} and output {list(ys)}: expected rank 4, no empty dimension")
+    if (xs[0], xs[3]) != (ys[0], ys[3]):
+        raise _Fail(f"output {list(ys)} differs from the input {list(xs)} outside height and width")
     size = imp.need_ints(op.inputs[1], "the size").reshape(-1)
     if [int(v) for v in size] != [ys[1], ys[2]]:
         raise _Fail(f"size {size.tolist()} differs from the output {list(ys)}")
