@@ -266,7 +266,7 @@ class TfliteImporter:
         if len(results) != len(outs):
             g.nodes.pop()
             raise _Fail(f"{op} gives {len(results)} outputs, the operator has {len(outs)}")
-        for i, name, (shape, dt) in zip(outs, names, results):
+        for i, (shape, _dt) in zip(outs, results):
             if tuple(shape) != tuple(self.t(i).shape):
                 g.nodes.pop()
                 raise _Fail(f"edgert computes shape {list(shape)} for {self.t(i).name!r}, the file declares "
@@ -800,12 +800,6 @@ def _resize(imp, op) -> None:
     imp.define(op.outputs[0], "resize", [imp.nchw(x)], attrs, "nchw")
 
 
-def import_tflite(model, input_shapes: dict | None = None) -> Graph:
-    """The edgert graph of a .tflite model (path, bytes or reader.Model); see the module
-    docstring for what it keeps and refuses."""
-    return TfliteImporter(load_tflite(model), input_shapes).run()
-
-
 @_lowering(39)
 def _transpose(imp, op) -> None:
     # A layout change between NCHW and NHWC (as at the edges of files written from NCHW
@@ -966,3 +960,9 @@ def _arg_max(imp, op) -> None:
         return
     a = imp._emit("argmax", [imp.tfl(x)], {"axis": axis, "keepdims": False}, imp.t(y).name + "/i64")
     imp.define(y, "cast", [a], {"to": "int32"}, "tfl")
+
+
+def import_tflite(model, input_shapes: dict | None = None) -> Graph:
+    """The edgert graph of a .tflite model (path, bytes or reader.Model); see the module
+    docstring for what it keeps and refuses."""
+    return TfliteImporter(load_tflite(model), input_shapes).run()
