@@ -521,3 +521,41 @@ def test_one_op_models_match_litert(case):
     for k, r in ref.items():
         assert got[k].dtype == r.dtype and got[k].shape == r.shape, k
         np.testing.assert_allclose(got[k], r, rtol=1e-5, atol=1e-5)
+
+
+# ---- what is refused for now (docs/tflite.md, "Not done yet") ------------------------
+
+def test_integer_model_refused_clearly():
+    from tools import tflite_tiny
+    with pytest.raises(ConversionError, match="integer-quantized models are not supported yet"):
+        edgert.convert(tflite_tiny.chain((1, 4), ["add", "mul"], int8_scale=0.05))
+
+
+def test_variables_and_subgraphs_refused_clearly():
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as fb
+    from tools import tflite_tiny
+    m = fb.ModelT.InitFromPackedBuf(tflite_tiny.add_chain((1, 4), 1), 0)
+    code = fb.OperatorCodeT()
+    code.builtinCode, code.deprecatedBuiltinCode, code.version = fb.BuiltinOperator.VAR_HANDLE, 127, 1
+    m.operatorCodes.append(code)
+    op = fb.OperatorT()
+    op.opcodeIndex, op.inputs, op.outputs = len(m.operatorCodes) - 1, [], [0]
+    m.subgraphs[0].operators.append(op)
+    b = flatbuffers.Builder(1024)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    with pytest.raises(ConversionError, match="VAR_HANDLE.*resource variables are not supported yet"):
+        edgert.convert(bytes(b.Output()))
+    m = fb.ModelT.InitFromPackedBuf(tflite_tiny.add_chain((1, 4), 1), 0)
+    m.subgraphs.append(m.subgraphs[0])
+    b = flatbuffers.Builder(1024)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    with pytest.raises(ConversionError, match="2 subgraphs"):
+        edgert.convert(bytes(b.Output()))
+
+
+def test_input_shapes_must_restate_the_model():
+    data = _tiny()
+    edgert.convert(data, input_shapes={"x": [1, 2, 4, 4]})
+    with pytest.raises(ConversionError, match="other sizes are not supported yet"):
+        edgert.convert(data, input_shapes={"x": [1, 2, 8, 8]})
