@@ -559,3 +559,51 @@ def test_input_shapes_must_restate_the_model():
     edgert.convert(data, input_shapes={"x": [1, 2, 4, 4]})
     with pytest.raises(ConversionError, match="other sizes are not supported yet"):
         edgert.convert(data, input_shapes={"x": [1, 2, 8, 8]})
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_int8_weights_behind_dequantize(per_channel):
+    """int8 constants with per-tensor or per-channel scales behind DEQUANTIZE fold to the
+    float32 values LiteRT computes: y = x + dequantize(w)."""
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as fb
+    rng = np.random.default_rng(int(per_channel))
+    q = rng.integers(-128, 128, (3, 4)).astype(np.int8)
+    scale = rng.uniform(0.01, 0.1, 4 if per_channel else 1).astype(np.float32)
+    zp = rng.integers(-3, 4, scale.size).astype(np.int64) if not per_channel else np.zeros(4, np.int64)
+    m = fb.ModelT()
+    m.version = 3
+    m.operatorCodes = []
+    for code in (fb.BuiltinOperator.DEQUANTIZE, fb.BuiltinOperator.ADD):
+        c = fb.OperatorCodeT()
+        c.builtinCode, c.deprecatedBuiltinCode, c.version = code, code, 2
+        m.operatorCodes.append(c)
+    wbuf = fb.BufferT()
+    wbuf.data = list(q.tobytes())
+    m.buffers = [fb.BufferT(), wbuf]
+
+    def tensor(name, ttype, buf=0, quant=None):
+        t = fb.TensorT()
+        t.shape, t.name, t.type, t.buffer = [3, 4], name, ttype, buf
+        t.quantization = quant
+        return t
+
+    qp = fb.QuantizationParametersT()
+    qp.scale, qp.zeroPoint, qp.quantizedDimension = scale.tolist(), zp.tolist(), 1
+    tensors = [tensor("x", fb.TensorType.FLOAT32), tensor("wq", fb.TensorType.INT8, 1, qp),
+               tensor("w", fb.TensorType.FLOAT32), tensor("y", fb.TensorType.FLOAT32)]
+    deq, add = fb.OperatorT(), fb.OperatorT()
+    deq.opcodeIndex, deq.inputs, deq.outputs = 0, [1], [2]
+    add.opcodeIndex, add.inputs, add.outputs = 1, [0, 2], [3]
+    add.builtinOptionsType, add.builtinOptions = fb.BuiltinOptions.AddOptions, fb.AddOptionsT()
+    sg = fb.SubGraphT()
+    sg.tensors, sg.inputs, sg.outputs, sg.operators, sg.name = tensors, [0], [3], [deq, add], "main"
+    m.subgraphs = [sg]
+    b = flatbuffers.Builder(1024)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    model = bytes(b.Output())
+    feeds = {"x": rng.standard_normal((3, 4)).astype(np.float32)}
+    ref = _litert(model, feeds)["y"]
+    np.testing.assert_allclose(ref, feeds["x"] + (q.astype(np.float64) - zp) * scale, rtol=1e-6, atol=1e-6)
+    got = edgert.Session(edgert.convert(model)).run(None, feeds)[0]
+    np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-6)
