@@ -9,8 +9,10 @@ import zlib
 from typing import Any
 
 MAGIC = b"\x89ERT\r\n\x1a\n"
-VERSION = (1, 3)  # the newest this code reads; files without a STATE section are written as 1.2
-MINOR_WITHOUT_STATE = 2
+VERSION = (1, 3)  # the newest this code reads and writes
+# Files that use nothing of minor 3 (a STATE section, expression programs in BOUNDS) are
+# written as 1.2, so that a 1.2 runtime still runs them.
+MINOR_BASE = 2
 HEADER_SIZE = 64
 ENTRY_SIZE = 32
 TENSOR_SIZE = 64
@@ -47,7 +49,7 @@ assert _RECORD.size == RECORD_SIZE
 # ---- the BOUNDS section: symbols, their input dims, and the rules evaluated at run
 # time (docs/runtime.md, "Bounded dimensions")
 (RULE_PARAM, RULE_OUTDIM, RULE_INFER, RULE_PARAM_SYM, RULE_RESIZE_NEAREST, RULE_SAME, RULE_STEP, RULE_RESIZE,
- RULE_SLICE) = range(9)
+ RULE_SLICE, RULE_PARAM_EXPR, RULE_OUTDIM_EXPR) = range(11)
 RULE_NO_NODE = 0xFFFFFFFF  # the node of a STEP rule (a constraint on a symbol, after every node's rules)
 
 # ---- the STATE section (docs/format.md, "State"): a 16-byte head (u32 count, u32 reserved,
@@ -74,8 +76,9 @@ _RULE = struct.Struct("<IIIIIi")
 
 
 def unpack_bounds(data: bytes, strings: bytes, inputs: list[str]) -> dict[str, Any]:
-    """The BOUNDS section as plain values (for inspect)."""
-    ns, nb, nr, _ = _HEAD.unpack_from(data, 0)
+    """The BOUNDS section as plain values (for inspect): symbols, bindings, the rule
+    count and the expression rules ({"node", "kind", "code": program words})."""
+    ns, nb, nr, nc = _HEAD.unpack_from(data, 0)
     pos = _HEAD.size
     syms = []
     for _ in range(ns):
@@ -87,13 +90,19 @@ def unpack_bounds(data: bytes, strings: bytes, inputs: list[str]) -> dict[str, A
         i, d, s = _BIND.unpack_from(data, pos)
         pos += _BIND.size
         binds.append({"input": inputs[i] if i < len(inputs) else i, "dim": d, "symbol": syms[s]["name"]})
+    rules = []
     for _ in range(nr):
-        node, kind, sym, lo, step, hi = _RULE.unpack_from(data, pos)
+        rules.append(_RULE.unpack_from(data, pos))
         pos += _RULE.size
+    code = list(struct.unpack_from(f"<{nc}I", data, pos)) if nc else []
+    exprs = []
+    for node, kind, sym, lo, step, hi in rules:
         if kind == RULE_STEP and node == RULE_NO_NODE and sym < len(syms):
             mask = lo | (hi & 0xFFFFFFFF) << 32
             syms[sym]["step"] = [step, [r for r in range(64) if mask >> r & 1]]
-    return {"symbols": syms, "binds": binds, "rules": nr}
+        if kind in (RULE_PARAM_EXPR, RULE_OUTDIM_EXPR):
+            exprs.append({"node": node, "kind": kind, "target": step, "code": code[sym:sym + lo]})
+    return {"symbols": syms, "binds": binds, "rules": nr, "exprs": exprs}
 
 
 def seal(buf: bytearray) -> None:

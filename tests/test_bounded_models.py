@@ -282,22 +282,9 @@ def _pad_time(name: str, nodes: list, inits: list) -> bytes:
 
 
 def test_what_cannot_follow_is_refused_at_conversion():
-    """Parameters that follow the size other than as input dim + c are refused, naming
-    the node and op: pads to a fixed length (64 - T) or to a multiple of 8, a split into
-    equal halves (T / 2); and a recurrent op whose constant sequence_lens holds at one
-    size only."""
-    to_64 = _pad_time("pad_to_64", [helper.make_node("Sub", ["c64", "T"], ["p"])], [_i64("c64", [64])])
-    to_8 = _pad_time("pad_to_8", [helper.make_node("Mod", ["T", "c8"], ["r"]), helper.make_node("Sub", ["c8", "r"], ["q"]),
-                                  helper.make_node("Mod", ["q", "c8"], ["p"])], [_i64("c8", [8])])
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "T", 4])
-    g = helper.make_graph([helper.make_node("Split", ["x"], ["a", "b"], axis=1, num_outputs=2, name="split_halves")],
-                          "g", [x], [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in "ab"])
-    halves = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString()
-    for model, node, op in ((to_64, "pad_to_64", "pad"), (to_8, "pad_to_8", "pad"), (halves, "split_halves", "split")):
-        with pytest.raises(ConversionError, match=rf"node '{node}': op {op} does not support bounded dimensions yet "
-                                                  r"\(parameter \d+ follows the input size"):
-            edgert.convert(model, None, input_shapes={"x": [1, (2, 64), 4]})
-
+    """A recurrent op whose constant sequence_lens holds at one size only is refused,
+    naming the node. (Pads to a fixed length or to a multiple of 8 and a split into equal
+    halves, refused before expression rules, run: tests/test_bounded_expressions.py.)"""
     rng = np.random.default_rng(36)
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["T", 1, 4])
     nodes = [helper.make_node("GRU", ["x", "W", "R", "", "lens"], ["y"], hidden_size=8, name="the_gru")]

@@ -187,7 +187,7 @@ def test_c_overlapping_calls_get_busy(digits):
 
 def test_writer_header_fields(digits):
     (_, major, minor, flags, *_rest, hcrc, reserved) = fmt._HEADER.unpack_from(digits, 0)
-    assert (major, minor, flags, reserved) == (1, 2, 0, b"\0" * 12)
+    assert (major, minor, flags, reserved) == (1, 2, 0, b"\0" * 12)  # nothing of minor 3 in it
     assert hcrc == zlib.crc32(digits[:48])
     assert reader.read(digits)["version"] == "1.2"
 

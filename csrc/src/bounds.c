@@ -23,6 +23,7 @@ void ert_bounds_free(ert_bounds *b) {
   if (b == NULL) return;
   ert_free(b->binds);
   ert_free(b->rules);
+  ert_free(b->code);
   ert_free(b->dyn_nodes);
   ert_free(b->param_base);
   ert_free(b->value_nodes);
@@ -34,23 +35,120 @@ static const char *op_of(const ert_node *n, ert_op_impl *impl) {
   return op != NULL ? op : "?";
 }
 
+/* ---- expression programs ------------------------------------------------------------- */
+
+static int32_t x_arg(uint32_t w) { return (int32_t)(w & 0xFFFFFF00u) >> 8; }
+
+edgert_status ert_expr_check(const uint32_t *code, uint32_t len, uint32_t n_syms, const ert_node *n, ert_err *err) {
+  uint32_t depth = 0;
+  if (len == 0 || len > ERT_X_MAX_WORDS)
+    return ert_fail_node(err, EDGERT_ERR_FORMAT, n->name, ": BOUNDS expression of %u words", (unsigned)len);
+  for (uint32_t k = 0; k < len; k++) {
+    const uint32_t op = code[k] & 0xFFu;
+    const int32_t arg = x_arg(code[k]);
+    bool ok = true;
+    if (op == ERT_X_CONST || op == ERT_X_SYM || op == ERT_X_DIM || op == ERT_X_CONST32) {
+      depth++;
+      if (op == ERT_X_SYM) ok = arg >= 0 && (uint32_t)arg < n_syms;
+      if (op == ERT_X_DIM) {
+        const uint32_t in = (uint32_t)arg >> 3, d = (uint32_t)arg & 7u;
+        ok = arg >= 0 && in < n->n_in && n->in[in] != NULL && d < (uint32_t)n->in[in]->ndim;
+      }
+      if (op == ERT_X_CONST32) ok = ++k < len;
+    } else if (op == ERT_X_NEG) {
+      ok = depth >= 1;
+    } else if (op >= ERT_X_ADD && op <= ERT_X_MAX) {
+      ok = depth >= 2;
+      depth--;
+    } else {
+      ok = false;
+    }
+    if (!ok || depth > ERT_X_MAX_STACK)
+      return ert_fail_node(err, EDGERT_ERR_FORMAT, n->name, ": BOUNDS expression word %u is invalid", (unsigned)k);
+  }
+  if (depth != 1)
+    return ert_fail_node(err, EDGERT_ERR_FORMAT, n->name, ": BOUNDS expression leaves %u values", (unsigned)depth);
+  return EDGERT_OK;
+}
+
+/* |v| stays below 2^62: sums of two such values cannot overflow int64. */
+#define X_LIMIT ((int64_t)1 << 62)
+
+/* Evaluates a checked program over the symbols' values and node n's input dims (floor
+ * division and modulo); EDGERT_ERR_SHAPE naming the node on a division by zero or a
+ * value beyond 2^62. */
+static edgert_status expr_eval(const uint32_t *code, uint32_t len, const int64_t *sym, const ert_node *n,
+                               int64_t *out, ert_err *err) {
+  int64_t st[ERT_X_MAX_STACK];
+  uint32_t top = 0;
+  for (uint32_t k = 0; k < len; k++) {
+    const uint32_t op = code[k] & 0xFFu;
+    const int32_t arg = x_arg(code[k]);
+    if (op == ERT_X_CONST) {
+      st[top++] = arg;
+    } else if (op == ERT_X_CONST32) {
+      st[top++] = (int32_t)code[++k];
+    } else if (op == ERT_X_SYM) {
+      st[top++] = sym[arg];
+    } else if (op == ERT_X_DIM) {
+      st[top++] = n->in[(uint32_t)arg >> 3]->shape[(uint32_t)arg & 7u];
+    } else if (op == ERT_X_NEG) {
+      st[top - 1] = -st[top - 1];
+    } else {
+      const int64_t b = st[--top], a = st[top - 1];
+      int64_t v = 0;
+      switch (op) {
+        case ERT_X_ADD: v = a + b; break;
+        case ERT_X_SUB: v = a - b; break;
+        case ERT_X_MUL:
+          if (a != 0 && (b > X_LIMIT / (a < 0 ? -a : a) || b < -X_LIMIT / (a < 0 ? -a : a)))
+            return ert_fail_node(err, EDGERT_ERR_SHAPE, n->name, ": a BOUNDS expression overflows");
+          v = a * b;
+          break;
+        case ERT_X_FLOORDIV:
+        case ERT_X_MOD: {
+          if (b == 0) return ert_fail_node(err, EDGERT_ERR_SHAPE, n->name, ": a BOUNDS expression divides by zero");
+          int64_t q = a / b, r = a % b;
+          if (r != 0 && ((r < 0) != (b < 0))) {
+            q--;
+            r += b;
+          }
+          v = op == ERT_X_FLOORDIV ? q : r;
+          break;
+        }
+        case ERT_X_MIN: v = a < b ? a : b; break;
+        default: v = a > b ? a : b; break;
+      }
+      st[top - 1] = v;
+    }
+    if (st[top - 1] >= X_LIMIT || st[top - 1] <= -X_LIMIT)
+      return ert_fail_node(err, EDGERT_ERR_SHAPE, n->name, ": a BOUNDS expression overflows");
+  }
+  *out = st[0];
+  return EDGERT_OK;
+}
+
 /* Applies the output rules of node `n` (rules [r0, r1)); the PARAM rules were applied
  * before its shape function ran. */
-static edgert_status out_rules(ert_node *n, const ert_rule *r0, const ert_rule *r1, ert_err *err) {
+static edgert_status out_rules(const ert_bounds *b, ert_node *n, const ert_rule *r0, const ert_rule *r1,
+                               const int64_t *sym, ert_err *err) {
   for (const ert_rule *r = r0; r < r1; r++) {
-    if (r->kind != ERT_RULE_OUTDIM && r->kind != ERT_RULE_INFER) continue;
+    if (r->kind != ERT_RULE_OUTDIM && r->kind != ERT_RULE_INFER && r->kind != ERT_RULE_OUTDIM_EXPR) continue;
     ert_tensor *y = n->out[r->target / 8];
     const uint32_t d = r->target % 8;
-    const ert_tensor *x = n->in[r->in];
+    const ert_tensor *x = r->kind == ERT_RULE_OUTDIM_EXPR ? NULL : n->in[r->in];
     int64_t dims[EDGERT_MAX_DIMS];
     for (int32_t k = 0; k < y->ndim; k++) dims[k] = y->shape[k];
-    if (r->kind == ERT_RULE_OUTDIM) {
+    if (r->kind == ERT_RULE_OUTDIM_EXPR) {
+      const edgert_status st = expr_eval(b->code + r->in, r->in_dim, sym, n, &dims[d], err);
+      if (st != EDGERT_OK) return st;
+    } else if (r->kind == ERT_RULE_OUTDIM) {
       dims[d] = (int64_t)x->shape[r->in_dim] + r->add;
     } else {
       size_t rest = 1;
       for (int32_t k = 0; k < y->ndim; k++)
         if ((uint32_t)k != d) rest *= (size_t)dims[k];
-      if (rest == 0 || x->numel % rest != 0)
+      if (x == NULL || rest == 0 || x->numel % rest != 0)
         return ert_fail_node(err, EDGERT_ERR_SHAPE, n->name,
                              ": %zu elements do not fill the other dims (%zu)", x->numel, rest);
       dims[d] = (int64_t)(x->numel / rest);
@@ -105,7 +203,22 @@ static bool is_resize(const ert_rule *r) {
 
 static bool is_param(const ert_rule *r) {
   return r->kind == ERT_RULE_PARAM || r->kind == ERT_RULE_PARAM_SYM || is_resize(r) || r->kind == ERT_RULE_SAME ||
-         r->kind == ERT_RULE_SLICE;
+         r->kind == ERT_RULE_SLICE || r->kind == ERT_RULE_PARAM_EXPR;
+}
+
+/* The value of parameter word `word` set by rule r: param_value, or an EXPR rule's
+ * program (which may fail: division by zero, overflow, a value beyond int32). */
+static edgert_status rule_word(const ert_bounds *b, const ert_node *n, const ert_rule *r, const int64_t *sym,
+                               const uint32_t *w, uint32_t word, int64_t *out, ert_err *err) {
+  if (r->kind != ERT_RULE_PARAM_EXPR) {
+    *out = param_value(n, r, sym, w, word);
+    return EDGERT_OK;
+  }
+  const edgert_status st = expr_eval(b->code + r->in, r->in_dim, sym, n, out, err);
+  if (st == EDGERT_OK && (*out < INT32_MIN || *out > INT32_MAX))
+    return ert_fail_node(err, EDGERT_ERR_SHAPE, n->name, ": parameter %u would be %lld", (unsigned)word,
+                         (long long)*out);
+  return st;
 }
 
 /* One past the last parameter word a rule sets through param_value: it sets target
@@ -319,8 +432,9 @@ edgert_status ert_bounds_check(edgert_model *m, ert_err *err) {
     for (uint32_t q = r0; q < r && st == EDGERT_OK; q++) {
       const ert_rule *rule = &b->rules[q];
       for (uint32_t w = rule->target; st == EDGERT_OK && w < words_end(rule); w += 2) {
-        const int64_t v = param_value(n, rule, hi, n->params, w);
-        if (v != ert_pi(n, w))
+        int64_t v = 0;
+        st = rule_word(b, n, rule, hi, n->params, w, &v, err);
+        if (st == EDGERT_OK && v != ert_pi(n, w))
           st = ert_fail_node(err, EDGERT_ERR_FORMAT, n->name,
                              " (%s): BOUNDS rule for parameter %u gives %lld, the file has %d", op, (unsigned)w,
                              (long long)v, (int)ert_pi(n, w));
@@ -337,7 +451,7 @@ edgert_status ert_bounds_check(edgert_model *m, ert_err *err) {
     const ert_rule *q0 = b->rules != NULL ? b->rules + r0 : NULL; /* no rules: NULL, not NULL + 0 */
     const ert_rule *q1 = b->rules != NULL ? b->rules + r : NULL;
     st = node_shape(n, &impl, q0, q1, NULL, n->n_params, err);
-    if (st == EDGERT_OK) st = out_rules(n, q0, q1, err);
+    if (st == EDGERT_OK) st = out_rules(b, n, q0, q1, hi, err);
     for (uint32_t k = 0; k < n->n_out; k++) {
       ert_tensor *y = n->out[k];
       if (st == EDGERT_OK && (y->ndim != saved[k].ndim || y->nbytes != saved[k].nbytes ||
@@ -385,15 +499,19 @@ edgert_status ert_bounds_apply(const edgert_model *m, ert_tensor *tensors, ert_n
     uint32_t *words = (uint32_t *)(uintptr_t)n->params; /* the session's copy when rules write it */
     for (uint32_t q = r0; q < r; q++) {
       const ert_rule *rule = &b->rules[q];
-      for (uint32_t w = rule->target; w < words_end(rule); w += 2)
-        words[w] = (uint32_t)(int32_t)param_value(n, rule, val, words, w);
+      for (uint32_t w = rule->target; w < words_end(rule); w += 2) {
+        int64_t v = 0;
+        const edgert_status st = rule_word(b, n, rule, val, words, w, &v, err);
+        if (st != EDGERT_OK) return st;
+        words[w] = (uint32_t)(int32_t)v;
+      }
     }
     ert_op_impl impl;
     const char *op = op_of(n, &impl);
     const ert_rule *q0 = b->rules != NULL ? b->rules + r0 : NULL; /* no rules: NULL, not NULL + 0 */
     const ert_rule *q1 = b->rules != NULL ? b->rules + r : NULL;
     edgert_status st = node_shape(n, &impl, q0, q1, words, m->nodes[i].n_params, err);
-    if (st == EDGERT_OK) st = out_rules(n, q0, q1, err);
+    if (st == EDGERT_OK) st = out_rules(b, n, q0, q1, val, err);
     if (st != EDGERT_OK) return st;
     for (uint32_t k = 0; k < n->n_out; k++) {
       const ert_tensor *y = n->out[k];

@@ -83,6 +83,7 @@ typedef struct loader {
   const uint8_t *params;
   uint64_t n_params;
   uint64_t arena_bytes;
+  uint16_t minor;
 } loader;
 
 static const char *kind_name(uint32_t kind) {
@@ -103,6 +104,7 @@ static edgert_status check_header(loader *L, uint64_t *table_off, uint32_t *n_se
   if (memcmp(h, MAGIC, sizeof MAGIC) != 0)
     return ert_fail(L->err, EDGERT_ERR_FORMAT, "not an edgert file (bad magic)");
   uint16_t major = rd16(h + 8), minor = rd16(h + 10);
+  L->minor = minor;
   if (major != 1)
     return ert_fail(L->err, EDGERT_ERR_VERSION,
                     "file format version %u.%u is not supported (this runtime reads 1.x)",
@@ -762,17 +764,21 @@ static edgert_status load_bounds(loader *L, edgert_model *m) {
   if (!s->present) return EDGERT_OK;
   const uint8_t *p = L->buf + s->off;
   if (s->size < 16) return ert_fail(L->err, EDGERT_ERR_FORMAT, "BOUNDS section too small");
-  const uint32_t ns = rd32(p), nb = rd32(p + 4), nr = rd32(p + 8);
-  if (rd32(p + 12) != 0 || ns == 0 || ns > ERT_MAX_SYMBOLS || nb == 0 || nb > 64 * 8 ||
-      nr > 1u << 24 || s->size != 16 + 24ull * ns + 12ull * nb + 24ull * nr)
+  /* From minor 3 on, the u32 at 12 counts the expression program words after the rules. */
+  const uint32_t ns = rd32(p), nb = rd32(p + 4), nr = rd32(p + 8), nc = rd32(p + 12);
+  if ((nc != 0 && L->minor < 3) || nc > 1u << 20 || ns == 0 || ns > ERT_MAX_SYMBOLS || nb == 0 || nb > 64 * 8 ||
+      nr > 1u << 24 || s->size != 16 + 24ull * ns + 12ull * nb + 24ull * nr + 4ull * nc)
     return ert_fail(L->err, EDGERT_ERR_FORMAT, "BOUNDS section: bad counts or size");
   ert_bounds *b = ert_calloc(1, sizeof *b);
   if (b == NULL) return ert_fail(L->err, EDGERT_ERR_NO_MEMORY, "out of memory");
   m->bounds = b;
   b->binds = ert_calloc(nb, sizeof *b->binds);
   b->rules = nr > 0 ? ert_calloc(nr, sizeof *b->rules) : NULL;
-  if (b->binds == NULL || (nr > 0 && b->rules == NULL))
+  b->code = nc > 0 ? ert_calloc(nc, sizeof *b->code) : NULL;
+  if (b->binds == NULL || (nr > 0 && b->rules == NULL) || (nc > 0 && b->code == NULL))
     return ert_fail(L->err, EDGERT_ERR_NO_MEMORY, "out of memory");
+  b->n_code = nc;
+  for (uint32_t i = 0; i < nc; i++) b->code[i] = rd32(p + 16 + 24ull * ns + 12ull * nb + 24ull * nr + 4ull * i);
   b->n_syms = ns;
   b->n_binds = nb;
   b->n_rules = nr;
@@ -819,11 +825,22 @@ static edgert_status load_bounds(loader *L, edgert_model *m) {
     if ((step ? r->node != ERT_RULE_NO_NODE || r->in >= ns || r->target < 2 || r->target > 64 || mask == 0 ||
                     (r->target < 64 && mask >> r->target != 0)
               : r->node >= m->n_nodes) ||
-        (i > 0 && r->node < b->rules[i - 1].node) || r->kind > ERT_RULE_SLICE)
+        (i > 0 && r->node < b->rules[i - 1].node) || r->kind > ERT_RULE_OUTDIM_EXPR)
       return ert_fail(L->err, EDGERT_ERR_FORMAT, "BOUNDS rule %u: node out of range or order, or kind unknown",
                       (unsigned)i);
     if (step) continue;
     const ert_node *n = &m->nodes[r->node];
+    if (r->kind == ERT_RULE_PARAM_EXPR || r->kind == ERT_RULE_OUTDIM_EXPR) {
+      const bool param = r->kind == ERT_RULE_PARAM_EXPR;
+      if (L->minor < 3 || r->add != 0 || r->in_dim == 0 || r->in >= nc || r->in_dim > nc - r->in ||
+          (param ? r->target >= n->n_params
+                 : r->target / 8 >= n->n_out || r->target % 8 >= (uint32_t)n->out[r->target / 8]->ndim))
+        return ert_fail(L->err, EDGERT_ERR_FORMAT, "BOUNDS rule %u (node '%s'): operand out of range",
+                        (unsigned)i, n->name);
+      edgert_status st = ert_expr_check(b->code + r->in, r->in_dim, ns, n, L->err);
+      if (st != EDGERT_OK) return st;
+      continue;
+    }
     if (r->kind == ERT_RULE_SLICE) {
       if (strcmp(kind_op(n), "slice") != 0 || n->n_in < 1 || n->in[0] == NULL || r->in_dim >= (uint32_t)n->in[0]->ndim ||
           r->target + 2u >= n->n_params || r->target != 1u + 3u * r->in_dim || ert_pi(n, r->target + 1) == 0)

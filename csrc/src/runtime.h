@@ -33,7 +33,14 @@ typedef struct ert_bind {
 enum {
   ERT_RULE_PARAM = 0, ERT_RULE_OUTDIM = 1, ERT_RULE_INFER = 2, ERT_RULE_PARAM_SYM = 3,
   ERT_RULE_RESIZE_NEAREST = 4, ERT_RULE_SAME = 5, ERT_RULE_STEP = 6, ERT_RULE_RESIZE = 7,
-  ERT_RULE_SLICE = 8
+  ERT_RULE_SLICE = 8, ERT_RULE_PARAM_EXPR = 9, ERT_RULE_OUTDIM_EXPR = 10
+};
+/* Expression programs (docs/format.md): u32 words, opcode in bits 0-7, a signed 24-bit
+ * argument in bits 8-31; CONST32 takes the next word. */
+enum {
+  ERT_X_CONST = 0, ERT_X_SYM = 1, ERT_X_ADD = 2, ERT_X_SUB = 3, ERT_X_MUL = 4, ERT_X_FLOORDIV = 5, ERT_X_MOD = 6,
+  ERT_X_MIN = 7, ERT_X_MAX = 8, ERT_X_NEG = 9, ERT_X_CONST32 = 10, ERT_X_DIM = 11,
+  ERT_X_MAX_WORDS = 256, ERT_X_MAX_STACK = 16
 };
 /* RESIZE rule codes (`target`): coordinate mode in bits 0-2, nearest mode in bits 3-5,
  * ERT_RESIZE_FIXED_OUT when the output length is the file's (ONNX sizes). */
@@ -60,6 +67,9 @@ enum {
  * SLICE: a slice's axis `in_dim` with the ONNX start `add` and end `in` (int32 bits):
  *   its start word `target` and size word target + 2 follow the actual dim (step: word
  *   target + 1);
+ * PARAM_EXPR: parameter word `target` = the expression program at code[in], in_dim
+ *   words long, over the symbols' values and the node's input dims (add is 0);
+ * OUTDIM_EXPR: out[target / 8].shape[target % 8] = such a program;
  * STEP: a constraint, node ERT_RULE_NO_NODE (after every node's rules): the value v of
  *   symbol `in` runs only when bit v % target (target <= 64) of the residue mask
  *   in_dim | (uint32_t)add << 32 is set (checked when an input shape is set). */
@@ -75,6 +85,8 @@ typedef struct ert_bounds {
   uint32_t n_binds;
   ert_rule *rules;        /* sorted by node */
   uint32_t n_rules;
+  uint32_t *code;         /* expression programs of the EXPR rules */
+  uint32_t n_code;
   uint32_t *dyn_nodes;    /* nodes whose shapes follow the inputs, in execution order */
   uint32_t n_dyn;
   uint32_t *param_base;   /* per node: where its parameter words start in a session's
@@ -100,6 +112,9 @@ edgert_status ert_bounds_check(struct edgert_model *m, ert_err *err);
 edgert_status ert_bounds_apply(const struct edgert_model *m, ert_tensor *tensors, ert_node *nodes,
                                ert_exec *ex, ert_err *err);
 void ert_bounds_free(ert_bounds *b);
+/* Checks an expression program (bounded length and stack, known opcodes, symbols below
+ * n_syms, input dims of node n): EDGERT_ERR_FORMAT naming what is wrong. */
+edgert_status ert_expr_check(const uint32_t *code, uint32_t len, uint32_t n_syms, const ert_node *n, ert_err *err);
 
 /* State (docs/runtime.md, "State"; the STATE section of docs/format.md): a pair of arena
  * tensors in the state region [state_offset, arena_bytes) that no other tensor or

@@ -313,6 +313,11 @@ def inspect(model, as_json) -> None:
             rule = f"a multiple of {step}" if rs == [0] else f"{step}*k + r, r in {{{', '.join(map(str, rs))}}}"
             click.echo(f"constraint: {s['name']} must be {rule} (the model runs no other size)")
     bound_dims = {(x["input"], x["dim"]): x["symbol"] for x in (b["binds"] if b else [])}
+    # outputs: their dims as the expressions the converter derived from the ops (ceil(H/32))
+    for name, dims in ((d["metadata"] or {}).get("output_dims") or {}).items():
+        for k, text in enumerate(dims or ()):
+            if not text.lstrip("-").isdigit():
+                bound_dims[(name, k)] = text
     for kind in ("inputs", "outputs"):
         for t in d[kind]:
             shape = [f"{bound_dims[(t['name'], k)]}<={v}" if (t["name"], k) in bound_dims else v

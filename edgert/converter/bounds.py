@@ -29,8 +29,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConversionError
-from ..fileformat import (_BIND, _HEAD, _RULE, _SYM, RULE_INFER, RULE_NO_NODE, RULE_OUTDIM, RULE_PARAM,
-                          RULE_PARAM_SYM, RULE_RESIZE, RULE_SAME, RULE_SLICE, RULE_STEP)
+from ..fileformat import (_BIND, _HEAD, _RULE, _SYM, RULE_INFER, RULE_NO_NODE, RULE_OUTDIM, RULE_OUTDIM_EXPR,
+                          RULE_PARAM, RULE_PARAM_EXPR, RULE_PARAM_SYM, RULE_RESIZE, RULE_SAME, RULE_SLICE, RULE_STEP)
+from . import symdim
 
 # Ops whose output shape is stored in the file rather than computed from inputs and
 # parameters: their varying output dims need a rule.
@@ -51,9 +52,21 @@ class Bounds:
     # (node index, kind, input index, input dim, target, add)
     steps: dict[int, tuple[int, int]] = dataclasses.field(default_factory=dict)
     # symbol -> (step, residue mask): the model runs the sizes v with bit v % step set
+    code: list[int] = dataclasses.field(default_factory=list)  # the EXPR rules' programs
+
+    def add_expr(self, node: int, kind: int, target: int, expr) -> None:
+        """An EXPR rule (PARAM_EXPR: parameter word `target`; OUTDIM_EXPR: output dim
+        target % 8 of output target / 8) = expr (symdim), its program appended to code."""
+        words = symdim.program(expr)
+        self.rules.append((node, kind, len(self.code), len(words), target, 0))
+        self.code += words
+
+    def box(self) -> list[tuple[int, int]]:
+        return [(s.lo, s.hi) for s in self.symbols]
 
     def pack(self, input_index: dict[str, int], string_ref) -> bytes:
-        out = bytearray(_HEAD.pack(len(self.symbols), len(self.binds), len(self.rules) + len(self.steps), 0))
+        out = bytearray(_HEAD.pack(len(self.symbols), len(self.binds), len(self.rules) + len(self.steps),
+                                   len(self.code)))
         for s in self.symbols:
             off, n = string_ref(s.name)
             out += _SYM.pack(off, n, s.lo, s.hi)
@@ -63,6 +76,8 @@ class Bounds:
                  for k, (step, mask) in self.steps.items()]
         for r in sorted(self.rules) + sorted(steps):
             out += _RULE.pack(*r)
+        for w in self.code:
+            out += (w & 0xFFFFFFFF).to_bytes(4, "little")
         return bytes(out)
 
 
@@ -341,9 +356,13 @@ def derive_rules(graphs: list, bounds: Bounds, values: list[list[int]]) -> None:
         in_shapes = [[g.tensors[t].shape if t else None for t in m.inputs] for m, g in zip([n] + others, graphs)]
         same = _same_rules(k, n, g0, in_shapes) + _slice_rules(k, n, others, in_shapes)
         bounds.rules += same
+        exprs = _expr_words(n, g0)
         for w in range(len(words[0])):
             vals = [ws[w] for ws in words]
             if any(r[4] == w or (r[1] == RULE_SLICE and r[4] + 2 == w) for r in same):
+                continue
+            if w in exprs and _expr_rule(k, n, RULE_PARAM_EXPR, w, exprs[w], vals, values, in_shapes, bounds,
+                                         f"parameter {w}"):
                 continue
             if all(v == vals[0] for v in vals):
                 continue
@@ -361,6 +380,18 @@ def derive_rules(graphs: list, bounds: Bounds, values: list[list[int]]) -> None:
         if n.op in SHAPE_FROM_FILE and len([i for i in n.inputs if i]) == 1:  # else its target input gives it
             out_shapes = [g.tensors[m.outputs[0]].shape for m, g in zip([n] + others, graphs)]
             varying = [d for d in range(len(out_shapes[0])) if any(s[d] != out_shapes[0][d] for s in out_shapes)]
+            sym_shape = (n.attrs.get("sym") or {}).get("shape")
+            if sym_shape is not None and len(sym_shape) == len(out_shapes[0]):
+                # dims as the ONNX arithmetic computes them (symbolic.py): expression rules
+                kept = len(bounds.rules), len(bounds.code)
+                for d, e in enumerate(sym_shape):
+                    if (d in varying or not symdim.as_expr(e).is_const) and not _expr_rule(
+                            k, n, RULE_OUTDIM_EXPR, d, e, [s[d] for s in out_shapes], values, in_shapes, bounds,
+                            f"output dim {d}"):
+                        del bounds.rules[kept[0]:], bounds.code[kept[1]:]  # the fits below decide
+                        break
+                else:
+                    varying = []
             infer = n.op == "reshape" and len(varying) == 1  # the element count fixes it
             if infer:
                 bounds.rules.append((k, RULE_INFER, 0, 0, varying[0], 0))
@@ -373,6 +404,56 @@ def derive_rules(graphs: list, bounds: Bounds, values: list[list[int]]) -> None:
                 bounds.rules.append((k, RULE_OUTDIM, rule[0], rule[1], d, rule[2]))
     if wanted:
         raise NeedsRunTime(refuse.first, wanted)
+
+
+def _expr_words(n, g) -> dict:
+    """{parameter word: expression} of node n's parameters that the importer recorded as
+    expressions (attrs["sym"]: {attribute: [expression per entry]}, symbolic.py), each
+    entry's word found by moving it and seeing which word moves."""
+    from . import ops as edgert_ops
+    sym = n.attrs.get("sym") or {}
+    out = {}
+    pack = edgert_ops.get(n.op).pack
+    base = pack(n, g)
+    for attr, exprs in sym.items():
+        if attr == "shape" or attr not in n.attrs:
+            continue
+        vals = list(n.attrs[attr])
+        for idx, e in enumerate(exprs):
+            try:
+                n.attrs[attr] = vals[:idx] + [vals[idx] + 7919] + vals[idx + 1:]
+                moved = [w for w, (a, b) in enumerate(zip(base, pack(n, g))) if a != b]
+            except Exception:
+                moved = []
+            finally:
+                n.attrs[attr] = vals
+            if len(moved) == 1:
+                out[moved[0]] = e
+    return out
+
+
+def _expr_rule(k: int, n, kind: int, target: int, e, vals: list[int], values: list[list[int]],
+               in_shapes: list[list], bounds: Bounds, what: str) -> bool:
+    """An EXPR rule of node n (index k) for `what` (a parameter word or an output dim,
+    `target`), when it follows the size; False, with no rule, when the expression does
+    not give each sample's value (vals), as when a pass changed the node."""
+    e = symdim.as_expr(e)
+    got = []
+    for vs, shapes in zip(values, in_shapes):
+        env = {j: v for j, v in enumerate(vs)}
+        for i, shp in enumerate(shapes):
+            for d, v in enumerate(shp or ()):
+                env[("in", i, d)] = v
+        got.append(e.evaluate(env))
+    if got != list(vals):
+        return False  # a pass changed the node (merged reshapes): the fitted rules decide
+    if len(set(got)) > 1 or e.symbols():
+        try:
+            bounds.add_expr(k, kind, target, e)
+        except OverflowError as ex:
+            raise ConversionError(f"node {n.name!r}: op {n.op}: {what} follows the input size by {e}, which the "
+                                  f"runtime cannot evaluate ({ex})") from None
+    return True
 
 
 def _varying_constants(graphs: list, size_constants: dict[str, str]) -> set[str]:
@@ -677,8 +758,13 @@ def settle(serialize_fn, g, bounds: Bounds, input_shapes: dict[str, Any]) -> byt
     import re
     from ..errors import EdgertError
     from ..runtime import session as runtime
-    names = {n.name: k for k, n in enumerate(g.nodes)}
+    from . import ops as edgert_ops
+    names: dict[str, list[int]] = {}  # a lowering may emit several nodes of one name (conv_transpose2d + pad)
+    for k, n in enumerate(g.nodes):
+        if edgert_ops.get(n.op).scratch is not None:
+            names.setdefault(n.name, []).append(k)
     scratch = g.metadata.setdefault("scratch_at_least", [0] * len(g.nodes))
+    sym_dims = {o: g.metadata.get("sym_dims", {}).get(o) for o in g.outputs}
     hi = [s.hi for s in bounds.symbols]
     syms = [s.name for s in bounds.symbols]
     rng = np.random.default_rng(0)
@@ -694,13 +780,15 @@ def settle(serialize_fn, g, bounds: Bounds, input_shapes: dict[str, Any]) -> byt
 
         def fails(vals) -> str | None:
             try:
-                sess.shapes_at(concrete(input_shapes, bounds, vals))
+                shapes = sess.shapes_at(concrete(input_shapes, bounds, vals))
             except EdgertError as e:
                 m = re.search(r"'([^']*)': needs (\d+) scratch bytes", str(e))
                 if m is None or m.group(1) not in names:
                     return str(e)
-                k = names[m.group(1)]
-                short[k] = max(short.get(k, 0), int(m.group(2)))
+                for k in names[m.group(1)]:
+                    short[k] = max(short.get(k, 0), int(m.group(2)))
+                return None
+            _check_dims(shapes, sym_dims, vals)
             return None
 
         lists = []
@@ -746,6 +834,20 @@ def settle(serialize_fn, g, bounds: Bounds, input_shapes: dict[str, Any]) -> byt
     return data if not bounds.steps else serialize_fn(g)
 
 
+def _check_dims(shapes: dict[str, list[int]], sym_dims: dict, vals: list[int]) -> None:
+    """The runtime's output shapes at symbol values `vals` against the expressions the
+    converter derived from the ops (symshape); ConversionError naming the output when
+    they differ."""
+    for name, shape in shapes.items():
+        exprs = sym_dims.get(name)
+        if exprs is None:
+            continue
+        want = [e.evaluate(vals) for e in exprs]
+        if list(shape) != want:
+            raise ConversionError(f"bounded dimensions: output {name!r} at sizes {vals} is {list(shape)} in the "
+                                  f"runtime, but {[str(e) for e in exprs]} = {want} by the ops' semantics")
+
+
 def _ranges(vals: list[int]) -> str:
     """[1, 2, 3, 7, 9, 10] -> '1..3, 7, 9..10' (at most 6 runs shown)."""
     runs: list[list[int]] = []
@@ -756,3 +858,146 @@ def _ranges(vals: list[int]) -> str:
             runs.append([v, v])
     text = [f"{a}..{b}" if a != b else f"{a}" for a, b in runs[:6]]
     return ", ".join(text) + (", ..." if len(runs) > 6 else "")
+
+
+# ---- one conversion: rules from the expressions -------------------------------------------
+
+class NeedsSamples(Exception):
+    """derive_from_expressions: something the expressions do not cover; the converter falls
+    back to the sample conversions (docs/runtime.md lists the cases)."""
+
+
+class _ShapeView:
+    """The graph's tensors with their shapes at other symbol values (from the expressions)."""
+
+    class _T:
+        def __init__(self, t, shape):
+            self.name, self.shape, self.dtype, self.data, self.quant = t.name, shape, t.dtype, t.data, t.quant
+
+        @property
+        def is_const(self):
+            return self.data is not None
+
+    def __init__(self, g, dims: dict, vals: list[int]):
+        self.tensors = {}
+        for name, t in g.tensors.items():
+            d = dims.get(name)
+            shape = tuple(e.evaluate(vals) for e in d) if d is not None else t.shape
+            self.tensors[name] = _ShapeView._T(t, shape)
+        self.metadata = g.metadata
+        self.inputs, self.outputs = g.inputs, g.outputs
+
+    def const(self, name: str):
+        return self.tensors[name].data if name else None
+
+
+def probe_values(bounds: Bounds) -> list[list[int]]:
+    """Symbol values where the expressions are checked against each op's parameters: the
+    lower bounds, odd sizes near both bounds and one between (prime-ish offsets)."""
+    out = []
+    for pick in (lambda s: s.lo, lambda s: s.hi - 1, lambda s: s.lo + (s.hi - s.lo) * 5 // 11 | 1,
+                 lambda s: min(s.hi, s.lo + 2)):
+        v = [min(max(pick(s), s.lo), s.hi) for s in bounds.symbols]
+        if v not in out and v != [s.hi for s in bounds.symbols]:
+            out.append(v)
+    return out
+
+
+def derive_from_expressions(g, bounds: Bounds) -> dict:
+    """Fills bounds.rules from every tensor's dims as expressions (symshape) and the
+    parameters' expressions the importer recorded, on the one graph converted at the upper
+    bounds: SAME pads, slices, resize tables, expression rules for parameters and reshape
+    dims. Each node's other parameter words are checked to stay the same at the probe
+    values (probe_values). Returns the dims; NeedsSamples when something is not covered
+    (a dim not followed, a constant computed from the size, a fallback partition, ...)."""
+    from . import ops as edgert_ops, symshape
+    dims = symshape.infer(g, bounds)
+    hi = [s.hi for s in bounds.symbols]
+    probes = probe_values(bounds)
+    views = [_ShapeView(g, dims, v) for v in probes]
+    used = {i for n in g.nodes for i in n.inputs if i}
+    for t in g.metadata.get("size_constants") or {}:
+        if t in g.tensors and (t in used or t in g.outputs):
+            raise NeedsSamples(f"constant {t!r} is computed from the input size")
+    for t in g.outputs:
+        if dims.get(t) is None:
+            raise NeedsSamples(f"output {t!r}: its dims are not followed")
+        if g.tensors[t].is_const:
+            raise NeedsSamples(f"output {t!r} is a constant")
+    if any(0 in t.shape for t in g.tensors.values()) or any(i not in used for i in g.inputs):
+        # an empty tensor at the upper bounds may have folded what follows into constants
+        raise NeedsSamples("an empty tensor or an unused input at the upper bounds")
+    rules = []
+    for k, n in enumerate(g.nodes):
+        tensors = [t for t in list(n.inputs) + list(n.outputs) if t]
+        if any(dims.get(t) is None for t in tensors):
+            raise NeedsSamples(f"node {n.name!r} ({n.op}): its dims are not followed")
+        if all(e.is_const for t in tensors for e in dims[t]):
+            continue
+        if n.op in ("partition", "range", "shape") or (n.attrs.get("from_size") and "sym" not in n.attrs):
+            raise NeedsSamples(f"node {n.name!r} ({n.op})")
+        in_shapes = [[g.tensors[t].shape if t else None for t in n.inputs]] + [
+            [v.tensors[t].shape if t else None for t in n.inputs] for v in views]
+        node_rules: list = []
+        if n.op == "resize":
+            others = [n] * len(views)
+            if _resize_rules(k, n, others, [g] + views, bounds):
+                continue
+        node_rules += _same_rules(k, n, g, in_shapes)
+        se = n.attrs.get("onnx_se") if n.op == "slice" else None
+        if se is not None:
+            from .ops.shape_ops import normalize_slice
+            r = len(se)
+            st, _, sz = normalize_slice(in_shapes[0][0], [a for a, _ in se], [b for _, b in se], range(r),
+                                        n.attrs["steps"])
+            if (list(st), list(sz)) != (list(n.attrs["starts"]), list(n.attrs["sizes"])):
+                raise NeedsSamples(f"node {n.name!r}: a pass changed the slice")
+            for d, (start, end) in enumerate(se):
+                if not dims[n.inputs[0]][d].is_const:
+                    node_rules.append((k, RULE_SLICE, end & 0xFFFFFFFF, d, 1 + 3 * d, start))
+        exprs = _expr_words(n, g)
+        covered = {r[4] for r in node_rules} | {r[4] + 2 for r in node_rules if r[1] == RULE_SLICE} | set(exprs)
+        bounds.rules += node_rules
+        for w, e in exprs.items():
+            e = symdim.as_expr(e)
+            env_hi = _env(hi, in_shapes[0])
+            if e.symbols() or any(_eval_env(e, _env(v, s)) != _eval_env(e, env_hi) for v, s in zip(probes, in_shapes[1:])):
+                bounds.add_expr(k, RULE_PARAM_EXPR, w, _over_symbols(e, n, dims, bounds))
+        if n.op in SHAPE_FROM_FILE and len([i for i in n.inputs if i]) == 1:
+            for d, e in enumerate(dims[n.outputs[0]]):
+                if not e.is_const:
+                    bounds.add_expr(k, RULE_OUTDIM_EXPR, d, e)
+        # the other parameter words must not follow the size
+        pack = edgert_ops.get(n.op).pack
+        base = pack(n, g)
+        for v in views:
+            try:
+                words = pack(n, v)
+            except Exception:
+                continue  # a size the op refuses: the runtime's tries find it (settle)
+            if len(words) != len(base) or any(a != b for w, (a, b) in enumerate(zip(base, words))
+                                              if w not in covered):
+                raise NeedsSamples(f"node {n.name!r} ({n.op}): a parameter follows the size")
+    return dims
+
+
+def _env(vals: list[int], shapes: list) -> dict:
+    env = {j: v for j, v in enumerate(vals)}
+    for i, shp in enumerate(shapes):
+        for d, x in enumerate(shp or ()):
+            env[("in", i, d)] = x
+    return env
+
+
+def _eval_env(e, env) -> int | None:
+    try:
+        return e.evaluate(env)
+    except (ZeroDivisionError, KeyError):
+        return None
+
+
+def _over_symbols(e, n, dims: dict, bounds: Bounds):
+    """e with the node's input-dim references kept (the runtime reads them), checked to
+    encode."""
+    symdim.program(e)
+    return e

@@ -52,7 +52,7 @@ __all__ = ["convert", "ConvertOptions", "build_graph", "serialize", "write_atomi
 
 def build_graph(model, input_shapes: dict[str, Any] | None = None, input_values: dict[str, Any] | None = None,
                 optimize: bool = True, fallback: dict[str, Any] | None = None,
-                plan: list[list[str]] | None = None, run_time=frozenset()) -> Graph:
+                plan: list[list[str]] | None = None, run_time=frozenset(), sym_dims=None) -> Graph:
     """The optimized edgert graph of an ONNX model (path, bytes or ModelProto); bounded
     dimensions (LO, HI) are built at their upper bound.
     fallback: {"fallback", "fallback_ops", "delegate", "max_partitions"} as convert
@@ -69,7 +69,7 @@ def build_graph(model, input_shapes: dict[str, Any] | None = None, input_values:
             raise ConversionError("--fallback is not supported for .tflite models yet")
         g = import_tflite(model, shapes)
     elif fb.get("fallback", "off") == "off":
-        g = import_onnx(model, shapes, input_values, run_time)
+        g = import_onnx(model, shapes, input_values, run_time, sym_dims)
     else:
         from .partitioner import import_with_fallback
         g, litert_nodes, requested = import_with_fallback(load_onnx(model), shapes, input_values, fb["fallback"],
@@ -171,6 +171,7 @@ class Job:
     invalid: list = dataclasses.field(default_factory=list)  # sizes the ONNX model itself cannot run
     calib: Graph | None = None  # bounded: the graph at the calibration data's size
     run_time: set[str] = dataclasses.field(default_factory=set)  # bounded: ONNX tensors of shape programs
+    sample_fallback: str | None = None  # bounded: why the expressions did not cover the model
     quant_summary: dict | None = None
     initial: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)  # state inputs' initial values
     data: bytes = b""
@@ -183,6 +184,16 @@ class Job:
         """Every graph a stage must change alike: the samples' and the calibration one."""
         return self.graphs + ([self.calib] if self.calib is not None else [])
 
+    def sym_dims(self) -> dict[str, dict[int, Any]] | None:
+        """{input: {dim: symdim expression}} of the bounded dims (None when static)."""
+        if self.bounds is None:
+            return None
+        from . import symdim
+        out: dict[str, dict[int, Any]] = {}
+        for name, dim, k in self.bounds.binds:
+            out.setdefault(name, {})[dim] = symdim.sym(k, self.bounds.symbols[k].name)
+        return out
+
     def fallback(self) -> dict[str, Any]:
         o = self.options
         return {"fallback": o.fallback, "fallback_ops": list(o.fallback_ops), "delegate": o.delegate,
@@ -193,7 +204,7 @@ class Job:
         fusions, so that each tensor the model quantizes stays a tensor)."""
         o = self.options
         g = build_graph(self.model, shapes, self.values, o.optimize and self.qdq is None, self.fallback(), plan,
-                        self.run_time)
+                        self.run_time, self.sym_dims())
         if self.qdq is not None and o.optimize:
             from .quant import qdq as qdq_import
             g.metadata["passes"] = qdq_import.optimize(g)
@@ -249,7 +260,10 @@ def stage_build(job: Job) -> None:
     from . import bounds as bounds_
     ort_cache: dict = {}
     plan = None
-    for v in bounds_.sample_values(job.bounds):
+    values = bounds_.sample_values(job.bounds)
+    if _one_conversion(job):
+        values = values[:1]  # the upper bounds; the rules come from the expressions (stage_bounds)
+    for v in values:
         shapes = bounds_.concrete(job.input_shapes, job.bounds, v)
         try:
             g = job.build(shapes, plan)
@@ -340,6 +354,11 @@ def stage_sparse(job: Job) -> None:
         return
     from . import sparse as sparse_
     only = _fixed_shape_nodes(job.graphs) if job.bounds is not None else None
+    if job.bounds is not None and len(job.samples) == 1 and _one_conversion(job):
+        from . import symshape
+        dims = symshape.infer(job.graphs[0], job.bounds)
+        only = {n.name for n in job.graphs[0].nodes
+                if all(dims.get(i) is not None and all(e.is_const for e in dims[i]) for i in n.inputs if i)}
     for g in job.graphs:
         sparse_.apply(g, kernels=o.sparse is True, storage=True, only=only)
 
@@ -353,8 +372,23 @@ def stage_bounds(job: Job) -> None:
     from . import bounds as bounds_
     from .partitioner import partition_rules
     why = ""
+    if len(job.samples) == 1 and _one_conversion(job):
+        g = job.graphs[0]
+        job.bounds.rules, job.bounds.code = [], []
+        try:
+            g.metadata["sym_dims"] = bounds_.derive_from_expressions(g, job.bounds)
+            g.metadata["bounds"] = job.bounds
+            g.metadata["scratch_at_least"] = bounds_.sweep_scratch(job.graphs)
+            g.metadata["bounds_from"] = "expressions"
+            return
+        except bounds_.NeedsSamples as e:
+            # the named fallback (docs/runtime.md): the model converted at the sample sizes
+            job.sample_fallback = str(e)
+        job.samples, job.invalid, job.calib, job.quant_summary = [], [], None, None
+        for stage in STAGES[STAGES.index(stage_build):STAGES.index(stage_bounds)]:
+            stage(job)
     while True:
-        job.bounds.rules = []
+        job.bounds.rules, job.bounds.code = [], []
         try:
             bounds_.derive_rules(job.graphs, job.bounds, [s.values for s in job.samples])
             break
@@ -372,6 +406,9 @@ def stage_bounds(job: Job) -> None:
     job.bounds.rules += partition_rules(job.graphs)
     g = job.graphs[0]
     g.metadata["bounds"] = job.bounds
+    from . import symshape
+    g.metadata["sym_dims"] = symshape.infer(g, job.bounds)
+    g.metadata["bounds_from"] = "samples"
     g.metadata["scratch_at_least"] = bounds_.sweep_scratch(job.graphs)
 
 
@@ -379,6 +416,11 @@ def stage_serialize(job: Job) -> None:
     meta: dict[str, Any] = {"source": job.source}
     if job.bounds is not None:
         meta["bounds"] = {s.name: [s.lo, s.hi] for s in job.bounds.symbols}
+        from . import symshape
+        meta["output_dims"] = symshape.output_text(job.graphs[0], job.bounds, job.graphs[0].metadata["sym_dims"])
+        meta["bounds_from"] = job.graphs[0].metadata.get("bounds_from")
+        if job.sample_fallback is not None:
+            meta["bounds_sample_fallback"] = job.sample_fallback
     if job.quant_summary is not None:
         meta["quantization"] = job.quant_summary
     if job.bounds is None:
@@ -415,6 +457,16 @@ STAGES: tuple[Callable[[Job], None], ...] = (
 
 
 # ---- helpers of the stages -------------------------------------------------------------
+
+def _one_conversion(job: Job) -> bool:
+    """A bounded conversion made once, at the upper bounds, its rules from the expressions
+    (bounds.derive_from_expressions), unless that already fell back to the samples or
+    the options need them: fallback partitions, pruning, quantization, an
+    already-quantized model (docs/runtime.md, "Expressions instead of samples")."""
+    o = job.options
+    return (job.bounds is not None and job.sample_fallback is None and not job.run_time and o.fallback == "off"
+            and not o.prune and o.quantize is None and job.qdq is None)
+
 
 def _needs_calibration_graph(o: ConvertOptions, qdq) -> bool:
     """Bounded conversions run calibration data through a graph of its own size: int8

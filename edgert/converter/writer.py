@@ -15,7 +15,7 @@ from .planner import Plan
 from ..fileformat import (_ENTRY, RECORD_SIZE, _GRAPH, _HEADER, _NODE, _QUANT, _TENSOR, ABSENT, BOUNDS, CONSTANTS,
                           CONST_ALIGN, ENTRY_SIZE, GRAPH, HEADER_SIZE, INDICES, MAGIC, METADATA, NODES, PARAMS,
                           QUANT, QUANT_SIZE, REQUIRED, SPARSE, STATE, STATE_HEAD, STATE_INITIAL, STATE_RECORD,
-                          STORAGE_SPARSE, STRINGS, TENSORS, VERSION, MINOR_WITHOUT_STATE, seal)
+                          STORAGE_SPARSE, STRINGS, TENSORS, VERSION, MINOR_BASE, seal)
 
 
 
@@ -165,6 +165,7 @@ def write(g: Graph, p: Plan, metadata: dict | None = None, state=()) -> bytes:
     if bounds is not None:
         sections.append((BOUNDS, bounds.pack({t: k for k, t in enumerate(g.inputs)}, strings.add), 8, 0))
         sections[0] = (STRINGS, bytes(strings.buf), 8, 0)  # symbol names were added
+    newest = bool(state) or bool(bounds is not None and bounds.code)  # uses minor 3
     if state:
         srecs = bytearray(STATE_HEAD.pack(len(state), 0, p.state_offset))
         for t_in, t_out, init in state:
@@ -191,7 +192,7 @@ def write(g: Graph, p: Plan, metadata: dict | None = None, state=()) -> bytes:
         body += data
         pos = start + len(data)
     rest = bytes(entries) + bytes(body)
-    fields = [MAGIC, VERSION[0], VERSION[1] if state else MINOR_WITHOUT_STATE, 0, HEADER_SIZE + len(rest), HEADER_SIZE,
+    fields = [MAGIC, VERSION[0], VERSION[1] if newest else MINOR_BASE, 0, HEADER_SIZE + len(rest), HEADER_SIZE,
               len(sections), table_off, 0, ENTRY_SIZE, 0, b"\0" * 12]
     out = bytearray(_HEADER.pack(*fields) + rest)
     seal(out)

@@ -126,11 +126,40 @@ class LowerCtx:
         time (computed(i)), its value at the size converted (which the bounded conversion's
         rules then follow)."""
         v = self.const(i)
+        imp = self._imp
+        if imp.sym_dims and i < len(self.node.input) and self.node.input[i] in imp.size_values:
+            s = imp.sym.get(self.node.input[i])
+            if s is None or any(not e.is_const for e in s.reshape(-1)):
+                self.size_read = True  # a parameter that follows the size (symshape: attrs["from_size"])
         if v is None:
             v = self._imp.known.get(self.input(i))
         if v is None:
             self.fail(f"{what} (input {i}) must be constant after folding; it depends on runtime data")
         return v
+
+    def sym_const(self, i: int) -> np.ndarray | None:
+        """The value of input i as symdim expressions (an object array) when it is computed
+        from bounded input sizes and the importer followed the arithmetic; None otherwise
+        (a constant that does not follow the size, or one it could not follow)."""
+        if i >= len(self.node.input) or not self.node.input[i]:
+            return None
+        return self._imp.sym.get(self.node.input[i])
+
+    def sym_dims(self, i: int) -> tuple | None:
+        """Input i's dims as expressions (bounded conversions), None when not followed."""
+        if not self._imp.sym_dims or not self.input(i):
+            return None
+        from . import symbolic
+        return symbolic.tensor_dims(self._imp, self.input(i))
+
+    @property
+    def bounded(self) -> bool:
+        """A bounded conversion (the importer keeps expressions of dims and Shape values)."""
+        return bool(self._imp.sym_dims)
+
+    def from_size(self, i: int) -> bool:
+        """Input i is computed from input sizes (Shape or Size arithmetic)."""
+        return i < len(self.node.input) and self.node.input[i] in self._imp.size_values
 
     def computed(self, i: int) -> bool:
         """Input i is computed at run time from the input size (a shape program of a bounded
@@ -231,6 +260,13 @@ class OnnxImporter:
         # which sits above the importer
         self.emit_placeholder: Callable[[OnnxImporter, Any], None] | None = None
         self.data_dependent: list[str] = []  # partition outputs whose shape follows the data
+        # Bounded conversions: the symbolic dims of the bounded inputs, and the values of
+        # Shape arithmetic as symdim expressions (edgert name -> object array), where the
+        # importer can follow them (symbolic.py)
+        self.sym_dims: dict[str, dict[int, Any]] = {}
+        self.sym: dict[str, np.ndarray] = {}
+        self.sym_shapes: dict[str, tuple | None] = {}  # edgert tensor -> its dims as expressions
+        self.fixed_sizes: set[str] = set()  # ONNX values from Shape arithmetic shown not to follow the size
 
     # ---- name handling -------------------------------------------------------
     def resolve(self, onnx_name: str) -> str:
@@ -406,7 +442,15 @@ class OnnxImporter:
             if fn is None:
                 raise OpUnsupported("operator not supported")
             ctx = LowerCtx(self, node, opset)
+            start = len(self.graph.nodes)
             fn(ctx)
+            if getattr(ctx, "size_read", False):
+                for n in self.graph.nodes[start:]:
+                    if "sym" not in n.attrs:
+                        n.attrs["from_size"] = True
+            if self.sym_dims:
+                from . import symbolic
+                symbolic.node_dims(self, self.graph.nodes[start:])
             for o in node.output:
                 if o and self.resolve(o) not in self.graph.tensors:
                     raise ConversionError(f"lowering of {node.op_type} did not produce output {o!r}")
@@ -453,11 +497,19 @@ class OnnxImporter:
         t = self.graph.tensors[name]
         return t.data if t.is_const else self.known.get(name)
 
+    def _fixed(self, onnx_name: str) -> bool:
+        """The ONNX value does not follow the bounded sizes: not from Shape arithmetic, or
+        followed by expressions that are all constants."""
+        if onnx_name not in self.size_values or onnx_name in self.fixed_sizes:
+            return True
+        s = self.sym.get(onnx_name)
+        return s is not None and all(e.is_const for e in s.reshape(-1))
+
     def _add_folded(self, onnx_name: str, val: np.ndarray) -> None:
         """A folded node's output; one computed from input sizes is recorded (edgert name ->
         ONNX name) for bounds.derive_rules, which asks for it at run time when it varies."""
         self._add_const_value(onnx_name, val)
-        if onnx_name in self.size_values:
+        if onnx_name in self.size_values and onnx_name not in self.fixed_sizes:
             self.graph.metadata.setdefault("size_constants", {})[self.resolve(onnx_name)] = onnx_name
 
     def _fold(self, node, ins: list[str], opset: int) -> bool:
@@ -498,6 +550,10 @@ class OnnxImporter:
                 start = min(max(start + r if start < 0 else start, 0), r)
                 end = min(max(end + r if end < 0 else end, 0), r)
                 val = shape[start:end]
+            if self.sym_dims:
+                from . import symbolic
+                symbolic.shape_value(self, node, ins[0], op, int(start) if op == "Shape" else 0,
+                                     int(end) if op == "Shape" else 0)
             if node.output[0] in self.runtime:
                 if op == "Size":
                     raise OpUnsupported("Size in a computation kept for run time is not supported yet")
@@ -534,9 +590,15 @@ class OnnxImporter:
             if oname and np.asarray(val).nbytes > MAX_FOLDED_BYTES:
                 raise ConversionError(f"constant output {oname!r} takes {np.asarray(val).nbytes} bytes, more than "
                                       f"the converter's limit of {MAX_FOLDED_BYTES} for a constant it computes")
+        if self.sym_dims and any(i in self.sym for i in node.input if i):
+            from . import symbolic
+            symbolic.evaluate(self, node, ins, outs)
         if run_time:
             self._pending = {o: np.asarray(v) for o, v in zip(node.output, outs) if o}
             return False
+        if self.sym_dims and all(self._fixed(i) for i in node.input if i):
+            # computed from sizes that do not follow the bounds (a batch of 1): a constant
+            self.fixed_sizes.update(o for o in node.output if o)
         for oname, val in zip(node.output, outs):
             if oname:
                 self._add_folded(oname, np.asarray(val))
@@ -1088,8 +1150,12 @@ def run_time_closure(nodes, sized: set[str], wanted: set[str]) -> set[str]:
     return need
 
 
-def import_onnx(model, input_shapes=None, input_values=None, run_time=frozenset()) -> Graph:
+def import_onnx(model, input_shapes=None, input_values=None, run_time=frozenset(), sym_dims=None) -> Graph:
     """run_time: ONNX tensors computed from the input size to compute at run time instead
-    of folding them (bounded conversions, edgert/converter/bounds.py)."""
+    of folding them (bounded conversions, edgert/converter/bounds.py); sym_dims: {input:
+    {dim: symdim expression}} of the bounded dims, from which the values of Shape
+    arithmetic are also computed as expressions (LowerCtx.sym_const)."""
     m = load_onnx(model)
-    return OnnxImporter(m, input_shapes, input_values, run_time).run()
+    imp = OnnxImporter(m, input_shapes, input_values, run_time)
+    imp.sym_dims = dict(sym_dims or {})
+    return imp.run()

@@ -17,6 +17,7 @@ def run(g: Graph) -> bool:
             src = u.made_by(node.inputs[0], "reshape")
             if src is not None and node.inputs[0] != src.inputs[0]:
                 node.inputs = [src.inputs[0]] + node.inputs[1:]
+                _merge_sym(node, src)
                 dead_src = u.single_use(src.outputs[0])
                 if dead_src:
                     dead.append(src)
@@ -24,3 +25,19 @@ def run(g: Graph) -> bool:
         remove_nodes(g, dead)
         g.remove_unused_tensors()
     return bool(dead)
+
+
+def _merge_sym(node, src) -> None:
+    """The reshape's dims as expressions (bounded conversions: attrs["sym"], over its
+    input's dims) rewritten over src's input, or dropped when src has none."""
+    sym = (node.attrs.get("sym") or {}).get("shape")
+    if sym is None:
+        return
+    inner = (src.attrs.get("sym") or {}).get("shape")
+    node.attrs = dict(node.attrs)
+    if inner is None:
+        del node.attrs["sym"]
+        node.attrs["from_size"] = True  # its dims are not followed (symshape)
+        return
+    from .. import symdim
+    node.attrs["sym"] = {"shape": [symdim.substitute(e, lambda i, d: inner[d]) for e in sym]}

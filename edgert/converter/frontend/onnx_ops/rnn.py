@@ -57,6 +57,17 @@ def _rnn(ctx: LowerCtx) -> None:
         if not np.all(np.asarray(lens) == seq):
             ctx.fail(f"sequence_lens {np.asarray(lens).tolist()} differ from the sequence length {seq}; "
                      "variable lengths are not supported")
+        xd = ctx.sym_dims(0) if ctx.bounded else None
+        if ctx.bounded:
+            sym_seq = xd[0 if layout == 0 else 1] if xd is not None else None
+            lens_sym = ctx.sym_const(4)
+            if lens_sym is not None and sym_seq is not None and all(e == sym_seq for e in lens_sym.reshape(-1)):
+                pass  # the sequence length at every size (computed from Shape): dropped
+            elif not ctx.from_size(4) and sym_seq is not None and not sym_seq.is_const:
+                ctx.fail(f"sequence_lens {np.asarray(lens).tolist()} is the sequence length at the upper bound "
+                         f"only; bounded dimensions need lengths computed from the input's shape")
+            elif sym_seq is None or not sym_seq.is_const:
+                ctx.size_read = True  # not shown to hold at every size: the sample conversions decide
     # ONNX order: X W R B sequence_lens initial_h [initial_c P]; edgert drops sequence_lens.
     onnx_pos = [0, 1, 2, 3, 5, 6, 7][:N_INPUTS[op]]
     inputs = [ctx.input(k) for k in onnx_pos]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ... import symdim
 from ...ir import check_shape
 from ...ops.range import range_length
 from ...ops.registry import OpUnsupported
@@ -57,8 +58,24 @@ def _axes_list(ctx: LowerCtx, axes, rank: int) -> list[int]:
     return out
 
 
-def _reshape_to(ctx: LowerCtx, shape) -> None:
-    ctx.emit("reshape", [ctx.input(0)], {"shape": [int(d) for d in shape]}, outputs=ctx.outputs[:1])
+def _reshape_to(ctx: LowerCtx, shape, sym=None) -> None:
+    """A reshape to `shape`; sym: its dims as expressions of the input's (symdim.dim_ref),
+    by the ONNX op's meaning (bounded conversions: symshape, OUTDIM_EXPR rules)."""
+    attrs = {"shape": [int(d) for d in shape]}
+    if sym is not None and ctx.bounded:
+        attrs["sym"] = {"shape": list(sym)}
+    ctx.emit("reshape", [ctx.input(0)], attrs, outputs=ctx.outputs[:1])
+
+
+def _dims(ctx: LowerCtx) -> list:
+    return [symdim.dim_ref(0, d) for d in range(len(ctx.shape(0)))]
+
+
+def _prod(exprs) -> "symdim.Expr":
+    out = symdim.const(1)
+    for e in exprs:
+        out = out * e
+    return out
 
 
 # ---- reshape family ---------------------------------------------------------------
@@ -91,6 +108,27 @@ def _reshape(ctx: LowerCtx) -> None:
         out[out.index(-1)] = total // rest
     if int(np.prod(out, dtype=np.int64)) != total:
         ctx.fail(f"cannot reshape {xs} to {spec}")
+    sym = ctx.sym_const(1) if ctx.opset >= 5 else None
+    if sym is None and ctx.bounded and not ctx.from_size(1):
+        sym = np.array([symdim.const(int(d)) for d in spec], dtype=object)  # a constant shape
+    if sym is not None and ctx.bounded:
+        # The output dims as expressions, by ONNX Reshape: 0 copies the input's dim, -1 takes
+        # the elements left (bounds.derive_rules makes them OUTDIM_EXPR rules).
+        exprs = []
+        for k, e in enumerate(sym.reshape(-1)):
+            exprs.append(symdim.dim_ref(0, k) if spec[k] == 0 and not allowzero else e)
+        if -1 in spec:
+            k = spec.index(-1)
+            numel, rest = symdim.const(1), symdim.const(1)
+            for d in range(len(xs)):
+                numel = numel * symdim.dim_ref(0, d)
+            for j, e in enumerate(exprs):
+                if j != k:
+                    rest = rest * e
+            exprs[k] = symdim.floordiv(numel, rest)
+        ctx.emit("reshape", [ctx.input(0)], {"shape": [int(d) for d in out], "sym": {"shape": exprs}},
+                 outputs=ctx.outputs[:1])
+        return
     _reshape_to(ctx, out)
 
 
@@ -104,7 +142,9 @@ def _flatten(ctx: LowerCtx) -> None:
         ctx.fail(f"axis {axis} out of range for rank {r}")
     if axis < 0:
         axis += r
-    _reshape_to(ctx, [int(np.prod(xs[:axis], dtype=np.int64)), int(np.prod(xs[axis:], dtype=np.int64))])
+    d = _dims(ctx)
+    _reshape_to(ctx, [int(np.prod(xs[:axis], dtype=np.int64)), int(np.prod(xs[axis:], dtype=np.int64))],
+                [_prod(d[:axis]), _prod(d[axis:])])
 
 
 @lower("Squeeze")
@@ -121,7 +161,7 @@ def _squeeze(ctx: LowerCtx) -> None:
     for a in axes:
         if xs[a] != 1:
             ctx.fail(f"cannot squeeze dim {a} of size {xs[a]}")
-    _reshape_to(ctx, [d for k, d in enumerate(xs) if k not in axes])
+    _reshape_to(ctx, [d for k, d in enumerate(xs) if k not in axes], [e for k, e in enumerate(_dims(ctx)) if k not in axes])
 
 
 @lower("Unsqueeze")
@@ -133,8 +173,9 @@ def _unsqueeze(ctx: LowerCtx) -> None:
         ctx.fail("axes are required")
     r = len(xs) + len(axes)
     axes = _axes_list(ctx, axes, r)
-    it = iter(xs)
-    _reshape_to(ctx, [1 if k in axes else next(it) for k in range(r)])
+    it, sym = iter(xs), iter(_dims(ctx))
+    _reshape_to(ctx, [1 if k in axes else next(it) for k in range(r)],
+                [symdim.const(1) if k in axes else next(sym) for k in range(r)])
 
 
 # ---- transpose, concat, split ------------------------------------------------------
@@ -169,8 +210,12 @@ def _split(ctx: LowerCtx) -> None:
     axis = _axis(ctx, ctx.attr("axis", 0), len(xs))
     n_out = len(ctx.outputs)
     dim = xs[axis]
+    sym = None  # the sizes as expressions (bounds.derive_rules: PARAM_EXPR rules)
+    D = symdim.dim_ref(0, axis)
     if ctx.opset >= 13 and ctx.has(1):
         sizes = _ints(ctx, 1, "split")
+        sym = ctx.sym_const(1)
+        sym = list(sym.reshape(-1)) if sym is not None else None
     elif ctx.opset < 13 and ctx.has_attr("split"):
         sizes = ctx.attr("split")
     elif ctx.has_attr("num_outputs"):
@@ -179,15 +224,21 @@ def _split(ctx: LowerCtx) -> None:
             ctx.fail(f"num_outputs {num} does not match {n_out} outputs")
         chunk = -(-dim // num)
         sizes = [min(chunk, max(dim - chunk * k, 0)) for k in range(num)]
+        sym_chunk = symdim.ceildiv(D, num)
+        sym = [symdim.min_(sym_chunk, symdim.max_(D - sym_chunk * k, 0)) for k in range(num)]
     else:
         if dim % n_out:
             ctx.fail(f"dim {dim} does not split evenly into {n_out} parts")
         sizes = [dim // n_out] * n_out
+        sym = [symdim.floordiv(D, n_out)] * n_out
     if len(sizes) != n_out:
         ctx.fail(f"{len(sizes)} split sizes for {n_out} outputs")
     if any(s < 0 for s in sizes) or sum(sizes) != dim:
         ctx.fail(f"split sizes {sizes} do not add up to {dim}")
-    ctx.emit("split", [ctx.input(0)], {"axis": axis, "sizes": [int(s) for s in sizes]}, outputs=ctx.outputs)
+    attrs = {"axis": axis, "sizes": [int(s) for s in sizes]}
+    if sym is not None and len(sym) == len(sizes) and ctx.bounded:
+        attrs["sym"] = {"sizes": sym}
+    ctx.emit("split", [ctx.input(0)], attrs, outputs=ctx.outputs)
 
 
 # ---- slice ----------------------------------------------------------------------
@@ -355,7 +406,15 @@ def _pad(ctx: LowerCtx) -> None:
     full = [0] * (2 * r)
     for k, a in enumerate(axes):
         full[a], full[r + a] = int(pads[k]), int(pads[n + k])
-    ctx.emit("pad", [ctx.input(0)], {"mode": mode, "pads": full, "value": value}, outputs=ctx.outputs)
+    attrs = {"mode": mode, "pads": full, "value": value}
+    sym = ctx.sym_const(1) if ctx.opset >= 11 else None
+    if sym is not None and any(not e.is_const for e in sym.reshape(-1)):
+        sym = list(sym.reshape(-1))
+        full_sym = [symdim.const(0)] * (2 * r)
+        for k, a in enumerate(axes):
+            full_sym[a], full_sym[r + a] = sym[k], sym[n + k]
+        attrs["sym"] = {"pads": full_sym}
+    ctx.emit("pad", [ctx.input(0)], attrs, outputs=ctx.outputs)
 
 
 # ---- depth_to_space / space_to_depth -------------------------------------------------
