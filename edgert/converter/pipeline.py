@@ -41,6 +41,8 @@ from . import passes
 from ..errors import ConversionError, EdgertError
 from .emit import serialize
 from .frontend.onnx_import import import_onnx, load_onnx
+from .frontend.tflite_import import import_tflite, load_tflite, sniff_tflite
+from .tflite.reader import Model as TfliteModel
 from .ir import Graph
 from .options import ConvertOptions
 from .partitioner import DEFAULT_MAX_PARTITIONS
@@ -63,7 +65,11 @@ def build_graph(model, input_shapes: dict[str, Any] | None = None, input_values:
     shapes = {k: [int(d) for d in v] for k, v in upper(input_shapes or {}).items()}
     bounded = has_bounds(input_shapes)
     fb = fallback or {}
-    if fb.get("fallback", "off") == "off":
+    if isinstance(model, TfliteModel):
+        if fb.get("fallback", "off") != "off":
+            raise ConversionError("--fallback is not supported for .tflite models yet")
+        g = import_tflite(model, shapes)
+    elif fb.get("fallback", "off") == "off":
         g = import_onnx(model, shapes, input_values, run_time, sym_dims)
     else:
         from .partitioner import import_with_fallback
@@ -86,7 +92,8 @@ def build_graph(model, input_shapes: dict[str, Any] | None = None, input_values:
 
 def convert(model, output: str | os.PathLike | None = None, options: ConvertOptions | None = None,
             **kwargs: Any) -> bytes:
-    """Converts an ONNX model (path, bytes or onnx.ModelProto) to the .edgert format and
+    """Converts an ONNX model (path, bytes or onnx.ModelProto) or a .tflite model (path or
+    bytes, recognized by its "TFL3" identifier; docs/tflite.md) to the .edgert format and
     returns the file's bytes; also writes them to `output` when given (atomically: no
     partial file on failure).
 
@@ -219,6 +226,9 @@ def stage_load(job: Job) -> None:
     job.values = {k: np.asarray(v) for k, v in (o.input_values or {}).items()}
     m = job.model
     job.source = os.path.basename(os.fspath(m)) if isinstance(m, (str, os.PathLike)) else None
+    if sniff_tflite(m):
+        _load_tflite(job)
+        return
     job.model = load_onnx(m)  # checked once (limits, external data inside the model's folder)
     if o.state:
         from . import state as state_
@@ -230,6 +240,18 @@ def stage_load(job: Job) -> None:
     if o.bounded:
         from . import bounds as bounds_
         job.bounds = bounds_.resolve(job.model, job.input_shapes, job.values)
+
+
+def _load_tflite(job: Job) -> None:
+    """A .tflite model (docs/tflite.md): the options that do not apply to it yet refused."""
+    o = job.options
+    for name, unsupported in (("state", bool(o.state)), ("input_values", bool(o.input_values)),
+                              ("bounded input_shapes", o.bounded),
+                              ("fallback", o.fallback != "off" or bool(o.fallback_ops))):
+        if unsupported:
+            raise ConversionError(f"{name} is not supported for .tflite models yet (docs/tflite.md)")
+    job.model = load_tflite(job.model)
+    job.input_shapes = {k: list(v) for k, v in o.input_shapes.items()} if o.input_shapes else o.input_shapes
 
 
 def stage_build(job: Job) -> None:
