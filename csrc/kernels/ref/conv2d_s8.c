@@ -251,6 +251,7 @@ typedef struct job {
   const ptrdiff_t *off; /* block_q: gather_q's tap offsets (cc channels), or NULL */
   int32_t cc;
   size_t msplit; /* tasks per block of pixels: its output channels in that many parts */
+  size_t bands;  /* dwc_task: tasks per 16 channels, bands of whole output rows */
 } job;
 
 /* The padded copy of one input plane, x - x_zp (int16) inside the image and 0 around
@@ -507,15 +508,21 @@ static void dw_task(void *arg, size_t begin, size_t end) {
 static void dwc_task(void *arg, size_t begin, size_t end) {
   const job *j = (const job *)arg;
   const geom *g = j->g;
-  const size_t nb = ((size_t)g->m + 15u) / 16u, tasks = (size_t)g->n * nb;
+  const size_t nb = ((size_t)g->m + 15u) / 16u, tasks = (size_t)g->n * nb * j->bands;
   const size_t plane_in = (size_t)g->h * (size_t)g->w, plane_out = (size_t)g->oh * (size_t)g->ow;
-  const int32_t gv[15] = {g->h,   g->w,   g->oh, g->ow, g->sw,    g->pt,       g->pl,    g->xzp,
-                          g->yzp, g->lo,  g->hi, g->shift, dwc_rows(g), g->kw, g->sh};
+  int32_t gv[15] = {g->h,   g->w,   g->oh, g->ow, g->sw,    g->pt,       g->pl,    g->xzp,
+                    g->yzp, g->lo,  g->hi, g->shift, dwc_rows(g), g->kw, g->sh};
   const int8_t *xend = j->x + (size_t)g->n * (size_t)g->c * plane_in;
   for (size_t s = begin; s < end; s++)
     for (size_t t = s * tasks / j->nslots; t < (s + 1) * tasks / j->nslots; t++) {
-      const size_t n = t / nb, c0 = 16u * (t % nb) + 16u <= (size_t)g->m ? 16u * (t % nb) : (size_t)g->m - 16u;
-      ert_cpu.dwc3_s8(j->y + (n * (size_t)g->m + c0) * plane_out, plane_out,
+      /* output rows r0 .. r1 of the band: the kernel's rows from 0, the top padding
+         moved up by r0 input strides (negative past the image's first rows) */
+      const size_t band = t % j->bands, tc = t / j->bands;
+      const int32_t r0 = (int32_t)(band * (size_t)g->oh / j->bands);
+      const int32_t r1 = (int32_t)((band + 1) * (size_t)g->oh / j->bands);
+      gv[2] = r1 - r0, gv[5] = g->pt - r0 * g->sh;
+      const size_t n = tc / nb, c0 = 16u * (tc % nb) + 16u <= (size_t)g->m ? 16u * (tc % nb) : (size_t)g->m - 16u;
+      ert_cpu.dwc3_s8(j->y + (n * (size_t)g->m + c0) * plane_out + (size_t)r0 * (size_t)g->ow, plane_out,
                       j->x + (n * (size_t)g->c + c0) * plane_in, plane_in, xend, j->w + (size_t)(g->kh * g->kw) * c0,
                       j->qp + 2u * c0, gv, (int8_t *)(void *)(j->scratch + s * j->slot_bytes));
     }
@@ -856,7 +863,14 @@ void ert_conv2d_s8__ref(const ert_node *node, ert_exec *ex) {
   if ((size_t)g.n * (size_t)g.m * (size_t)g.oh * (size_t)g.ow == 0) return;
   if (!S8_DW3 && g.cg == 1 && ert_cpu.dwc3_s8 != NULL && j.w_no_min && dwc_geom(&g) &&
       (size_t)S8_SLOTS * dwc_slot(&g) <= node->scratch_bytes) {
-    const size_t tasks = (size_t)g.n * (((size_t)g.m + 15u) / 16u);
+    size_t tasks = (size_t)g.n * (((size_t)g.m + 15u) / 16u);
+    /* with two threads or more, bands of rows until the tasks are a multiple of the slots
+       (the pool's pieces), each band at least 16 pixels (the kernel's least) */
+    j.bands = 1;
+    if (ert_exec_threads(ex) > 1)
+      for (size_t b = 2; tasks * j.bands % S8_SLOTS != 0 && b <= S8_SLOTS; ++b)
+        if ((size_t)(g.oh / (int32_t)b) * (size_t)g.ow >= 16u) j.bands = b;
+    tasks *= j.bands;
     j.scratch = (char *)node->scratch;
     j.slot_bytes = dwc_slot(&g);
     j.nslots = tasks < S8_SLOTS ? tasks : S8_SLOTS;
