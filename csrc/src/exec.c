@@ -206,11 +206,9 @@ void ert_parallel_for(ert_exec *ex, size_t n, ert_task_fn fn, void *arg) {
   atomic_store(&ex->busy, false);
 }
 
-#if defined(ERT_X86_KERNELS) /* its only callers: the boards' code stays as it was */
 int32_t ert_exec_threads(const ert_exec *ex) {
   return ex == NULL || ex->started == 0 ? 1 : ex->threads;
 }
-#endif
 
 void ert_run_fail(ert_exec *ex, edgert_status status, const char *fmt, ...) {
   if (ex == NULL || ex->failed) return; /* the first failure of a run keeps its message */

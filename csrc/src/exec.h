@@ -36,7 +36,7 @@ typedef void (*ert_task_fn)(void *arg, size_t begin, size_t end);
 /* Runs fn over [0, n) split into contiguous chunks across the session's threads
  * (the calling thread takes part); returns when all chunks are done. */
 void ert_parallel_for(ert_exec *ex, size_t n, ert_task_fn fn, void *arg);
-/* The threads ert_parallel_for runs on (1 without a started pool); x86-64 builds only. */
+/* The threads ert_parallel_for runs on (1 without a started pool). */
 int32_t ert_exec_threads(const ert_exec *ex);
 #if defined(ERT_X86_KERNELS)
 /* The parts the NHWC layers cut their m pixels into (part q: pixels q*m/parts to

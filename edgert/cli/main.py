@@ -432,8 +432,9 @@ def verify(onnx_model, edgert_file, inputs, input_values) -> None:
 @click.option("--warmup", default=3, show_default=True, type=click.IntRange(0, 1000))
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--profile", is_flag=True, help="Time every node (median over the runs) and print a per-node table.")
-@click.option("--target", default=None, help="With --profile: also count instructions per node on this board "
-              "under QEMU (docs/report.md).")
+@click.option("--target", default=None, help="Also count guest instructions on this board under QEMU: per node "
+              "with --profile (one thread; docs/report.md), else per thread with --threads, reporting the busiest "
+              "thread per inference (docs/arm.md, \"Threads\").")
 @click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=D0,D1,...",
               help="A file with bounded dimensions: run at this size (default: the upper bounds); also times a "
                    "size change (the shape pass and prepare).")
@@ -488,6 +489,15 @@ def bench(model, threads, runs, warmup, as_json, profile, target, input_shapes) 
             click.echo(f"{counts['instructions_per_inference']:,} instructions per inference on {target} "
                        f"({counts['cpu']}, QEMU)")
         return
+    counts = None
+    if target:
+        from .report_qemu import busiest_thread
+
+        try:
+            counts = busiest_thread(model, target, threads)
+        except EdgertError as e:
+            click.echo(f"error: {e}", err=True)
+            sys.exit(1)
     for _ in range(warmup):
         sess.run(None, feeds)
     times = []
@@ -500,6 +510,9 @@ def bench(model, threads, runs, warmup, as_json, profile, target, input_shapes) 
            "mean_ms": float(t.mean()), "min_ms": float(t.min()), "arena_bytes": sess.arena_bytes}
     if shapes:
         res.update(input_shapes=shapes, size_change_us=resize_us)
+    if counts:
+        res.update(target=target, cpu=counts["cpu"], busiest_thread_instructions=counts["busiest"],
+                   thread_instructions=counts["per_thread"])
     if as_json:
         click.echo(json.dumps(res, indent=2))
     else:
@@ -507,6 +520,10 @@ def bench(model, threads, runs, warmup, as_json, profile, target, input_shapes) 
                    f"{threads} thread(s)")
         if resize_us is not None:
             click.echo(f"size change (shape pass and prepare, from Python): median {resize_us:.1f} us")
+        if counts:
+            per = ", ".join(f"{c / 1e6:.2f}" for c in counts["per_thread"])
+            click.echo(f"on {target} ({counts['cpu']}, QEMU), {threads} thread(s): busiest thread "
+                       f"{counts['busiest'] / 1e6:,.2f} M instructions per inference (per thread: {per} M)")
 
 
 def _size_change_us(sess, shapes: dict[str, list[int]], rounds: int = 200) -> float:

@@ -34,6 +34,8 @@ from ..converter.progress import Progress
 
 CACHE = pathlib.Path(os.environ.get("EDGERT_CACHE", pathlib.Path.home() / ".cache" / "edgert"))
 PLUGIN_SOURCE = pathlib.Path(__file__).resolve().parent.parent / "data" / "qemu_icount.c"  # edgert/data
+# The per-thread counter (`edgert bench --threads N --target BOARD`); never overridden.
+THREADS_PLUGIN_SOURCE = PLUGIN_SOURCE.with_name("qemu_icount_threads.c")
 CFLAGS = ("-O2", "-shared", "-fPIC", "-fvisibility=hidden")
 
 
@@ -60,24 +62,31 @@ def plugin_source() -> pathlib.Path:
     return PLUGIN_SOURCE
 
 
-def plugin() -> pathlib.Path:
+def plugin(per_thread: bool = False) -> pathlib.Path:
     """The compiled plugin, built on first use into the cache (EDGERT_CACHE, else
     ~/.cache/edgert) under a name holding a hash of its source: a changed source (a new
-    edgert, another EDGERT_ICOUNT_DIR) builds a new library, whatever the files' times."""
-    src = plugin_source()
+    edgert, another EDGERT_ICOUNT_DIR) builds a new library, whatever the files' times.
+    per_thread: edgert's per-thread counter (edgert/data/qemu_icount_threads.c) instead."""
+    if per_thread:
+        src = THREADS_PLUGIN_SOURCE
+        if not src.is_file():
+            raise EdgertError(f"edgert's QEMU plugin source is missing ({src}); reinstall edgert")
+    else:
+        src = plugin_source()
     cache = pathlib.Path(os.environ.get("EDGERT_CACHE", CACHE)).expanduser()
     cc = shutil.which("gcc") or shutil.which("cc")
     if cc is None:
         raise EdgertError("building edgert's QEMU instruction-count plugin needs a C compiler for this machine "
                           "(gcc); on Debian or Ubuntu: sudo apt-get install gcc")
-    include = [f"-I{src.parent}"] if src != PLUGIN_SOURCE else []
+    include = [f"-I{src.parent}"] if src not in (PLUGIN_SOURCE, THREADS_PLUGIN_SOURCE) else []
     cmd = [*CFLAGS, *include]
     h = hashlib.sha256(src.read_bytes())
     if include:  # an override folder's headers are part of its source
         for header in sorted(src.parent.glob("*.h")):
             h.update(header.name.encode() + b"\0" + header.read_bytes())
     h.update("\0".join([os.path.basename(cc), *cmd]).encode())
-    out = cache / "icount" / f"libicount-{h.hexdigest()[:16]}.so"
+    stem = "libicount_threads" if per_thread else "libicount"
+    out = cache / "icount" / f"{stem}-{h.hexdigest()[:16]}.so"
     if out.is_file():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -169,3 +178,65 @@ def count(model: str, target_name: str, progress: bool | None = None) -> dict:
                      f"one thread, the board's kernels): node k = one inference of the graph's first k+1 nodes "
                      f"minus that of the first k; whole model "
                      f"{per_prefix[-1] / 1e6 if per_prefix else 0:,.2f} M instructions per inference.")}
+
+
+def thread_instructions(cmd: list[str], env: dict[str, str] | None = None, cwd: str | None = None) -> list[int]:
+    """Guest instructions of each guest thread of one QEMU run of cmd (loaded with
+    plugin(per_thread=True)), in the order the threads started: the main thread first."""
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=env)
+    if r.returncode != 0:
+        raise EdgertError(f"{' '.join(cmd[:6])} ... failed (exit {r.returncode}):\n{r.stderr[-2000:]}")
+    m = re.search(r"icount_threads: .*?beyond=(\d+) per=([\d,]*)", r.stderr + r.stdout)
+    if not m:
+        raise EdgertError("no per-thread instruction count from QEMU (is the plugin loaded?)\n" + r.stderr[-2000:])
+    if int(m.group(1)):
+        raise EdgertError("more guest threads than edgert's per-thread plugin counts (256)")
+    return [int(c) for c in m.group(2).split(",") if c]
+
+
+def busiest_thread(model: str, target_name: str, threads: int, n: int = 1, k: int = 2) -> dict:
+    """{"target", "cpu", "threads", "busiest", "per_thread", "total", "note"}: guest
+    instructions per inference of `model` run by the board's edgert-run with `threads`
+    threads, per thread: (count at --repeat n+k - count at --repeat n) / k, threads
+    matched by start order (the session's workers start once, at load). "busiest" is the
+    largest, a proxy for the wall time of one inference on a board whose cores run at the
+    same rate (it ignores memory bandwidth shared between the cores). Waiting threads
+    poll for a while before they sleep, and those polls count: the counts of a run with
+    several threads vary by a few percent from run to run with the host's scheduling."""
+    from . import build, targets
+    from .inputs import example_inputs
+    from ..runtime.session import Session
+
+    target = targets.load(target_name)
+    if not target.qemu:
+        raise EdgertError(f"target {target_name} runs natively: instruction counts need an emulated board")
+    if not target.available():
+        raise EdgertError(f"target {target_name}: {target.tool('gcc')} or {target.qemu} not installed; "
+                          f"{target.install_hint()}")
+    bdir = build.compile_target(target)
+    run = bdir / "bin" / "edgert-run"
+    qemu = target.qemu_command() + ["-plugin", str(plugin(per_thread=True)), "-d", "plugin"]
+    env = {key: v for key, v in os.environ.items() if key != "EDGERT_FORCE_REF"}  # the board's own kernels
+    with tempfile.TemporaryDirectory() as tmp:
+        sess = Session(pathlib.Path(model).read_bytes())
+        args = []
+        for i, (name, arr) in enumerate(example_inputs(sess).items()):
+            p = os.path.join(tmp, f"in{i}.npy")
+            np.save(p, arr)
+            args += ["--input", f"{name}={p}"]
+        sess.close()
+
+        def cmd(reps: int) -> list[str]:
+            return qemu + [str(run), str(pathlib.Path(model).resolve()), *args, "--output-dir", tmp,
+                           "--repeat", str(reps), "--threads", str(threads)]
+
+        lo = thread_instructions(cmd(n), env, tmp)
+        hi = thread_instructions(cmd(n + k), env, tmp)
+    lo += [0] * (len(hi) - len(lo))
+    per = [(b - a) / k for a, b in zip(lo, hi)]
+    busiest = max(per) if per else 0.0
+    return {"target": target_name, "cpu": target.qemu_cpu, "threads": threads, "busiest": busiest,
+            "per_thread": per, "total": sum(per),
+            "note": (f"Instructions per inference on {target_name} ({target.qemu_cpu}, QEMU user mode, edgert's "
+                     f"per-thread icount plugin, {threads} thread(s), the board's kernels): busiest thread "
+                     f"{busiest / 1e6:,.2f} M, all threads {sum(per) / 1e6:,.2f} M.")}

@@ -250,9 +250,8 @@ typedef struct job {
   int rq;         /* block_q: blocks requantized by ert_cpu.qgemm_rq_s8 */
   const ptrdiff_t *off; /* block_q: gather_q's tap offsets (cc channels), or NULL */
   int32_t cc;
-#if defined(ERT_X86_KERNELS)
   size_t msplit; /* tasks per block of pixels: its output channels in that many parts */
-#endif
+  size_t bands;  /* dwc_task: tasks per 16 channels, bands of whole output rows */
 } job;
 
 /* The padded copy of one input plane, x - x_zp (int16) inside the image and 0 around
@@ -509,15 +508,21 @@ static void dw_task(void *arg, size_t begin, size_t end) {
 static void dwc_task(void *arg, size_t begin, size_t end) {
   const job *j = (const job *)arg;
   const geom *g = j->g;
-  const size_t nb = ((size_t)g->m + 15u) / 16u, tasks = (size_t)g->n * nb;
+  const size_t nb = ((size_t)g->m + 15u) / 16u, tasks = (size_t)g->n * nb * j->bands;
   const size_t plane_in = (size_t)g->h * (size_t)g->w, plane_out = (size_t)g->oh * (size_t)g->ow;
-  const int32_t gv[15] = {g->h,   g->w,   g->oh, g->ow, g->sw,    g->pt,       g->pl,    g->xzp,
-                          g->yzp, g->lo,  g->hi, g->shift, dwc_rows(g), g->kw, g->sh};
+  int32_t gv[15] = {g->h,   g->w,   g->oh, g->ow, g->sw,    g->pt,       g->pl,    g->xzp,
+                    g->yzp, g->lo,  g->hi, g->shift, dwc_rows(g), g->kw, g->sh};
   const int8_t *xend = j->x + (size_t)g->n * (size_t)g->c * plane_in;
   for (size_t s = begin; s < end; s++)
     for (size_t t = s * tasks / j->nslots; t < (s + 1) * tasks / j->nslots; t++) {
-      const size_t n = t / nb, c0 = 16u * (t % nb) + 16u <= (size_t)g->m ? 16u * (t % nb) : (size_t)g->m - 16u;
-      ert_cpu.dwc3_s8(j->y + (n * (size_t)g->m + c0) * plane_out, plane_out,
+      /* output rows r0 .. r1 of the band: the kernel's rows from 0, the top padding
+         moved up by r0 input strides (negative past the image's first rows) */
+      const size_t band = t % j->bands, tc = t / j->bands;
+      const int32_t r0 = (int32_t)(band * (size_t)g->oh / j->bands);
+      const int32_t r1 = (int32_t)((band + 1) * (size_t)g->oh / j->bands);
+      gv[2] = r1 - r0, gv[5] = g->pt - r0 * g->sh;
+      const size_t n = tc / nb, c0 = 16u * (tc % nb) + 16u <= (size_t)g->m ? 16u * (tc % nb) : (size_t)g->m - 16u;
+      ert_cpu.dwc3_s8(j->y + (n * (size_t)g->m + c0) * plane_out + (size_t)r0 * (size_t)g->ow, plane_out,
                       j->x + (n * (size_t)g->c + c0) * plane_in, plane_in, xend, j->w + (size_t)(g->kh * g->kw) * c0,
                       j->qp + 2u * c0, gv, (int8_t *)(void *)(j->scratch + s * j->slot_bytes));
     }
@@ -780,19 +785,16 @@ static void pack_task(void *arg, size_t begin, size_t end) {
 
 static void block_q(const job *j, size_t t, int8_t *col, int8_t *wq) {
   const geom *g = j->g;
-#if defined(ERT_X86_KERNELS) /* task t: part t % msplit of block t / msplit's channels */
+  /* task t: part t % msplit of block t / msplit's channels */
   const size_t part = t % j->msplit, parts = j->msplit;
   t /= j->msplit;
-#endif
   const size_t per_image = (size_t)g->group * j->blocks;
   const size_t n = t / per_image, grp = (t % per_image) / j->blocks, b = t % j->blocks;
   const int32_t p_total = g->oh * g->ow, p0 = (int32_t)b * j->pbs;
   const int32_t pb = p_total - p0 < j->pbs ? p_total - p0 : j->pbs;
   const size_t plane = (size_t)g->h * (size_t)g->w;
   if (pb < 4 && ert_cpu.gemv_s8 != NULL) {
-#if defined(ERT_X86_KERNELS)
     if (part != 0) return; /* the whole block in part 0 */
-#endif
     block_v(j, n, grp, p0, pb, col);
     return;
   }
@@ -805,13 +807,9 @@ static void block_q(const job *j, size_t t, int8_t *col, int8_t *wq) {
   const int rq = j->rq;
   const size_t mgroups = ((size_t)g->mg + S8_MR - 1) / S8_MR, pbytes = pack_bytes(g);
   const int8_t *pk = j->packed != NULL ? j->packed + grp * mgroups * pbytes : NULL;
-#if defined(ERT_X86_KERNELS)
   const int32_t m_end = (int32_t)((part + 1) * mgroups / parts) * S8_MR;
   for (int32_t m0 = (int32_t)(part * mgroups / parts) * S8_MR; m0 < m_end && m0 < g->mg;
        m0 += S8_MR) {
-#else
-  for (int32_t m0 = 0; m0 < g->mg; m0 += S8_MR) {
-#endif
     const int32_t mr = g->mg - m0 < S8_MR ? g->mg - m0 : S8_MR;
     const size_t oc0 = grp * (size_t)g->mg + (size_t)m0;
     const int8_t *w = wq;
@@ -865,7 +863,14 @@ void ert_conv2d_s8__ref(const ert_node *node, ert_exec *ex) {
   if ((size_t)g.n * (size_t)g.m * (size_t)g.oh * (size_t)g.ow == 0) return;
   if (!S8_DW3 && g.cg == 1 && ert_cpu.dwc3_s8 != NULL && j.w_no_min && dwc_geom(&g) &&
       (size_t)S8_SLOTS * dwc_slot(&g) <= node->scratch_bytes) {
-    const size_t tasks = (size_t)g.n * (((size_t)g.m + 15u) / 16u);
+    size_t tasks = (size_t)g.n * (((size_t)g.m + 15u) / 16u);
+    /* with two threads or more, bands of rows until the tasks are a multiple of the slots
+       (the pool's pieces), each band at least 16 pixels (the kernel's least) */
+    j.bands = 1;
+    if (ert_exec_threads(ex) > 1)
+      for (size_t b = 2; tasks * j.bands % S8_SLOTS != 0 && b <= S8_SLOTS; ++b)
+        if ((size_t)(g.oh / (int32_t)b) * (size_t)g.ow >= 16u) j.bands = b;
+    tasks *= j.bands;
     j.scratch = (char *)node->scratch;
     j.slot_bytes = dwc_slot(&g);
     j.nslots = tasks < S8_SLOTS ? tasks : S8_SLOTS;
@@ -904,14 +909,33 @@ void ert_conv2d_s8__ref(const ert_node *node, ert_exec *ex) {
     j.packed = (int8_t *)node->scratch + S8_SLOTS * j.slot_bytes;
     ert_parallel_for(ex, (size_t)g.group * (((size_t)g.mg + S8_MR - 1) / S8_MR), pack_task, &j);
   }
+  j.msplit = 1;
+#if !defined(ERT_X86_KERNELS)
+  /* The boards with two threads or more: maps of fewer than 4 * S8_SLOTS blocks cut into a
+   * multiple of S8_SLOTS near-equal blocks (each slot a piece of the pool: four on a Pi 4
+   * or 5), and fewer blocks than slots each split into parts of whole S8_MR channel groups
+   * that gather the block again: MobileNetV2's 7x7 and 14x14 layers were one or two tasks,
+   * run by one thread while the others waited. */
+  if (j.simd && ert_exec_threads(ex) > 1 && g.n * g.group == 1) {
+    const size_t pixels = (size_t)g.oh * (size_t)g.ow;
+    size_t blocks = (pixels + (size_t)j.pbs - 1) / (size_t)j.pbs;
+    if (blocks < 4 * S8_SLOTS) {
+      const size_t want = (blocks + S8_SLOTS - 1) / S8_SLOTS * S8_SLOTS;
+      const size_t pbs = ((pixels + want - 1) / want + 7u) & ~(size_t)7u;
+      if (pbs < (size_t)j.pbs) j.pbs = (int32_t)pbs;
+      blocks = (pixels + (size_t)j.pbs - 1) / (size_t)j.pbs;
+    }
+    const size_t mgroups = ((size_t)g.mg + S8_MR - 1) / S8_MR;
+    while (blocks * j.msplit % S8_SLOTS != 0 && j.msplit < S8_SLOTS && j.msplit < mgroups) j.msplit++;
+  }
+#endif
   j.blocks = ((size_t)g.oh * (size_t)g.ow + (size_t)j.pbs - 1) / (size_t)j.pbs;
-  j.tasks = (size_t)g.n * (size_t)g.group * j.blocks;
+  j.tasks = (size_t)g.n * (size_t)g.group * j.blocks * j.msplit;
 #if defined(ERT_X86_KERNELS)
   /* A single block (maps of 64 pixels or fewer): its output channels in two parts of
    * whole S8_MR groups, each gathering the block itself, so that two threads share the
    * node (more parts cost one thread more gathers than they save: about 10 % on the
    * 7x7 layers with k = 960 at four parts). */
-  j.msplit = 1;
   if (ert_cpu.qgemm_s8 != NULL && ert_cpu.quads_s8 != NULL && ert_cpu.pack_w_s8 != NULL &&
       j.tasks == 1 && g.mg > S8_MR) {
     j.msplit = 2;

@@ -437,8 +437,8 @@ typedef struct blocked_job {
 #if defined(ERT_SGEMM_TAPS)
   int taps;               /* the tap-major tile: A at the scratch's start, a panel per slot */
 #endif
-#if defined(ERT_X86_KERNELS)
   int even;   /* pieces of near-equal work (run_blocked) */
+#if defined(ERT_X86_KERNELS)
   int direct; /* A and B read in place by ert_cpu.sgemm_block: no scratch used */
   int rows_first; /* ert_sgemm.rows_first: task r is row part r / nnb, column block r % nnb */
 #endif
@@ -508,11 +508,14 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
   const size_t nmb = (size_t)((g->m + jb->mc - 1) / jb->mc), part = r % jb->nparts;
   int32_t m0 = (int32_t)(part * nmb / jb->nparts) * jb->mc;
   int32_t m1 = min_i32((int32_t)((part + 1) * nmb / jb->nparts) * jb->mc, g->m);
-#if defined(ERT_X86_KERNELS)
   if (jb->even) { /* the column blocks share the panels out evenly (none over nc columns),
                      the row parts the rows in fours (eights for the block kernel, whose
                      4-row tiles run about 10 % slower than its 8- to 16-row ones) */
+#if defined(ERT_X86_KERNELS)
     const int32_t unit = jb->direct ? 8 : 4;
+#else
+    const int32_t unit = 4;
+#endif
     const size_t np = (size_t)((g->n + NR - 1) / NR), cb = r / jb->nparts;
     const size_t mq = (size_t)((g->m + unit - 1) / unit);
     j0 = (int32_t)(cb * np / jb->nnb) * NR;
@@ -520,6 +523,7 @@ static void run_task(const blocked_job *jb, size_t t, float *ap, float *bp) {
     m0 = (int32_t)(part * mq / jb->nparts) * unit;
     m1 = min_i32((int32_t)((part + 1) * mq / jb->nparts) * unit, g->m);
   }
+#if defined(ERT_X86_KERNELS)
   if (jb->rows_first) { /* whole rows, as ert_pixel_parts says */
     const size_t cb = r % jb->nnb, q = r / jb->nnb;
     j0 = (int32_t)cb * jb->nc;
@@ -778,7 +782,21 @@ static void run_blocked(const ert_sgemm *g, void *scratch, ert_exec *ex) {
     nmb = (size_t)((g->m + ROWP_MAX - 1) / ROWP_MAX);
   }
 #else
+  /* the boards with two threads or more: as many tasks of near-equal work as slots (each
+     slot a piece of the pool; threads and slots are both 4 on a Pi 4 or 5), column blocks
+     sharing the panels evenly and row parts in fours, where blocks of nc columns and row
+     parts of whole 64-row blocks left a quarter to a third of a job to one thread */
   const size_t slots = ERT_SGEMM_SLOTS;
+  jb.even = ert_exec_threads(ex) > 1;
+  if (jb.even) {
+    if (g->batch * jb.nnb > slots)
+      for (size_t x = jb.nnb, np = (size_t)((g->n + NR - 1) / NR); x <= np && x < jb.nnb + slots; ++x)
+        if (g->batch * x % slots == 0) {
+          jb.nnb = x;
+          break;
+        }
+    nmb = (size_t)((g->m + 3) / 4);
+  }
 #endif
 #if defined(ERT_SGEMM_TAPS)
   jb.taps = taps_setup(g, slots * jb.slot_bytes, scratch);
