@@ -125,14 +125,10 @@ def _insns(cmd: list[str], cwd: str) -> int:
     return instructions(cmd, env, cwd)
 
 
-def count(model: str, target_name: str, progress: bool | None = None) -> dict:
-    """{"target", "cpu", "instructions_per_inference", "per_node": {node name: count},
-    "note"} for `model` on board `target_name`."""
+def _board(target_name: str):
+    """(target, its edgert-run built for it) of an emulated board; EdgertError when the
+    board runs natively or its toolchain or QEMU is missing."""
     from . import build, targets
-    from ..runtime import reader as fmt
-    from .inputs import example_inputs
-    from ..runtime.session import Session
-    from .subgraph import prefix
 
     target = targets.load(target_name)
     if not target.qemu:
@@ -140,8 +136,18 @@ def count(model: str, target_name: str, progress: bool | None = None) -> dict:
     if not target.available():
         raise EdgertError(f"target {target_name}: {target.tool('gcc')} or {target.qemu} not installed; "
                           f"{target.install_hint()}")
-    bdir = build.compile_target(target)
-    run = bdir / "bin" / "edgert-run"
+    return target, build.compile_target(target) / "bin" / "edgert-run"
+
+
+def count(model: str, target_name: str, progress: bool | None = None) -> dict:
+    """{"target", "cpu", "instructions_per_inference", "per_node": {node name: count},
+    "note"} for `model` on board `target_name`."""
+    from ..runtime import reader as fmt
+    from .inputs import example_inputs
+    from ..runtime.session import Session
+    from .subgraph import prefix
+
+    target, run = _board(target_name)
     raw = pathlib.Path(model).read_bytes()
     info = fmt.read(raw)
     names = [n["name"] for n in info["nodes"]]
@@ -203,18 +209,10 @@ def busiest_thread(model: str, target_name: str, threads: int, n: int = 1, k: in
     same rate (it ignores memory bandwidth shared between the cores). Waiting threads
     poll for a while before they sleep, and those polls count: the counts of a run with
     several threads vary by a few percent from run to run with the host's scheduling."""
-    from . import build, targets
     from .inputs import example_inputs
     from ..runtime.session import Session
 
-    target = targets.load(target_name)
-    if not target.qemu:
-        raise EdgertError(f"target {target_name} runs natively: instruction counts need an emulated board")
-    if not target.available():
-        raise EdgertError(f"target {target_name}: {target.tool('gcc')} or {target.qemu} not installed; "
-                          f"{target.install_hint()}")
-    bdir = build.compile_target(target)
-    run = bdir / "bin" / "edgert-run"
+    target, run = _board(target_name)
     qemu = target.qemu_command() + ["-plugin", str(plugin(per_thread=True)), "-d", "plugin"]
     env = {key: v for key, v in os.environ.items() if key != "EDGERT_FORCE_REF"}  # the board's own kernels
     with tempfile.TemporaryDirectory() as tmp:

@@ -23,7 +23,7 @@ symbol bounds, encode() writes the program the C runtime evaluates (docs/format.
 from __future__ import annotations
 
 import math
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 # ---- expression programs (docs/format.md): one u32 word per instruction, opcode in
 # bits 0-7 and a signed 24-bit argument in bits 8-31; OP_CONST32 takes its value from
@@ -658,10 +658,10 @@ def stack_depth(words: Sequence[int]) -> int:
     return top
 
 
-def run_program(words: Sequence[int], values) -> int:
-    """What the runtime computes for a program (the reference for its tests): floor
-    division and modulo, ZeroDivisionError on a division by zero."""
-    stack: list[int] = []
+def _interpret(words: Sequence[int], leaf, binary) -> Any:
+    """Runs a program: leaf(op, arg) gives the value a CONST, CONST32 (op OP_CONST), SYM or
+    DIM word pushes, binary[op](a, b) combines the two top values; NEG negates the top."""
+    stack: list = []
     k = 0
     while k < len(words):
         w = words[k]
@@ -669,56 +669,47 @@ def run_program(words: Sequence[int], values) -> int:
         arg = w >> 8
         if arg >= 1 << 23:
             arg -= 1 << 24
-        if op == OP_CONST:
-            stack.append(arg)
-        elif op == OP_CONST32:
+        if op == OP_CONST32:
             k += 1
             v = words[k] & 0xFFFFFFFF
-            stack.append(v - (1 << 32) if v >= 1 << 31 else v)
-        elif op == OP_SYM:
-            stack.append(int(values[arg]))
-        elif op == OP_DIM:
-            stack.append(int(values[("in", arg >> 3, arg & 7)]))
+            stack.append(leaf(OP_CONST, v - (1 << 32) if v >= 1 << 31 else v))
+        elif op in (OP_CONST, OP_SYM, OP_DIM):
+            stack.append(leaf(op, arg))
         elif op == OP_NEG:
             stack.append(-stack.pop())
         else:
             b, a = stack.pop(), stack.pop()
-            stack.append({OP_ADD: lambda: a + b, OP_SUB: lambda: a - b, OP_MUL: lambda: a * b,
-                          OP_FLOORDIV: lambda: a // b, OP_MOD: lambda: a % b, OP_MIN: lambda: min(a, b),
-                          OP_MAX: lambda: max(a, b)}[op]())
+            stack.append(binary[op](a, b))
         k += 1
     return stack[-1]
+
+
+def run_program(words: Sequence[int], values) -> int:
+    """What the runtime computes for a program (the reference for its tests): floor
+    division and modulo, ZeroDivisionError on a division by zero. values: symbol index ->
+    value, and ("in", input, dim) -> the node's input dim."""
+    def leaf(op: int, arg: int) -> int:
+        if op == OP_CONST:
+            return arg
+        return int(values[arg] if op == OP_SYM else values[("in", arg >> 3, arg & 7)])
+
+    return _interpret(words, leaf, {OP_ADD: lambda a, b: a + b, OP_SUB: lambda a, b: a - b,
+                                    OP_MUL: lambda a, b: a * b, OP_FLOORDIV: lambda a, b: a // b,
+                                    OP_MOD: lambda a, b: a % b, OP_MIN: min, OP_MAX: max})
 
 
 def decode(words: Sequence[int], names: Sequence[str] = ()) -> Expr:
     """The expression a program computes (for inspect and tests)."""
-    stack: list[Expr] = []
-    k = 0
-    while k < len(words):
-        w = words[k]
-        op = w & 0xFF
-        arg = w >> 8
-        if arg >= 1 << 23:
-            arg -= 1 << 24
+    def leaf(op: int, arg: int) -> Expr:
         if op == OP_CONST:
-            stack.append(const(arg))
-        elif op == OP_CONST32:
-            k += 1
-            v = words[k] & 0xFFFFFFFF
-            stack.append(const(v - (1 << 32) if v >= 1 << 31 else v))
-        elif op == OP_SYM:
-            stack.append(sym(arg, names[arg] if arg < len(names) else f"s{arg}"))
-        elif op == OP_DIM:
-            stack.append(dim_ref(arg >> 3, arg & 7))
-        elif op == OP_NEG:
-            stack.append(-stack.pop())
-        else:
-            b, a = stack.pop(), stack.pop()
-            stack.append({OP_ADD: lambda: a + b, OP_SUB: lambda: a - b, OP_MUL: lambda: a * b,
-                          OP_FLOORDIV: lambda: floordiv(a, b), OP_MOD: lambda: mod(a, b),
-                          OP_MIN: lambda: min_(a, b), OP_MAX: lambda: max_(a, b)}[op]())
-        k += 1
-    return stack[-1]
+            return const(arg)
+        if op == OP_SYM:
+            return sym(arg, names[arg] if arg < len(names) else f"s{arg}")
+        return dim_ref(arg >> 3, arg & 7)
+
+    return _interpret(words, leaf, {OP_ADD: lambda a, b: a + b, OP_SUB: lambda a, b: a - b,
+                                    OP_MUL: lambda a, b: a * b, OP_FLOORDIV: floordiv, OP_MOD: mod,
+                                    OP_MIN: min_, OP_MAX: max_})
 
 
 # ---- text -------------------------------------------------------------------------------
