@@ -139,12 +139,27 @@ def _board(target_name: str):
     return target, build.compile_target(target) / "bin" / "edgert-run"
 
 
+def _input_args(raw: bytes, tmp: str) -> list[str]:
+    """edgert-run's --input arguments for the example inputs of the model `raw`, saved in tmp."""
+    from .inputs import example_inputs
+    from ..runtime.session import Session
+
+    sess = Session(raw)
+    args = []
+    try:
+        for k, (name, arr) in enumerate(example_inputs(sess).items()):
+            p = os.path.join(tmp, f"in{k}.npy")
+            np.save(p, arr)
+            args += ["--input", f"{name}={p}"]
+    finally:
+        sess.close()
+    return args
+
+
 def count(model: str, target_name: str, progress: bool | None = None) -> dict:
     """{"target", "cpu", "instructions_per_inference", "per_node": {node name: count},
     "note"} for `model` on board `target_name`."""
     from ..runtime import reader as fmt
-    from .inputs import example_inputs
-    from ..runtime.session import Session
     from .subgraph import prefix
 
     target, run = _board(target_name)
@@ -153,13 +168,7 @@ def count(model: str, target_name: str, progress: bool | None = None) -> dict:
     names = [n["name"] for n in info["nodes"]]
     qemu = target.qemu_command() + ["-plugin", str(plugin()), "-d", "plugin"]
     with tempfile.TemporaryDirectory() as tmp:
-        sess = Session(raw)
-        args = []
-        for k, (name, arr) in enumerate(example_inputs(sess).items()):
-            p = os.path.join(tmp, f"in{k}.npy")
-            np.save(p, arr)
-            args += ["--input", f"{name}={p}"]
-        sess.close()
+        args = _input_args(raw, tmp)
         per_prefix = []
         with Progress(f"counting instructions under QEMU ({target_name})", len(names), progress) as bar:
             for k in range(len(names)):
@@ -209,20 +218,11 @@ def busiest_thread(model: str, target_name: str, threads: int, n: int = 1, k: in
     same rate (it ignores memory bandwidth shared between the cores). Waiting threads
     poll for a while before they sleep, and those polls count: the counts of a run with
     several threads vary by a few percent from run to run with the host's scheduling."""
-    from .inputs import example_inputs
-    from ..runtime.session import Session
-
     target, run = _board(target_name)
     qemu = target.qemu_command() + ["-plugin", str(plugin(per_thread=True)), "-d", "plugin"]
     env = {key: v for key, v in os.environ.items() if key != "EDGERT_FORCE_REF"}  # the board's own kernels
     with tempfile.TemporaryDirectory() as tmp:
-        sess = Session(pathlib.Path(model).read_bytes())
-        args = []
-        for i, (name, arr) in enumerate(example_inputs(sess).items()):
-            p = os.path.join(tmp, f"in{i}.npy")
-            np.save(p, arr)
-            args += ["--input", f"{name}={p}"]
-        sess.close()
+        args = _input_args(pathlib.Path(model).read_bytes(), tmp)
 
         def cmd(reps: int) -> list[str]:
             return qemu + [str(run), str(pathlib.Path(model).resolve()), *args, "--output-dir", tmp,

@@ -477,13 +477,17 @@ class Session:
             if self._queue:
                 self._cond.notify_all()  # the head of the queue must see it, whoever else waits
 
-    def _free_idle(self) -> None:
-        """Destroys idle contexts, and the model once no context is left (under _cond)."""
+    def _destroy_idle(self) -> None:
+        """Destroys the idle contexts (under _cond)."""
         for ctx in self._idle:
             self._lib.edgert_session_destroy(ctx)
             self._contexts.remove(ctx)
             self._io_slots.pop(ctx, None)
         self._idle.clear()
+
+    def _free_idle(self) -> None:
+        """Destroys idle contexts, and the model once no context is left (under _cond)."""
+        self._destroy_idle()
         if not self._contexts and self._model and not self._streams:
             self._lib.edgert_model_free(self._model)
             self._model = self._ffi.NULL
@@ -765,11 +769,7 @@ class Stream(Session):
 
     def _free_idle(self) -> None:
         """Destroys idle contexts; once none is left, lets go of the owner's model (under _cond)."""
-        for ctx in self._idle:
-            self._lib.edgert_session_destroy(ctx)
-            self._contexts.remove(ctx)
-            self._io_slots.pop(ctx, None)
-        self._idle.clear()
+        self._destroy_idle()
         owner = self._owner
         if not self._contexts and owner is not None:
             self._owner = None
